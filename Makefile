@@ -1,0 +1,48 @@
+# sentlab — the two commands:  `make repro` (pipeline, quick profile)  and  `make test`.
+PROFILE ?= quick
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+SHARED  ?= $(abspath ../shared)
+
+# The offline mirror and NLTK data beside the checkout are used when present;
+# an explicit SENTLAB_DATA_MIRROR / NLTK_DATA in the environment wins.
+ifneq ($(wildcard $(SHARED)/data),)
+export SENTLAB_DATA_MIRROR ?= $(SHARED)/data
+endif
+ifneq ($(wildcard $(SHARED)/nltk_data),)
+export NLTK_DATA ?= $(SHARED)/nltk_data
+endif
+export HF_HUB_DISABLE_TELEMETRY = 1
+export TOKENIZERS_PARALLELISM = false
+
+.PHONY: env repro test smoke clean-env bench mlflow-ui
+
+env: $(VENV)/.installed
+
+# torch's CPU build is installed first and pinned: a later `pip install` of a
+# package that needs torch then finds it satisfied and never pulls CUDA wheels.
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip wheel
+	$(PY) -m pip install -q "torch==2.13.0"
+	$(PY) -m pip install -q -e ".[test]"
+	touch $@
+
+repro: env
+	$(PY) -m sentlab.cli profile $(PROFILE)
+	$(VENV)/bin/dvc repro
+
+smoke:
+	$(MAKE) repro PROFILE=smoke
+
+test: env
+	$(PY) -m pytest -q
+
+bench: env
+	$(PY) benchmarks/eval_speed.py
+
+mlflow-ui: env
+	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db --port 5000
+
+clean-env:
+	rm -rf $(VENV)

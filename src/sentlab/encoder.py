@@ -1,0 +1,148 @@
+"""Sentence encoders: a Hugging Face model plus a pooling, behind one interface.
+
+:class:`SentenceEncoder` is what evaluation, diagnostics and the training
+loop's dev evaluation call. Its ``encode(sentences, batch_size=...)`` returns a
+NumPy array, the way MTEB and sentence-transformers call encoders, so any
+sentlab model can be handed to those tools.
+
+Poolings (SPEC §2):
+
+* ``cls`` — last-layer [CLS] vector, no MLP (SimCSE's ``cls_before_pooler``);
+* ``mean`` — attention-masked mean of the last layer;
+* ``first_last`` — mean of the embedding-layer output and the last layer,
+  each masked-averaged over tokens (SimCSE's ``avg_first_last`` uses the
+  first *hidden state*, i.e. the embedding output);
+* ``mask`` — the [MASK] vector of a prompt template (PromptBERT), see
+  :data:`PROMPT_TEMPLATE`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+import torch
+
+POOLINGS = ("cls", "mean", "first_last", "mask")
+PROMPT_TEMPLATE = 'This sentence : "{sentence}" means {mask} .'
+
+
+def masked_mean(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    m = attention_mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * m).sum(1) / m.sum(1).clamp_min(1e-9)
+
+
+def pool(outputs, attention_mask: torch.Tensor, pooling: str, input_ids: torch.Tensor | None = None,
+         mask_token_id: int | None = None) -> torch.Tensor:
+    """Pool a Hugging Face model output (``output_hidden_states`` needed for ``first_last``)."""
+    last = outputs.last_hidden_state
+    if pooling == "cls":
+        return last[:, 0]
+    if pooling == "mean":
+        return masked_mean(last, attention_mask)
+    if pooling == "first_last":
+        first = outputs.hidden_states[0]
+        return (masked_mean(first, attention_mask) + masked_mean(last, attention_mask)) / 2
+    if pooling == "mask":
+        if input_ids is None or mask_token_id is None:
+            raise ValueError("mask pooling needs input_ids and the tokenizer's mask token id")
+        pos = (input_ids == mask_token_id).int().argmax(dim=1)
+        return last[torch.arange(last.size(0), device=last.device), pos]
+    raise ValueError(f"unknown pooling {pooling!r}; allowed: {', '.join(POOLINGS)}")
+
+
+def apply_template(sentences: Sequence[str], mask_token: str, template: str = PROMPT_TEMPLATE) -> list[str]:
+    return [template.format(sentence=s, mask=mask_token) for s in sentences]
+
+
+def autocast(device: torch.device, precision: str):
+    """bf16 autocast context on CPU or CUDA, or a no-op for fp32."""
+    if precision == "bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+@dataclass
+class SentenceEncoder:
+    """A model + tokenizer + pooling with an MTEB/sentence-transformers style ``encode``.
+
+    ``post`` is an optional callable applied to the pooled batch (e.g. a
+    whitening transform); ``dims`` slices the embedding (e.g. a channel of the
+    POS/BOW model).
+    """
+
+    model: torch.nn.Module
+    tokenizer: object
+    pooling: str = "cls"
+    max_length: Optional[int] = None
+    precision: str = "fp32"
+    dims: Optional[tuple[int, int]] = None
+    template: Optional[str] = None
+    post: Optional[Callable[[np.ndarray], np.ndarray]] = None
+    name: str = "model"
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+
+    def __post_init__(self):
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"unknown pooling {self.pooling!r}; allowed: {', '.join(POOLINGS)}")
+        if self.pooling == "mask" and self.template is None:
+            self.template = PROMPT_TEMPLATE
+
+    @property
+    def effective_max_length(self) -> int:
+        if self.max_length:
+            return self.max_length
+        cfg_max = getattr(getattr(self.model, "config", None), "max_position_embeddings", 512)
+        tok_max = getattr(self.tokenizer, "model_max_length", cfg_max) or cfg_max
+        return int(min(cfg_max, tok_max))
+
+    @torch.no_grad()
+    def encode_batch(self, sentences: Sequence[str]) -> torch.Tensor:
+        """Pooled embeddings of one batch, as a float32 tensor (no sorting, no progress bar)."""
+        texts = list(sentences)
+        if self.template is not None:
+            texts = apply_template(texts, self.tokenizer.mask_token, self.template)
+        enc = self.tokenizer(texts, padding=True, truncation=True, max_length=self.effective_max_length,
+                             return_tensors="pt").to(self.device)
+        with autocast(self.device, self.precision):
+            out = self.model(**enc, output_hidden_states=(self.pooling == "first_last"), return_dict=True)
+        emb = pool(out, enc["attention_mask"], self.pooling, enc["input_ids"],
+                   getattr(self.tokenizer, "mask_token_id", None)).float()
+        if self.dims is not None:
+            emb = emb[:, self.dims[0]: self.dims[1]]
+        return emb
+
+    def encode(self, sentences: Sequence[str], batch_size: int = 128, show_progress_bar: bool | None = None,
+               sort_by_length: bool = True, **kwargs) -> np.ndarray:
+        """Encode ``sentences`` (in their order) into an ``(n, d)`` float32 array.
+
+        Sentences are sorted by length so each batch pads little; the result is
+        returned in the input order. Extra keyword arguments that MTEB or
+        sentence-transformers pass (``convert_to_numpy``, ``prompt_name`` …)
+        are accepted and ignored.
+        """
+        from tqdm.auto import tqdm
+
+        sentences = list(sentences)
+        n = len(sentences)
+        if n == 0:
+            return np.zeros((0, 0), dtype=np.float32)
+        order = np.argsort([-len(s) for s in sentences], kind="stable") if sort_by_length else np.arange(n)
+        was_training = self.model.training
+        self.model.eval()
+        chunks = []
+        disable = (not show_progress_bar) if show_progress_bar is not None else n < 2000
+        try:
+            for start in tqdm(range(0, n, batch_size), desc=f"encode {self.name}", unit="batch", disable=disable):
+                idx = order[start: start + batch_size]
+                chunks.append(self.encode_batch([sentences[i] for i in idx]).cpu().numpy())
+        finally:
+            self.model.train(was_training)
+        emb = np.concatenate(chunks, 0)
+        out = np.empty_like(emb)
+        out[order] = emb
+        if self.post is not None:
+            out = self.post(out).astype(np.float32)
+        return out
