@@ -94,6 +94,7 @@ class EvaluateParams(Strict):
     precision: Literal["fp32", "bf16"] = "fp32"
     max_length: Optional[int] = Field(None, gt=0, description="None: the model's own maximum")
     diagnostics: bool = True
+    max_pairs: Optional[int] = Field(None, gt=0, description="None: every pair; else a seeded sample per task (smoke runs; labelled)")
     hard_subset: HardSubsetParams = HardSubsetParams()
     whitening: WhiteningParams = WhiteningParams()
 

@@ -1,0 +1,106 @@
+"""Discrete sentence augmentations for MoCo-BERT's key branch (PT-BERT Table 3, SPEC §3.4).
+
+PT-BERT (Tan et al., ACL 2022, Sec. 4.4 / Table 3) compares MoCo-BERT with
+four discrete augmentations of the key sentence but gives neither rates nor
+the exact operations. The choices made here (all seeded, all parameters):
+
+* :func:`reorder` — the whitespace words in a uniformly random order
+  (one Fisher–Yates shuffle of *all* words with the given RNG; punctuation
+  glued to a word moves with it). A sentence of one word is unchanged.
+* :func:`duplicate` — ``n = max(1, round(rate · #words))`` distinct word
+  positions drawn without replacement; each chosen word is repeated
+  immediately after itself ("the cat sat" → "the the cat sat").
+* :func:`delete` — ``n = max(1, round(rate · #words))`` distinct word
+  positions removed; at least one word is always kept.
+* :func:`srl_rebuild` — SRL-guided: for every predicate-argument frame of
+  the annotation stage, the spans ``[ARG0, PRED, ARGM-NEG, ARG1]`` that exist,
+  in that order; the frames' word lists concatenated (in the annotation's
+  order) into one new sentence. A sentence without frames is returned
+  unchanged.
+
+Rates of 0 return the sentence unchanged. Each function takes a
+:class:`random.Random` so a caller can derive one reproducible stream per
+batch (see :class:`sentlab.methods.moco.MoCo`).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+AUGMENTATIONS = ("none", "reorder", "duplication", "deletion", "srl")
+
+
+def _count(n_words: int, rate: float) -> int:
+    if rate <= 0 or n_words == 0:
+        return 0
+    return max(1, int(round(rate * n_words)))
+
+
+def reorder(sentence: str, rng: random.Random) -> str:
+    """Shuffle the whitespace words of ``sentence`` (a full random permutation)."""
+    words = sentence.split()
+    rng.shuffle(words)
+    return " ".join(words)
+
+
+def duplicate(sentence: str, rng: random.Random, rate: float = 0.1) -> str:
+    """Repeat ``max(1, round(rate·n))`` randomly chosen words in place."""
+    words = sentence.split()
+    chosen = set(rng.sample(range(len(words)), _count(len(words), rate)))
+    out: list[str] = []
+    for i, w in enumerate(words):
+        out.append(w)
+        if i in chosen:
+            out.append(w)
+    return " ".join(out)
+
+
+def delete(sentence: str, rng: random.Random, rate: float = 0.1) -> str:
+    """Remove ``max(1, round(rate·n))`` randomly chosen words, keeping at least one word."""
+    words = sentence.split()
+    k = min(_count(len(words), rate), max(len(words) - 1, 0))
+    dropped = set(rng.sample(range(len(words)), k))
+    return " ".join(w for i, w in enumerate(words) if i not in dropped)
+
+
+SRL_ORDER = ("arg0", "predicate", "argm_neg", "arg1")
+
+
+def _span_text(span: Any) -> Optional[str]:
+    if span is None:
+        return None
+    text = span.get("text") if isinstance(span, Mapping) else span
+    text = (text or "").strip()
+    return text or None
+
+
+def srl_rebuild(sentence: str, frames: Optional[Sequence[Mapping[str, Any]]]) -> str:
+    """Rebuild ``sentence`` from its predicate-argument frames: ``[ARG0, PRED, ARGM-NEG, ARG1]`` per frame.
+
+    ``frames`` is the annotation stage's ``frames`` column for this sentence: a list of
+    ``{predicate, arg0, arg1, argm_neg}`` where each is a span ``{text, start, end}`` or None.
+    No frame (or only empty spans) → the sentence unchanged.
+    """
+    parts: list[str] = []
+    for frame in frames or ():
+        for key in SRL_ORDER:
+            text = _span_text(frame.get(key))
+            if text:
+                parts.append(text)
+    return " ".join(parts) if parts else sentence
+
+
+def make_augmenter(kind: str, rate: float = 0.1) -> Callable[[str, random.Random, Any], str]:
+    """``f(sentence, rng, frames) -> augmented sentence`` for one augmentation kind."""
+    if kind == "none":
+        return lambda s, rng, frames=None: s
+    if kind == "reorder":
+        return lambda s, rng, frames=None: reorder(s, rng)
+    if kind == "duplication":
+        return lambda s, rng, frames=None: duplicate(s, rng, rate)
+    if kind == "deletion":
+        return lambda s, rng, frames=None: delete(s, rng, rate)
+    if kind == "srl":
+        return lambda s, rng, frames=None: srl_rebuild(s, frames)
+    raise ValueError(f"unknown augmentation {kind!r}; allowed: {', '.join(AUGMENTATIONS)}")

@@ -1,0 +1,1 @@
+"""Report stage: the papers' tables regenerated from metrics, the paper's numbers beside."""

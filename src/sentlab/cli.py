@@ -1,0 +1,114 @@
+"""The ``sentlab`` command line: one entry point for every stage's library code.
+
+Errors meant for the user (:class:`~sentlab.errors.SentlabError`) are printed
+as one paragraph without a traceback, with exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import sys
+
+from .errors import SentlabError
+
+# Modules that add subcommands through ``register_cli(subparsers)``.
+PLUGINS: list[str] = []
+
+
+def _cmd_evaluate(args) -> int:
+    from .config import load_params
+    from .data.sts import read_sts_table
+    from .evaluate.protocol import evaluate_table
+    from .evaluate.runner import build_encoders
+    from .io import write_json
+
+    params = load_params(args.params) if args.params else None
+    table = read_sts_table(args.sts)
+    precision = args.precision or (params.evaluate.precision if params else "fp32")
+    batch = args.batch_size or (params.evaluate.batch_size if params else 128)
+    encoders = build_encoders(args.model, pooling=args.pooling, precision=precision, name=args.name)
+    out = {}
+    for name, enc in encoders.items():
+        res = evaluate_table(enc, table, batch_size=batch)
+        out[name] = res
+    main = next(iter(out.values()))
+    flat = {k: v for k, v in main.items()}
+    if len(out) > 1:
+        flat["extra_rows"] = {k: v for k, v in list(out.items())[1:]}
+    if args.json:
+        write_json(args.json, flat)
+    keys = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness", "Avg"]
+    for name, res in out.items():
+        print(name + ": " + "  ".join(f"{k} {res[k]:.2f}" for k in keys))
+    return 0
+
+
+def _cmd_params(args) -> int:
+    import yaml
+
+    from .config import load_params
+
+    p = load_params(args.params, profile=args.profile)
+    print(yaml.safe_dump(p.model_dump(exclude={"profiles"}), sort_keys=False))
+    return 0
+
+
+def _cmd_profile(args) -> int:
+    from .config import set_profile
+
+    changed = set_profile(args.params, args.name)
+    print(f"params.yaml: profile {args.name}" + (" (switched)" if changed else " (unchanged)"))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sentlab", description=__doc__.splitlines()[0])
+    p.add_argument("-v", "--verbose", action="store_true")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    e = sub.add_parser("evaluate", help="STS evaluation (SPEC §2) of a model: 7 tasks + STS-B dev")
+    e.add_argument("--model", required=True, help="hub id or folder (a trained models/<method> or any HF model)")
+    e.add_argument("--pooling", choices=["cls", "mean", "first_last", "mask"], default=None,
+                   help="default: the trained model's own (sentlab.json), else cls")
+    e.add_argument("--json", help="write the flat metrics JSON here")
+    e.add_argument("--sts", default="data/sts/sts.parquet", help="STS table written by the prepare stage")
+    e.add_argument("--params", default=None, help="params.yaml to take evaluate.* defaults from")
+    e.add_argument("--precision", choices=["fp32", "bf16"], default=None)
+    e.add_argument("--batch-size", type=int, default=None)
+    e.add_argument("--name", default=None, help="row name (default: the folder name)")
+    e.set_defaults(func=_cmd_evaluate)
+
+    pr = sub.add_parser("params", help="print the validated params in force (profile merged)")
+    pr.add_argument("--params", default="params.yaml")
+    pr.add_argument("--profile", default=None, choices=["quick", "smoke", "paper"])
+    pr.set_defaults(func=_cmd_params)
+
+    pf = sub.add_parser("profile", help="switch params.yaml's `profile:` line (make repro PROFILE=...)")
+    pf.add_argument("name", choices=["quick", "smoke", "paper"])
+    pf.add_argument("--params", default="params.yaml")
+    pf.set_defaults(func=_cmd_profile)
+
+    for mod in PLUGINS:
+        importlib.import_module(mod).register_cli(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except SentlabError as e:
+        print(f"sentlab: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("sentlab: interrupted; no partial output was written (outputs are renamed into place only when complete).",
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

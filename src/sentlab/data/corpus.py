@@ -1,0 +1,99 @@
+"""The training corpus: filtered, deduplicated, seeded sample, written as Parquet.
+
+Schema of ``data/corpus/<name>.parquet``: ``id`` int64 (0-based line number in
+the source file, or the row number for derived corpora), ``text`` string.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import DataFormatError, SentlabError
+from ..io import atomic_path
+
+SCHEMA = pa.schema([("id", pa.int64()), ("text", pa.string())])
+
+
+@dataclass
+class CorpusStats:
+    source: str
+    lines: int = 0
+    empty: int = 0
+    too_short: int = 0
+    too_long: int = 0
+    duplicates: int = 0
+    kept_after_filter: int = 0
+    sampled: int = 0
+
+
+def sample_corpus(path: Path, size: int, seed: int, min_words: int = 1, max_words: int = 128,
+                  dedupe: bool = True, allow_smaller: bool = False) -> tuple[list[int], list[str], CorpusStats]:
+    """Filter the one-sentence-per-line file at ``path`` and draw ``size`` sentences with ``seed``.
+
+    Empty lines, lines outside [min_words, max_words] whitespace words and
+    (with ``dedupe``) repeated lines are dropped and counted. The sample keeps
+    file order; ids are 0-based line numbers.
+    """
+    from .sts import read_lines
+
+    stats = CorpusStats(source=str(path))
+    lines = read_lines(path)
+    stats.lines = len(lines)
+    ids, texts, seen = [], [], set()
+    for i, line in enumerate(lines):
+        t = line.strip()
+        if not t:
+            stats.empty += 1
+            continue
+        n = len(t.split())
+        if n < min_words:
+            stats.too_short += 1
+            continue
+        if n > max_words:
+            stats.too_long += 1
+            continue
+        if dedupe:
+            if t in seen:
+                stats.duplicates += 1
+                continue
+            seen.add(t)
+        ids.append(i)
+        texts.append(t)
+    stats.kept_after_filter = len(ids)
+    if not ids:
+        raise DataFormatError(path, None, "no sentence is left after filtering (empty corpus)",
+                              "Check the file, or widen prepare.min_words / prepare.max_words in params.yaml.")
+    if len(ids) < size:
+        if not allow_smaller:
+            raise SentlabError(
+                f"The corpus {path} has {len(ids)} usable sentences after filtering, fewer than prepare.size = {size}. "
+                f"Lower prepare.size in params.yaml, set prepare.allow_smaller: true to use all of them, or provide the "
+                f"full corpus (the mirror may hold only a head sample)."
+            )
+        chosen = list(range(len(ids)))
+    else:
+        chosen = sorted(random.Random(seed).sample(range(len(ids)), size))
+    stats.sampled = len(chosen)
+    return [ids[j] for j in chosen], [texts[j] for j in chosen], stats
+
+
+def write_corpus(path: Path, ids: list[int], texts: list[str]) -> None:
+    table = pa.Table.from_arrays([pa.array(ids, pa.int64()), pa.array(texts, pa.string())], schema=SCHEMA)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+
+
+def read_corpus(path: str | Path) -> pa.Table:
+    path = Path(path)
+    if not path.exists():
+        raise SentlabError(f"Corpus {path} not found. Run the prepare stage first (`dvc repro prepare`).")
+    return pq.read_table(path)
+
+
+def stats_dict(stats: CorpusStats) -> dict:
+    return asdict(stats)

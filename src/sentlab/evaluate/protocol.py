@@ -1,0 +1,144 @@
+"""The STS evaluation protocol of SPEC §2 (SimCSE's), with each distinct sentence encoded once.
+
+* similarity: cosine; score: Spearman × 100;
+* STS12–16: the "all" setting (one Spearman over the concatenation of every
+  subset's scored pairs); SentEval's per-subset ``mean`` and ``wmean`` are
+  reported beside it, labelled;
+* STS-B and SICK-R: their test splits; STS-B dev for model selection;
+* Avg.: the plain mean of the seven.
+
+Speed: the sentences of all tasks are pooled, deduplicated, sorted by length
+and encoded once (``SentenceEncoder.encode``); per-pair cosines are then
+gathered from that one matrix. Spearman comes from :func:`scipy.stats.spearmanr`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.stats import spearmanr
+
+from ..data.sts import TASKS, eval_split
+
+STS_ALL = ("STS12", "STS13", "STS14", "STS15", "STS16")
+
+
+def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    num = np.sum(a * b, axis=1)
+    den = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    return num / np.clip(den, 1e-12, None)
+
+
+def spearman100(pred: Sequence[float], gold: Sequence[float]) -> float:
+    if len(pred) < 2:
+        return float("nan")
+    return float(spearmanr(pred, gold).statistic * 100)
+
+
+def embed_unique(encoder, sentences: Iterable[str], batch_size: int = 128) -> dict[str, np.ndarray]:
+    """Encode each distinct sentence once; returns sentence -> embedding."""
+    uniq = list(dict.fromkeys(sentences))
+    emb = encoder.encode(uniq, batch_size=batch_size, show_progress_bar=True)
+    return dict(zip(uniq, emb))
+
+
+def pair_cosines(pairs: pd.DataFrame, lookup: dict[str, np.ndarray]) -> np.ndarray:
+    a = np.stack([lookup[s] for s in pairs.sentence1])
+    b = np.stack([lookup[s] for s in pairs.sentence2])
+    return cosine_rows(a, b)
+
+
+def score_task(pairs: pd.DataFrame, cos: np.ndarray) -> dict:
+    """Spearman on the concatenation ("all") and SentEval's per-subset mean/wmean."""
+    gold = pairs.score.to_numpy()
+    out = {"all": spearman100(cos, gold), "pairs": int(len(pairs)), "subsets": {}}
+    per, weights = [], []
+    for subset, idx in pairs.groupby("subset", sort=False).indices.items():
+        s = spearman100(cos[idx], gold[idx])
+        out["subsets"][subset] = {"spearman": s, "pairs": int(len(idx))}
+        per.append(s)
+        weights.append(len(idx))
+    out["mean"] = float(np.mean(per)) if per else float("nan")
+    out["wmean"] = float(np.average(per, weights=weights)) if per else float("nan")
+    return out
+
+
+def evaluate_table(encoder, table: pd.DataFrame, batch_size: int = 128, tasks: Sequence[str] = TASKS,
+                   with_dev: bool = True, return_embeddings: bool = False, max_pairs: int | None = None):
+    """Run the seven tasks (+ STS-B dev) on ``encoder``; returns the metrics dict.
+
+    The flat keys ``STS12`` … ``SICKRelatedness`` and ``Avg`` are Spearman × 100
+    ("all" setting); ``STSBenchmark-dev`` is the model-selection score;
+    ``per_task`` holds pair counts and the labelled per-subset mean/wmean.
+    With ``return_embeddings`` the sentence -> embedding lookup is returned too
+    (diagnostics reuse it instead of encoding again). ``max_pairs`` evaluates a
+    seeded sample of each task (smoke runs only; recorded in the output).
+    """
+    names = list(tasks) + (["STSBenchmark-dev"] if with_dev else [])
+    splits = {t: eval_split(table, t) for t in names}
+    if max_pairs is not None:
+        splits = {t: df.sample(n=min(max_pairs, len(df)), random_state=0).sort_index() for t, df in splits.items()}
+    for t, df in splits.items():
+        if df.empty:
+            from ..errors import SentlabError
+
+            raise SentlabError(f"The STS table has no evaluation pairs for {t}. Re-run the prepare stage (`dvc repro prepare`).")
+    t0 = time.perf_counter()
+    sentences = [s for df in splits.values() for s in (*df.sentence1, *df.sentence2)]
+    lookup = embed_unique(encoder, sentences, batch_size=batch_size)
+    seconds = time.perf_counter() - t0
+    results: dict = {}
+    per_task: dict = {}
+    for t, df in splits.items():
+        cos = pair_cosines(df, lookup)
+        sc = score_task(df, cos)
+        results[t] = round(sc["all"], 4)
+        per_task[t] = {"pairs": sc["pairs"], "mean": round(sc["mean"], 4), "wmean": round(sc["wmean"], 4),
+                       "subsets": {k: {"spearman": round(v["spearman"], 4), "pairs": v["pairs"]} for k, v in sc["subsets"].items()}}
+    results["Avg"] = round(float(np.mean([results[t] for t in tasks])), 4)
+    results["per_task"] = per_task
+    results["encode_seconds"] = round(seconds, 2)
+    results["distinct_sentences"] = len(lookup)
+    if max_pairs is not None:
+        results["subsampled_pairs_per_task"] = max_pairs
+    if return_embeddings:
+        return results, lookup
+    return results
+
+
+def evaluate_dev(encoder, table: pd.DataFrame, max_pairs: int | None = None, batch_size: int = 128,
+                 pos_min_score: float = 4.0) -> dict:
+    """STS-B dev Spearman × 100 plus alignment and uniformity (the training loop's periodic check)."""
+    from .diagnostics import alignment_uniformity
+
+    dev = eval_split(table, "STSBenchmark-dev")
+    if max_pairs is not None:
+        dev = dev.iloc[:max_pairs]
+    lookup = embed_unique(encoder, [*dev.sentence1, *dev.sentence2], batch_size=batch_size)
+    a = np.stack([lookup[s] for s in dev.sentence1])
+    b = np.stack([lookup[s] for s in dev.sentence2])
+    out = {"stsb_dev": spearman100(cosine_rows(a, b), dev.score.to_numpy())}
+    out.update(alignment_uniformity(a, b, dev.score.to_numpy(), dev.sentence1, dev.sentence2, pos_min_score))
+    return out
+
+
+def senteval_style(encoder, table: pd.DataFrame, batch_size: int = 128, tasks: Sequence[str] = TASKS) -> dict:
+    """Reference loop for the benchmark: each task's pairs encoded batch by batch in file order
+    (duplicates encoded again), as SentEval does."""
+    results = {}
+    for t in tasks:
+        df = eval_split(table, t)
+        cos = []
+        for start in range(0, len(df), batch_size):
+            chunk = df.iloc[start: start + batch_size]
+            a = encoder.encode(list(chunk.sentence1), batch_size=batch_size, sort_by_length=False, show_progress_bar=False)
+            b = encoder.encode(list(chunk.sentence2), batch_size=batch_size, sort_by_length=False, show_progress_bar=False)
+            cos.append(cosine_rows(a, b))
+        results[t] = spearman100(np.concatenate(cos), df.score.to_numpy())
+    results["Avg"] = float(np.mean([results[t] for t in tasks]))
+    return results

@@ -1,0 +1,99 @@
+"""Contrastive Tension (Carlsson et al., ICLR 2021), SPEC §3.3."""
+
+from __future__ import annotations
+
+import copy
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from pydantic import Field
+
+from ..encoder import pool
+from ..errors import SentlabError
+from . import register
+from .base import Batch, Method, MethodParams
+
+
+class CTParams(MethodParams):
+    negatives: int = Field(7, gt=0, description="K random negatives per positive (other sentences of the batch)")
+    pooling: Literal["mean", "cls"] = Field("mean", description="pooling of both copies in training and at test")
+    export: Literal["second", "first"] = Field("second", description="which copy is the trained model")
+
+
+@register("ct")
+class ContrastiveTension(Method):
+    """CT-BERT: two independent encoder copies pulled together on identical sentences.
+
+    Carlsson, Gogoulou, Ylipää, Cuba Gyllensten & Sahlgren, "Semantic
+    Re-tuning with Contrastive Tension", ICLR 2021. Both copies start from the
+    same pretrained weights and are trained with separate parameters. For each
+    sentence ``s_i`` of the batch the positive is ``(f1(s_i), f2(s_i))`` and the
+    K negatives are ``(f1(s_i), f2(s_j))`` for K distinct other sentences
+    ``j ≠ i`` of the batch, drawn at random (torch's global RNG, so seeded and
+    restored on resume). The loss is binary cross-entropy on the dot product
+    ``f1(s)·f2(s')`` with label 1 for the positive and 0 for the negatives,
+    averaged over the ``B·(1+K)`` pairs.
+
+    Choices (params): pooling ``mean`` (the CT paper and sentence-transformers'
+    ``ContrastiveTensionLoss`` use mean pooling; ``cls`` available), K = 7
+    (CT's 1 positive : 7 negatives). Exported copy: ``second`` — the CT
+    paper evaluates model 2, and sentence-transformers' ``ContrastiveTensionLoss``
+    keeps ``model2`` as "the final model used during inference"; ``first`` is
+    available. ``self.encoder`` is always the exported copy, ``self.other`` the
+    copy thrown away after training.
+
+    Example::
+
+        method = ContrastiveTension(bert, tok, ContrastiveTension.Params(negatives=3), train_cfg)
+        method(Batch(["a", "b", "c", "d"]))["loss"].backward()
+    """
+
+    summary = "CT-BERT: two independent encoder copies, same-sentence positives, K random negatives, BCE on dot products"
+    Params = CTParams
+    inference_pooling = "mean"
+
+    def __init__(self, encoder, tokenizer, params: CTParams, train_cfg, seed: int = 0):
+        super().__init__(encoder, tokenizer, params, train_cfg, seed)
+        self.other = copy.deepcopy(encoder)
+
+    @property
+    def model1(self):
+        return self.other if self.params.export == "second" else self.encoder
+
+    @property
+    def model2(self):
+        return self.encoder if self.params.export == "second" else self.other
+
+    def _embed(self, model, enc) -> torch.Tensor:
+        out = model(**enc, return_dict=True)
+        return pool(out, enc["attention_mask"], self.params.pooling)
+
+    def _sample_negatives(self, n: int, device) -> torch.Tensor:
+        """``(n, K)`` indices of K distinct other sentences for each sentence."""
+        k = self.params.negatives
+        if k > n - 1:
+            raise SentlabError(
+                f"methods.{self.id}.negatives = {k} needs batches of at least {k + 1} sentences, got {n}; "
+                f"lower methods.{self.id}.negatives or raise train.batch_size.")
+        scores = torch.rand(n, n, device=device)
+        scores.fill_diagonal_(-1.0)
+        return scores.topk(k, dim=1).indices
+
+    def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
+        enc = self.tokenize(batch.sentences)
+        e1 = self._embed(self.model1, enc)
+        e2 = self._embed(self.model2, enc)
+        dots = e1.float() @ e2.float().T  # (B, B): f1(s_i) · f2(s_j)
+        n = dots.size(0)
+        neg = self._sample_negatives(n, dots.device)
+        pos_logits = dots.diagonal().unsqueeze(1)  # (B, 1)
+        neg_logits = dots.gather(1, neg)  # (B, K)
+        logits = torch.cat([pos_logits, neg_logits], dim=1)
+        labels = torch.zeros_like(logits)
+        labels[:, 0] = 1.0
+        loss = F.binary_cross_entropy_with_logits(logits, labels)
+        return {"loss": loss, "pos_dot": pos_logits.mean().detach(), "neg_dot": neg_logits.mean().detach()}
+
+    def export_info(self) -> dict:
+        return {"method": self.id, "pooling": self.params.pooling, "exported_copy": self.params.export}

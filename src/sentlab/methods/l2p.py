@@ -1,0 +1,485 @@
+"""L2P-CSR (learned weakening perturbations), PromptBERT and both together — SPEC §3.7.
+
+Three registered methods share one two-view contrastive core
+(:class:`_TwoViewContrastive`: the batch is encoded as ``[s_1..s_N, s_1..s_N]``,
+in-batch InfoNCE over cos/τ between the two halves):
+
+* ``l2p`` — :class:`L2PCSR`, [CLS] + MLP in training, [CLS] at test;
+* ``prompt`` — :class:`PromptBERT`, the sentence inside a template, the
+  [MASK] vector as the representation (training and test);
+* ``prompt_l2p`` — :class:`PromptL2P`, the template and the learned masks.
+
+The paper's ablations (Table 3) and hyper-parameter sweeps (Fig. 2) are
+params of ``methods.l2p``; :data:`ABLATIONS` lists them with the paper's
+numbers so the DVC matrix stage and the report read one definition.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+import torch
+from pydantic import Field, field_validator, model_validator
+
+from ..encoder import PROMPT_TEMPLATE, pool
+from . import register
+from ._common import MLPHead, info_nce
+from ._perturb import ascend, isolated_rng, perturbable_modules, threshold, transform_outputs, weakening_mask
+from .base import Batch, Method, MethodParams
+
+# L2P-CSR Table 3 (BERT-base, STS-B / SICK-R test Spearman x100) and Fig. 2 sweeps.
+# Each variant = overrides on top of ``methods.l2p``. The Fig. 2 curves are plots
+# without printed values, so the sweep rows carry no paper number.
+ABLATIONS: dict[str, dict] = {
+    "full": {"label": "BERT-base + L2P-CSR", "overrides": {}, "paper": {"STSBenchmark": 77.80, "SICKRelatedness": 72.65}},
+    "no_feature_mask": {"label": "w/o feature mask", "overrides": {"feature_mask": False},
+                        "paper": {"STSBenchmark": 70.91, "SICKRelatedness": 73.01}},
+    "no_token_mask": {"label": "w/o token mask", "overrides": {"token_mask": False},
+                      "paper": {"STSBenchmark": 74.05, "SICKRelatedness": 70.71}},
+    "no_learning": {"label": "w/o learning to perturb", "overrides": {"learn": False},
+                    "paper": {"STSBenchmark": 75.09, "SICKRelatedness": 70.34}},
+    "gradient_noise": {"label": "BERT-base + Emb Noise", "overrides": {"perturbation": "gradient_noise"},
+                       "paper": {"STSBenchmark": 75.95, "SICKRelatedness": 70.73}},
+    "continuous": {"label": "BERT-base + Continual Mask", "overrides": {"continuous": True},
+                   "paper": {"STSBenchmark": 75.05, "SICKRelatedness": 70.54}},
+    **{f"phi_{v:g}": {"label": f"phi = {v:g}", "overrides": {"phi": v}, "paper": None} for v in (0.01, 0.1, 0.2, 0.3)},
+    **{f"layers_{k}": {"label": f"k = {k}", "overrides": {"layers": k}, "paper": None} for k in (0, 1, 4, 6)},
+}
+
+
+def ablation_params(base: dict, variant: str) -> "L2PParams":
+    """``methods.l2p`` with the overrides of one :data:`ABLATIONS` variant, validated."""
+    from ..errors import SentlabError
+
+    if variant not in ABLATIONS:
+        raise SentlabError(f"Unknown L2P-CSR ablation {variant!r}; allowed: {', '.join(ABLATIONS)} (ablations.l2p in params.yaml).")
+    return L2PParams(**{**(base or {}), **ABLATIONS[variant]["overrides"]})
+
+
+# --------------------------------------------------------------------------- params
+class _TemplateFields(MethodParams):
+    template: str = Field(PROMPT_TEMPLATE, description="PromptBERT template with {sentence} and {mask}; used at test too")
+    template2: Optional[str] = Field(
+        None, description="template of the second view (PromptBERT's unsup. runs use a different one); None: same as `template`")
+
+    @field_validator("template", "template2")
+    @classmethod
+    def _placeholders(cls, v):
+        if v is not None and (v.count("{sentence}") != 1 or v.count("{mask}") != 1):
+            raise ValueError("a template needs exactly one {sentence} and one {mask}, e.g. " + PROMPT_TEMPLATE)
+        return v
+
+
+class PromptParams(_TemplateFields):
+    mlp_train: bool = Field(True, description="MLP over the [MASK] vector in training (PromptBERT --mlp_only_train)")
+
+
+class L2PParams(MethodParams):
+    layers: int = Field(2, ge=0, description="k: the embedding output and the first k transformer layers are masked")
+    phi: float = Field(0.05, ge=0, le=1, description="mask threshold: alpha = 1 where p >= phi")
+    steps: int = Field(4, ge=0, description="t: gradient-ascent steps on the masks per batch (the code's 4)")
+    beta: float = Field(0.5, gt=0, description="ascent step on p (paper 0.5; the released code 0.1)")
+    token_mask: bool = Field(True, description="False: alpha_tok = 1 everywhere (Table 3 'w/o token mask')")
+    feature_mask: bool = Field(True, description="False: alpha_fea = 1 everywhere (Table 3 'w/o feature mask')")
+    learn: bool = Field(True, description="False: random U(0,1) masks, no ascent (Table 3 'w/o learning to perturb')")
+    perturbation: Literal["mask", "gradient_noise"] = Field(
+        "mask", description="gradient_noise: VAT/FreeLB-style additive noise on the embedding output (Table 3 'Emb Noise')")
+    continuous: bool = Field(False, description="True: M = (p_tok + p_fea)/2, p used directly (Table 3 'Continual Mask')")
+    ascent_grad: Literal["binary", "continuous"] = Field(
+        "binary", description="binary: dL/d(alpha) at the binary masks applied to p (straight-through, as the code); "
+                              "continuous: the ascent passes use M = (p_tok + p_fea)/2 and take dL/dp")
+    token_norm: Literal["vector", "element"] = Field(
+        "vector", description="token step g/||g||: vector = L2 over the positions of one sentence-view (paper); "
+                              "element = g/|g| per entry (the code's norm over a size-1 axis = sign ascent)")
+    feature_scope: Literal["batch", "view", "sentence"] = Field(
+        "view", description="one feature vector per layer for the whole batch (code: both views share it), "
+                            "per layer and view (paper: different masks for the two views), or per sentence-view")
+    zero_grad: Literal["keep", "reset"] = Field(
+        "keep", description="entries whose gradient norm is 0: keep p, or reset p to 1 (the code's NaN -> 1)")
+    ascent_dropout: Literal["fresh", "shared"] = Field(
+        "fresh", description="fresh: each ascent pass draws its own (seeded) dropout, as the code; shared: the ascent "
+                             "passes and the encoder step use one dropout realisation")
+    noise_init: float = Field(0.1, ge=0, description="gradient_noise: initial noise norm per sentence-view (FreeLB init)")
+    noise_step: float = Field(0.1, gt=0, description="gradient_noise: ascent step on the noise (normalised gradient)")
+    noise_max_norm: Optional[float] = Field(None, gt=0, description="gradient_noise: project each row's noise to this norm")
+    mlp_train: bool = Field(True, description="[CLS]/[MASK] + MLP (Linear+tanh) in training, dropped at test")
+
+    @model_validator(mode="after")
+    def _something_to_perturb(self):
+        if self.perturbation == "mask" and not (self.token_mask or self.feature_mask):
+            raise ValueError("token_mask and feature_mask are both false: nothing is perturbed; enable one of them")
+        return self
+
+
+class PromptL2PParams(L2PParams, _TemplateFields):
+    pass
+
+
+# --------------------------------------------------------------------------- shared core
+class _TwoViewContrastive(Method):
+    """Two views of each sentence in one doubled batch, pooled ([CLS] or [MASK]) + MLP, in-batch InfoNCE."""
+
+    inference_pooling = "cls"
+
+    def __init__(self, encoder, tokenizer, params, train_cfg, seed: int = 0):
+        super().__init__(encoder, tokenizer, params, train_cfg, seed)
+        self.mlp = MLPHead(encoder.config.hidden_size) if params.mlp_train else None
+        self._template_cache: dict[str, tuple[list[int], list[int]]] = {}
+
+    # --- input --------------------------------------------------------------
+    @property
+    def templates(self) -> Optional[tuple[str, str]]:
+        t = getattr(self.params, "template", None)
+        if t is None:
+            return None
+        return t, (getattr(self.params, "template2", None) or t)
+
+    def _template_pieces(self, template: str) -> tuple[list[int], list[int]]:
+        if template not in self._template_cache:
+            before, after = template.split("{sentence}")
+            mask = self.tokenizer.mask_token
+            ids = [self.tokenizer(part.format(mask=mask), add_special_tokens=False)["input_ids"] for part in (before, after)]
+            self._template_cache[template] = (ids[0], ids[1])
+        return self._template_cache[template]
+
+    def templated_ids(self, sentences, template: str) -> list[list[int]]:
+        """Token ids of ``template`` around each sentence, special tokens added.
+
+        The sentence is truncated to ``train.max_length − 2`` tokens (the
+        budget it has without a template) *before* it is wrapped, as
+        PromptBERT's training code does, so the [MASK] token is never cut off.
+        """
+        before, after = self._template_pieces(template)
+        sent = self.tokenizer(list(sentences), add_special_tokens=False, truncation=True,
+                              max_length=max(1, self.train_cfg.max_length - 2))["input_ids"]
+        return [self.tokenizer.build_inputs_with_special_tokens(before + s + after) for s in sent]
+
+    def tokenize_views(self, sentences) -> dict[str, torch.Tensor]:
+        """The doubled batch ``[view 1 of s_1..s_N, view 2 of s_1..s_N]`` (attention mask included)."""
+        sentences = list(sentences)
+        if self.templates is None:
+            return self.tokenize(sentences * 2)
+        t1, t2 = self.templates
+        ids = self.templated_ids(sentences, t1) + self.templated_ids(sentences, t2)
+        enc = self.tokenizer.pad({"input_ids": ids}, padding=True, return_tensors="pt")
+        return {k: v.to(self.device) for k, v in enc.items()}
+
+    # --- representation -------------------------------------------------------
+    def represent(self, enc: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Training representation: [CLS] (or [MASK] with a template) of the last layer, then the MLP."""
+        out = self.encoder(**enc, return_dict=True)
+        if self.templates is not None:
+            h = pool(out, enc["attention_mask"], "mask", enc["input_ids"], self.tokenizer.mask_token_id)
+        else:
+            h = out.last_hidden_state[:, 0]
+        return self.mlp(h) if self.mlp is not None else h
+
+    def contrastive_loss(self, enc: dict[str, torch.Tensor]) -> torch.Tensor:
+        """In-batch InfoNCE (L2P-CSR Eq. 9) between the two halves of the doubled batch."""
+        z = self.represent(enc)
+        n = z.size(0) // 2
+        return info_nce(z[:n], z[n:], self.train_cfg.temperature)
+
+    def export_info(self) -> dict:
+        if self.templates is not None:
+            return {"method": self.id, "pooling": "mask", "template": self.templates[0]}
+        return {"method": self.id, "pooling": "cls"}
+
+
+# --------------------------------------------------------------------------- PromptBERT
+@register("prompt")
+class PromptBERT(_TwoViewContrastive):
+    """PromptBERT, unsupervised (Jiang et al., "PromptBERT: Improving BERT
+    Sentence Embeddings with Prompts", 2022), as used by L2P-CSR Table 1 "+Prompt".
+
+    Each sentence is put in the template ``This sentence : "[X]" means [MASK] .``
+    (``template``) and the last-layer [MASK] vector is its representation, in
+    training (then the MLP, PromptBERT's ``--mlp_only_train``) and at test
+    (``export_info`` → pooling ``mask`` + the template; no MLP). Two dropout
+    views per sentence, in-batch InfoNCE over cos/τ. ``template2`` gives the
+    second view a different template, as PromptBERT's own unsupervised runs
+    do. PromptBERT's *template denoising* (subtracting the [MASK] vector of the
+    empty template) is **not implemented**.
+
+    Example::
+
+        m = PromptBERT(bert, tok, PromptBERT.Params(), train_cfg)
+        m(Batch(["a cat sat", "dogs bark"]))["loss"].backward()
+        m.sentence_encoder().encode(["a cat sat"])   # [MASK] pooling, same template
+    """
+
+    summary = "PromptBERT (unsup.): template 'This sentence : \"[X]\" means [MASK] .', [MASK] vector, two dropout views, InfoNCE"
+    Params = PromptParams
+    inference_pooling = "mask"
+
+    def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
+        return {"loss": self.contrastive_loss(self.tokenize_views(batch.sentences))}
+
+
+# --------------------------------------------------------------------------- L2P-CSR
+@dataclass
+class _Perturbation:
+    """The perturbation of one batch: probabilities (mask) or additive noise (gradient_noise)."""
+
+    real: torch.Tensor                      # (N, L) bool: real tokens of the 2B rows
+    rows_view: torch.Tensor                 # (N,) long: 0 for view 1, 1 for view 2
+    p_tok: Optional[torch.Tensor] = None    # (k+1, N, L); 1 at padding
+    p_fea: Optional[torch.Tensor] = None    # (k+1, S, D), S = 1 | 2 | N (feature_scope)
+    delta: Optional[torch.Tensor] = None    # (N, L, D) noise on the embedding output
+
+
+@register("l2p")
+class L2PCSR(_TwoViewContrastive):
+    """L2P-CSR: learning to perturb for contrastive sentence representations
+    (Zhou et al., "Learning to Perturb for Contrastive Learning of Unsupervised
+    Sentence Representations"; RUCAIBox/L2P-CSR), SPEC §3.7.
+
+    Per batch (Algorithm 1): for the embedding output and the first k
+    transformer layers (``layers``), draw a token probability vector and a
+    feature probability vector from U(0, 1) (Eq. 4); the masks are
+    ``α = [p ≥ φ]`` (Eq. 1) and the layer output is multiplied by
+    ``M[i, j] = (α_tok[i] + α_fea[j]) / 2`` (Eqs. 2–3) through forward hooks,
+    so a weakened token or feature is halved and both weakened is zeroed.
+    ``steps`` times, the contrastive loss of the two perturbed views is
+    maximised w.r.t. the masks: ``p ← clip[0,1](p + β g/||g||₂)`` (Eqs. 5–8)
+    and the masks are recomputed. The encoder then takes its step on the final
+    two views with in-batch InfoNCE (Eq. 9), [CLS] + MLP. At inference there is
+    no perturbation: the hooks exist only inside :meth:`forward`.
+
+    Choices where the paper is silent (params of ``methods.l2p``):
+
+    * gradient: w.r.t. the *binary* masks α, applied to p (straight-through,
+      as the code; ``ascent_grad: binary``) or w.r.t. p through continuous
+      masks in the ascent passes (``ascent_grad: continuous``);
+    * token vector: one per layer, sentence, view and position (as the code);
+      padding positions are fixed at p = 1 (never weakened) and the attention
+      mask IS passed (the code attends to padding; we do not);
+    * feature vector: per layer and view, shared by the batch
+      (``feature_scope: view``, default: "the two views get different
+      masks"); ``batch`` = the code (one per layer for both views),
+      ``sentence`` = per sentence-view;
+    * normalisation: L2 over each probability vector (``token_norm: vector``,
+      the paper) or per entry (``element``, what the code's token update does);
+    * a zero-norm gradient (NaN in the code): ``zero_grad: keep`` (no move) or
+      ``reset`` (p = 1, the code);
+    * β = 0.5 (paper; the code's 0.1 is the documented alternative), t = 4;
+    * the ascent uses ``torch.autograd.grad`` w.r.t. the mask tensors only (no
+      gradient reaches the encoder's ``.grad``); its passes run under their own
+      seeded RNG (:func:`~sentlab.methods._perturb.isolated_rng`), so the
+      global dropout stream of the encoder step does not depend on ``steps``.
+
+    Ablations (Table 3): ``feature_mask: false``, ``token_mask: false``,
+    ``learn: false`` (random masks), ``perturbation: gradient_noise`` (additive
+    noise on the embedding output learnt by the same ascent, FreeLB-style init;
+    ``layers`` is unused), ``continuous: true`` (M from p directly, ascent
+    w.r.t. p). Sweeps: ``phi``, ``layers`` (Fig. 2). See :data:`ABLATIONS`.
+
+    Logged beside the loss: ``ascent_loss_start`` (random masks),
+    ``ascent_loss_end`` (last ascent pass), ``ascent_gain`` (encoder-step loss
+    minus ``ascent_loss_start``; with ``ascent_dropout: fresh`` it includes the
+    dropout difference), ``weakened_tokens`` / ``weakened_features`` /
+    ``zeroed_entries`` (fractions over real tokens, final masks), or
+    ``noise_norm`` for gradient noise.
+
+    Example::
+
+        m = L2PCSR(bert, tok, L2PCSR.Params(layers=2, steps=4), train_cfg, seed=42)
+        out = m(Batch(["a cat sat", "dogs bark"]))
+        out["loss"].backward()      # out["weakened_tokens"], out["ascent_gain"], ...
+    """
+
+    summary = "L2P-CSR: learned token/feature weakening masks on the first layers, two views, InfoNCE, [CLS]+MLP"
+    Params = L2PParams
+    inference_pooling = "cls"
+
+    def __init__(self, encoder, tokenizer, params, train_cfg, seed: int = 0):
+        super().__init__(encoder, tokenizer, params, train_cfg, seed)
+        k = 0 if params.perturbation == "gradient_noise" else params.layers
+        perturbable_modules(encoder, k)  # fail early on a bad backbone / k
+        self._draws = 0  # batches drawn so far: seeds the per-batch generator (resume-safe)
+
+    # --- state for resume ---------------------------------------------------
+    def extra_state(self) -> dict:
+        return {"l2p_draws": self._draws}
+
+    def load_extra_state(self, state: dict) -> None:
+        self._draws = int(state.get("l2p_draws", 0))
+
+    # --- the algorithm --------------------------------------------------------
+    def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
+        enc = self.tokenize_views(batch.sentences)
+        gen = self._batch_generator()
+        state = self._init_perturbation(enc, gen)
+        shared_seed = self._seed_from(gen) if self.params.ascent_dropout == "shared" else None
+        stats: dict[str, torch.Tensor] = {}
+        if self.params.learn and self.params.steps > 0:
+            state, stats = self._learn_to_perturb(enc, state, gen, shared_seed)
+        with self._perturbed(self._transforms(state)):
+            if shared_seed is not None:
+                with isolated_rng(shared_seed, self.device):
+                    loss = self.contrastive_loss(enc)
+            else:
+                loss = self.contrastive_loss(enc)
+        if "ascent_loss_start" in stats:
+            stats["ascent_gain"] = loss.detach() - stats["ascent_loss_start"]
+        return {"loss": loss, **stats, **self._perturbation_stats(state)}
+
+    def _learn_to_perturb(self, enc, state: _Perturbation, gen: torch.Generator, shared_seed: Optional[int]):
+        """``steps`` ascent steps on the perturbation (Algorithm 1, lines 6–13). Encoder grads untouched."""
+        losses = []
+        for _ in range(self.params.steps):
+            seed = shared_seed if shared_seed is not None else self._seed_from(gen)
+            leaves, transforms = self._ascent_leaves(state)
+            with isolated_rng(seed, self.device), self._perturbed(transforms):
+                loss = self.contrastive_loss(enc)
+            grads = torch.autograd.grad(loss, list(leaves.values()))
+            state = self._ascend(state, dict(zip(leaves, grads)))
+            losses.append(loss.detach())
+        return state, {"ascent_loss_start": losses[0], "ascent_loss_end": losses[-1]}
+
+    # --- perturbation: init, masks, ascent ----------------------------------
+    def _batch_generator(self) -> torch.Generator:
+        g = torch.Generator().manual_seed((self.seed * 1_000_003 + self._draws) % (2**63 - 1))
+        self._draws += 1
+        return g
+
+    @staticmethod
+    def _seed_from(gen: torch.Generator) -> int:
+        return int(torch.randint(0, 2**62, (1,), generator=gen))
+
+    @property
+    def n_masked(self) -> int:
+        """Number of masked outputs: the embedding output + the first k layers."""
+        return self.params.layers + 1
+
+    def _init_perturbation(self, enc, gen: torch.Generator) -> _Perturbation:
+        """Eq. 4: p_tok, p_fea ~ U(0, 1) (or the initial noise of the gradient_noise variant)."""
+        p = self.params
+        real = enc["attention_mask"].bool()
+        n, length = real.shape
+        d = self.encoder.config.hidden_size
+        rows_view = (torch.arange(n, device=self.device) >= n // 2).long()
+        state = _Perturbation(real=real, rows_view=rows_view)
+        if p.perturbation == "gradient_noise":
+            noise = torch.rand(n, length, d, generator=gen).to(self.device) * 2 - 1
+            noise = noise * real.unsqueeze(-1)
+            state.delta = p.noise_init * noise / noise.flatten(1).norm(dim=1).clamp_min(1e-12).view(-1, 1, 1)
+            return state
+        if p.token_mask:
+            p_tok = torch.rand(self.n_masked, n, length, generator=gen).to(self.device)
+            state.p_tok = torch.where(real.unsqueeze(0), p_tok, torch.ones_like(p_tok))
+        if p.feature_mask:
+            scope = {"batch": 1, "view": 2, "sentence": n}[p.feature_scope]
+            state.p_fea = torch.rand(self.n_masked, scope, d, generator=gen).to(self.device)
+        return state
+
+    def _feature_rows(self, a_fea: torch.Tensor, state: _Perturbation) -> torch.Tensor:
+        """``(S, D)`` feature values of one layer → one row per sentence-view (or a broadcast row)."""
+        return a_fea[state.rows_view] if a_fea.size(0) == 2 else a_fea
+
+    def _alphas(self, state: _Perturbation, continuous: bool):
+        """Per-layer token / feature mask values (None = not masked: all ones)."""
+        f = (lambda t: t) if continuous else (lambda t: threshold(t, self.params.phi))
+        a_tok = f(state.p_tok) if state.p_tok is not None else None
+        a_fea = f(state.p_fea) if state.p_fea is not None else None
+        return a_tok, a_fea
+
+    def _transforms(self, state: _Perturbation, a_tok=None, a_fea=None):
+        """One output transform per perturbed module (Eq. 3, or + noise on the embedding output)."""
+        if state.delta is not None:
+            delta = state.delta
+            return [lambda out: out + delta.to(out.dtype)]
+        if a_tok is None and a_fea is None:
+            a_tok, a_fea = self._alphas(state, self.params.continuous)
+        n, length = state.real.shape
+        d = self.encoder.config.hidden_size
+        transforms = []
+        for layer in range(self.n_masked):
+            tok = a_tok[layer] if a_tok is not None else torch.ones(n, length, device=self.device)
+            fea = self._feature_rows(a_fea[layer], state) if a_fea is not None else torch.ones(1, d, device=self.device)
+            mask = weakening_mask(tok, fea)
+            transforms.append(lambda out, m=mask: out * m.to(out.dtype))
+        return transforms
+
+    def _perturbed(self, transforms):
+        k = 0 if self.params.perturbation == "gradient_noise" else self.params.layers
+        return transform_outputs(perturbable_modules(self.encoder, k), transforms)
+
+    def _ascent_leaves(self, state: _Perturbation):
+        """The tensors the ascent differentiates (Eqs. 7–8) and the transforms built from them.
+
+        binary (straight-through): leaves are the 0/1 masks α, their gradient is
+        applied to p; continuous (``ascent_grad: continuous`` or the
+        ``continuous`` ablation): leaves are the probabilities p themselves.
+        """
+        if state.delta is not None:
+            delta = state.delta.detach().clone().requires_grad_(True)
+            return {"delta": delta}, [lambda out: out + delta.to(out.dtype)]
+        continuous = self.params.continuous or self.params.ascent_grad == "continuous"
+        a_tok, a_fea = self._alphas(state, continuous)
+        leaves = {}
+        if a_tok is not None:
+            a_tok = leaves.setdefault("tok", a_tok.detach().clone().requires_grad_(True))
+        if a_fea is not None:
+            a_fea = leaves.setdefault("fea", a_fea.detach().clone().requires_grad_(True))
+        return leaves, self._transforms(state, a_tok, a_fea)
+
+    def _ascend(self, state: _Perturbation, grads: dict[str, torch.Tensor]) -> _Perturbation:
+        """Eqs. 5–6: p ← clip[0,1](p + β g/||g||₂); masks are recomputed from p at the next pass."""
+        p = self.params
+        if "delta" in grads:
+            g = grads["delta"] * state.real.unsqueeze(-1)
+            norm = g.flatten(1).norm(dim=1).view(-1, 1, 1)
+            step = torch.where(norm > 0, g / norm.clamp_min(1e-12), torch.zeros_like(g))
+            delta = state.delta + p.noise_step * step
+            if p.noise_max_norm is not None:
+                dn = delta.flatten(1).norm(dim=1).view(-1, 1, 1)
+                delta = delta * (p.noise_max_norm / dn.clamp_min(1e-12)).clamp(max=1.0)
+            state.delta = delta.detach()
+            return state
+        if "tok" in grads:
+            new = ascend(state.p_tok, grads["tok"], p.beta, p.token_norm, p.zero_grad)
+            state.p_tok = torch.where(state.real.unsqueeze(0), new, torch.ones_like(new)).detach()
+        if "fea" in grads:
+            state.p_fea = ascend(state.p_fea, grads["fea"], p.beta, "vector", p.zero_grad).detach()
+        return state
+
+    # --- logging ------------------------------------------------------------
+    @torch.no_grad()
+    def _perturbation_stats(self, state: _Perturbation) -> dict[str, torch.Tensor]:
+        if state.delta is not None:
+            return {"noise_norm": state.delta.flatten(1).norm(dim=1).mean()}
+        a_tok, a_fea = self._alphas(state, continuous=False)
+        real = state.real.float()
+        n = real.size(0)
+        weak_tok = ((1 - a_tok) * real).sum((1, 2)) / real.sum() if a_tok is not None else torch.zeros(self.n_masked, device=self.device)
+        # (layers, N) fraction of weakened real tokens per row, and (layers, N) weakened features per row
+        tok_row = ((1 - a_tok) * real).sum(2) / real.sum(1).clamp_min(1) if a_tok is not None else torch.zeros(self.n_masked, n, device=self.device)
+        if a_fea is not None:
+            fea_row = (1 - a_fea).mean(-1)
+            fea_row = fea_row[:, state.rows_view] if fea_row.size(1) == 2 else fea_row.expand(self.n_masked, n)
+        else:
+            fea_row = torch.zeros(self.n_masked, n, device=self.device)
+        return {
+            "weakened_tokens": weak_tok.mean(),
+            "weakened_features": fea_row.mean(),
+            "zeroed_entries": (tok_row * fea_row).mean(),
+        }
+
+
+# --------------------------------------------------------------------------- both
+@register("prompt_l2p")
+class PromptL2P(L2PCSR):
+    """L2P-CSR + PromptBERT (L2P-CSR Table 1 "+Prompt+Ours"): the sentence in the
+    template, the [MASK] vector as the representation (training: + MLP; test:
+    pooling ``mask``), and the learned weakening masks of :class:`L2PCSR` on the
+    templated input (template tokens are maskable too, every position has its
+    own token probability). Params = ``methods.l2p``'s plus ``template``,
+    ``template2``.
+    """
+
+    summary = "L2P-CSR + PromptBERT: learned weakening masks on the templated input, [MASK] vector"
+    Params = PromptL2PParams
+    inference_pooling = "mask"

@@ -1,0 +1,220 @@
+"""MoCo-BERT and its discrete-augmentation variants (PT-BERT Table 3), SPEC §3.4.
+
+Registered ids: ``moco`` (no augmentation), ``moco_reorder``,
+``moco_duplication``, ``moco_deletion``, ``moco_srl``. One class,
+:class:`MoCo`, with the key-branch augmentation as a class attribute; the
+variants are small subclasses (and carry their own params: the rate).
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from typing import ClassVar
+
+import torch
+from pydantic import Field
+from torch import nn
+
+from ..augment import make_augmenter
+from ..errors import SentlabError
+from ..train.distributed import concat_all_gather, rank, world_size
+from . import register
+from ._common import MLPHead, info_nce
+from .base import Batch, Method, MethodParams
+
+
+class MoCoParams(MethodParams):
+    momentum: float = Field(0.885, ge=0.0, le=1.0, description="λ in θk ← λθk + (1−λ)θq (PT-BERT Sec. 4.2)")
+    queue_size: int = Field(256, gt=0, description="M: candidates per query, the current (global) batch's keys included")
+    key_dropout: bool = Field(True, description="dropout on in the key encoder while it encodes keys (train mode)")
+
+
+class RateParams(MoCoParams):
+    rate: float = Field(0.1, ge=0.0, le=1.0, description="fraction of words duplicated / deleted in the key sentence")
+
+
+def momentum_update(online: nn.Module, key: nn.Module, momentum: float) -> None:
+    """θk ← λθk + (1−λ)θq for every parameter pair (in place, no gradient)."""
+    with torch.no_grad():
+        for p_q, p_k in zip(online.parameters(), key.parameters()):
+            p_k.mul_(momentum).add_(p_q.detach(), alpha=1.0 - momentum)
+
+
+def frozen_copy(module: nn.Module) -> nn.Module:
+    """A momentum copy: same weights, no gradients (MoCo initialises θk = θq)."""
+    k = copy.deepcopy(module)
+    for p in k.parameters():
+        p.requires_grad_(False)
+    return k
+
+
+@register("moco")
+class MoCo(Method):
+    """MoCo-BERT: a query encoder, a momentum key encoder and a FIFO queue of keys.
+
+    He, Fan, Wu, Xie & Girshick, "Momentum Contrast for Unsupervised Visual
+    Representation Learning", CVPR 2020 (structure of facebookresearch/moco
+    ``builder.py``), applied to BERT as the MoCo baseline of Tan et al.,
+    "A Sentence is Worth 128 Pseudo Tokens" (PT-BERT), ACL 2022, Sec. 3.2 /
+    Table 3; SPEC §3.4.
+
+    Per batch of B sentences:
+
+    1. ``q = MLP_q([CLS] of encoder_q(s))`` — the query (gradient);
+    2. ``k = MLP_k([CLS] of encoder_k(aug(s)))`` — the key, no gradient, from
+       the momentum copies of the encoder and the MLP, on the augmented
+       sentence (``augmentation``: none | reorder | duplication | deletion | srl,
+       see :mod:`sentlab.augment`);
+    3. candidates = the current batch's keys (gathered across ranks) followed
+       by the queued keys, newest first: ``M = queue_size`` in total once the
+       queue is full (batch 64 + the previous 3 batches = 256); the positive of
+       query i is candidate i (rank·B + i under DDP) — the diagonal;
+    4. InfoNCE over cos/τ (PT-BERT Eq. 4);
+    5. the current keys enter the queue, the oldest leave (FIFO);
+    6. after each optimiser step: θk ← λθk + (1−λ)θq, λ = 0.885 (Eq. 5).
+
+    The queue starts empty (as the authors' released code, whose queue is a
+    list of batches): the first steps have fewer candidates. It is a
+    registered buffer (``queue``, ``queue_len``), so checkpoints and resume
+    carry it. The augmentation RNG of batch t is ``random.Random(f"{seed}:{t}")``
+    with t the ``aug_calls`` buffer, so augmented keys are reproducible and
+    resumable.
+
+    Inference: the query encoder's last-layer [CLS] without the MLP.
+
+    Example::
+
+        m = MoCo(bert, tok, MoCo.Params(queue_size=256), train_cfg)   # train_cfg.batch_size = 64
+        out = m(Batch(sentences)); out["loss"].backward(); opt.step(); m.after_optimizer_step()
+    """
+
+    summary = "MoCo-BERT: momentum key encoder (λ=0.885) + FIFO queue, 256 candidates, InfoNCE; no augmentation"
+    Params: ClassVar[type[MethodParams]] = MoCoParams
+    inference_pooling = "cls"
+    augmentation: ClassVar[str] = "none"
+
+    def __init__(self, encoder, tokenizer, params: MoCoParams, train_cfg, seed: int = 0):
+        super().__init__(encoder, tokenizer, params, train_cfg, seed)
+        hidden = encoder.config.hidden_size
+        self.mlp = MLPHead(hidden)
+        self.key_encoder = frozen_copy(self.encoder)
+        self.key_mlp = frozen_copy(self.mlp)
+        global_batch = train_cfg.batch_size * world_size()
+        queue_len = params.queue_size - global_batch
+        if queue_len < 0:
+            raise SentlabError(
+                f"methods.{self.id}.queue_size = {params.queue_size} is smaller than the global batch "
+                f"({train_cfg.batch_size} x {world_size()} ranks = {global_batch}); the candidate set includes the "
+                f"current batch, so set methods.{self.id}.queue_size >= {global_batch} (paper: 256 for batch 64).")
+        self.register_buffer("queue", torch.zeros(queue_len, hidden))
+        self.register_buffer("queue_len", torch.zeros((), dtype=torch.long))
+        self.register_buffer("aug_calls", torch.zeros((), dtype=torch.long))
+        self._augment_fn = make_augmenter(self.augmentation, getattr(params, "rate", 0.0))
+
+    # --- the mechanisms --------------------------------------------------------
+    def _momentum_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        """(online, momentum copy) module pairs updated after each optimiser step."""
+        return [(self.encoder, self.key_encoder), (self.mlp, self.key_mlp)]
+
+    @torch.no_grad()
+    def _momentum_update_key_encoder(self) -> None:
+        for online, key in self._momentum_pairs():
+            momentum_update(online, key, self.params.momentum)
+
+    @torch.no_grad()
+    def _dequeue_and_enqueue(self, keys: torch.Tensor) -> None:
+        """Put ``keys`` (already gathered across ranks) in front of the queue; the oldest keys fall off the end."""
+        size = self.queue.size(0)
+        if size == 0:
+            return
+        n = int(self.queue_len)
+        merged = torch.cat([keys.detach().float(), self.queue[:n]], dim=0)[:size]
+        self.queue[: merged.size(0)] = merged
+        self.queue_len.fill_(merged.size(0))
+
+    def _candidates(self, keys: torch.Tensor) -> torch.Tensor:
+        """The current batch's keys followed by the queued keys (newest first)."""
+        return torch.cat([keys.float(), self.queue[: int(self.queue_len)]], dim=0)
+
+    def _augment(self, batch: Batch) -> list[str]:
+        if self.augmentation == "none":
+            return list(batch.sentences)
+        rng = random.Random(f"{self.seed}:{int(self.aug_calls)}")
+        self.aug_calls += 1
+        frames = batch.extras.get("frames") or [None] * len(batch)
+        return [self._augment_fn(s, rng, f) for s, f in zip(batch.sentences, frames)]
+
+    def _cls(self, encoder: nn.Module, sentences) -> torch.Tensor:
+        enc = self.tokenize(sentences)
+        return encoder(**enc, return_dict=True).last_hidden_state[:, 0]
+
+    def _query(self, sentences) -> torch.Tensor:
+        return self.mlp(self._cls(self.encoder, sentences))
+
+    @torch.no_grad()
+    def _key(self, sentences) -> torch.Tensor:
+        was_training = self.key_encoder.training
+        self.key_encoder.train(was_training and self.params.key_dropout)
+        try:
+            return self.key_mlp(self._cls(self.key_encoder, sentences))
+        finally:
+            self.key_encoder.train(was_training)
+
+    # --- the algorithm ---------------------------------------------------------
+    def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
+        q = self._query(batch.sentences)
+        k = concat_all_gather(self._key(self._augment(batch)).float())
+        candidates = self._candidates(k)
+        positives = torch.arange(q.size(0), device=q.device) + rank() * q.size(0)
+        loss = info_nce(q, candidates, self.train_cfg.temperature, positives)
+        self._dequeue_and_enqueue(k)
+        return {"loss": loss, "candidates": float(candidates.size(0))}
+
+    def after_optimizer_step(self) -> None:
+        self._momentum_update_key_encoder()
+
+    def export_info(self) -> dict:
+        info = {"method": self.id, "pooling": self.inference_pooling, "augmentation": self.augmentation}
+        if hasattr(self.params, "rate"):
+            info["augmentation_rate"] = self.params.rate
+        return info
+
+
+@register("moco_reorder")
+class MoCoReorder(MoCo):
+    """MoCo-BERT, key sentence = its words in a random order (:func:`sentlab.augment.reorder`)."""
+
+    summary = "MoCo-BERT + reorder: the key sees the sentence's words shuffled"
+    augmentation = "reorder"
+
+
+@register("moco_duplication")
+class MoCoDuplication(MoCo):
+    """MoCo-BERT, key sentence with ``rate`` of its words repeated (:func:`sentlab.augment.duplicate`)."""
+
+    summary = "MoCo-BERT + duplication: the key repeats `rate` (10%) of the words"
+    Params = RateParams
+    augmentation = "duplication"
+
+
+@register("moco_deletion")
+class MoCoDeletion(MoCo):
+    """MoCo-BERT, key sentence with ``rate`` of its words deleted (:func:`sentlab.augment.delete`)."""
+
+    summary = "MoCo-BERT + deletion: the key drops `rate` (10%) of the words"
+    Params = RateParams
+    augmentation = "deletion"
+
+
+@register("moco_srl")
+class MoCoSRL(MoCo):
+    """MoCo-BERT, key sentence rebuilt from its predicate-argument frames (:func:`sentlab.augment.srl_rebuild`).
+
+    Needs the annotation stage's ``frames`` column (heuristic frames; the
+    paper used a neural SRL model, see SPEC §4).
+    """
+
+    summary = "MoCo-BERT + SRL-guided: the key is [ARG0 PRED ARGM-NEG ARG1] of every frame (annotation stage)"
+    corpus_columns = ("frames",)
+    augmentation = "srl"

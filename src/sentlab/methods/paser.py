@@ -1,0 +1,474 @@
+"""PaSeR: phrase reconstruction as the sentence-level objective (SPEC §3.6), unsupervised and supervised."""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Optional, Sequence
+
+import torch
+import torch.nn.functional as F
+from pydantic import Field
+
+from ..augment.eda import EDA
+from ..encoder import SentenceEncoder, masked_mean, pool
+from ..errors import SentlabError
+from . import register
+from ._common import MLPHead, cosine_logits
+from ._paser_decoder import (DecodingSignal, LMHead, MaskedView, PhraseDecoder, choose_phrases, decoder_target,
+                             mask_spans, mlm_mask)
+from .base import Batch, Method, MethodParams
+
+log = logging.getLogger(__name__)
+
+HEADS_FILE = "paser_heads.safetensors"
+PASER_POOLINGS = ("cls", "mean", "top2_mean", "first_last")
+
+
+class PaSeRParams(MethodParams):
+    """``methods.paser`` in params.yaml. Defaults follow the paper where it speaks, the code where it is silent."""
+
+    corpus: Literal["sts_unlabeled", "train"] = Field(
+        "sts_unlabeled", description="training sentences: the unlabelled STS sentences (paper) or the Wikipedia corpus")
+    phrases: Literal["rake", "np", "vp", "np_vp"] = Field(
+        "rake", description="phrase source: RAKE ranking, or chunk-tree NP / VP / NP+VP (Table 5)")
+    top_k: int = Field(5, ge=1, description="phrases masked per sentence (RAKE top-k; Table 5's main row is top-5)")
+    eda: Literal["none", "sr", "rd", "rs", "sr+rd", "sr+rs"] = Field(
+        "sr", description="EDA strategy on s and s̃ (Table 4; SR is the paper's best and needs WordNet)")
+    eda_views: Literal["independent", "shared"] = Field(
+        "independent", description="independent: s and s̃ get separate draws; shared: one augmented sentence, duplicated")
+    eda_alpha_sr: float = Field(0.5, ge=0, le=1, description="SR ratio (the PaSeR code: 0.5)")
+    eda_alpha_rd: float = Field(0.1, ge=0, le=1, description="RD deletion probability (EDA default 0.1)")
+    eda_alpha_rs: float = Field(0.1, ge=0, le=1, description="RS swap ratio (EDA default 0.1)")
+    m: float = Field(10.0, ge=0, description="scale of the difference term (paper: 10; code default 1)")
+    n: float = Field(10.0, ge=0, description="scale of the product term (paper: 10; code default 1)")
+    signal_abs: bool = Field(True, description="absolute difference / product (paper Eq. 2); false: signed (code)")
+    project_masked: bool = Field(False, description="learned linear map on E_s̃ before the signal (code)")
+    memory_order: Literal["paper", "code"] = Field(
+        "paper", description="[E_s, E_s̃, diff, prod] (paper) or [prod, diff, E_s, E_s̃] (code)")
+    memory_type_embeddings: bool = Field(False, description="learned slot embeddings on the 4 memory vectors "
+                                                            "(without them the order is immaterial)")
+    decoder_layers: int = Field(6, ge=1, description="decoder depth (Fig. 4 ablation 1..8)")
+    decoder_heads: int = Field(16, ge=1, description="attention heads (code: 16); must divide the hidden size")
+    decoder_ffn: Optional[int] = Field(None, gt=0, description="FFN width (None: the hidden size, as the code's 768)")
+    decoder_dropout: float = Field(0.1, ge=0, lt=1)
+    decoder_embeddings: Literal["encoder", "word"] = Field(
+        "encoder", description="decoder input embeddings: the encoder's whole embedding module (code) or only its "
+                               "word embeddings + own positions")
+    lm_head: Literal["auto", "pretrained", "fresh"] = Field(
+        "auto", description="output head shared by decoder and MLM: BERT's pretrained MLM head (code) or a fresh one "
+                            "tied to the word embeddings; auto: pretrained when the checkpoint has one")
+    mlm_weight: float = Field(1.0, ge=0, description="weight of L_MLM (Eq. 4: 1)")
+    mlm_prob: float = Field(0.15, gt=0, lt=1)
+    gen_weight: float = Field(1.0, ge=0, description="weight of L_generative")
+    pooling: Literal["cls", "mean", "top2_mean", "first_last"] = Field(
+        "cls", description="pooling of E_s, E_s̃ in training and of the exported encoder (Table 9)")
+    extra_eval_poolings: list[Literal["cls", "mean", "top2_mean", "first_last"]] = Field(
+        default_factory=list, description="further poolings of the same trained encoder evaluated as extra rows")
+    max_length: Optional[int] = Field(None, gt=0, description="None: train.max_length (32)")
+
+
+def paser_pool(outputs, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
+    """:func:`sentlab.encoder.pool` plus ``top2_mean`` (PaSeR App. B "Top2 avg": the mean of the last two
+    layers' token averages)."""
+    if pooling == "top2_mean":
+        hs = outputs.hidden_states
+        return (masked_mean(hs[-1], attention_mask) + masked_mean(hs[-2], attention_mask)) / 2
+    return pool(outputs, attention_mask, pooling)
+
+
+@dataclass
+class Top2MeanSentenceEncoder(SentenceEncoder):
+    """A :class:`SentenceEncoder` with PaSeR's ``top2_mean`` pooling (the shared module lacks it)."""
+
+    def __post_init__(self):
+        pass
+
+    @torch.no_grad()
+    def encode_batch(self, sentences):
+        from ..encoder import autocast
+
+        enc = self.tokenizer(list(sentences), padding=True, truncation=True, max_length=self.effective_max_length,
+                             return_tensors="pt").to(self.device)
+        with autocast(self.device, self.precision):
+            out = self.model(**enc, output_hidden_states=True, return_dict=True)
+        return paser_pool(out, enc["attention_mask"], "top2_mean").float()
+
+
+@dataclass
+class Views:
+    """A batch's inputs for PaSeR: the (augmented) s, the masked (augmented) s̃, the decoder targets."""
+
+    s_texts: list[str]
+    masked: list[MaskedView]
+    spans: list[list[tuple[int, int]]]
+    t_texts: list[str]
+
+
+@register("paser")
+class PaSeR(Method):
+    """PaSeR: a sentence embedding must let a decoder rebuild the sentence's most important phrases.
+
+    Wu & Zhao, "Sentence Representation Learning with Generative Objective
+    rather than Contrastive Objective", EMNLP 2022 (code: chengzhipanpan/PaSeR).
+
+    Per sentence ``s`` (Sec. 3.1–3.2):
+
+    1. choose phrases (RAKE top-k in rank order, or chunk NP/VP spans) from the
+       annotation stage's ``rake`` / ``chunks`` columns (char spans);
+    2. EDA on ``s`` and on its duplicate, leaving the phrase spans intact
+       (:mod:`sentlab.augment.eda`), then mask the phrases' word pieces in the
+       duplicate → ``s̃`` (one [MASK] per word piece, via the tokenizer's offsets);
+    3. the shared encoder gives ``E_s`` and ``E_s̃`` (``pooling``, [CLS] by default);
+    4. decoding signal (Eq. 2) ``[E_s, E_s̃, m·|E_s−E_s̃|, n·|E_s∗E_s̃|]`` as four
+       cross-attention memory vectors (:class:`DecodingSignal`);
+    5. a randomly initialised Transformer decoder (input embeddings = the
+       encoder's) generates ``p_1 [SEP] … p_k [SEP]`` from ``[CLS]`` by teacher
+       forcing: ``L_generative`` (Eq. 3, token cross-entropy);
+    6. ``L = mlm_weight·L_MLM + gen_weight·L_generative`` (Eq. 4), MLM = BERT's
+       15% / 80-10-10 corruption of ``s`` in a separate forward (as SimCSE's
+       ``do_mlm``).
+
+    The output head of the decoder and of MLM is one :class:`LMHead` tied to the
+    word embeddings: BERT's pretrained ``cls.predictions`` head when the
+    checkpoint has it (bert-base-uncased); all-MiniLM-L6-v2 ships no MLM head,
+    so there it is a fresh head (``export_info()["lm_head"]`` says which).
+    Decoder, signal and head are training-only: :meth:`sentence_encoder` is the
+    bare encoder with ``pooling``. Paper-vs-code differences are params (see
+    :class:`PaSeRParams`). After training, :meth:`reconstruction_report` measures
+    how well the decoder rebuilds held-out phrases.
+
+    Inputs: ``Batch.sentences`` + ``Batch.extras["rake"]`` / ``["chunks"]``.
+
+    Example::
+
+        method = PaSeR(bert, tok, PaSeR.Params(eda="rd"), train_cfg)
+        out = method(Batch(["Work with a tool."], [0],
+                           {"rake": [[{"text": "tool", "score": 1.0, "start": 12, "end": 16}]], "chunks": [[]]}))
+        out["loss"].backward()
+    """
+
+    summary = "PaSeR: mask RAKE phrases, decode them from [E_s, E_s~, m|diff|, n|prod|] + MLM; [CLS] at test"
+    Params = PaSeRParams
+    corpus_columns = ("rake", "chunks")
+    corpus = "sts_unlabeled"
+    inference_pooling = "cls"
+
+    def __init__(self, encoder, tokenizer, params: PaSeRParams, train_cfg, seed: int = 0):
+        super().__init__(encoder, tokenizer, params, train_cfg, seed)
+        hidden = encoder.config.hidden_size
+        if hidden % params.decoder_heads:
+            raise SentlabError(
+                f"methods.{self.id or 'paser'}.decoder_heads = {params.decoder_heads} does not divide the encoder's hidden "
+                f"size {hidden}; pick a divisor (e.g. 12 for 384/768).")
+        if not getattr(tokenizer, "is_fast", False):
+            raise SentlabError("PaSeR needs a fast (Rust) tokenizer for the offset mapping that locates phrase spans.")
+        self.eda = EDA(params.eda, params.eda_alpha_sr, params.eda_alpha_rd, params.eda_alpha_rs)
+        self.signal = DecodingSignal(hidden, params.m, params.n, params.signal_abs, params.project_masked,
+                                     params.memory_order, params.memory_type_embeddings)
+        g = torch.random.fork_rng()  # seeded init of the decoder without touching the caller's RNG stream
+        with g:
+            torch.manual_seed(seed)
+            self.decoder = PhraseDecoder(hidden, params.decoder_layers, params.decoder_heads,
+                                         params.decoder_ffn or hidden, params.decoder_dropout,
+                                         params.decoder_embeddings,
+                                         getattr(encoder.config, "max_position_embeddings", 512))
+            self.lm_head = LMHead(hidden, encoder.get_input_embeddings().weight.size(0),
+                                  getattr(encoder.config, "layer_norm_eps", 1e-12))
+        self.lm_head_source = self._init_lm_head(params.lm_head)
+        self.register_buffer("_calls", torch.zeros((), dtype=torch.long))
+
+    # --- set-up -----------------------------------------------------------------------
+    def _init_lm_head(self, mode: str) -> str:
+        src = getattr(self.encoder, "name_or_path", None) or getattr(self.encoder.config, "_name_or_path", None)
+        if mode == "fresh":
+            return "fresh"
+        if self.lm_head.load_pretrained(src):
+            return "pretrained"
+        if mode == "pretrained":
+            raise SentlabError(
+                f"methods.{self.id}.lm_head = pretrained, but the backbone checkpoint ({src}) has no MLM head weights "
+                f"(cls.predictions.* / lm_head.*). Use lm_head: fresh (or auto) for this backbone.")
+        log.warning("PaSeR: backbone %s has no MLM head weights; using a fresh head tied to the word embeddings", src)
+        return "fresh"
+
+    def corpus_name(self) -> str:
+        return self.params.corpus
+
+    @property
+    def max_len(self) -> int:
+        return self.params.max_length or self.train_cfg.max_length
+
+    # --- data: phrases, augmentation, masking ------------------------------------------
+    def _rng(self, calls: int, row: Any, i: int) -> random.Random:
+        """One reproducible stream per (seed, training call, corpus row, batch slot): resume-safe (``_calls`` is a buffer)."""
+        return random.Random(f"paser-{self.seed}-{calls}-{row}-{i}")
+
+    def prepare_views(self, sentences: Sequence[str], extras: dict, index: Sequence[int] = (),
+                      augment: bool = True) -> Views:
+        """Choose phrases, augment (if ``augment``), mask; one :class:`Views` for the batch."""
+        source = self.params.phrases
+        column = "rake" if source == "rake" else "chunks"
+        if column not in extras:
+            raise SentlabError(
+                f"PaSeR (phrases: {source}) needs the annotation column `{column}` in Batch.extras; run the annotate "
+                f"stage for corpus `{self.corpus_name()}` and list `{column}` in the method's corpus_columns.")
+        out = Views([], [], [], [])
+        calls = int(self._calls)
+        for i, s in enumerate(sentences):
+            rng = self._rng(calls, index[i] if i < len(index) else "x", i)
+            spans = choose_phrases(s, extras.get("rake", [None] * len(sentences))[i],
+                                   extras.get("chunks", [None] * len(sentences))[i], source, self.params.top_k, rng)
+            if augment and self.eda.ops:
+                aug_t = self.eda.augment(s, rng, spans)
+                aug_s = aug_t if self.params.eda_views == "shared" else self.eda.augment(s, rng, spans)
+                s_text, t_text, t_spans = aug_s.text, aug_t.text, aug_t.spans
+            else:
+                s_text, t_text, t_spans = s, s, spans
+            out.s_texts.append(s_text)
+            out.t_texts.append(t_text)
+            out.spans.append(t_spans)
+            out.masked.append(mask_spans(self.tokenizer, t_text, t_spans, self.max_len))
+        return out
+
+    def _pad(self, seqs: Sequence[Sequence[int]], value: int) -> tuple[torch.Tensor, torch.Tensor]:
+        n = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), n), value, dtype=torch.long)
+        att = torch.zeros((len(seqs), n), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            ids[i, : len(s)] = torch.tensor(list(s), dtype=torch.long)
+            att[i, : len(s)] = 1
+        return ids.to(self.device), att.to(self.device)
+
+    # --- the model ---------------------------------------------------------------------
+    def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Pooled sentence vectors with ``params.pooling`` (E_s / E_s̃)."""
+        hidden_states = self.params.pooling in ("first_last", "top2_mean")
+        out = self.encoder(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=hidden_states,
+                           return_dict=True)
+        return paser_pool(out, attention_mask, self.params.pooling)
+
+    def encode_views(self, views: Views, e_s: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """The decoding-signal memory ``(B, 4, d)`` of a batch of views."""
+        if e_s is None:
+            enc = self.tokenize(views.s_texts, max_length=self.max_len)
+            e_s = self.embed(enc["input_ids"], enc["attention_mask"])
+        t_ids, t_att = self._pad([v.input_ids for v in views.masked], self.tokenizer.pad_token_id)
+        e_t = self.embed(t_ids, t_att)
+        return self.signal(e_s, e_t)
+
+    def targets(self, views: Views) -> list[list[int]]:
+        return [decoder_target(v.phrase_token_ids, self.tokenizer.sep_token_id) for v in views.masked]
+
+    def decoder_logits(self, memory: torch.Tensor, dec_in: torch.Tensor, dec_att: torch.Tensor) -> torch.Tensor:
+        h = self.decoder(self.encoder, dec_in, dec_att, memory)
+        return self.lm_head(h, self.encoder.get_input_embeddings().weight)
+
+    def teacher_forcing(self, memory: torch.Tensor, targets: Sequence[Sequence[int]]):
+        """(logits, labels) of teacher-forced decoding, rows with an empty target dropped."""
+        rows = [i for i, t in enumerate(targets) if t]
+        if not rows:
+            return None, None
+        cls = self.tokenizer.cls_token_id
+        dec_in, dec_att = self._pad([[cls] + list(targets[i][:-1]) for i in rows], self.tokenizer.pad_token_id)
+        labels, _ = self._pad([targets[i] for i in rows], -100)
+        logits = self.decoder_logits(memory[rows], dec_in, dec_att)
+        return logits, labels
+
+    def generative_loss(self, memory: torch.Tensor, targets: Sequence[Sequence[int]]):
+        """Eq. 3: token cross-entropy of the teacher-forced decoder (mean over target tokens)."""
+        logits, labels = self.teacher_forcing(memory, targets)
+        if logits is None:
+            return memory.sum() * 0.0, torch.tensor(float("nan"))
+        loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), labels.reshape(-1), ignore_index=-100)
+        valid = labels != -100
+        acc = (logits.argmax(-1)[valid] == labels[valid]).float().mean().detach()
+        return loss, acc
+
+    def mlm_loss(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """BERT's MLM on s (15%, 80/10/10), the head shared with the decoder."""
+        special = torch.isin(input_ids, torch.tensor(self.tokenizer.all_special_ids, device=input_ids.device))
+        inputs, labels = mlm_mask(input_ids, special | (attention_mask == 0), self.tokenizer, self.params.mlm_prob)
+        if not (labels != -100).any():
+            return input_ids.new_zeros((), dtype=torch.float) * 0.0
+        hidden = self.encoder(input_ids=inputs, attention_mask=attention_mask, return_dict=True).last_hidden_state
+        sel = labels != -100
+        logits = self.lm_head(hidden[sel], self.encoder.get_input_embeddings().weight)
+        return F.cross_entropy(logits.float(), labels[sel])
+
+    def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
+        views = self.prepare_views(batch.sentences, batch.extras, batch.index, augment=self.training)
+        if self.training:
+            self._calls += 1
+        enc_s = self.tokenize(views.s_texts, max_length=self.max_len)
+        e_s = self.embed(enc_s["input_ids"], enc_s["attention_mask"])
+        memory = self.encode_views(views, e_s)
+        loss_gen, acc = self.generative_loss(memory, self.targets(views))
+        loss = self.params.gen_weight * loss_gen
+        out = {"loss_gen": loss_gen.detach(), "gen_token_acc": acc}
+        if self.params.mlm_weight > 0:
+            loss_mlm = self.mlm_loss(enc_s["input_ids"], enc_s["attention_mask"])
+            loss = loss + self.params.mlm_weight * loss_mlm
+            out["loss_mlm"] = loss_mlm.detach()
+        out["loss"] = loss
+        return out
+
+    # --- generation / reconstruction check ------------------------------------------------
+    @torch.no_grad()
+    def generate(self, memory: torch.Tensor, n_phrases: Sequence[int], max_new_tokens: int = 40) -> list[list[int]]:
+        """Greedy decoding from [CLS] until as many [SEP] as phrases were masked (or ``max_new_tokens``)."""
+        sep = self.tokenizer.sep_token_id
+        seqs = [[self.tokenizer.cls_token_id] for _ in range(memory.size(0))]
+        done = [k == 0 for k in n_phrases]
+        for _ in range(max_new_tokens):
+            if all(done):
+                break
+            ids, att = self._pad(seqs, self.tokenizer.pad_token_id)
+            logits = self.decoder_logits(memory, ids, att)
+            last = att.sum(1) - 1
+            nxt = logits[torch.arange(len(seqs), device=logits.device), last].argmax(-1).tolist()
+            for i, t in enumerate(nxt):
+                if done[i]:
+                    continue
+                seqs[i].append(int(t))
+                if seqs[i][1:].count(sep) >= n_phrases[i]:
+                    done[i] = True
+        return [s[1:] for s in seqs]
+
+    def reconstruction_report(self, sentences: Sequence[str], extras: dict, fit_sentences=None, fit_extras=None,
+                              n_examples: int = 8, batch_size: int = 32) -> dict:
+        """Exact match / token accuracy of the decoder on held-out phrases vs a frequency baseline.
+
+        See :func:`sentlab.evaluate.reconstruction.reconstruction_report`.
+        """
+        from ..evaluate.reconstruction import reconstruction_report
+
+        return reconstruction_report(self, sentences, extras, fit_sentences, fit_extras, n_examples, batch_size)
+
+    # --- training heads on disk (for paser_sup's decoder_init: paser) ----------------------
+    def heads_state(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()
+                if not k.startswith("encoder.") and k != "_calls"}
+
+    def save_heads(self, folder) -> Path:
+        """Write decoder + signal + LM head (not the encoder) to ``folder/paser_heads.safetensors``."""
+        from safetensors.torch import save_file
+
+        from ..io import atomic_path
+
+        path = Path(folder) / HEADS_FILE
+        with atomic_path(path) as tmp:
+            save_file(self.heads_state(), str(tmp))
+        return path
+
+    def load_heads(self, folder) -> None:
+        from safetensors.torch import load_file
+
+        path = Path(folder) / HEADS_FILE
+        if not path.is_file():
+            raise SentlabError(f"{path} not found: the paser training stage writes it next to the exported model "
+                               f"(method.save_heads). Train paser first, or set decoder_init: random.")
+        missing, unexpected = self.load_state_dict(load_file(str(path)), strict=False)
+        bad = [k for k in missing if not k.startswith("encoder.") and k != "_calls"] + list(unexpected)
+        if bad:
+            raise SentlabError(f"{path} does not match this PaSeR configuration (keys {bad[:5]}); the decoder params "
+                               f"(decoder_layers, decoder_heads, project_masked …) must equal paser's.")
+
+    # --- inference -------------------------------------------------------------------------
+    def export_info(self) -> dict:
+        return {"method": self.id, "pooling": self.params.pooling, "lm_head": self.lm_head_source,
+                "training_only": ["decoder", "signal", "lm_head"]}
+
+    def _encoder_with(self, pooling: str, precision: str, max_length: Optional[int]) -> SentenceEncoder:
+        cls = Top2MeanSentenceEncoder if pooling == "top2_mean" else SentenceEncoder
+        return cls(self.encoder, self.tokenizer, pooling=pooling, max_length=max_length, precision=precision,
+                   name=f"{self.id}" if pooling == self.params.pooling else f"{self.id}-{pooling}", device=self.device)
+
+    def sentence_encoder(self, precision: str = "fp32", max_length: Optional[int] = None) -> SentenceEncoder:
+        return self._encoder_with(self.params.pooling, precision, max_length)
+
+    def extra_eval_encoders(self, precision: str = "fp32") -> dict[str, SentenceEncoder]:
+        return {f"{self.id}-{p}": self._encoder_with(p, precision, None)
+                for p in self.params.extra_eval_poolings if p != self.params.pooling}
+
+
+class PaSeRSupParams(PaSeRParams):
+    """``methods.paser_sup``: SimCSE's supervised loss on NLI + α·L_generative (Eq. 5)."""
+
+    corpus: Literal["nli"] = Field("nli", description="SimCSE's NLI triples (data/corpus/nli.parquet)")
+    alpha: float = Field(1.0, ge=0, description="weight of L_generative (Eq. 5; searched in the paper)")
+    gen_weight: float = Field(1.0, ge=0, description="unused in paser_sup (alpha is the weight)")
+    mlm_weight: float = Field(0.0, ge=0, description="Eq. 5 has no MLM term")
+    eda: Literal["none", "sr", "rd", "rs", "sr+rd", "sr+rs"] = Field("none", description="EDA on the anchors")
+    mlp_head: bool = Field(True, description="SimCSE-sup's MLP over [CLS] in training (dropped at test, SPEC §2)")
+    hard_negative_weight: float = Field(0.0, description="SimCSE's log-weight added to hard-negative logits")
+    decoder_init: Literal["random", "paser"] = Field(
+        "random", description="paser: decoder/signal/head from models/paser/paser_heads.safetensors")
+
+
+@register("paser_sup")
+class PaSeRSup(PaSeR):
+    """Supervised PaSeR (Wu & Zhao 2022, Sec. 3.3, Eq. 5): ``L = L_contrastive + α·L_generative``.
+
+    ``L_contrastive`` is SimCSE's supervised loss (Gao et al. 2021, Eq. 5): for
+    anchor i, its entailment ``positive`` is the target among every positive and
+    every contradiction ``hard_negative`` in the batch (cos/τ). The generative
+    term is unsupervised PaSeR's phrase reconstruction on the anchors, with
+    ``E_s`` = the anchor's pooled vector from the contrastive forward (before the MLP).
+    The encoder starts from the trained unsupervised PaSeR (``init_from``).
+
+    Inputs: ``Batch.sentences`` (anchors = sent0), ``Batch.extras["positive"]``,
+    ``["hard_negative"]`` (from ``data/corpus/nli.parquet``) and ``["rake"]`` /
+    ``["chunks"]`` of the anchors.
+    """
+
+    summary = "PaSeR (sup.): SimCSE supervised NLI contrastive loss + alpha * phrase reconstruction; init from paser"
+    Params = PaSeRSupParams
+    corpus_columns = ("positive", "hard_negative", "rake", "chunks")
+    corpus = "nli"
+    init_from = "paser"
+
+    def __init__(self, encoder, tokenizer, params: PaSeRSupParams, train_cfg, seed: int = 0):
+        super().__init__(encoder, tokenizer, params, train_cfg, seed)
+        self.mlp = MLPHead(encoder.config.hidden_size) if params.mlp_head else None
+        if params.decoder_init == "paser":
+            src = getattr(encoder, "name_or_path", None) or getattr(encoder.config, "_name_or_path", "")
+            self.load_heads(src)
+
+    def contrastive_loss(self, h: torch.Tensor, n: int) -> torch.Tensor:
+        z = self.mlp(h) if self.mlp is not None else h
+        z1, z2, z3 = z[:n], z[n:2 * n], z[2 * n:]
+        logits = torch.cat([cosine_logits(z1, z2, self.train_cfg.temperature),
+                            cosine_logits(z1, z3, self.train_cfg.temperature)], dim=1)
+        if self.params.hard_negative_weight:
+            w = torch.zeros_like(logits)
+            w[:, n:] = torch.eye(n, device=logits.device) * self.params.hard_negative_weight
+            logits = logits + w
+        return F.cross_entropy(logits, torch.arange(n, device=logits.device))
+
+    def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
+        for col in ("positive", "hard_negative"):
+            if col not in batch.extras:
+                raise SentlabError(f"paser_sup needs Batch.extras[{col!r}] (the NLI corpus data/corpus/nli.parquet; "
+                                   f"build it with sentlab.data.nli.load_nli).")
+        n = len(batch)
+        views = self.prepare_views(batch.sentences, batch.extras, batch.index, augment=self.training)
+        if self.training:
+            self._calls += 1
+        anchors = views.s_texts
+        enc = self.tokenize(list(anchors) + list(batch.extras["positive"]) + list(batch.extras["hard_negative"]),
+                            max_length=self.max_len)
+        h = self.embed(enc["input_ids"], enc["attention_mask"])
+        loss_con = self.contrastive_loss(h, n)
+        memory = self.encode_views(views, h[:n])
+        loss_gen, acc = self.generative_loss(memory, self.targets(views))
+        loss = loss_con + self.params.alpha * loss_gen
+        out = {"loss_con": loss_con.detach(), "loss_gen": loss_gen.detach(), "gen_token_acc": acc}
+        if self.params.mlm_weight > 0:
+            loss_mlm = self.mlm_loss(enc["input_ids"][:n], enc["attention_mask"][:n])
+            loss = loss + self.params.mlm_weight * loss_mlm
+            out["loss_mlm"] = loss_mlm.detach()
+        out["loss"] = loss
+        return out

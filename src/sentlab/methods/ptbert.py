@@ -1,0 +1,153 @@
+"""PT-BERT: "A Sentence is Worth 128 Pseudo Tokens" (Tan et al., ACL 2022), SPEC §3.5."""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+import torch
+import torch.nn.functional as F
+from pydantic import Field
+from torch import nn
+
+from . import register
+from .moco import MoCo, MoCoParams, frozen_copy
+
+
+class PTBertParams(MoCoParams):
+    pseudo_len: int = Field(128, gt=0, description="m: pseudo tokens (ids 0..m-1); ablation 64/90/128/256/360")
+    attend_to: Literal["cls", "tokens"] = Field(
+        "cls", description="Y = the [CLS] vector (authors' code) | all last-layer token states, padding masked (equations)")
+    num_heads: Optional[int] = Field(
+        None, gt=0, description="heads of the pseudo-token attention (None: the encoder's, as the code's BertSelfAttention; 1: Eq. 2 with d_k = d)")
+    attn_dropout: Optional[float] = Field(
+        None, ge=0.0, lt=1.0, description="dropout on attention probabilities (None: the encoder's attention_probs_dropout_prob)")
+    key_second_attention: Literal["momentum", "online"] = Field(
+        "momentum", description="attention of the key branch's second mapping: its momentum copy (SPEC/paper) | the online one (released code)")
+    max_length: Optional[int] = Field(None, gt=0, description="training max length (None: train.max_length; released script: 64)")
+
+
+class PseudoTokenAttention(nn.Module):
+    """Scaled dot-product attention with W_Q, W_K, W_V and no output projection (HF ``BertSelfAttention``).
+
+    ``forward(x_q, x_kv, kv_mask)`` = softmax((x_q W_Q)(x_kv W_K)^T / sqrt(d_k)) (x_kv W_V), per head.
+    """
+
+    def __init__(self, hidden: int, num_heads: int, dropout: float):
+        super().__init__()
+        if hidden % num_heads:
+            raise ValueError(f"hidden size {hidden} is not a multiple of num_heads {num_heads}")
+        self.num_heads = num_heads
+        self.dropout = dropout
+        self.query = nn.Linear(hidden, hidden)
+        self.key = nn.Linear(hidden, hidden)
+        self.value = nn.Linear(hidden, hidden)
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, d = x.shape
+        return x.view(b, n, self.num_heads, d // self.num_heads).transpose(1, 2)
+
+    def forward(self, x_q: torch.Tensor, x_kv: torch.Tensor, kv_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        q, k, v = self._heads(self.query(x_q)), self._heads(self.key(x_kv)), self._heads(self.value(x_kv))
+        mask = None if kv_mask is None else kv_mask.bool()[:, None, None, :]
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                             dropout_p=self.dropout if self.training else 0.0)
+        b, h, n, dh = out.shape
+        return out.transpose(1, 2).reshape(b, n, h * dh)
+
+
+@register("ptbert")
+class PTBert(MoCo):
+    """PT-BERT: MoCo-BERT whose representations pass through a pseudo-token attention in training.
+
+    Tan et al., "A Sentence is Worth 128 Pseudo Tokens: A
+    Semantic-Aware Contrastive Learning Framework for Sentence Embeddings",
+    Findings of ACL 2022, Sec. 3.2 (Eqs. 1–5), Fig. 2; SPEC §3.5.
+
+    * ``P`` — an ``nn.Embedding(m, d)`` table (torch's default N(0, 1) init,
+      independent of the BERT vocabulary); the pseudo sentence is always the
+      ids ``0..m−1``.
+    * One attention module (W_Q, W_K, W_V) used for both mappings:
+      ``Z′ = Attn(P W_Q, Y W_K, Y W_V)`` (Eq. 1) maps the sentence onto the
+      pseudo sentence, ``h = Attn(Y W_Q, Z′ W_K, Z′ W_V)`` (Eq. 3) maps it back;
+      the [CLS] row of ``h``, then the MLP, is the training representation.
+      Only the [CLS] query row of Eq. 3 is computed: rows are independent.
+    * The key branch has momentum copies of the encoder, ``P``, the attention
+      and the MLP (θk ← λθk + (1−λ)θq, λ = 0.885, Eq. 5); keys enter the FIFO
+      queue of :class:`~sentlab.methods.moco.MoCo`; 256 candidates; InfoNCE (Eq. 4).
+    * Inference: the bare encoder's [CLS] (no pseudo tokens, no MLP).
+
+    Paper vs the authors' released code (Namco0816/PT-BERT), each a param:
+
+    * ``attend_to``: the paper says Y is "the sentence embedding", Fig. 2 "the
+      pooler output"; the code attends to the single [CLS] vector → ``cls``
+      (default; every row of Z′ is then the same value vector).
+      ``tokens`` = all last-layer token states with padding masked, as the
+      equations read.
+    * ``num_heads``: Eq. 2 is single-head with d_k = d (``num_heads: 1``); the
+      code uses HF ``BertSelfAttention`` (the encoder's heads, no output
+      projection) → default None = the encoder's heads.
+    * ``key_second_attention``: the paper/SPEC give the key branch its own
+      momentum attention (``momentum``, default); the code reuses the online
+      attention for the key's second mapping (``online``; no gradient flows
+      through keys either way).
+    * ``attn_dropout``: the code's BertSelfAttention applies attention dropout
+      (0.1); default None = the encoder's ``attention_probs_dropout_prob``.
+    * queue: the code keeps a list of whole batches (4); here a FIFO of keys
+      with the same content order (current batch first).
+    * precision: the code used fp16; here fp32 on CPU and bf16 autocast on GPU.
+    """
+
+    summary = "PT-BERT: MoCo-BERT + 128 pseudo tokens through one shared attention (training only); [CLS] at test"
+    Params = PTBertParams
+    augmentation = "none"
+
+    def __init__(self, encoder, tokenizer, params: PTBertParams, train_cfg, seed: int = 0):
+        super().__init__(encoder, tokenizer, params, train_cfg, seed)
+        cfg = encoder.config
+        heads = params.num_heads or cfg.num_attention_heads
+        dropout = params.attn_dropout if params.attn_dropout is not None else getattr(cfg, "attention_probs_dropout_prob", 0.1)
+        self.pseudo = nn.Embedding(params.pseudo_len, cfg.hidden_size)
+        self.attn = PseudoTokenAttention(cfg.hidden_size, heads, dropout)
+        self.key_pseudo = frozen_copy(self.pseudo)
+        self.key_attn = frozen_copy(self.attn)
+        self.register_buffer("pseudo_ids", torch.arange(params.pseudo_len), persistent=False)
+
+    def _momentum_pairs(self):
+        return super()._momentum_pairs() + [(self.pseudo, self.key_pseudo), (self.attn, self.key_attn)]
+
+    def tokenize(self, sentences, max_length=None):
+        return super().tokenize(sentences, max_length=max_length or self.params.max_length)
+
+    def _pseudo_token_map(self, hidden: torch.Tensor, attention_mask: torch.Tensor, pseudo: nn.Embedding,
+                          attn_first: nn.Module, attn_second: nn.Module) -> torch.Tensor:
+        """The [CLS] row of h = Attn(Y W_Q, Z′ W_K, Z′ W_V), Z′ = Attn(P W_Q, Y W_K, Y W_V)."""
+        b = hidden.size(0)
+        if self.params.attend_to == "cls":
+            y, mask = hidden[:, :1], None
+        else:
+            y, mask = hidden, attention_mask
+        p = pseudo(self.pseudo_ids).unsqueeze(0).expand(b, -1, -1).to(hidden.dtype)
+        z = attn_first(p, y, mask)                  # Eq. 1: (B, m, d)
+        h = attn_second(hidden[:, :1], z)           # Eq. 3, [CLS] query row only: (B, 1, d)
+        return h[:, 0]
+
+    def _query(self, sentences) -> torch.Tensor:
+        enc = self.tokenize(sentences)
+        hidden = self.encoder(**enc, return_dict=True).last_hidden_state
+        return self.mlp(self._pseudo_token_map(hidden, enc["attention_mask"], self.pseudo, self.attn, self.attn))
+
+    @torch.no_grad()
+    def _key(self, sentences) -> torch.Tensor:
+        was_training = self.key_encoder.training
+        self.key_encoder.train(was_training and self.params.key_dropout)
+        try:
+            enc = self.tokenize(sentences)
+            hidden = self.key_encoder(**enc, return_dict=True).last_hidden_state
+            second = self.key_attn if self.params.key_second_attention == "momentum" else self.attn
+            return self.key_mlp(self._pseudo_token_map(hidden, enc["attention_mask"], self.key_pseudo, self.key_attn, second))
+        finally:
+            self.key_encoder.train(was_training)
+
+    def export_info(self) -> dict:
+        return {"method": self.id, "pooling": self.inference_pooling, "pseudo_len": self.params.pseudo_len,
+                "attend_to": self.params.attend_to}

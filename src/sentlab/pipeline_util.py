@@ -1,0 +1,27 @@
+"""What every pipeline entry point shares: logging set-up and user-facing errors."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Callable
+
+from .errors import SentlabError
+
+
+def run_stage(main: Callable[[], object]) -> int:
+    """Run a stage's ``main``; a :class:`SentlabError` becomes one paragraph on stderr and exit 2."""
+    logging.basicConfig(level=os.environ.get("SENTLAB_LOG", "INFO"), format="%(levelname)s %(name)s: %(message)s")
+    for noisy in ("httpx", "urllib3", "filelock", "huggingface_hub", "alembic", "mlflow"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        main()
+        return 0
+    except SentlabError as e:
+        print(f"sentlab: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("sentlab: interrupted; outputs are renamed into place only when complete, so nothing half-written remains.",
+              file=sys.stderr)
+        return 130

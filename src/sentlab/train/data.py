@@ -1,0 +1,89 @@
+"""Training data: the corpus table, the annotation columns a method asks for, the seeded batch order."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import SentlabError
+from ..methods.base import Batch
+
+
+@dataclass
+class Corpus:
+    """Sentences with their corpus ids and per-sentence extra columns (aligned lists)."""
+
+    ids: np.ndarray
+    texts: list[str]
+    extras: dict[str, list[Any]] = field(default_factory=dict)
+    fingerprint: str = ""
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def batch(self, rows: Sequence[int]) -> Batch:
+        return Batch(sentences=[self.texts[i] for i in rows], index=[int(self.ids[i]) for i in rows],
+                     extras={k: [v[i] for i in rows] for k, v in self.extras.items()})
+
+
+def fingerprint_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def load_corpus(path: str | Path, columns: Sequence[str] = (), annotations: str | Path | None = None) -> Corpus:
+    """Read ``data/corpus/<name>.parquet`` (id, text) and join ``columns`` of the annotation stage on ``id``."""
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not path.is_file():
+        raise SentlabError(f"Training corpus {path} not found. Run the prepare stage first (`dvc repro prepare`), "
+                           f"or check the method's corpus name.")
+    table = pq.read_table(path)
+    missing = [c for c in ("id", "text") if c not in table.column_names]
+    if missing:
+        raise SentlabError(f"Training corpus {path} lacks column(s) {missing}; it must have `id` (int64) and `text` "
+                           f"(string). Re-run the prepare stage.")
+    ids = np.asarray(table.column("id").to_numpy(zero_copy_only=False), dtype=np.int64)
+    texts = [str(t) for t in table.column("text").to_pylist()]
+    corpus = Corpus(ids=ids, texts=texts, fingerprint=fingerprint_file(path))
+    if columns:
+        if annotations is None:
+            raise SentlabError(f"The method needs annotation columns {list(columns)} but no annotation folder was given.")
+        from ..annotate import read_annotations
+
+        ann = read_annotations(str(annotations), columns=list(columns))
+        corpus.extras = join_extras(ids, ann, columns, source=str(annotations))
+        corpus.fingerprint += "+" + hashlib.sha256(repr(sorted(columns)).encode()).hexdigest()[:8]
+    return corpus
+
+
+def join_extras(ids: np.ndarray, table, columns: Sequence[str], source: str = "annotations") -> dict[str, list[Any]]:
+    """Columns of a pyarrow annotation ``table`` aligned with ``ids`` (every id must be annotated)."""
+    missing = [c for c in columns if c not in table.column_names]
+    if missing:
+        raise SentlabError(f"Annotation table {source} lacks column(s) {missing}; re-run the annotate stage "
+                           f"(its backend must produce them).")
+    ann_ids = table.column("id").to_pylist()
+    pos = {int(i): r for r, i in enumerate(ann_ids)}
+    absent = [int(i) for i in ids if int(i) not in pos]
+    if absent:
+        raise SentlabError(f"Annotation table {source} has no rows for {len(absent)} corpus id(s) (first: {absent[:5]}); "
+                           f"it was built from another corpus. Re-run the annotate stage.")
+    out = {}
+    for c in columns:
+        values = table.column(c).to_pylist()
+        out[c] = [values[pos[int(i)]] for i in ids]
+    return out
+
+
+def epoch_order(n: int, seed: int, epoch: int) -> np.ndarray:
+    """The seeded shuffled order of the corpus rows in ``epoch`` (a function of seed and epoch only)."""
+    return np.random.default_rng([seed, epoch]).permutation(n)

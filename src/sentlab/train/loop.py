@@ -1,0 +1,246 @@
+"""The method-agnostic training loop.
+
+:func:`train_loop` drives any :class:`~sentlab.methods.base.Method`:
+
+* AdamW (fused on CUDA) with linear decay to 0 and no warm-up (SPEC §3);
+* one optimiser step = ``train.grad_accum`` micro-batches of
+  ``train.batch_size`` sentences per rank (the micro-batch is the contrastive
+  batch; the loss of each is divided by ``grad_accum``); gradient clipping at
+  ``max_grad_norm`` (HF Trainer's default 1.0, which SimCSE/PT-BERT used);
+* data: the corpus in a seeded shuffled order per epoch
+  (:func:`~sentlab.train.data.epoch_order`), the last incomplete batch of an
+  epoch dropped (every step sees full batches, MoCo's candidate count stays M);
+  the position in the data is a function of the step, so resume needs only the step;
+* a dev evaluation every ``train.eval_every`` steps and at the last step:
+  ``dev_eval(method.sentence_encoder())`` → ``{"stsb_dev", "alignment",
+  "uniformity"}``, logged with the mean training loss since the previous
+  evaluation (MLflow step curves + ``reports/curves/<name>.csv``); the best
+  dev score's model is exported to ``<ckpt_dir>/best``;
+* a resume checkpoint (``<ckpt_dir>/last``) at every dev evaluation (or every
+  ``train.checkpoint_every`` steps): an interrupted run started again with the
+  same ``ckpt_dir`` continues from it and, on CPU, ends with the same numbers
+  as an uninterrupted run;
+* precision: ``auto`` = bf16 autocast on CUDA, fp32 on CPU; ``bf16`` allowed on CPU;
+* several processes under ``torchrun``: DDP, rank r takes micro-batches
+  r, r+W, … of each global step; only rank 0 evaluates, logs and writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+import torch
+
+from ..encoder import autocast
+from ..errors import SentlabError
+from . import distributed as D
+from .checkpoint import export_model, load_resume, save_resume, write_curve
+from .data import Corpus, epoch_order
+
+DevEval = Callable[[Any], dict]
+
+
+@dataclass
+class TrainResult:
+    steps: int
+    best_score: float
+    best_step: Optional[int]
+    curve: list[dict]
+    best_dir: Path
+    resumed_from: Optional[int] = None
+    sentences_per_s: float = 0.0
+    losses: list[float] = field(default_factory=list)
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise SentlabError("train.device is `cuda` but no CUDA device is available; set train.device: auto or cpu.")
+        return torch.device("cuda", D.local_rank())
+    return torch.device("cpu")
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    if precision == "auto":
+        return "bf16" if device.type == "cuda" else "fp32"
+    return precision
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def linear_decay(total_steps: int):
+    """lr multiplier: 1 at step 0, linearly to 0 at ``total_steps`` (no warm-up)."""
+    def f(step: int) -> float:
+        return max(0.0, (total_steps - step) / max(1, total_steps))
+    return f
+
+
+def plan_steps(n_sentences: int, train_cfg, world: int = 1) -> tuple[int, int]:
+    """(steps per epoch, total steps) for a corpus of ``n_sentences``."""
+    per_step = train_cfg.batch_size * train_cfg.grad_accum * world
+    steps_per_epoch = n_sentences // per_step
+    if steps_per_epoch == 0:
+        raise SentlabError(
+            f"The training corpus has {n_sentences} sentences, fewer than one optimiser step needs "
+            f"(train.batch_size {train_cfg.batch_size} x train.grad_accum {train_cfg.grad_accum} x {world} ranks = {per_step}). "
+            f"Lower train.batch_size or use a larger corpus (prepare.size).")
+    total = steps_per_epoch * train_cfg.epochs
+    if train_cfg.max_steps:
+        total = min(total, train_cfg.max_steps)
+    return steps_per_epoch, total
+
+
+def make_optimizer(method, train_cfg, device: torch.device) -> torch.optim.Optimizer:
+    params = [p for p in method.trainable_parameters() if p.requires_grad]
+    kwargs = {"lr": train_cfg.lr, "weight_decay": train_cfg.weight_decay}
+    if device.type == "cuda":
+        kwargs["fused"] = True
+    return torch.optim.AdamW(params, **kwargs)
+
+
+def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEval, ckpt_dir: Path,
+               curve_path: Optional[Path] = None, export_info: Optional[dict] = None,
+               log_metrics: Optional[Callable[[dict, int], None]] = None,
+               callbacks: Sequence[Callable[[int, dict], None]] = (), device: Optional[torch.device] = None,
+               max_grad_norm: Optional[float] = 1.0, progress: bool = True, desc: str = "train") -> TrainResult:
+    """Train ``method`` on ``corpus``; see the module docstring. Returns the best dev score/step and the curve.
+
+    ``callbacks`` are called as ``cb(step, record)`` after every optimiser step
+    (after any evaluation/checkpoint of that step); an exception raised there
+    interrupts the run like a killed process (tests use it).
+    """
+    from tqdm.auto import tqdm
+
+    ckpt_dir = Path(ckpt_dir)
+    device = device or resolve_device(train_cfg.device)
+    precision = resolve_precision(train_cfg.precision, device)
+    world, rank = D.world_size(), D.rank()
+    method.to(device)
+    method.train()
+    steps_per_epoch, total_steps = plan_steps(len(corpus), train_cfg, world)
+    optimizer = make_optimizer(method, train_cfg, device)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_decay(total_steps))
+    model = method
+    if D.is_dist():
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        model = DDP(method, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False,
+                    find_unused_parameters=getattr(method, "ddp_find_unused_parameters", False))
+
+    # --- fresh start or resume ---------------------------------------------------
+    seed_everything(seed + rank)
+    step, best_score, best_step, curve, resumed_from = 0, -math.inf, None, [], None
+    meta = load_resume(ckpt_dir / "last", method, optimizer, scheduler)
+    if meta is not None:
+        if meta.get("total_steps") != total_steps:
+            raise SentlabError(f"The resume checkpoint {ckpt_dir / 'last'} was planned for {meta.get('total_steps')} steps, "
+                               f"this run for {total_steps}; delete {ckpt_dir} to start afresh.")
+        step, best_score, best_step, curve = meta["step"], meta["best_score"], meta["best_step"], meta["curve"]
+        best_score = -math.inf if best_score is None else best_score
+        resumed_from = step
+        if rank != 0:  # only rank 0's RNG state is saved; the others re-seed deterministically
+            seed_everything(seed + rank + 7919 * step)
+        if log_metrics is not None and rank == 0:
+            for row in curve:
+                log_metrics({k: v for k, v in row.items() if k != "step"}, row["step"])
+
+    ckpt_every = train_cfg.checkpoint_every or train_cfg.eval_every
+    grad_accum = train_cfg.grad_accum
+    orders: dict[int, np.ndarray] = {}
+
+    def micro_batch(step_idx: int, a: int):
+        epoch, pos = divmod(step_idx, steps_per_epoch)
+        if epoch not in orders:
+            orders.clear()
+            orders[epoch] = epoch_order(len(corpus), seed, epoch)
+        mb = (pos * grad_accum + a) * world + rank
+        rows = orders[epoch][mb * train_cfg.batch_size: (mb + 1) * train_cfg.batch_size]
+        return corpus.batch(rows.tolist())
+
+    window_losses: list[float] = []
+    all_losses: list[float] = []
+    n_sent, t0 = 0, time.perf_counter()
+    bar = tqdm(total=total_steps, initial=step, desc=desc, unit="step", disable=not (progress and rank == 0),
+               dynamic_ncols=True)
+    try:
+        while step < total_steps:
+            step_loss = 0.0
+            extras: dict[str, float] = {}
+            for a in range(grad_accum):
+                batch = micro_batch(step, a)
+                sync = contextlib.nullcontext() if (a == grad_accum - 1 or model is method) else model.no_sync()
+                with sync:
+                    with autocast(device, precision):
+                        out = model(batch)
+                    loss = out["loss"].float() / grad_accum
+                    loss.backward()
+                step_loss += float(loss.detach())
+                for k, v in out.items():
+                    if k != "loss":
+                        extras[k] = float(v)
+                n_sent += len(batch) * world
+            if max_grad_norm:
+                torch.nn.utils.clip_grad_norm_(optimizer.param_groups[0]["params"], max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            method.after_optimizer_step()
+            step += 1
+            step_loss = D.all_reduce_mean(step_loss, device)
+            window_losses.append(step_loss)
+            all_losses.append(step_loss)
+            if not math.isfinite(step_loss):
+                raise SentlabError(f"The training loss became {step_loss} at step {step}; lower train.lr or use "
+                                   f"train.precision: fp32.")
+            elapsed = time.perf_counter() - t0
+            bar.update(1)
+            bar.set_postfix(loss=f"{step_loss:.4f}", sent_s=f"{n_sent / max(elapsed, 1e-9):.1f}")
+            record: dict[str, Any] = {"step": step, "loss": step_loss, "lr": scheduler.get_last_lr()[0], **extras}
+
+            if step % train_cfg.eval_every == 0 or step == total_steps:
+                if rank == 0:
+                    scores = dev_eval(method.sentence_encoder())
+                    row = {"step": step, "stsb_dev": float(scores["stsb_dev"]),
+                           "alignment": float(scores.get("alignment", float("nan"))),
+                           "uniformity": float(scores.get("uniformity", float("nan"))),
+                           "loss": float(np.mean(window_losses))}
+                    curve.append(row)
+                    record.update(row)
+                    if curve_path is not None:
+                        write_curve(Path(curve_path), curve)
+                    if log_metrics is not None:
+                        log_metrics({k: v for k, v in row.items() if k != "step"} | {"lr": record["lr"]}, step)
+                    if row["stsb_dev"] > best_score:
+                        best_score, best_step = row["stsb_dev"], step
+                        export_model(ckpt_dir / "best", method,
+                                     dict(export_info or method.export_info(), best_stsb_dev=best_score, best_step=best_step))
+                    bar.write(f"step {step}: stsb_dev {row['stsb_dev']:.2f} (best {best_score:.2f} @ {best_step}) "
+                              f"align {row['alignment']:.3f} unif {row['uniformity']:.3f} loss {row['loss']:.4f}")
+                window_losses = []
+                D.barrier()
+            if step % ckpt_every == 0 and step < total_steps:
+                if rank == 0:
+                    save_resume(ckpt_dir / "last", method, optimizer, scheduler,
+                                {"step": step, "total_steps": total_steps, "best_score": best_score if best_step else None,
+                                 "best_step": best_step, "curve": curve})
+                D.barrier()
+            for cb in callbacks:
+                cb(step, record)
+    finally:
+        bar.close()
+    elapsed = time.perf_counter() - t0
+    return TrainResult(steps=step, best_score=best_score, best_step=best_step, curve=curve, best_dir=ckpt_dir / "best",
+                       resumed_from=resumed_from, sentences_per_s=n_sent / max(elapsed, 1e-9), losses=all_losses)

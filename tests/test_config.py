@@ -1,0 +1,97 @@
+"""params.yaml validation: unknown keys, bad values, profiles."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sentlab.config import PROFILES, load_params, resolve_profile, set_profile, validate
+from sentlab.errors import SentlabError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def raw():
+    return yaml.safe_load((REPO / "params.yaml").read_text())
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_profile_of_the_committed_params_is_valid(profile):
+    p = load_params(REPO / "params.yaml", profile=profile)
+    assert p.profile == profile
+    for mid in p.stage_lists.train:
+        p.method_params(mid)
+
+
+def test_profiles_override_the_sections():
+    r = raw()
+    smoke = validate(resolve_profile(r, "smoke"))
+    quick = validate(resolve_profile(r, "quick"))
+    assert smoke.prepare.size == r["profiles"]["smoke"]["prepare"]["size"]
+    assert quick.prepare.size == r["prepare"]["size"]
+    paper = validate(resolve_profile(r, "paper"))
+    assert paper.model.backbone == "bert-base-uncased"
+
+
+def test_unknown_key_names_key_and_allowed_keys():
+    r = raw()
+    r["train"]["learning_rate"] = 1e-3
+    with pytest.raises(SentlabError) as e:
+        validate(resolve_profile(r))
+    msg = str(e.value)
+    assert "`train.learning_rate`: unknown key" in msg and "lr" in msg and "batch_size" in msg
+
+
+def test_bad_value_names_key_and_allowed_values():
+    r = raw()
+    r["annotate"]["backend"] = "stanza"
+    with pytest.raises(SentlabError) as e:
+        validate(resolve_profile(r))
+    assert "`annotate.backend`" in str(e.value) and "'nltk'" in str(e.value) and "'spacy'" in str(e.value)
+    r = raw()
+    r["train"]["lr"] = -1
+    with pytest.raises(SentlabError, match=r"`train.lr`: Input should be greater than 0 \(got -1\)"):
+        validate(resolve_profile(r))
+
+
+def test_unknown_method_is_rejected():
+    r = raw()
+    r["train"]["methods"] = ["simcse_typo"]
+    with pytest.raises(SentlabError, match="simcse_typo"):
+        validate(resolve_profile(r))
+
+
+def test_unknown_profile_and_forbidden_override():
+    r = raw()
+    with pytest.raises(SentlabError, match="allowed: quick, smoke, paper"):
+        resolve_profile(r, "huge")
+    r["profiles"]["smoke"]["stage_lists"] = {"train": []}
+    with pytest.raises(SentlabError, match="cannot be overridden"):
+        resolve_profile(r, "smoke")
+
+
+def test_set_profile_edits_only_the_profile_line(tmp_path):
+    p = tmp_path / "params.yaml"
+    shutil.copy(REPO / "params.yaml", p)
+    before = p.read_text()
+    assert set_profile(p, "smoke") is True
+    after = p.read_text()
+    assert "profile: smoke" in after and load_params(p).profile == "smoke"
+    assert [l for l in before.splitlines() if not l.startswith("profile:")] == \
+           [l for l in after.splitlines() if not l.startswith("profile:")]
+    assert set_profile(p, "smoke") is False
+
+
+def test_cli_reports_invalid_params_with_exit_2(tmp_path, capsys):
+    from sentlab.cli import main
+
+    p = tmp_path / "params.yaml"
+    r = raw()
+    r["evaluate"]["precision"] = "fp8"
+    p.write_text(yaml.safe_dump(r))
+    assert main(["params", "--params", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert "evaluate.precision" in err and "Traceback" not in err

@@ -1,0 +1,64 @@
+"""End to end: the smoke profile's `dvc repro` in a temporary copy of the repository."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TASKS = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness", "Avg"]
+
+
+def _copy_repo(dest: Path) -> None:
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
+                           capture_output=True).stdout.decode().split("\0")
+    for f in filter(None, files):
+        src = REPO / f
+        if src.is_file():
+            (dest / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / f)
+    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
+
+
+def _env(mirror: Path, tmp: Path) -> dict:
+    env = dict(os.environ)
+    bindir = str(Path(sys.executable).parent)
+    env.update(PATH=bindir + os.pathsep + env.get("PATH", ""), SENTLAB_DATA_MIRROR=str(mirror), HF_HUB_OFFLINE="1",
+               MLFLOW_TRACKING_URI=f"sqlite:///{tmp / 'mlflow.db'}", SENTLAB_LOG="WARNING")
+    return env
+
+
+@pytest.mark.slow
+def test_smoke_pipeline_end_to_end(mirror, tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _copy_repo(repo)
+    env = _env(mirror, tmp_path)
+    dvc = [sys.executable, "-m", "dvc"]
+    subprocess.run([sys.executable, "-m", "sentlab.cli", "profile", "smoke"], cwd=repo, env=env, check=True)
+    run = subprocess.run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+
+    # Baseline metrics: the seven tasks + Avg, as numbers in range.
+    for base in ("cls", "mean", "first_last"):
+        m = json.loads((repo / f"reports/metrics/base-{base}.json").read_text())
+        assert m["status"] == "evaluated"
+        for k in TASKS:
+            assert -100 <= m[k] <= 100, (base, k)
+        assert m["Avg"] == pytest.approx(sum(m[k] for k in TASKS[:-1]) / 7, abs=1e-3)
+    table = (repo / "reports/ptbert_table3.md").read_text()
+    assert "base-mean" in table and "PT-BERTbase (paper)" in table and "77.74" in table
+    assert (repo / "data/corpus/train.parquet").is_file()
+
+    # A second repro does nothing.
+    again = subprocess.run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
+    assert again.returncode == 0
+    assert "Running stage" not in again.stdout, again.stdout
+    shown = subprocess.run(dvc + ["metrics", "show"], cwd=repo, env=env, capture_output=True, text=True)
+    assert "base-mean.json" in shown.stdout and "STS12" in shown.stdout
