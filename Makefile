@@ -12,6 +12,8 @@ endif
 ifneq ($(wildcard $(SHARED)/nltk_data),)
 export NLTK_DATA ?= $(SHARED)/nltk_data
 endif
+# Stage commands (`python pipeline/...`) run with the venv's python.
+export PATH := $(abspath $(VENV))/bin:$(PATH)
 export HF_HUB_DISABLE_TELEMETRY = 1
 export TOKENIZERS_PARALLELISM = false
 

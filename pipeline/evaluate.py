@@ -1,7 +1,12 @@
 """Stage `evaluate`: SPEC §2 protocol for one model -> reports/metrics/<name>.json.
 
-    python pipeline/evaluate.py baseline cls      # the backbone with cls pooling -> base-cls
-    python pipeline/evaluate.py trained simcse    # models/simcse (its own pooling) -> simcse
+    python pipeline/evaluate.py baseline cls        # the backbone with cls pooling -> base-cls
+    python pipeline/evaluate.py baseline whitening  # BERT-whitening (evaluate.whitening) -> base-whitening
+    python pipeline/evaluate.py trained simcse      # models/simcse (its own pooling) -> simcse
+
+With ``evaluate.diagnostics`` (SPEC §2) the metrics JSON also holds alignment/uniformity,
+the hard length subset and the cosine density table, and the density figure is written to
+reports/figures/<name>_density.png.
 """
 
 from __future__ import annotations
@@ -13,8 +18,13 @@ from pathlib import Path
 from sentlab.config import load_params
 from sentlab.data.sts import read_sts_table
 from sentlab.errors import SentlabError
-from sentlab.evaluate.runner import evaluate_and_record, read_model_info, write_not_run
+from sentlab.evaluate.figures import note_figure
+from sentlab.evaluate.runner import evaluate_and_record, read_model_info, whitening_encoder, write_not_run
 from sentlab.pipeline_util import run_stage
+
+
+BASELINES = ("cls", "mean", "first_last", "whitening")
+FIGURES = Path("reports/figures")
 
 
 def main() -> None:
@@ -24,12 +34,24 @@ def main() -> None:
     args = ap.parse_args()
     params = load_params()
     table = read_sts_table("data/sts/sts.parquet")
+    if args.kind == "baseline" and args.name not in BASELINES:
+        raise SentlabError(f"Unknown baseline {args.name!r} in stage_lists.baselines; allowed: {', '.join(BASELINES)}.")
+    figures = FIGURES if params.evaluate.diagnostics else None
+    if not params.evaluate.diagnostics:
+        # the stage's declared figure output must exist: say why it has no plot
+        name = f"base-{args.name}" if args.kind == "baseline" else args.name
+        note_figure(FIGURES / f"{name}_density.png", name, "evaluate.diagnostics is false")
     if args.kind == "baseline":
-        if args.name not in ("cls", "mean", "first_last"):
-            raise SentlabError(f"Unknown baseline {args.name!r} in stage_lists.baselines; allowed: cls, mean, first_last.")
         name = f"base-{args.name}"
-        evaluate_and_record(name, params.model.backbone, args.name, params, table,
-                            Path(f"reports/metrics/{name}.json"), kind="baseline")
+        out = Path(f"reports/metrics/{name}.json")
+        if args.name == "whitening":
+            enc, embeddings, info = whitening_encoder(params, table, name=name)
+            evaluate_and_record(name, params.model.backbone, enc.pooling, params, table, out, kind="baseline",
+                                extra_params={"whitening": info}, figures_dir=figures, encoders={name: enc},
+                                embeddings=embeddings, extra_metrics={"whitening": info})
+            return
+        evaluate_and_record(name, params.model.backbone, args.name, params, table, out, kind="baseline",
+                            figures_dir=figures)
         return
     model_dir = Path("models") / args.name
     info = read_model_info(model_dir)
@@ -39,9 +61,10 @@ def main() -> None:
     out = Path(f"reports/metrics/{args.name}.json")
     if info.get("status") != "trained":
         write_not_run(args.name, params, out, info.get("status", "not trained"))
+        note_figure(FIGURES / f"{args.name}_density.png", args.name, info.get("status", "not trained"))
         return
     evaluate_and_record(args.name, str(model_dir), None, params, table, out, kind="trained",
-                        extra_params={"method": info.get("method"), "train": info.get("train", {})})
+                        extra_params={"method": info.get("method"), "train": info.get("train", {})}, figures_dir=figures)
 
 
 if __name__ == "__main__":

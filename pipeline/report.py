@@ -9,6 +9,7 @@ from pathlib import Path
 from sentlab.config import load_params
 from sentlab.io import write_text
 from sentlab.pipeline_util import run_stage
+from sentlab.report.diagnostics_tables import render as render_diagnostics
 from sentlab.report.tables import load_metrics, ptbert_table3, to_csv, to_markdown
 
 
@@ -25,7 +26,9 @@ def main() -> None:
         context += "\n\n" + "\n".join(f"> **Data warning — {t}:** {w}." for t, w in warnings.items())
     write_text(Path("reports/ptbert_table3.md"), to_markdown(rows, "PT-BERT Table 3: STS results", context))
     write_text(Path("reports/ptbert_table3.csv"), to_csv(rows))
-    print(f"report: {len(metrics)} evaluated models -> reports/ptbert_table3.md")
+    for rel, text in render_diagnostics(metrics, params.model.backbone, params.profile).items():
+        write_text(Path("reports") / rel, text)
+    print(f"report: {len(metrics)} evaluated models -> reports/ptbert_table3.md, reports/diagnostics.md")
 
 
 if __name__ == "__main__":

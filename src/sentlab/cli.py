@@ -15,24 +15,38 @@ import sys
 from .errors import SentlabError
 
 # Modules that add subcommands through ``register_cli(subparsers)``.
-PLUGINS: list[str] = []
+PLUGINS: list[str] = ["sentlab.annotate.cli"]
 
 
 def _cmd_evaluate(args) -> int:
-    from .config import load_params
+    from pathlib import Path
+
+    from .config import EvaluateParams, load_params
     from .data.sts import read_sts_table
     from .evaluate.protocol import evaluate_table
     from .evaluate.runner import build_encoders
     from .io import write_json
 
     params = load_params(args.params) if args.params else None
+    ep = params.evaluate if params else EvaluateParams()
     table = read_sts_table(args.sts)
-    precision = args.precision or (params.evaluate.precision if params else "fp32")
-    batch = args.batch_size or (params.evaluate.batch_size if params else 128)
+    precision = args.precision or ep.precision
+    batch = args.batch_size or ep.batch_size
     encoders = build_encoders(args.model, pooling=args.pooling, precision=precision, name=args.name)
+    figures_dir = Path(args.json).parent if args.json else None
     out = {}
-    for name, enc in encoders.items():
-        res = evaluate_table(enc, table, batch_size=batch)
+    for i, (name, enc) in enumerate(encoders.items()):
+        res, lookup = evaluate_table(enc, table, batch_size=batch, return_embeddings=True)
+        if args.diagnostics:
+            from .evaluate.diagnostics import run_diagnostics
+
+            res["diagnostics"], dens = run_diagnostics(table, lookup, ep)
+            if figures_dir is not None:
+                from .evaluate.figures import density_figure
+
+                fig = density_figure(dens["gold"], dens["cos"], figures_dir / f"{name}_density.png",
+                                     title=f"{name}: cosine density on STS-B test by gold level")
+                res["diagnostics"]["density"]["figure"] = fig.as_posix()
         out[name] = res
     main = next(iter(out.values()))
     flat = {k: v for k, v in main.items()}
@@ -43,7 +57,26 @@ def _cmd_evaluate(args) -> int:
     keys = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness", "Avg"]
     for name, res in out.items():
         print(name + ": " + "  ".join(f"{k} {res[k]:.2f}" for k in keys))
+        if "diagnostics" in res:
+            _print_diagnostics(res["diagnostics"])
+    if args.diagnostics and figures_dir is None:
+        print("density figure not written: pass --json PATH (figures go next to the JSON)")
     return 0
+
+
+def _print_diagnostics(d: dict) -> None:
+    for split, v in d["alignment_uniformity"].items():
+        if isinstance(v, dict):
+            print(f"  {split}: alignment {v['alignment']:.4f}  uniformity {v['uniformity']:.4f}  "
+                  f"({v['positive_pairs']} positive pairs, {v['sentences']} sentences)")
+    hs = d["hard_subset"]
+    print("  hard subset (subset / full Spearman, pairs): " + "  ".join(
+        f"{t} {v['subset']:.2f}/{v['full']:.2f} ({v['subset_pairs']})" for t, v in hs["tasks"].items())
+        + f"  Avg {hs['Avg_subset']:.2f}/{hs['Avg_full']:.2f}")
+    print("  cosine by gold level (mean/var): " + "  ".join(
+        f"{b['level']} {b['mean']:.2f}/{b['var']:.3f}" for b in d["density"]["bins"]))
+    if d["density"].get("figure"):
+        print(f"  density figure: {d['density']['figure']}")
 
 
 def _cmd_params(args) -> int:
@@ -79,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--precision", choices=["fp32", "bf16"], default=None)
     e.add_argument("--batch-size", type=int, default=None)
     e.add_argument("--name", default=None, help="row name (default: the folder name)")
+    e.add_argument("--diagnostics", action="store_true",
+                   help="also alignment/uniformity, the hard length subset and the cosine density by gold level "
+                        "(SPEC §2), from the same embeddings; the density PNG goes next to --json")
     e.set_defaults(func=_cmd_evaluate)
 
     pr = sub.add_parser("params", help="print the validated params in force (profile merged)")

@@ -114,35 +114,86 @@ class SentenceEncoder:
             emb = emb[:, self.dims[0]: self.dims[1]]
         return emb
 
-    def encode(self, sentences: Sequence[str], batch_size: int = 128, show_progress_bar: bool | None = None,
-               sort_by_length: bool = True, **kwargs) -> np.ndarray:
+    def encode(self, sentences, batch_size: int = 128, show_progress_bar: bool | None = None,
+               sort_by_length: bool = True, convert_to_numpy: bool = True, convert_to_tensor: bool = False,
+               normalize_embeddings: bool = False, prompt: str | None = None, prompt_name: str | None = None,
+               **kwargs):
         """Encode ``sentences`` (in their order) into an ``(n, d)`` float32 array.
 
         Sentences are sorted by length so each batch pads little; the result is
-        returned in the input order. Extra keyword arguments that MTEB or
-        sentence-transformers pass (``convert_to_numpy``, ``prompt_name`` …)
-        are accepted and ignored.
+        returned in the input order. The call conventions of sentence-transformers
+        and MTEB are accepted:
+
+        * a single string gives a ``(d,)`` vector, a list an ``(n, d)`` array;
+        * MTEB ≥ 2 passes a ``DataLoader`` of batches ``{"text": [...]}``: its texts are encoded;
+        * ``convert_to_tensor=True`` returns a ``torch.Tensor`` (``convert_to_numpy=False``
+          too, as in sentence-transformers); ``normalize_embeddings`` L2-normalises;
+        * ``prompt`` (literal text) is prepended to every sentence, as in sentence-transformers;
+        * ``prompt_name`` and MTEB's ``task_name``, ``task_metadata``, ``prompt_type``,
+          ``hf_split``, ``hf_subset`` are accepted and ignored: a sentlab encoder has no named
+          prompts (its template, if any, is fixed by the method).
         """
         from tqdm.auto import tqdm
 
-        sentences = list(sentences)
+        if isinstance(sentences, str):
+            return self.encode([sentences], batch_size=batch_size, show_progress_bar=show_progress_bar,
+                               sort_by_length=sort_by_length, convert_to_numpy=convert_to_numpy,
+                               convert_to_tensor=convert_to_tensor, normalize_embeddings=normalize_embeddings,
+                               prompt=prompt)[0]
+        sentences = _texts(sentences)
+        if prompt:
+            sentences = [prompt + s for s in sentences]
         n = len(sentences)
         if n == 0:
-            return np.zeros((0, 0), dtype=np.float32)
-        order = np.argsort([-len(s) for s in sentences], kind="stable") if sort_by_length else np.arange(n)
-        was_training = self.model.training
-        self.model.eval()
-        chunks = []
-        disable = (not show_progress_bar) if show_progress_bar is not None else n < 2000
-        try:
-            for start in tqdm(range(0, n, batch_size), desc=f"encode {self.name}", unit="batch", disable=disable):
-                idx = order[start: start + batch_size]
-                chunks.append(self.encode_batch([sentences[i] for i in idx]).cpu().numpy())
-        finally:
-            self.model.train(was_training)
-        emb = np.concatenate(chunks, 0)
-        out = np.empty_like(emb)
-        out[order] = emb
-        if self.post is not None:
-            out = self.post(out).astype(np.float32)
+            out = np.zeros((0, 0), dtype=np.float32)
+        else:
+            order = np.argsort([-len(s) for s in sentences], kind="stable") if sort_by_length else np.arange(n)
+            was_training = self.model.training
+            self.model.eval()
+            chunks = []
+            disable = (not show_progress_bar) if show_progress_bar is not None else n < 2000
+            try:
+                for start in tqdm(range(0, n, batch_size), desc=f"encode {self.name}", unit="batch", disable=disable):
+                    idx = order[start: start + batch_size]
+                    chunks.append(self.encode_batch([sentences[i] for i in idx]).cpu().numpy())
+            finally:
+                self.model.train(was_training)
+            emb = np.concatenate(chunks, 0)
+            out = np.empty_like(emb)
+            out[order] = emb
+            if self.post is not None:
+                out = self.post(out).astype(np.float32)
+        if normalize_embeddings and len(out):
+            out = out / np.clip(np.linalg.norm(out, axis=1, keepdims=True), 1e-12, None)
+        if convert_to_tensor or not convert_to_numpy:
+            return torch.from_numpy(np.ascontiguousarray(out))
         return out
+
+    # sentence-transformers / MTEB similarity interface: cosine, as the protocol (SPEC §2).
+    similarity_fn_name = "cosine"
+
+    def similarity(self, embeddings1, embeddings2) -> torch.Tensor:
+        """Cosine similarity matrix ``(n1, n2)`` (``SentenceTransformer.similarity``)."""
+        from sentence_transformers.util import cos_sim
+
+        return cos_sim(embeddings1, embeddings2)
+
+    def similarity_pairwise(self, embeddings1, embeddings2) -> torch.Tensor:
+        """Cosine of each pair of rows ``(n,)`` (``SentenceTransformer.similarity_pairwise``)."""
+        from sentence_transformers.util import pairwise_cos_sim
+
+        return pairwise_cos_sim(torch.as_tensor(np.asarray(embeddings1)), torch.as_tensor(np.asarray(embeddings2)))
+
+
+def _texts(inputs) -> list[str]:
+    """A list of strings from a list/sequence of strings or an iterable of MTEB batches ``{"text": [...]}``."""
+    out: list[str] = []
+    for item in inputs:
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, dict) and "text" in item:
+            texts = item["text"]
+            out.extend([texts] if isinstance(texts, str) else list(texts))
+        else:
+            raise TypeError(f"cannot encode {type(item).__name__!r}: pass strings or batches with a 'text' field")
+    return out

@@ -34,6 +34,8 @@ from ..errors import SentlabError
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]")
 _HAS_WORD = re.compile(r"\w")
 NEGATIONS = frozenset({"not", "n't", "never", "nt"})
+# Penn-Treebank clitics: stopwords for RAKE beside NLTK's English list.
+CLITICS = ("n't", "'s", "'re", "'ll", "'ve", "'d", "'m", "s", "t")
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,8 @@ class _GivenTokens:
 class RakeExtractor:
     """Sentence-level RAKE (rake-nltk) with character spans.
 
-    The stopword list is NLTK's English list, passed explicitly; the sentence
+    The stopword list is NLTK's English list plus the Treebank clitics (``n't``,
+    ``'s``, ...), passed explicitly; the sentence
     tokenizer returns the whole sentence (no punkt); the word tokenizer returns the
     backend's own tokens, so every ranked phrase maps back to a token run and hence to
     a character span. Phrases longer than ``max_words`` are dropped (rake-nltk's
@@ -171,4 +174,4 @@ def stopwords_english() -> list[str]:
     require_nltk("stopwords")
     from nltk.corpus import stopwords
 
-    return stopwords.words("english")
+    return list(stopwords.words("english")) + list(CLITICS)

@@ -79,7 +79,9 @@ class BatchPerceptronTagger:
         self._W = np.zeros((len(static) + 1, n_lab), dtype=np.int64)
         if static:
             self._W[1:] = np.stack(list(static.values()))
-        self._dyn = dynamic
+        # "i-1 tag+i word" features: a matrix and an index by feature string.
+        self._dyn_id: dict[str, int] = {f: i for i, f in enumerate(dynamic)}
+        self._Wd = np.stack(list(dynamic.values())) if dynamic else np.zeros((1, n_lab), dtype=np.int64)
         # Previous-tag table: T[prev, prev2] = w("i-1 tag prev") + w("i-2 tag prev2") + w("i tag+i-2 tag prev prev2").
         self._tags = list(self.labels) + _START
         self._tag_index = {t: i for i, t in enumerate(self._tags)}
@@ -95,33 +97,20 @@ class BatchPerceptronTagger:
                     self._T[a, b] += row
         self._tagdict_idx = {w: lab_index[t] for w, t in self.tagdict.items() if t in lab_index}
         self._n_t = n_t
-
-    def _static_ids(self, i: int, word: str, ctx: list[str]) -> list[int]:
-        get = self._feat_id.get
-        j = i + 2
-        return [
-            get("bias", 0),
-            get("i suffix " + word[-3:], 0),
-            get("i pref1 " + (word[0] if word else ""), 0),
-            get("i word " + ctx[j], 0),
-            get("i-1 word " + ctx[j - 1], 0),
-            get("i-1 suffix " + ctx[j - 1][-3:], 0),
-            get("i-2 word " + ctx[j - 2], 0),
-            get("i+1 word " + ctx[j + 1], 0),
-            get("i+1 suffix " + ctx[j + 1][-3:], 0),
-            get("i+2 word " + ctx[j + 2], 0),
-        ]
+        self._dyn_prefix = [f"i-1 tag+i word {t} " for t in self._tags]
 
     def tag_sents(self, sentences: Sequence[Sequence[str]]) -> list[list[str]]:
         """Penn Treebank tags for each sentence (a list of tokens); same output as NLTK's ``tag``."""
-        n = len(sentences)
         lengths = [len(s) for s in sentences]
         out_idx: list[list[int]] = [[-1] * L for L in lengths]
-        contexts: list[list[str] | None] = [None] * n
-        # 1) tag-dictionary hits, and static features of every other token.
-        pending: list[tuple[int, int]] = []
+        # 1) tag-dictionary hits, and the static features of every other token.
+        pend_s: list[int] = []      # sentence of each pending token
+        pend_i: list[int] = []      # its position
+        pend_w: list[str] = []      # its normalised word (for the "i-1 tag+i word" feature)
         feat_rows: list[list[int]] = []
         td = self._tagdict_idx
+        get = self._feat_id.get
+        bias = get("bias", 0)
         for s, toks in enumerate(sentences):
             ctx = None
             row = out_idx[s]
@@ -132,35 +121,49 @@ class BatchPerceptronTagger:
                     continue
                 if ctx is None:
                     ctx = _START + [_normalize(t) for t in toks] + _END
-                    contexts[s] = ctx
-                pending.append((s, i))
-                feat_rows.append(self._static_ids(i, w, ctx))
-        if not pending:
-            return [[self.labels[k] for k in row] for row in out_idx]
+                j = i + 2
+                c0, cm1, cp1 = ctx[j], ctx[j - 1], ctx[j + 1]
+                pend_s.append(s)
+                pend_i.append(i)
+                pend_w.append(c0)
+                feat_rows.append([
+                    bias,
+                    get("i suffix " + w[-3:], 0),
+                    get("i pref1 " + (w[0] if w else ""), 0),
+                    get("i word " + c0, 0),
+                    get("i-1 word " + cm1, 0),
+                    get("i-1 suffix " + cm1[-3:], 0),
+                    get("i-2 word " + ctx[j - 2], 0),
+                    get("i+1 word " + cp1, 0),
+                    get("i+1 suffix " + cp1[-3:], 0),
+                    get("i+2 word " + ctx[j + 2], 0),
+                ])
+        labels = self.labels
+        if not pend_s:
+            return [[labels[k] for k in row] for row in out_idx]
         static_scores = self._W[np.asarray(feat_rows, dtype=np.int64)].sum(axis=1)  # (P, labels)
         # 2) greedy decoding, position by position across all sentences.
         by_pos: dict[int, list[int]] = {}
-        for p, (s, i) in enumerate(pending):
+        for p, i in enumerate(pend_i):
             by_pos.setdefault(i, []).append(p)
         start1, start2 = self._tag_index["-START-"], self._tag_index["-START2-"]
-        labels, dyn, T = self.labels, self._dyn, self._T
+        dyn_get, dyn_prefix, Wd, T = self._dyn_id.get, self._dyn_prefix, self._Wd, self._T
         for i in sorted(by_pos):
             ps = by_pos[i]
-            prev = np.empty(len(ps), dtype=np.int64)
-            prev2 = np.empty(len(ps), dtype=np.int64)
-            scores = static_scores[ps]
+            prev, prev2, dk, di = [], [], [], []
             for k, p in enumerate(ps):
-                s, _ = pending[p]
-                row = out_idx[s]
+                row = out_idx[pend_s[p]]
                 a = row[i - 1] if i >= 1 else start1
-                b = row[i - 2] if i >= 2 else (start1 if i == 1 else start2)
-                prev[k], prev2[k] = a, b
-                d = dyn.get("i-1 tag+i word " + self._tags[a] + " " + contexts[s][i + 2])
+                prev.append(a)
+                prev2.append(row[i - 2] if i >= 2 else (start1 if i == 1 else start2))
+                d = dyn_get(dyn_prefix[a] + pend_w[p])
                 if d is not None:
-                    scores[k] += d
-            scores += T[prev, prev2]
-            best = scores.argmax(axis=1)
+                    dk.append(k)
+                    di.append(d)
+            scores = static_scores[ps] + T[prev, prev2]
+            if dk:
+                scores[dk] += Wd[di]
+            best = scores.argmax(axis=1).tolist()
             for k, p in enumerate(ps):
-                s, _ = pending[p]
-                out_idx[s][i] = int(best[k])
+                out_idx[pend_s[p]][i] = best[k]
         return [[labels[k] for k in row] for row in out_idx]

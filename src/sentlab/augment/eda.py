@@ -17,8 +17,8 @@ or none, to both ``s`` and the masked duplicate ``s̃``.
 
 **Phrase alignment.** PaSeR masks chosen phrase spans in ``s̃`` and the decoder
 must regenerate them, so augmentation must not break that alignment. Here the
-phrase spans are *protected*: the sentence is cut into whitespace words (also
-cut at every span boundary, so "tool." with phrase "tool" gives "tool" | "."),
+phrase spans are *protected*: the sentence is cut into words and punctuation
+runs (also cut at every span boundary),
 words inside a protected span are never replaced, deleted or moved, and only
 the other words take part in SR/RD/RS (RS swaps two *unprotected* word slots,
 so a phrase stays contiguous and in place relative to its neighbours' slots).
@@ -51,7 +51,7 @@ from typing import Callable, Optional, Sequence
 STRATEGIES = ("none", "sr", "rd", "rs", "sr+rd", "sr+rs")
 SynonymSource = Callable[[str], Sequence[str]]
 
-_WORD = re.compile(r"\S+")
+_WORD = re.compile(r"\w+(?:[-'.]\w+)*|[^\w\s]+")
 _ALPHA = re.compile(r"^[A-Za-z][A-Za-z'-]*$")
 
 
@@ -95,7 +95,7 @@ def _english_stopwords() -> frozenset[str]:
 
 
 def segment(text: str, spans: Sequence[tuple[int, int]] = ()) -> list[_Slot]:
-    """Whitespace words of ``text``, also cut at every span boundary; words inside span j get ``phrase=j``."""
+    """Words and punctuation runs of ``text``, also cut at every span boundary; words inside span j get ``phrase=j``."""
     cuts = sorted({c for s, e in spans for c in (s, e)})
     slots: list[_Slot] = []
     for m in _WORD.finditer(text):
@@ -108,6 +108,15 @@ def segment(text: str, spans: Sequence[tuple[int, int]] = ()) -> list[_Slot]:
             owner = next((j for j, (ps, pe) in enumerate(spans) if ps <= s and e <= pe), None)
             slots.append(_Slot(text[s:e], ws, owner))
     return slots
+
+
+def _trim(text: str, s: int, e: int) -> tuple[int, int]:
+    """A span without leading/trailing whitespace (a protected phrase is a run of whole word pieces)."""
+    while s < e and text[s].isspace():
+        s += 1
+    while e > s and text[e - 1].isspace():
+        e -= 1
+    return s, e
 
 
 def _trailing_ws(text: str, end: int) -> str:
@@ -169,8 +178,12 @@ class EDA:
                 self.stopwords = _english_stopwords()
 
     def augment(self, text: str, rng: random.Random, spans: Sequence[tuple[int, int]] = ()) -> Augmented:
-        """Augment ``text`` with ``rng``, leaving every ``spans`` (char ``(start, end)``) untouched."""
-        spans = [(int(s), int(e)) for s, e in spans]
+        """Augment ``text`` with ``rng``, leaving every ``spans`` (char ``(start, end)``) untouched.
+
+        Spans are first trimmed of surrounding whitespace; the returned spans are the trimmed ones,
+        relocated in the augmented text.
+        """
+        spans = [_trim(text, int(s), int(e)) for s, e in spans]
         if not self.ops:
             return Augmented(text, list(spans), {})
         slots = segment(text, spans)

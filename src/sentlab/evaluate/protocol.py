@@ -68,18 +68,12 @@ def score_task(pairs: pd.DataFrame, cos: np.ndarray) -> dict:
     return out
 
 
-def evaluate_table(encoder, table: pd.DataFrame, batch_size: int = 128, tasks: Sequence[str] = TASKS,
-                   with_dev: bool = True, return_embeddings: bool = False, max_pairs: int | None = None):
-    """Run the seven tasks (+ STS-B dev) on ``encoder``; returns the metrics dict.
+def select_splits(table: pd.DataFrame, names: Sequence[str], max_pairs: int | None = None) -> dict[str, pd.DataFrame]:
+    """The evaluation pairs of each task in ``names`` (``STSBenchmark-dev`` for the dev split).
 
-    The flat keys ``STS12`` … ``SICKRelatedness`` and ``Avg`` are Spearman × 100
-    ("all" setting); ``STSBenchmark-dev`` is the model-selection score;
-    ``per_task`` holds pair counts and the labelled per-subset mean/wmean.
-    With ``return_embeddings`` the sentence -> embedding lookup is returned too
-    (diagnostics reuse it instead of encoding again). ``max_pairs`` evaluates a
-    seeded sample of each task (smoke runs only; recorded in the output).
+    ``max_pairs`` takes a seeded sample of each (smoke runs); the same call always
+    returns the same pairs, so diagnostics see exactly the pairs the scores came from.
     """
-    names = list(tasks) + (["STSBenchmark-dev"] if with_dev else [])
     splits = {t: eval_split(table, t) for t in names}
     if max_pairs is not None:
         splits = {t: df.sample(n=min(max_pairs, len(df)), random_state=0).sort_index() for t, df in splits.items()}
@@ -88,9 +82,39 @@ def evaluate_table(encoder, table: pd.DataFrame, batch_size: int = 128, tasks: S
             from ..errors import SentlabError
 
             raise SentlabError(f"The STS table has no evaluation pairs for {t}. Re-run the prepare stage (`dvc repro prepare`).")
+    return splits
+
+
+def pool_sentences(splits: dict[str, pd.DataFrame]) -> list[str]:
+    """The distinct sentences of ``splits``, in first-seen order (what :func:`evaluate_table` encodes)."""
+    return list(dict.fromkeys(s for df in splits.values() for s in (*df.sentence1, *df.sentence2)))
+
+
+def evaluate_table(encoder, table: pd.DataFrame, batch_size: int = 128, tasks: Sequence[str] = TASKS,
+                   with_dev: bool = True, return_embeddings: bool = False, max_pairs: int | None = None,
+                   embeddings: dict[str, np.ndarray] | None = None):
+    """Run the seven tasks (+ STS-B dev) on ``encoder``; returns the metrics dict.
+
+    The flat keys ``STS12`` … ``SICKRelatedness`` and ``Avg`` are Spearman × 100
+    ("all" setting); ``STSBenchmark-dev`` is the model-selection score;
+    ``per_task`` holds pair counts and the labelled per-subset mean/wmean.
+    With ``return_embeddings`` the sentence -> embedding lookup is returned too
+    (diagnostics reuse it instead of encoding again). ``max_pairs`` evaluates a
+    seeded sample of each task (smoke runs only; recorded in the output).
+    ``embeddings`` is an already computed lookup covering every evaluation
+    sentence (e.g. whitened pool embeddings); ``encoder`` is then not called.
+    """
+    names = list(tasks) + (["STSBenchmark-dev"] if with_dev else [])
+    splits = select_splits(table, names, max_pairs)
+    pool = pool_sentences(splits)
     t0 = time.perf_counter()
-    sentences = [s for df in splits.values() for s in (*df.sentence1, *df.sentence2)]
-    lookup = embed_unique(encoder, sentences, batch_size=batch_size)
+    if embeddings is None:
+        lookup = embed_unique(encoder, pool, batch_size=batch_size)
+    else:
+        missing = [s for s in pool if s not in embeddings]
+        if missing:
+            raise ValueError(f"`embeddings` lacks {len(missing)} evaluation sentences (first: {missing[0]!r})")
+        lookup = embeddings
     seconds = time.perf_counter() - t0
     results: dict = {}
     per_task: dict = {}
@@ -103,7 +127,7 @@ def evaluate_table(encoder, table: pd.DataFrame, batch_size: int = 128, tasks: S
     results["Avg"] = round(float(np.mean([results[t] for t in tasks])), 4)
     results["per_task"] = per_task
     results["encode_seconds"] = round(seconds, 2)
-    results["distinct_sentences"] = len(lookup)
+    results["distinct_sentences"] = len(pool)
     if max_pairs is not None:
         results["subsampled_pairs_per_task"] = max_pairs
     if return_embeddings:

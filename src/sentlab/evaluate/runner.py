@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 import torch
 
 from ..assets import load_model
@@ -51,17 +52,40 @@ def build_encoders(model: str, pooling: Optional[str] = None, precision: str = "
     return encoders
 
 
-def evaluate_encoders(encoders: dict[str, SentenceEncoder], table, params) -> dict:
+def diagnose(table, lookup, params, name: str, figures_dir: Optional[Path] = None) -> dict:
+    """SPEC §2 diagnostics of one evaluated encoder from its evaluation lookup (no second encoding
+    pass); the density figure goes to ``figures_dir/<name>_density.png`` when a folder is given."""
+    from .diagnostics import run_diagnostics
+
+    diag, dens = run_diagnostics(table, lookup, params.evaluate, max_pairs=params.evaluate.max_pairs)
+    if figures_dir is not None:
+        from .figures import density_figure
+
+        fig = density_figure(dens["gold"], dens["cos"], Path(figures_dir) / f"{name}_density.png",
+                             title=f"{name}: cosine density on STS-B test by gold level")
+        diag["density"]["figure"] = fig.as_posix()
+    return diag
+
+
+def evaluate_encoders(encoders: dict[str, SentenceEncoder], table, params, figures_dir: Optional[Path] = None,
+                      embeddings: Optional[dict] = None) -> dict:
     """Evaluate the main encoder (first) and any extra rows; one metrics dict.
 
     The main encoder's results are the flat top-level keys; extra rows (e.g.
-    channels of one model) go under ``extra_rows``.
+    channels of one model) go under ``extra_rows``. With ``evaluate.diagnostics``
+    each row also gets ``diagnostics`` (computed from the embeddings the
+    evaluation already made); only the main row's density figure is drawn.
+    ``embeddings`` (main row only) is a precomputed lookup (the whitening baseline).
     """
     from .protocol import evaluate_table
 
+    ep = params.evaluate
     out: dict = {}
     for i, (name, enc) in enumerate(encoders.items()):
-        res = evaluate_table(enc, table, batch_size=params.evaluate.batch_size, max_pairs=params.evaluate.max_pairs)
+        res, lookup = evaluate_table(enc, table, batch_size=ep.batch_size, max_pairs=ep.max_pairs,
+                                     return_embeddings=True, embeddings=embeddings if i == 0 else None)
+        if ep.diagnostics:
+            res["diagnostics"] = diagnose(table, lookup, params, name, figures_dir if i == 0 else None)
         if i == 0:
             out.update(res)
         else:
@@ -69,23 +93,74 @@ def evaluate_encoders(encoders: dict[str, SentenceEncoder], table, params) -> di
     return out
 
 
+def whitening_encoder(params, table, name: str = "base-whitening") -> tuple[SentenceEncoder, Optional[dict], dict]:
+    """The BERT-whitening baseline (SPEC §3.1, :mod:`sentlab.evaluate.whitening`).
+
+    Returns ``(encoder, embeddings, info)``: the backbone with ``evaluate.whitening.pooling``
+    and the fitted transform as its ``post``; for ``fit_on: sts_pool`` also the whitened
+    lookup of the evaluation pool (the raw pool embeddings were needed for the fit, so the
+    evaluation reuses them instead of encoding again); ``info`` says what it was fitted on.
+    """
+    import dataclasses
+
+    from .protocol import TASKS, embed_unique, pool_sentences, select_splits
+    from .whitening import Whitening, corpus_sample, whiten_lookup
+
+    ep = params.evaluate
+    wp = ep.whitening
+    raw = build_encoders(params.model.backbone, pooling=wp.pooling, precision=ep.precision,
+                         max_length=ep.max_length, name=name)[name]
+    embeddings = None
+    if wp.fit_on == "sts_pool":
+        pool = pool_sentences(select_splits(table, [*TASKS, "STSBenchmark-dev"], ep.max_pairs))
+        raw_lookup = embed_unique(raw, pool, batch_size=ep.batch_size)
+        wh = Whitening.fit(np.stack([raw_lookup[s] for s in pool]), dim=wp.dim)
+        source = "sts_pool: the distinct sentences of the 7 test sets + STS-B dev"
+    else:
+        sample = corpus_sample(Path("data/corpus/train.parquet"), wp.sample_size, params.seed)
+        wh = Whitening.fit(raw.encode(sample, batch_size=ep.batch_size), dim=wp.dim)
+        source = f"corpus: seeded sample of data/corpus/train.parquet (seed {params.seed})"
+    enc = dataclasses.replace(raw, post=wh)
+    if wp.fit_on == "sts_pool":
+        embeddings = whiten_lookup(raw_lookup, wh)
+    info = {"fit_on": wp.fit_on, "fit_source": source, "pooling": wp.pooling, "dim": wp.dim, **wh.info()}
+    log.info("whitening fitted on %s: %d sentences, %d -> %d dims", wp.fit_on, wh.fit_size, wh.W.shape[0], wh.out_dim)
+    return enc, embeddings, info
+
+
 def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, table, out_path: Path,
-                        kind: str, extra_params: Optional[dict] = None) -> dict:
-    """Evaluate, write ``out_path`` atomically, log an MLflow run named ``name``."""
+                        kind: str, extra_params: Optional[dict] = None, figures_dir: Optional[Path] = None,
+                        encoders: Optional[dict[str, SentenceEncoder]] = None, embeddings: Optional[dict] = None,
+                        extra_metrics: Optional[dict] = None) -> dict:
+    """Evaluate, write ``out_path`` atomically, log an MLflow run named ``name``.
+
+    ``encoders`` (prebuilt, e.g. the whitening baseline) replaces building them from ``model``;
+    ``extra_metrics`` are stored in the JSON (e.g. how the whitening was fitted).
+    """
     from .. import tracking
     from ..io import write_json
+    from .diagnostics import flat_diagnostics
 
-    encoders = build_encoders(model, pooling=pooling, precision=params.evaluate.precision,
-                              max_length=params.evaluate.max_length, name=name)
-    metrics = evaluate_encoders(encoders, table, params)
+    if encoders is None:
+        encoders = build_encoders(model, pooling=pooling, precision=params.evaluate.precision,
+                                  max_length=params.evaluate.max_length, name=name)
+    metrics = evaluate_encoders(encoders, table, params, figures_dir=figures_dir, embeddings=embeddings)
     metrics = {"model": name, "kind": kind, "backbone": params.model.backbone, "profile": params.profile,
-               "status": "evaluated", **metrics}
+               "status": "evaluated", **(extra_metrics or {}), **metrics}
     run_params = {"model": model, "pooling": pooling or encoders[name].pooling, "kind": kind,
                   "profile": params.profile, "evaluate": params.evaluate.model_dump(), **(extra_params or {})}
-    with tracking.run(f"eval/{name}", params=run_params, tags={"sentlab.stage": "evaluate", "sentlab.model": name}):
-        tracking.log_metrics({k: v for k, v in metrics.items() if k not in ("per_task", "extra_rows")})
+    skip = ("per_task", "extra_rows", "diagnostics", "whitening")
+    with tracking.run(f"eval/{name}", params=run_params, tags={"sentlab.stage": "evaluate", "sentlab.model": name}) as ml:
+        tracking.log_metrics({k: v for k, v in metrics.items() if k not in skip})
+        if "diagnostics" in metrics:
+            tracking.log_metrics(flat_diagnostics(metrics["diagnostics"]))
+            fig = metrics["diagnostics"]["density"].get("figure")
+            if fig:
+                ml.log_artifact(fig, artifact_path="figures")
         for row, res in (metrics.get("extra_rows") or {}).items():
-            tracking.log_metrics({f"{row}.{k}": v for k, v in res.items() if k not in ("per_task",)})
+            tracking.log_metrics({f"{row}.{k}": v for k, v in res.items() if k not in skip})
+            if "diagnostics" in res:
+                tracking.log_metrics({f"{row}.{k}": v for k, v in flat_diagnostics(res["diagnostics"]).items()})
     write_json(out_path, metrics)
     return metrics
 

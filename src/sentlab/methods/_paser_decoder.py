@@ -6,7 +6,6 @@ algorithm. Nothing here is used at inference.
 
 from __future__ import annotations
 
-import logging
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +15,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-log = logging.getLogger(__name__)
 
 CHUNK_SOURCES = {"np": ("NP",), "vp": ("VP",), "np_vp": ("NP", "VP")}
 

@@ -147,14 +147,24 @@ class _TwoViewContrastive(Method):
     def templated_ids(self, sentences, template: str) -> list[list[int]]:
         """Token ids of ``template`` around each sentence, special tokens added.
 
-        The sentence is truncated to ``train.max_length − 2`` tokens (the
-        budget it has without a template) *before* it is wrapped, as
+        The sentence is truncated to ``train.max_length`` minus the special
+        tokens (the budget it has without a template) *before* it is wrapped, as
         PromptBERT's training code does, so the [MASK] token is never cut off.
         """
         before, after = self._template_pieces(template)
-        sent = self.tokenizer(list(sentences), add_special_tokens=False, truncation=True,
-                              max_length=max(1, self.train_cfg.max_length - 2))["input_ids"]
-        return [self.tokenizer.build_inputs_with_special_tokens(before + s + after) for s in sent]
+        head, tail = self._special_tokens()
+        budget = max(1, self.train_cfg.max_length - len(head) - len(tail))
+        sent = self.tokenizer(list(sentences), add_special_tokens=False, truncation=True, max_length=budget)["input_ids"]
+        return [head + before + s + after + tail for s in sent]
+
+    def _special_tokens(self) -> tuple[list[int], list[int]]:
+        """The ids the tokenizer puts before / after a single sequence ([CLS] … [SEP] for BERT)."""
+        if "__special__" not in self._template_cache:
+            with_sp = self.tokenizer("x", add_special_tokens=True)["input_ids"]
+            bare = self.tokenizer("x", add_special_tokens=False)["input_ids"]
+            i = next(i for i in range(len(with_sp)) if with_sp[i: i + len(bare)] == bare)
+            self._template_cache["__special__"] = (with_sp[:i], with_sp[i + len(bare):])
+        return self._template_cache["__special__"]
 
     def tokenize_views(self, sentences) -> dict[str, torch.Tensor]:
         """The doubled batch ``[view 1 of s_1..s_N, view 2 of s_1..s_N]`` (attention mask included)."""
@@ -299,6 +309,7 @@ class L2PCSR(_TwoViewContrastive):
         k = 0 if params.perturbation == "gradient_noise" else params.layers
         perturbable_modules(encoder, k)  # fail early on a bad backbone / k
         self._draws = 0  # batches drawn so far: seeds the per-batch generator (resume-safe)
+        self.last_perturbation: Optional[_Perturbation] = None
 
     # --- state for resume ---------------------------------------------------
     def extra_state(self) -> dict:
@@ -322,6 +333,7 @@ class L2PCSR(_TwoViewContrastive):
                     loss = self.contrastive_loss(enc)
             else:
                 loss = self.contrastive_loss(enc)
+        self.last_perturbation = state  # the final masks of the last batch (inspection, Fig. 3-style plots)
         if "ascent_loss_start" in stats:
             stats["ascent_gain"] = loss.detach() - stats["ascent_loss_start"]
         return {"loss": loss, **stats, **self._perturbation_stats(state)}

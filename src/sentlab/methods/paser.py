@@ -337,8 +337,8 @@ class PaSeR(Method):
                     done[i] = True
         return [s[1:] for s in seqs]
 
-    def reconstruction_report(self, sentences: Sequence[str], extras: dict, fit_sentences=None, fit_extras=None,
-                              n_examples: int = 8, batch_size: int = 32) -> dict:
+    def reconstruction_report(self, sentences: Sequence[str], extras: dict, fit_sentences: Sequence[str],
+                              fit_extras: dict, n_examples: int = 8, batch_size: int = 32) -> dict:
         """Exact match / token accuracy of the decoder on held-out phrases vs a frequency baseline.
 
         See :func:`sentlab.evaluate.reconstruction.reconstruction_report`.
@@ -371,7 +371,8 @@ class PaSeR(Method):
             raise SentlabError(f"{path} not found: the paser training stage writes it next to the exported model "
                                f"(method.save_heads). Train paser first, or set decoder_init: random.")
         missing, unexpected = self.load_state_dict(load_file(str(path)), strict=False)
-        bad = [k for k in missing if not k.startswith("encoder.") and k != "_calls"] + list(unexpected)
+        own = ("decoder.", "signal.", "lm_head.")
+        bad = [k for k in missing if k.startswith(own)] + list(unexpected)
         if bad:
             raise SentlabError(f"{path} does not match this PaSeR configuration (keys {bad[:5]}); the decoder params "
                                f"(decoder_layers, decoder_heads, project_masked …) must equal paser's.")

@@ -54,15 +54,28 @@ Decisions (all params of :class:`PosBowAdvParams`, defaults below):
   owns a small AdamW (``disc_lr``, ``disc_weight_decay``) that, in
   :meth:`after_optimizer_step`, takes one step on L_adv over the step's
   micro-batches (channels detached). Its moments and step count are
-  registered buffers (``disc_adam.*``), so a resumed run continues it exactly.
+  registered buffers (``disc_adam.*``, :class:`BufferedAdamW`), so a resumed
+  run continues it exactly.
   ``none`` — no discriminators (ablation "no adversary").
-* **Ablation "no auxiliary tasks"**: ``aux_tasks: false`` with
-  ``adversary: none`` is plain SimCSE on the same backbone and seed
-  (the loss is InfoNCE(MLP(h), MLP(h'), τ) and nothing else).
+* **Ablations**: ``adversary: none`` (no adversary); ``aux_tasks: false`` with
+  ``adversary: none`` is plain SimCSE on the same backbone and seed (the loss is
+  InfoNCE(MLP(h), MLP(h'), τ) and nothing else; no vocabulary is built).
+  The channels are still exported for that variant: the same slices of a
+  SimCSE embedding are the control for the channel rows.
+* **Head training** (not in the paper): ``bow_prior_bias`` starts the BOW
+  heads' output biases at the log-odds of each word piece's document frequency,
+  so the BCE starts at the best constant predictor instead of 0.69 per label;
+  ``head_lr`` (default None: the heads train in the loop's AdamW at
+  ``train.lr``) moves C_BOW, C_POS (and D_* under ``grl``) to the method's own
+  constant-lr AdamW (buffers ``head_adam.*``), stepped in
+  :meth:`after_optimizer_step` on the gradients of the loop's backward — at
+  lr 3e-5 randomly initialised heads learn little in a short run.
 * Auxiliary and adversarial heads read both dropout views (``aux_views: both``;
   ``first`` for one). Heads are linear probes by default (``head_hidden: 0``;
   > 0 adds one ReLU hidden layer to all four, so the adversaries are exactly as
-  strong as the classifiers). Heads are initialised from ``seed`` alone.
+  strong as the classifiers). The four task heads are initialised from ``seed``
+  alone; the SimCSE MLP from the global RNG first, exactly as ``simcse.py``, so
+  the "no auxiliary tasks, no adversary" variant reproduces the simcse run.
 
 Evaluation: one trained model gives three rows — the full [CLS] embedding
 (``posbow_adv``), the BOW channel (``posbow_adv_bow``) and the POS channel
@@ -123,12 +136,13 @@ def pos_histogram(tags: Sequence[str]) -> np.ndarray:
 
 
 def build_bow_vocab(tokenizer, sentences: Sequence[str], size: int, max_length: int,
-                    chunk: int = 4096, show_progress: bool = True) -> np.ndarray:
+                    chunk: int = 4096, show_progress: bool = True, return_frequencies: bool = False):
     """The ``size`` word-piece ids with the highest document frequency in ``sentences``.
 
     Sentences are tokenized as in training (truncated to ``max_length``);
     special tokens are excluded; ties are broken by the smaller id. Raises
     :class:`SentlabError` when the corpus has fewer than ``size`` distinct word pieces.
+    With ``return_frequencies``: ``(ids, fraction of sentences containing each id)``.
     """
     from tqdm.auto import tqdm
 
@@ -149,8 +163,10 @@ def build_bow_vocab(tokenizer, sentences: Sequence[str], size: int, max_length: 
             f"methods.posbow_adv.bow_vocab_size is {size}, but the training corpus has only {distinct} distinct "
             f"word pieces (special tokens excluded). Lower `bow_vocab_size` in params.yaml to at most {distinct}."
         )
-    order = np.lexsort((np.arange(n_ids), -counts))  # by count desc, then id asc
-    return order[:size].astype(np.int64)
+    order = np.lexsort((np.arange(n_ids), -counts))[:size]  # by count desc, then id asc
+    if return_frequencies:
+        return order.astype(np.int64), counts[order] / max(len(sentences), 1)
+    return order.astype(np.int64)
 
 
 def _read_corpus_texts(path: str) -> list[str]:
@@ -196,12 +212,54 @@ class PosBowAdvParams(MethodParams):
     head_hidden: int = Field(0, ge=0, description="0: linear heads; >0: one ReLU hidden layer of this width")
     disc_lr: float = Field(1e-3, gt=0, description="discriminators' AdamW lr (adversary: alternating)")
     disc_weight_decay: float = Field(0.0, ge=0)
+    head_lr: Optional[float] = Field(
+        None, gt=0, description="None: the task heads train in the loop's optimiser at train.lr; a value: the method's "
+                                "own AdamW at this constant lr for C_BOW, C_POS (and D_* under grl)")
+    bow_prior_bias: bool = Field(True, description="start the BOW heads' biases at the log-odds of each word "
+                                                   "piece's document frequency (the best constant predictor)")
 
 
 def _head(d_in: int, d_out: int, hidden: int) -> nn.Module:
     if hidden <= 0:
         return nn.Linear(d_in, d_out)
     return nn.Sequential(nn.Linear(d_in, hidden), nn.ReLU(), nn.Linear(hidden, d_out))
+
+
+def _output_layer(head: nn.Module) -> nn.Linear:
+    return head if isinstance(head, nn.Linear) else head[-1]
+
+
+class BufferedAdamW(nn.Module):
+    """AdamW for a module the loop's optimiser does not own, its state kept as registered buffers.
+
+    The moments (``exp_avg__*``, ``exp_avg_sq__*``) and the step count are
+    buffers of this module, so they are in the method's ``state_dict()`` and a
+    resumed run continues the optimiser exactly. ``torch.optim.AdamW`` is built
+    afresh at each :meth:`step` with its state bound to the buffers (it updates
+    them in place), so it always holds the current parameter and buffer objects
+    whatever ``.to(device)`` or ``load_state_dict`` did in between.
+    """
+
+    def __init__(self, target: nn.Module):
+        super().__init__()
+        self.register_buffer("step_count", torch.zeros((), dtype=torch.long))
+        for name, prm in target.named_parameters():
+            key = name.replace(".", "__")
+            self.register_buffer(f"exp_avg__{key}", torch.zeros_like(prm))
+            self.register_buffer(f"exp_avg_sq__{key}", torch.zeros_like(prm))
+
+    def step(self, target: nn.Module, lr: float, weight_decay: float) -> None:
+        """One AdamW step on ``target``'s current ``.grad``; the grads are cleared afterwards."""
+        opt = torch.optim.AdamW(target.parameters(), lr=lr, weight_decay=weight_decay, foreach=False)
+        step = float(self.step_count.item())
+        for name, prm in target.named_parameters():
+            key = name.replace(".", "__")
+            opt.state[prm] = {"step": torch.tensor(step, dtype=torch.float32),  # a CPU scalar, as AdamW keeps it
+                              "exp_avg": getattr(self, f"exp_avg__{key}"),
+                              "exp_avg_sq": getattr(self, f"exp_avg_sq__{key}")}
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        self.step_count += 1
 
 
 @register("posbow_adv")
@@ -219,11 +277,18 @@ class PosBowAdv(Method):
         self.bow_dim, self.pos_dim = self._channel_sizes(d, p.bow_dim, p.pos_dim)
         self.needs_targets = p.aux_tasks or p.adversary != "none"
         n_bow, n_pos = p.bow_vocab_size, len(POS_TAGS)
+        if self.needs_targets:
+            self.register_buffer("bow_vocab", torch.full((n_bow,), -1, dtype=torch.long))
+            self.register_buffer("bow_index", torch.full((len(tokenizer),), -1, dtype=torch.long))
+            vocab, doc_freq = build_bow_vocab(tokenizer, _read_corpus_texts(p.bow_vocab_from), n_bow,
+                                              train_cfg.max_length, return_frequencies=True)
+            self.set_bow_vocab(vocab)
 
-        # Heads initialised from the seed alone (the global RNG is left untouched).
+        # The MLP comes first from the global RNG, exactly as in simcse.py, so the "no auxiliary tasks,
+        # no adversary" ablation is SimCSE number for number; the task heads come from the seed alone.
+        self.mlp = MLPHead(d) if p.use_mlp else None
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            self.mlp = MLPHead(d) if p.use_mlp else None
             if p.aux_tasks:
                 self.classifiers = nn.ModuleDict({"bow": _head(self.bow_dim, n_bow, p.head_hidden),
                                                   "pos": _head(self.pos_dim, n_pos, p.head_hidden)})
@@ -231,23 +296,16 @@ class PosBowAdv(Method):
                 # Each discriminator reads the OTHER task's channel.
                 self.discriminators = nn.ModuleDict({"bow": _head(self.pos_dim, n_bow, p.head_hidden),
                                                      "pos": _head(self.bow_dim, n_pos, p.head_hidden)})
+        if self.needs_targets and p.bow_prior_bias:
+            self._init_bow_prior(doc_freq)
 
-        if self.needs_targets:
-            self.register_buffer("bow_vocab", torch.full((n_bow,), -1, dtype=torch.long))
-            self.register_buffer("bow_index", torch.full((len(tokenizer),), -1, dtype=torch.long))
-            self.set_bow_vocab(build_bow_vocab(tokenizer, _read_corpus_texts(p.bow_vocab_from), n_bow,
-                                               train_cfg.max_length))
-
-        if p.adversary == "alternating":
-            self.disc_adam = nn.Module()  # the discriminators' AdamW state, as buffers (resumable)
-            self.disc_adam.register_buffer("step", torch.zeros((), dtype=torch.long))
-            for name, prm in self.discriminators.named_parameters():
-                key = name.replace(".", "__")
-                self.disc_adam.register_buffer(f"exp_avg__{key}", torch.zeros_like(prm))
-                self.disc_adam.register_buffer(f"exp_avg_sq__{key}", torch.zeros_like(prm))
-            self._disc_optimizer: Optional[torch.optim.Optimizer] = None
+        if p.adversary == "alternating":  # the discriminators step on their own (resumable) AdamW
+            self.disc_adam = BufferedAdamW(self.discriminators)
             self._pending: list[tuple[torch.Tensor, ...]] = []
             self.last_disc_loss: Optional[float] = None
+        own_heads = self._heads_on_own_optimizer()
+        if own_heads is not None:  # head_lr: C_* (and D_* under grl) step on the method's own AdamW
+            self.head_adam = BufferedAdamW(own_heads)
 
     # --- set-up ----------------------------------------------------------------
     @staticmethod
@@ -265,6 +323,25 @@ class PosBowAdv(Method):
                 f"width {d}. Set them so that bow_dim + pos_dim <= {d}, or leave both null for {d - round(d / 6)}/{round(d / 6)}."
             )
         return int(bow), int(pos)
+
+    @torch.no_grad()
+    def _init_bow_prior(self, doc_freq: np.ndarray) -> None:
+        """BOW output biases = log-odds of each word piece's document frequency (the prior init of Lin et al. 2017, RetinaNet)."""
+        prior = torch.as_tensor(np.clip(doc_freq, 1e-6, 1 - 1e-6), dtype=torch.float32)
+        for heads in (getattr(self, "classifiers", None), getattr(self, "discriminators", None)):
+            if heads is not None:
+                _output_layer(heads["bow"]).bias.copy_(torch.logit(prior))
+
+    def _heads_on_own_optimizer(self) -> Optional[nn.ModuleDict]:
+        """The heads ``head_lr`` puts on the method's own AdamW (None: all in the loop's optimiser)."""
+        if self.params.head_lr is None or not (self.params.aux_tasks or self.params.adversary == "grl"):
+            return None
+        heads = nn.ModuleDict()  # a view on the existing heads (same parameters, no copies)
+        if self.params.aux_tasks:
+            heads["classifiers"] = self.classifiers
+        if self.params.adversary == "grl":
+            heads["discriminators"] = self.discriminators
+        return heads
 
     @torch.no_grad()
     def set_bow_vocab(self, vocab_ids) -> None:
@@ -394,37 +471,33 @@ class PosBowAdv(Method):
         out["loss"] = loss
         return out
 
-    # --- alternating updates -----------------------------------------------------
+    # --- heads and discriminators on the method's own optimisers ------------------------
+    def _own_optimised_parameters(self) -> set[int]:
+        own: set[int] = set()
+        if self.params.adversary == "alternating":
+            own |= {id(q) for q in self.discriminators.parameters()}
+        heads = self._heads_on_own_optimizer()
+        if heads is not None:
+            own |= {id(q) for q in heads.parameters()}
+        return own
+
     def trainable_parameters(self):
-        """Everything but, under ``adversary: alternating``, the discriminators (they have their own AdamW)."""
-        if self.params.adversary != "alternating":
-            return super().trainable_parameters()
-        own = {id(q) for q in self.discriminators.parameters()}
+        """What the loop's optimiser updates: everything but the discriminators under
+        ``adversary: alternating`` and the heads under ``head_lr`` (the method steps those itself)."""
+        own = self._own_optimised_parameters()
         return [q for q in self.parameters() if q.requires_grad and id(q) not in own]
 
     def after_optimizer_step(self) -> None:
+        heads = self._heads_on_own_optimizer()
+        if heads is not None:  # the heads' gradients come from the loop's backward of this step
+            self.head_adam.step(heads, self.params.head_lr, 0.0)
         if self.params.adversary == "alternating" and self._pending:
             self._discriminator_step()
 
-    def _bind_disc_optimizer(self) -> torch.optim.Optimizer:
-        """The discriminators' AdamW, its moments bound to the ``disc_adam`` buffers (current device)."""
-        if self._disc_optimizer is None:
-            self._disc_optimizer = torch.optim.AdamW(self.discriminators.parameters(), lr=self.params.disc_lr,
-                                                     weight_decay=self.params.disc_weight_decay, foreach=False)
-        step = float(self.disc_adam.step.item())
-        for name, prm in self.discriminators.named_parameters():
-            key = name.replace(".", "__")
-            self._disc_optimizer.state[prm] = {
-                "step": torch.tensor(step, dtype=torch.float32),
-                "exp_avg": getattr(self.disc_adam, f"exp_avg__{key}"),       # updated in place by AdamW
-                "exp_avg_sq": getattr(self.disc_adam, f"exp_avg_sq__{key}"),
-            }
-        return self._disc_optimizer
-
     def _discriminator_step(self) -> None:
         """One AdamW step of D_BOW and D_POS on L_adv over this step's micro-batches (encoder frozen)."""
-        opt = self._bind_disc_optimizer()
-        opt.zero_grad(set_to_none=True)
+        for prm in self.discriminators.parameters():  # drop what the encoder's backward left there
+            prm.grad = None
         total = 0.0
         n = len(self._pending)
         with torch.enable_grad():
@@ -438,9 +511,7 @@ class PosBowAdv(Method):
                 if prm.grad is not None:
                     torch.distributed.all_reduce(prm.grad)
                     prm.grad /= world
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        self.disc_adam.step += 1
+        self.disc_adam.step(self.discriminators, self.params.disc_lr, self.params.disc_weight_decay)
         self._pending.clear()
         self.last_disc_loss = total
 

@@ -1,0 +1,216 @@
+"""Training throughput per method, against a plain eager PyTorch SimCSE loop.
+
+CPU (always): MiniLM-L6 (the quick profile's backbone), batch 64, max length 32,
+``--steps`` timed optimiser steps per method after one warm-up step, through
+the real :func:`sentlab.train.loop.train_loop` (dev evaluation off). Each
+method runs in its own subprocess so its peak RSS is its own. The reference
+is a hand-written SimCSE step (tokenise, one forward of the doubled batch,
+[CLS]+MLP, InfoNCE, AdamW) in the same run: the ratio shows the loop's overhead.
+
+CUDA (when available): a bert-base-sized BertModel from BertConfig (random
+weights), batch 64, length 32, bf16 autocast, fused AdamW: tokens/s, share of
+the GPU's dense bf16 peak (``--peak-tflops``, 790 for an H200) using
+6 · trainable params · tokens FLOPs per step (the momentum key encoder's
+extra forward, 2 · N · tokens, is not counted), peak CUDA memory.
+
+Usage::
+
+    python benchmarks/train_speed.py                       # CPU, default methods
+    python benchmarks/train_speed.py --bf16 --steps 5      # CPU with bf16 autocast
+    python benchmarks/train_speed.py --methods simcse,ptbert --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+DEFAULT_METHODS = "simcse,ct,moco,moco_deletion,ptbert"
+
+
+def corpus_sentences(n: int) -> list[str]:
+    from sentlab.assets import resolve_data
+
+    try:
+        path = resolve_data("wiki1m").path
+        lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except Exception:  # noqa: BLE001 - no mirror: synthetic 30-word sentences keep the length at 32 tokens
+        lines = [" ".join(f"word{(i * 7 + j) % 997}" for j in range(30)) for i in range(n)]
+    return (lines * (n // max(1, len(lines)) + 1))[:n]
+
+
+def build_backbone(device: str):
+    import torch
+    from transformers import BertConfig, BertModel
+
+    if device == "cuda":
+        from sentlab.assets import resolve_model
+        from transformers import AutoTokenizer
+
+        try:
+            tok = AutoTokenizer.from_pretrained(resolve_model("sentence-transformers/all-MiniLM-L6-v2"))
+        except Exception:  # noqa: BLE001
+            from transformers import BertTokenizerFast
+            tok = BertTokenizerFast.from_pretrained("bert-base-uncased")
+        torch.manual_seed(0)
+        model = BertModel(BertConfig(vocab_size=tok.vocab_size), add_pooling_layer=False)  # bert-base sizes
+        return model, tok, "bert-base (random, BertConfig)"
+    from sentlab.assets import load_model
+
+    model, tok = load_model("sentence-transformers/all-MiniLM-L6-v2")
+    return model, tok, "all-MiniLM-L6-v2"
+
+
+def child(method_id: str, steps: int, device: str, precision: str, threads: int | None) -> dict:
+    import numpy as np
+    import torch
+
+    from sentlab.config import TrainParams
+
+    if threads:
+        torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model, tok, backbone = build_backbone(device)
+    cfg = TrainParams(batch_size=64, max_length=32, lr=3e-5, eval_every=10_000, max_steps=steps + 1, device=device,
+                      precision=precision)
+    texts = corpus_sentences(64 * (steps + 1))
+    times: list[float] = []
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+
+    def tick(step, record):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter())
+
+    if method_id == "plain":
+        n_params, tokens = plain_simcse(model, tok, texts, cfg, device, precision, tick, steps + 1)
+    else:
+        from sentlab.methods import get_method
+        from sentlab.train.data import Corpus
+        from sentlab.train.loop import train_loop
+
+        cls = get_method(method_id)
+        params = cls.Params(**({"negatives": 7} if method_id == "ct" else {}))
+        method = cls(model, tok, params, cfg, seed=0)
+        corpus = Corpus(ids=np.arange(len(texts)), texts=texts)
+        if method.corpus_columns:
+            corpus.extras = {c: [[] for _ in texts] for c in method.corpus_columns}
+        n_params = sum(p.numel() for p in method.trainable_parameters())
+        enc = tok(texts[:64], padding=True, truncation=True, max_length=32)
+        tokens = int(sum(sum(m) for m in enc["attention_mask"])) * (2 if method_id == "simcse" else 1)
+        with tempfile.TemporaryDirectory() as tmp:
+            train_loop(method, corpus, cfg, seed=0, dev_eval=lambda e: {"stsb_dev": 0.0}, ckpt_dir=Path(tmp),
+                       callbacks=[tick], progress=False)
+    dt = (times[-1] - times[0]) / max(1, len(times) - 1)
+    out = {"method": method_id, "backbone": backbone, "device": device, "precision": precision, "steps": len(times) - 1,
+           "s_per_step": dt, "sentences_per_s": 64 / dt, "tokens_per_s": tokens / dt, "trainable_params": n_params,
+           "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if device == "cuda":
+        out["peak_cuda_mb"] = torch.cuda.max_memory_allocated() / 2**20
+        out["model_flops_per_s"] = 6 * n_params * tokens / dt
+    return out
+
+
+def plain_simcse(model, tok, texts, cfg, device, precision, tick, n_steps):
+    """The reference: SimCSE in eager PyTorch, no sentlab code."""
+    import contextlib
+
+    import torch
+    import torch.nn.functional as F
+
+    dev = torch.device(device)
+    model.to(dev).train()
+    mlp = torch.nn.Sequential(torch.nn.Linear(model.config.hidden_size, model.config.hidden_size), torch.nn.Tanh()).to(dev)
+    params = list(model.parameters()) + list(mlp.parameters())
+    opt = torch.optim.AdamW(params, lr=3e-5, **({"fused": True} if device == "cuda" else {}))
+    ctx = (lambda: torch.autocast(dev.type, dtype=torch.bfloat16)) if precision == "bf16" else contextlib.nullcontext
+    tokens = 0
+    for step in range(n_steps):
+        batch = texts[step * 64:(step + 1) * 64]
+        enc = tok(batch * 2, padding=True, truncation=True, max_length=32, return_tensors="pt").to(dev)
+        tokens = int(enc["attention_mask"].sum())
+        with ctx():
+            z = mlp(model(**enc).last_hidden_state[:, 0])
+        z = F.normalize(z.float(), dim=-1)
+        logits = z[:64] @ z[64:].T / 0.05
+        loss = F.cross_entropy(logits, torch.arange(64, device=dev))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        tick(step + 1, {})
+    return sum(p.numel() for p in params), tokens
+
+
+def run_child(method_id: str, args, device: str, precision: str) -> dict:
+    cmd = [sys.executable, __file__, "--child", method_id, "--steps", str(args.steps), "--device", device,
+           "--precision", precision]
+    if args.threads:
+        cmd += ["--threads", str(args.threads)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, TOKENIZERS_PARALLELISM="false"))
+    if proc.returncode != 0:
+        return {"method": method_id, "error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed"}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--methods", default=DEFAULT_METHODS)
+    ap.add_argument("--steps", type=int, default=3, help="timed steps per method (after 1 warm-up step)")
+    ap.add_argument("--bf16", action="store_true", help="also run the CPU part with bf16 autocast")
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--peak-tflops", type=float, default=790.0, help="dense bf16 peak of the GPU (H200: ~790)")
+    ap.add_argument("--no-cuda", action="store_true")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--device", default="cpu", help=argparse.SUPPRESS)
+    ap.add_argument("--precision", default="fp32", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.steps, args.device, args.precision, args.threads)))
+        return 0
+
+    import torch
+
+    runs = [("cpu", "fp32")] + ([("cpu", "bf16")] if args.bf16 else [])
+    if torch.cuda.is_available() and not args.no_cuda:
+        runs.append(("cuda", "bf16"))
+    results = []
+    print(f"CPU: {os.cpu_count()} logical cores (load average {os.getloadavg()[0]:.1f}; a shared machine inflates times)")
+    for device, precision in runs:
+        plain = run_child("plain", args, device, precision)
+        rows = [plain] + [run_child(m, args, device, precision) for m in args.methods.split(",")]
+        print(f"\n== {device} {precision}: batch 64, max length 32, {args.steps} timed steps, "
+              f"backbone {plain.get('backbone', '?')}")
+        hdr = f"{'method':<18}{'sent/s':>9}{'s/step':>9}{'vs plain':>10}{'peak RSS MB':>13}"
+        if device == "cuda":
+            hdr += f"{'tokens/s':>11}{'% peak':>8}{'CUDA MB':>10}"
+        print(hdr)
+        for r in rows:
+            if "error" in r:
+                print(f"{r['method']:<18} error: {r['error']}")
+                continue
+            ratio = r["sentences_per_s"] / plain["sentences_per_s"] if "sentences_per_s" in plain else float("nan")
+            line = (f"{r['method']:<18}{r['sentences_per_s']:>9.1f}{r['s_per_step']:>9.3f}{ratio:>10.2f}"
+                    f"{r['peak_rss_mb']:>13.0f}")
+            if device == "cuda":
+                r["share_of_peak"] = r["model_flops_per_s"] / (args.peak_tflops * 1e12)
+                line += f"{r['tokens_per_s']:>11.0f}{100 * r['share_of_peak']:>8.1f}{r['peak_cuda_mb']:>10.0f}"
+            print(line)
+            r["vs_plain"] = ratio
+        results += rows
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""One training run from params: what ``pipeline/train.py METHOD`` and ``sentlab train`` call.
+
+Outputs of a run named ``name`` (the method id, or ``<method>_<variant>`` for an ablation):
+
+* ``models/<name>/`` — the best checkpoint (HF folder, safetensors, tokenizer,
+  sentence-transformers module files, ``sentlab.json`` with status "trained");
+* ``reports/curves/<name>.csv`` — step, stsb_dev, alignment, uniformity, loss;
+* an MLflow run named ``name`` with the same curves as step metrics;
+* ``checkpoints/<name>/<hash>/`` — the resume state (outside DVC's outputs),
+  removed after a successful export.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+from pydantic import ValidationError
+
+from ..config import Params, _format_validation, deep_merge
+from ..errors import SentlabError
+from ..methods import get_method
+from . import distributed as D
+from .checkpoint import publish, write_marker
+from .data import load_corpus
+from .loop import DevEval, resolve_device, seed_everything, train_loop
+
+log = logging.getLogger(__name__)
+
+NOT_RUN = "not run in this profile"
+
+
+def method_params(params: Params, method_id: str, overrides: Optional[dict] = None):
+    cls = get_method(method_id)
+    raw = deep_merge(params.methods.get(method_id) or {}, overrides or {})
+    try:
+        return cls.Params(**raw)
+    except ValidationError as e:
+        raise SentlabError(_format_validation(e, cls.Params, prefix=f"methods.{method_id}")) from None
+
+
+def run_key(params: Params, method_id: str, mparams, corpus_fingerprint: str) -> str:
+    """Hash of everything that changes the numbers: method, its params, train (minus the list of methods),
+    seed, backbone, corpus content."""
+    train = params.train.model_dump()
+    train.pop("methods", None)
+    blob = json.dumps({"method": method_id, "method_params": mparams.model_dump(), "train": train, "seed": params.seed,
+                       "backbone": params.model.backbone, "corpus": corpus_fingerprint}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def make_dev_evaluator(sts_path: str | Path, max_pairs: Optional[int], batch_size: int = 128) -> DevEval:
+    """``encoder -> {"stsb_dev", "alignment", "uniformity"}`` on STS-B dev (the lead's ``evaluate_dev``)."""
+    sts_path = Path(sts_path)
+    if not sts_path.is_file():
+        raise SentlabError(f"STS table {sts_path} not found; run the sts stage first (dvc repro) — the dev "
+                           f"evaluation during training reads STS-B dev from it.")
+    from ..data.sts import read_sts_table
+    from ..evaluate.protocol import evaluate_dev
+
+    table = read_sts_table(sts_path)
+
+    def dev_eval(encoder):
+        return evaluate_dev(encoder, table, max_pairs=max_pairs, batch_size=batch_size)
+
+    return dev_eval
+
+
+def load_encoder(params: Params, cls, models_dir: Path, device: torch.device):
+    from ..assets import load_model
+
+    if cls.init_from:
+        src = models_dir / cls.init_from
+        info = src / "sentlab.json"
+        if not info.is_file() or json.loads(info.read_text()).get("status") != "trained":
+            raise SentlabError(f"Method {cls.id} starts from the trained model of `{cls.init_from}` ({src}), which is "
+                               f"missing or was not trained in this profile; add {cls.init_from} to train.methods.")
+        return load_model(str(src))
+    return load_model(params.model.backbone)
+
+
+def train_method(params: Params, method_id: str, *, name: Optional[str] = None, overrides: Optional[dict] = None,
+                 root: str | Path = ".", dev_eval: Optional[DevEval] = None, tracking: bool = True,
+                 callbacks: Sequence[Callable] = (), encoder_factory: Optional[Callable] = None,
+                 keep_checkpoint: bool = False, progress: bool = True) -> dict:
+    """Train ``method_id`` with ``params`` and export the best model. Returns ``sentlab.json``'s content.
+
+    ``encoder_factory`` (tests) replaces the backbone loading: ``() -> (model, tokenizer)``.
+    """
+    root = Path(root)
+    name = name or method_id
+    cls = get_method(method_id)
+    mparams = method_params(params, method_id, overrides)
+    cfg = params.train
+    if cfg.num_threads:
+        torch.set_num_threads(cfg.num_threads)
+    device = resolve_device(cfg.device)
+    D.init(device.type)
+    models_dir, curves_dir = root / "models", root / "reports" / "curves"
+
+    seed_everything(params.seed)  # the method's new layers (MLP, pseudo tokens) are initialised from the seed
+    model, tok = encoder_factory() if encoder_factory else load_encoder(params, cls, models_dir, device)
+    method = cls(model, tok, mparams, cfg, seed=params.seed)
+
+    corpus_name = method.corpus_name()
+    corpus = load_corpus(root / "data" / "corpus" / f"{corpus_name}.parquet", method.corpus_columns,
+                         root / "data" / "annotations" / corpus_name)
+    if dev_eval is None:
+        dev_eval = make_dev_evaluator(root / "data" / "sts" / "sts.parquet", cfg.dev_max_pairs, params.evaluate.batch_size)
+    key = run_key(params, method_id, mparams, corpus.fingerprint)
+    ckpt_dir = root / "checkpoints" / name / key
+    info = dict(method.export_info(), name=name, status="trained")
+    logged = {"seed": params.seed, "profile": params.profile, "backbone": params.model.backbone,
+              "train": cfg.model_dump(), "method": {"id": method_id, **mparams.model_dump()}, "run_key": key,
+              "corpus": {"name": corpus_name, "sentences": len(corpus)}}
+
+    def _train(log_fn):
+        return train_loop(method, corpus, cfg, seed=params.seed, dev_eval=dev_eval, ckpt_dir=ckpt_dir,
+                          curve_path=curves_dir / f"{name}.csv" if D.is_main() else None, export_info=info,
+                          log_metrics=log_fn, callbacks=callbacks, device=device,
+                          max_grad_norm=getattr(cfg, "max_grad_norm", 1.0), progress=progress, desc=name)
+
+    if tracking and D.is_main():
+        from .. import tracking as T
+
+        with T.run(name, params=logged, tags={"stage": "train", "method": method_id, "profile": params.profile}) as mlflow:
+            result = _train(T.log_metrics)
+            mlflow.log_metrics({"best_stsb_dev": result.best_score, "best_step": float(result.best_step or 0),
+                                "train_sentences_per_s": result.sentences_per_s})
+    else:
+        result = _train(None)
+
+    final = dict(info, best_stsb_dev=result.best_score, best_step=result.best_step, steps=result.steps,
+                 resumed_from_step=result.resumed_from, run_key=key)
+    if D.is_main():
+        publish(result.best_dir, models_dir / name, final)
+        if not keep_checkpoint:
+            shutil.rmtree(ckpt_dir, ignore_errors=True)
+    D.barrier()
+    return final
+
+
+def stage_main(argv: Optional[Sequence[str]] = None, prog: str = "pipeline/train.py") -> int:
+    """``pipeline/train.py METHOD [--variant NAME --set key=value ...]``: the DVC train stage."""
+    import argparse
+
+    import yaml
+
+    from ..config import load_params
+
+    ap = argparse.ArgumentParser(prog=prog, description="Train one method (a DVC train stage).")
+    add_train_arguments(ap)
+    args = ap.parse_args(argv)
+    return run_from_args(args, load_params(args.params))
+
+
+def add_train_arguments(ap) -> None:
+    ap.add_argument("method", help="registered method id (`sentlab methods` lists them)")
+    ap.add_argument("--variant", default=None, help="ablation variant name: output models/<method>_<variant>; "
+                    "runs only when ablations.enabled is true in the active profile")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a key of methods.<method> (YAML value), e.g. --set pseudo_len=64")
+    ap.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
+    ap.add_argument("--keep-checkpoint", action="store_true", help="keep checkpoints/<name>/ after success")
+
+
+def parse_overrides(items: Sequence[str]) -> dict:
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise SentlabError(f"--set expects KEY=VALUE (a key of the method's params block), got {item!r}.")
+        k, v = item.split("=", 1)
+        out[k.strip()] = yaml.safe_load(v)
+    return out
+
+
+def run_from_args(args, params: Params) -> int:
+    method_id = args.method
+    get_method(method_id)
+    name = f"{method_id}_{args.variant}" if args.variant else method_id
+    root = Path(".")
+    if args.variant:
+        enabled = bool((params.ablations or {}).get("enabled", False))
+        reason = NOT_RUN if not enabled else None
+    else:
+        reason = NOT_RUN if method_id not in params.train.methods else None
+    if reason:
+        write_marker(root / "models", root / "reports" / "curves", name, method_id, reason)
+        print(f"{name}: {reason} (profile {params.profile}); wrote models/{name}/sentlab.json and an empty curve.")
+        return 0
+    final = train_method(params, method_id, name=name, overrides=parse_overrides(args.overrides),
+                         keep_checkpoint=args.keep_checkpoint)
+    print(f"{name}: best STS-B dev {final['best_stsb_dev']:.2f} at step {final['best_step']} -> models/{name}")
+    return 0

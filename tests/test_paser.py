@@ -1,0 +1,308 @@
+"""PaSeR (sentlab.methods.paser): masking, signal, gradients, inference, learning, reconstruction, supervised variant."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from sentlab.config import TrainParams
+from sentlab.errors import SentlabError
+from sentlab.methods import get_method
+from sentlab.methods._paser_decoder import DecodingSignal, choose_phrases
+from sentlab.methods.base import Batch
+
+
+def _span(text, phrase, score=1.0):
+    s = text.index(phrase)
+    return {"text": phrase, "score": score, "start": s, "end": s + len(phrase)}
+
+
+SENTS = [
+    "Do I need a transit visa for a stop in London?",
+    "There are two options for you.",
+    "At least 89 dead in china earthquakes.",
+    "A man is playing a large flute.",
+]
+RAKE = [
+    [_span(SENTS[0], "transit visa", 4.0), _span(SENTS[0], "London", 1.0), _span(SENTS[0], "stop", 1.0)],
+    [_span(SENTS[1], "two options", 4.0)],
+    [_span(SENTS[2], "china earthquakes", 4.0), _span(SENTS[2], "least", 1.0)],
+    [_span(SENTS[3], "large flute", 4.0), _span(SENTS[3], "man", 1.0), _span(SENTS[3], "playing", 1.0)],
+]
+CHUNKS = [
+    [{"label": "NP", **{k: v for k, v in _span(SENTS[0], "a transit visa").items() if k != "score"}},
+     {"label": "VP", **{k: v for k, v in _span(SENTS[0], "need").items() if k != "score"}},
+     {"label": "PP", **{k: v for k, v in _span(SENTS[0], "for a stop").items() if k != "score"}}],
+    [], [], [],
+]
+EXTRAS = {"rake": RAKE, "chunks": CHUNKS}
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """The shared CPU is contended: one intra-op thread is ~10x faster here than the default."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _make(tiny_bert, method="paser", **kw):
+    enc, tok = tiny_bert
+    cls = get_method(method)
+    params = cls.Params(**{"eda": "none", "decoder_heads": 2, "decoder_layers": 2, "top_k": 2, **kw})
+    return cls(enc, tok, params, TrainParams(max_length=32), seed=1)
+
+
+def test_registered_with_contract():
+    for mid in ("paser", "paser_sup"):
+        cls = get_method(mid)
+        assert "rake" in cls.corpus_columns and "chunks" in cls.corpus_columns
+    assert get_method("paser_sup").init_from == "paser"
+    assert get_method("paser_sup").Params().corpus == "nli"
+
+
+def test_masking_replaces_exactly_the_phrase_spans(tiny_bert):
+    m = _make(tiny_bert)
+    tok = m.tokenizer
+    views = m.prepare_views(SENTS, EXTRAS, list(range(4)), augment=False)
+    for i, s in enumerate(SENTS):
+        chosen = [(p["start"], p["end"]) for p in RAKE[i][:2]]
+        enc = tok(s, return_offsets_mapping=True)
+        inside = [any(a < e and st < b for st, e in chosen) and b > a for a, b in enc["offset_mapping"]]
+        got = views.masked[i].input_ids
+        assert len(got) == len(enc["input_ids"])
+        for j, (orig, new) in enumerate(zip(enc["input_ids"], got)):
+            assert (new == tok.mask_token_id) == inside[j]
+            if not inside[j]:
+                assert new == orig
+        # the target is exactly those phrases, in rank order, each closed by [SEP]
+        target = m.targets(views)[i]
+        expected = " [SEP] ".join(p["text"].lower() for p in RAKE[i][:2]) + " [SEP]"
+        assert tok.decode(target) == expected
+        assert target[-1] == tok.sep_token_id
+    assert tok.convert_ids_to_tokens(views.masked[1].input_ids) == [
+        "[CLS]", "there", "are", "[MASK]", "[MASK]", "for", "you", ".", "[SEP]"]
+
+
+def test_chunk_phrases_and_truncation(tiny_bert):
+    rng = __import__("random").Random(0)
+    assert choose_phrases(SENTS[0], RAKE[0], CHUNKS[0], "np", 5, rng) == [(CHUNKS[0][0]["start"], CHUNKS[0][0]["end"])]
+    assert choose_phrases(SENTS[0], RAKE[0], CHUNKS[0], "vp", 5, rng) == [(CHUNKS[0][1]["start"], CHUNKS[0][1]["end"])]
+    both = choose_phrases(SENTS[0], RAKE[0], CHUNKS[0], "np_vp", 5, rng)
+    assert both == sorted([(c["start"], c["end"]) for c in CHUNKS[0][:2]])  # sentence order, no PP
+    assert choose_phrases(SENTS[0], RAKE[0], CHUNKS[0], "rake", 1, rng) == [(RAKE[0][0]["start"], RAKE[0][0]["end"])]
+    # a span whose text does not match the sentence is refused
+    assert choose_phrases("other text here", RAKE[0], None, "rake", 3, rng) == []
+    # a phrase cut by truncation is neither masked nor a target
+    m = _make(tiny_bert, max_length=8, top_k=3)
+    v = m.prepare_views(SENTS[:1], {k: v[:1] for k, v in EXTRAS.items()}, [0], augment=False).masked[0]
+    assert len(v.input_ids) == 8
+    assert [m.tokenizer.decode(p) for p in v.phrase_token_ids] == ["transit visa"]
+
+
+def test_eda_keeps_masked_phrase_alignment(tiny_bert):
+    m = _make(tiny_bert, eda="rd", eda_alpha_rd=0.9)
+    views = m.prepare_views(SENTS, EXTRAS, list(range(4)), augment=True)
+    assert views.t_texts != SENTS  # words were deleted …
+    for i in range(4):  # … but the masked word pieces are still exactly the phrases
+        assert [m.tokenizer.decode(p) for p in views.masked[i].phrase_token_ids] == \
+               [p["text"].lower() for p in RAKE[i][:2]]
+        assert all(t == m.tokenizer.mask_token_id for pos in views.masked[i].masked_positions
+                   for t in (views.masked[i].input_ids[j] for j in pos))
+
+
+def test_signal_shape_and_scaling():
+    torch.manual_seed(0)
+    e_s, e_t = torch.randn(3, 8), torch.randn(3, 8)
+    mem = DecodingSignal(8, m=10.0, n=10.0)(e_s, e_t)
+    assert mem.shape == (3, 4, 8)
+    torch.testing.assert_close(mem[:, 0], e_s)
+    torch.testing.assert_close(mem[:, 1], e_t)
+    torch.testing.assert_close(mem[:, 2], 10 * (e_s - e_t).abs())
+    torch.testing.assert_close(mem[:, 3], 10 * (e_s * e_t).abs())
+    code = DecodingSignal(8, m=0.1, n=1.0, absolute=False, order="code")(e_s, e_t)
+    torch.testing.assert_close(code[:, 0], e_s * e_t)
+    torch.testing.assert_close(code[:, 1], 0.1 * (e_s - e_t))
+    proj = DecodingSignal(8, 1.0, 1.0, project_masked=True)
+    torch.testing.assert_close(proj(e_s, e_t)[:, 1], proj.proj(e_t))
+
+
+def test_decoder_and_encoder_receive_gradients(tiny_bert):
+    m = _make(tiny_bert, mlm_weight=0.0)
+    m.train()
+    out = m(Batch(SENTS, list(range(4)), EXTRAS))
+    assert "loss_mlm" not in out
+    out["loss"].backward()
+    dec = [p.grad for p in m.decoder.parameters()]
+    assert all(g is not None for g in dec) and sum(g.abs().sum() for g in dec) > 0
+    assert m.lm_head.dense.weight.grad.abs().sum() > 0
+    # the encoder's transformer layers are reached only through E_s / E_s̃, i.e. through the signal
+    last = m.encoder.encoder.layer[-1].output.dense.weight.grad
+    assert last is not None and last.abs().sum() > 0
+
+
+def test_inference_uses_no_decoder(tiny_bert):
+    m = _make(tiny_bert)
+    m.eval()
+    enc = m.sentence_encoder()
+    assert enc.pooling == "cls" and m.export_info()["pooling"] == "cls"
+    got = enc.encode(SENTS, batch_size=2)
+    with torch.no_grad():
+        t = m.tokenizer(SENTS, padding=True, return_tensors="pt")
+        want = m.encoder(**t).last_hidden_state[:, 0].numpy()
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    with torch.no_grad():  # scrambling every training-only module changes nothing at inference
+        for mod in (m.decoder, m.lm_head, m.signal):
+            for p in mod.parameters():
+                p.add_(torch.randn_like(p))
+    np.testing.assert_allclose(m.sentence_encoder().encode(SENTS), want, atol=1e-5)
+
+
+def test_top2_mean_pooling(tiny_bert):
+    m = _make(tiny_bert, pooling="top2_mean", extra_eval_poolings=["cls", "first_last"])
+    m.eval()
+    got = m.sentence_encoder().encode(SENTS[:2])
+    with torch.no_grad():
+        t = m.tokenizer(SENTS[:2], padding=True, return_tensors="pt")
+        hs = m.encoder(**t, output_hidden_states=True).hidden_states
+        mask = t["attention_mask"].unsqueeze(-1).float()
+        want = (((hs[-1] * mask).sum(1) + (hs[-2] * mask).sum(1)) / mask.sum(1) / 2).numpy()
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    assert set(m.extra_eval_encoders()) == {"paser-cls", "paser-first_last"}
+
+
+def _train(m, steps, lr):
+    opt = torch.optim.AdamW(m.trainable_parameters(), lr=lr)
+    batch = Batch(SENTS, list(range(4)), EXTRAS)
+    m.train()
+    hist = []
+    for _ in range(steps):
+        out = m(batch)
+        opt.zero_grad()
+        out["loss"].backward()
+        opt.step()
+        hist.append({k: float(v.detach()) for k, v in out.items()})
+    return hist
+
+
+def test_loss_falls(tiny_bert):
+    torch.manual_seed(0)
+    hist = _train(_make(tiny_bert), 40, 3e-3)  # full loss: MLM + generative
+    for key in ("loss", "loss_gen", "loss_mlm"):
+        first, last = np.mean([h[key] for h in hist[:5]]), np.mean([h[key] for h in hist[-5:]])
+        assert last < 0.6 * first, (key, first, last)
+
+
+FIT_SENTS = ["The cat sat on the warm mat.", "Stocks fell sharply on Monday."]
+FIT_EXTRAS = {"rake": [[_span(FIT_SENTS[0], "warm mat", 4.0), _span(FIT_SENTS[0], "cat sat", 4.0)],
+                       [_span(FIT_SENTS[1], "Stocks fell sharply", 9.0)]], "chunks": [[], []]}
+
+
+def test_decoder_beats_frequency_baseline(tiny_bert):
+    torch.manual_seed(0)
+    m = _make(tiny_bert, mlm_weight=0.0, m=1.0, n=1.0, decoder_dropout=0.0)
+    hist = _train(m, 100, 3e-3)
+    assert hist[-1]["loss_gen"] < 0.2 * hist[0]["loss_gen"]
+    rep = m.reconstruction_report(SENTS, EXTRAS, FIT_SENTS, FIT_EXTRAS, n_examples=2)
+    assert rep["phrases"] == 7 and len(rep["examples"]) == 2
+    assert set(rep["examples"][0]) == {"sentence", "masked", "masked_phrases", "generated", "exact"}
+    assert rep["examples"][1]["masked"] == "There are _ _ for you."
+    assert rep["baseline"]["most_frequent_phrase"]["phrase"] in ("warm mat", "cat sat", "stocks fell sharply")
+    assert rep["teacher_forced"]["token_accuracy"] > rep["baseline"]["bigram_teacher_forced"]["token_accuracy"]
+    assert rep["greedy"]["token_accuracy"] > rep["baseline"]["positional_mode"]["token_accuracy"]
+    assert all(rep["beats_baseline"].values())
+    assert m.training  # restored
+
+
+def test_missing_extras_and_head_and_wordnet_errors(tiny_bert, monkeypatch, tmp_path):
+    m = _make(tiny_bert)
+    with pytest.raises(SentlabError, match="rake"):
+        m(Batch(SENTS, list(range(4)), {}))
+    with pytest.raises(SentlabError, match="no MLM head"):
+        _make(tiny_bert, lm_head="pretrained")
+    with pytest.raises(SentlabError, match="decoder_heads"):
+        _make(tiny_bert, decoder_heads=5)
+    import nltk
+
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path)])
+    with pytest.raises(SentlabError, match=r"nltk\.downloader wordnet"):
+        _make(tiny_bert, eda="sr")
+
+
+def test_pretrained_head_is_loaded(tiny_bert, tmp_path):
+    from safetensors.torch import save_file
+
+    enc, tok = tiny_bert
+    d, v = enc.config.hidden_size, enc.config.vocab_size
+    w = {"cls.predictions.transform.dense.weight": torch.full((d, d), 0.5),
+         "cls.predictions.transform.dense.bias": torch.zeros(d),
+         "cls.predictions.transform.LayerNorm.weight": torch.ones(d),
+         "cls.predictions.transform.LayerNorm.bias": torch.zeros(d),
+         "cls.predictions.bias": torch.full((v,), 0.25)}
+    save_file(w, str(tmp_path / "model.safetensors"))
+    enc.config._name_or_path = str(tmp_path)
+    m = _make((enc, tok), lm_head="auto")
+    assert m.lm_head_source == "pretrained" and torch.all(m.lm_head.bias == 0.25)
+
+
+def test_seeded_views_are_reproducible(tiny_bert):
+    a = _make(tiny_bert, eda="rs", eda_alpha_rs=0.5).prepare_views(SENTS, EXTRAS, [0, 1, 2, 3])
+    b = _make(tiny_bert, eda="rs", eda_alpha_rs=0.5).prepare_views(SENTS, EXTRAS, [0, 1, 2, 3])
+    assert a.s_texts == b.s_texts and a.t_texts == b.t_texts
+
+
+NLI = [("A man is playing a large flute.", "A man plays music.", "Nobody is playing an instrument."),
+       ("There are two options for you.", "You have a choice.", "You have no choice at all."),
+       ("At least 89 dead in china earthquakes.", "People died in China.", "Nobody was hurt in China.")]
+
+
+def test_nli_loader_roundtrip(tmp_path):
+    from sentlab.data.nli import load_nli, read_nli
+    from sentlab.errors import DataFormatError
+
+    src = tmp_path / "nli_for_simcse.csv"
+    src.write_text("sent0,sent1,hard_neg\n" + "".join(f'"{a}","{b}","{c}"\n' for a, b, c in NLI)
+                   + '"only anchor",,\n', encoding="utf-8")
+    table = load_nli(tmp_path / "corpus" / "nli.parquet", source=src)
+    assert table.column_names == ["id", "text", "positive", "hard_negative"] and table.num_rows == 3
+    back = read_nli(tmp_path / "corpus" / "nli.parquet")
+    assert back.column("positive").to_pylist()[1] == "You have a choice."
+    bad = tmp_path / "bad.csv"
+    bad.write_text("premise,hypothesis\nx,y\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match="sent0"):
+        load_nli(tmp_path / "x.parquet", source=bad)
+
+
+def test_paser_sup_contrastive_plus_generative(tiny_bert, tmp_path):
+    anchors = [a for a, _, _ in NLI]
+    rake = [RAKE[3], RAKE[1], RAKE[2]]
+    extras = {"rake": rake, "chunks": [[], [], []], "positive": [b for _, b, _ in NLI],
+              "hard_negative": [c for _, _, c in NLI]}
+    m = _make(tiny_bert, "paser_sup", alpha=0.5)
+    m.train()
+    out = m(Batch(anchors, [0, 1, 2], extras))
+    assert torch.isclose(out["loss"], out["loss_con"] + 0.5 * out["loss_gen"])
+    out["loss"].backward()
+    assert m.mlp.dense.weight.grad.abs().sum() > 0 and m.decoder.layers.layers[0].linear1.weight.grad is not None
+    # the contrastive term is SimCSE-sup: a perfect anchor=positive embedding drives it to ~0
+    h = torch.eye(9)[[0, 1, 2, 0, 1, 2, 3, 4, 5]] * 5
+    m.mlp = None
+    assert float(m.contrastive_loss(h, 3)) < 1e-3
+    with pytest.raises(SentlabError, match="positive"):
+        m(Batch(anchors, [0, 1, 2], {"rake": rake, "chunks": [[], [], []]}))
+
+
+def test_heads_roundtrip_for_paser_sup(tiny_bert, tmp_path):
+    enc, tok = tiny_bert
+    m = _make(tiny_bert)
+    path = m.save_heads(tmp_path)
+    assert path.name == "paser_heads.safetensors"
+    enc.config._name_or_path = str(tmp_path)
+    sup = _make((enc, tok), "paser_sup", decoder_init="paser")
+    for (k, a), b in zip(m.decoder.state_dict().items(), sup.decoder.state_dict().values()):
+        torch.testing.assert_close(a, b)
+    enc.config._name_or_path = str(tmp_path / "nothing")
+    with pytest.raises(SentlabError, match="paser_heads"):
+        _make((enc, tok), "paser_sup", decoder_init="paser")

@@ -1,0 +1,179 @@
+"""The method-agnostic training loop: curves, best checkpoint export, resume equivalence, the DVC stage entry."""
+
+import csv
+import json
+import random
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from safetensors.torch import load_file
+from scipy.stats import spearmanr
+from transformers import AutoTokenizer, BertConfig, BertModel
+
+from sentlab.assets import resolve_model
+from sentlab.config import Params, TrainParams
+from sentlab.evaluate.diagnostics import alignment_uniformity
+from sentlab.train.run import stage_main, train_method
+
+WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
+         "quebec romeo sierra tango uniform victor whiskey xray yankee zulu red green blue black white").split()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return AutoTokenizer.from_pretrained(resolve_model("sentence-transformers/all-MiniLM-L6-v2"))
+
+
+def factory(tok):
+    def make():
+        torch.manual_seed(0)
+        cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=64, initializer_range=0.2)
+        return BertModel(cfg, add_pooling_layer=False), tok
+    return make
+
+
+def sentences(n, seed=0):
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10))) for _ in range(n)]
+
+
+def make_root(tmp_path, n=48):
+    corpus = tmp_path / "data" / "corpus"
+    corpus.mkdir(parents=True)
+    pq.write_table(pa.table({"id": pa.array(range(100, 100 + n), pa.int64()), "text": sentences(n)}),
+                   corpus / "train.parquet")
+    return tmp_path
+
+
+def fake_dev_eval():
+    """A tiny stand-in for STS-B dev: 24 pairs with fixed gold scores (deterministic in the weights)."""
+    rng = random.Random(7)
+    s1, s2 = sentences(24, seed=11), sentences(24, seed=12)
+    gold = np.array([rng.uniform(0, 5) for _ in range(24)])
+
+    def dev_eval(encoder):
+        e1, e2 = encoder.encode(s1, batch_size=8), encoder.encode(s2, batch_size=8)
+        cos = (e1 * e2).sum(1) / (np.linalg.norm(e1, axis=1) * np.linalg.norm(e2, axis=1))
+        return {"stsb_dev": 100 * spearmanr(cos, gold).statistic, **alignment_uniformity(e1, e2, gold, s1, s2)}
+    return dev_eval
+
+
+def params(**train):
+    base = dict(batch_size=8, max_length=16, lr=3e-3, eval_every=2, max_steps=6, device="cpu")
+    base.update(train)
+    return Params(seed=3, train=TrainParams(**base),
+                  methods={"moco_deletion": {"queue_size": 24}, "ptbert": {"queue_size": 24, "pseudo_len": 8}})
+
+
+def read_curve(path):
+    with open(path) as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_simcse_end_to_end_exports_loadable_best_model(tmp_path, tok, monkeypatch):
+    root = make_root(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    info = train_method(params(), "simcse", root=root, dev_eval=fake_dev_eval(), encoder_factory=factory(tok),
+                        tracking=True, progress=False)
+    out = root / "models" / "simcse"
+    meta = json.loads((out / "sentlab.json").read_text())
+    assert meta["status"] == "trained" and meta["pooling"] == "cls" and meta["steps"] == 6
+    curve = read_curve(root / "reports" / "curves" / "simcse.csv")
+    assert [int(r["step"]) for r in curve] == [2, 4, 6]
+    assert list(curve[0]) == ["step", "stsb_dev", "alignment", "uniformity", "loss"]
+    best = max(curve, key=lambda r: float(r["stsb_dev"]))
+    assert meta["best_step"] == int(best["step"]) and meta["best_stsb_dev"] == pytest.approx(float(best["stsb_dev"]))
+    assert not (root / "checkpoints" / "simcse").exists() or not any((root / "checkpoints" / "simcse").iterdir())
+    # the export is the best checkpoint: its dev score reproduces from the loaded weights
+    from sentlab.encoder import SentenceEncoder
+    from transformers import AutoModel
+    model = AutoModel.from_pretrained(out)
+    enc = SentenceEncoder(model, AutoTokenizer.from_pretrained(out), pooling="cls")
+    assert fake_dev_eval()(enc)["stsb_dev"] == pytest.approx(meta["best_stsb_dev"], abs=1e-4)
+    # sentence-transformers loads it with [CLS] pooling
+    from sentence_transformers import SentenceTransformer
+    st = SentenceTransformer(str(out), device="cpu")
+    ref = enc.encode(["alpha bravo charlie", "delta echo"])
+    np.testing.assert_allclose(st.encode(["alpha bravo charlie", "delta echo"]), ref, atol=1e-5)
+    # MLflow step curves
+    import mlflow
+    client = mlflow.tracking.MlflowClient()
+    run = client.search_runs([client.get_experiment_by_name("sentlab").experiment_id])[0]
+    hist = client.get_metric_history(run.info.run_id, "stsb_dev")
+    assert sorted(m.step for m in hist) == [2, 4, 6]
+    assert {"alignment", "uniformity", "loss"} <= set(run.data.metrics)
+
+
+class Interrupt(Exception):
+    pass
+
+
+@pytest.mark.parametrize("method_id", ["moco_deletion", "ptbert"])
+def test_resume_equals_uninterrupted(tmp_path, tok, method_id):
+    p = params(max_steps=7, eval_every=3)  # evals + checkpoints at 3 and 6, end at 7
+    a = make_root(tmp_path / "a")
+    train_method(p, method_id, root=a, dev_eval=fake_dev_eval(), encoder_factory=factory(tok), tracking=False,
+                 progress=False)
+
+    b = make_root(tmp_path / "b")
+
+    def kill_at_5(step, record):
+        if step == 5:
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        train_method(p, method_id, root=b, dev_eval=fake_dev_eval(), encoder_factory=factory(tok), tracking=False,
+                     callbacks=[kill_at_5], progress=False)
+    ckpts = list((b / "checkpoints" / method_id).glob("*/last/state.json"))
+    assert len(ckpts) == 1 and json.loads(ckpts[0].read_text())["step"] == 3
+    info = train_method(p, method_id, root=b, dev_eval=fake_dev_eval(), encoder_factory=factory(tok), tracking=False,
+                        progress=False)
+    assert info["resumed_from_step"] == 3
+    wa = load_file(a / "models" / method_id / "model.safetensors")
+    wb = load_file(b / "models" / method_id / "model.safetensors")
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert read_curve(a / "reports" / "curves" / f"{method_id}.csv") == read_curve(b / "reports" / "curves" / f"{method_id}.csv")
+    ja = json.loads((a / "models" / method_id / "sentlab.json").read_text())
+    jb = json.loads((b / "models" / method_id / "sentlab.json").read_text())
+    assert ja["best_stsb_dev"] == jb["best_stsb_dev"] and ja["best_step"] == jb["best_step"]
+
+
+def test_grad_accum_and_bf16_autocast_on_cpu(tmp_path, tok):
+    root = make_root(tmp_path)
+    info = train_method(params(grad_accum=2, batch_size=4, precision="bf16", max_steps=2, eval_every=2), "ct",
+                        overrides={"negatives": 3}, root=root, dev_eval=fake_dev_eval(), encoder_factory=factory(tok),
+                        tracking=False, progress=False)
+    assert info["steps"] == 2 and info["status"] == "trained" and info["exported_copy"] == "second"
+
+
+def test_corpus_too_small_is_a_clear_error(tmp_path, tok):
+    from sentlab.errors import SentlabError
+    root = make_root(tmp_path, n=6)
+    with pytest.raises(SentlabError, match="batch_size"):
+        train_method(params(), "simcse", root=root, dev_eval=fake_dev_eval(), encoder_factory=factory(tok),
+                     tracking=False, progress=False)
+
+
+def test_stage_writes_marker_when_not_in_profile(tmp_path, monkeypatch):
+    (tmp_path / "params.yaml").write_text(
+        "profile: quick\ntrain: {methods: []}\nstage_lists: {train: [simcse, ptbert]}\nablations: {enabled: false}\n"
+        "profiles: {paper: {ablations: {enabled: true}}}\n")
+    monkeypatch.chdir(tmp_path)
+    assert stage_main(["simcse"]) == 0
+    assert json.loads((tmp_path / "models" / "simcse" / "sentlab.json").read_text()) == {
+        "method": "simcse", "name": "simcse", "status": "not run in this profile"}
+    assert (tmp_path / "reports" / "curves" / "simcse.csv").read_text() == "step,stsb_dev,alignment,uniformity,loss\n"
+    assert stage_main(["ptbert", "--variant", "m64", "--set", "pseudo_len=64"]) == 0
+    assert json.loads((tmp_path / "models" / "ptbert_m64" / "sentlab.json").read_text())["status"] == "not run in this profile"
