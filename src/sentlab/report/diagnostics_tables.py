@@ -78,7 +78,7 @@ def hard_subset_table(rows) -> tuple[list[str], list[str]]:
             vals = [hs["tasks"][t][which] for t in HARD_TASKS]
             counts = "; ".join(f"{t} {hs['tasks'][t]['subset_pairs' if which == 'subset' else 'full_pairs']}"
                                for t in HARD_TASKS)
-            note = ("pairs: " + counts) if which == "subset" else "all scored pairs"
+            note = ("pairs: " + counts) if which == "subset" else "full set: every scored pair of the task"
             if d.get("subsampled_pairs_per_task"):
                 note += f" (sample of {d['subsampled_pairs_per_task']} pairs per task)"
             md_rows.append([name, "reproduced", which, *vals, hs[f"Avg_{which}"], note])
