@@ -30,9 +30,12 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[test]"
 	touch $@
 
+# A parent MLflow run groups the runs of one pipeline run (SENTLAB_PARENT_RUN_ID).
 repro: env
 	$(PY) -m sentlab.cli profile $(PROFILE)
-	$(VENV)/bin/dvc repro
+	@RUN_ID=$$($(PY) -m sentlab.cli mlflow start-parent --profile $(PROFILE)) || exit 1; \
+	SENTLAB_PARENT_RUN_ID=$$RUN_ID $(VENV)/bin/dvc repro; rc=$$?; \
+	$(PY) -m sentlab.cli mlflow end-parent $$RUN_ID --rc $$rc; exit $$rc
 
 smoke:
 	$(MAKE) repro PROFILE=smoke

@@ -1,7 +1,8 @@
 """Training throughput per method, against a plain eager PyTorch SimCSE loop.
 
 CPU (always): MiniLM-L6 (the quick profile's backbone), batch 64, max length 32,
-``--steps`` timed optimiser steps per method after one warm-up step, through
+``--steps`` timed optimiser steps per method (a warm-up step before, the final step with its
+dev evaluation and export after, both untimed), through
 the real :func:`sentlab.train.loop.train_loop` (dev evaluation off). Each
 method runs in its own subprocess so its peak RSS is its own. The reference
 is a hand-written SimCSE step (tokenise, one forward of the doubled batch,
@@ -78,9 +79,11 @@ def child(method_id: str, steps: int, device: str, precision: str, threads: int 
         torch.set_num_threads(threads)
     torch.manual_seed(0)
     model, tok, backbone = build_backbone(device)
-    cfg = TrainParams(batch_size=64, max_length=32, lr=3e-5, eval_every=10_000, max_steps=steps + 1, device=device,
+    cfg = TrainParams(batch_size=64, max_length=32, lr=3e-5, eval_every=10_000, max_steps=steps + 2, device=device,
                       precision=precision)
-    texts = corpus_sentences(64 * (steps + 1))
+    # steps + 2 optimiser steps: the first is the warm-up, the last (which the loop follows with its final dev
+    # evaluation and model export) is not timed either; timed = ticks after step 1 .. step steps+1
+    texts = corpus_sentences(64 * (steps + 2))
     times: list[float] = []
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
@@ -91,7 +94,7 @@ def child(method_id: str, steps: int, device: str, precision: str, threads: int 
         times.append(time.perf_counter())
 
     if method_id == "plain":
-        n_params, tokens = plain_simcse(model, tok, texts, cfg, device, precision, tick, steps + 1)
+        n_params, tokens = plain_simcse(model, tok, texts, cfg, device, precision, tick, steps + 2)
     else:
         from sentlab.methods import get_method
         from sentlab.train.data import Corpus
@@ -109,8 +112,8 @@ def child(method_id: str, steps: int, device: str, precision: str, threads: int 
         with tempfile.TemporaryDirectory() as tmp:
             train_loop(method, corpus, cfg, seed=0, dev_eval=lambda e: {"stsb_dev": 0.0}, ckpt_dir=Path(tmp),
                        callbacks=[tick], progress=False)
-    dt = (times[-1] - times[0]) / max(1, len(times) - 1)
-    out = {"method": method_id, "backbone": backbone, "device": device, "precision": precision, "steps": len(times) - 1,
+    dt = (times[steps] - times[0]) / steps
+    out = {"method": method_id, "backbone": backbone, "device": device, "precision": precision, "steps": steps,
            "s_per_step": dt, "sentences_per_s": 64 / dt, "tokens_per_s": tokens / dt, "trainable_params": n_params,
            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     if device == "cuda":

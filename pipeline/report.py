@@ -1,34 +1,36 @@
-"""Stage `report`: the papers' tables from reports/metrics/*.json -> reports/*.md, *.csv."""
+"""Stage `report`: every paper table and figure (SPEC §5) -> reports/tables, reports/figures, reports/index.md.
+
+Reads reports/metrics/*.json, reports/curves/*.csv, models/*/sentlab.json, models/paser/reconstruction.json
+and data/prepare_stats.json; see :mod:`sentlab.report.build`. The tables and figures are also attached to
+the MLflow runs (the method runs they come from and the pipeline's parent run, SENTLAB_PARENT_RUN_ID);
+``SENTLAB_REPORT_MLFLOW=0`` skips that.
+"""
 
 from __future__ import annotations
 
-import json
+import logging
+import os
 import sys
-from pathlib import Path
 
 from sentlab.config import load_params
-from sentlab.io import write_text
 from sentlab.pipeline_util import run_stage
-from sentlab.report.diagnostics_tables import render as render_diagnostics
-from sentlab.report.tables import load_metrics, ptbert_table3, to_csv, to_markdown
+from sentlab.report.build import build_report, log_to_mlflow
+
+log = logging.getLogger("report")
 
 
 def main() -> None:
     params = load_params()
-    metrics = load_metrics(Path("reports/metrics"))
-    stats_file = Path("data/prepare_stats.json")
-    warnings = json.loads(stats_file.read_text()).get("language_warnings", {}) if stats_file.exists() else {}
-    rows = ptbert_table3(metrics, params.model.backbone, params.profile, warnings)
-    context = (f"Spearman × 100, SPEC §2 protocol (STS12–16 'all' setting). Reproduced rows: backbone "
-               f"`{params.model.backbone}`, profile `{params.profile}`. Paper rows: as printed in PT-BERT (ACL 2022) "
-               f"Table 3 (BERT-base).")
-    if warnings:
-        context += "\n\n" + "\n".join(f"> **Data warning — {t}:** {w}." for t, w in warnings.items())
-    write_text(Path("reports/ptbert_table3.md"), to_markdown(rows, "PT-BERT Table 3: STS results", context))
-    write_text(Path("reports/ptbert_table3.csv"), to_csv(rows))
-    for rel, text in render_diagnostics(metrics, params.model.backbone, params.profile).items():
-        write_text(Path("reports") / rel, text)
-    print(f"report: {len(metrics)} evaluated models -> reports/ptbert_table3.md, reports/diagnostics.md")
+    rep = build_report(".", params.model.backbone, params.profile)
+    filled = {k: sum(r.evaluated for r in rows) for k, (_, rows) in rep.tables.items()}
+    print(f"report: {len(rep.tables)} tables ({sum(filled.values())} rows reproduced), {len(rep.figures)} figures "
+          f"-> reports/index.md")
+    if os.environ.get("SENTLAB_REPORT_MLFLOW", "1") != "0":
+        try:
+            done = log_to_mlflow(rep)
+            print(f"report: tables and figures attached to {len(done)} MLflow runs")
+        except Exception as e:  # the files are the stage's output; the tracking store is a mirror of them
+            log.warning("report: MLflow logging failed (%s: %s); the report files are complete", type(e).__name__, e)
 
 
 if __name__ == "__main__":

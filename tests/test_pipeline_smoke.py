@@ -52,8 +52,8 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
         for k in TASKS:
             assert -100 <= m[k] <= 100, (base, k)
         assert m["Avg"] == pytest.approx(sum(m[k] for k in TASKS[:-1]) / 7, abs=1e-3)
-    table = (repo / "reports/ptbert_table3.md").read_text()
-    assert "base-mean" in table and "PT-BERTbase (paper)" in table and "77.74" in table
+    table = (repo / "reports/tables/ptbert_table3.md").read_text()
+    assert "base-mean" in table and "PT-BERTbase" in table and "/ 77.74" in table
     assert (repo / "data/corpus/train.parquet").is_file()
 
     # A second repro does nothing.

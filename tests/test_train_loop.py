@@ -120,9 +120,10 @@ class Interrupt(Exception):
     pass
 
 
-@pytest.mark.parametrize("method_id", ["moco_deletion", "ptbert"])
-def test_resume_equals_uninterrupted(tmp_path, tok, method_id):
-    p = params(max_steps=7, eval_every=3)  # evals + checkpoints at 3 and 6, end at 7
+@pytest.mark.parametrize("method_id,checkpoint_every,resume_step", [("moco_deletion", None, 3), ("ptbert", 2, 4)])
+def test_resume_equals_uninterrupted(tmp_path, tok, method_id, checkpoint_every, resume_step):
+    # evals at 3, 6 and 7; checkpoints at the evals (None) or every 2 steps; killed after step 5
+    p = params(max_steps=7, eval_every=3, checkpoint_every=checkpoint_every)
     a = make_root(tmp_path / "a")
     train_method(p, method_id, root=a, dev_eval=fake_dev_eval(), encoder_factory=factory(tok), tracking=False,
                  progress=False)
@@ -137,10 +138,10 @@ def test_resume_equals_uninterrupted(tmp_path, tok, method_id):
         train_method(p, method_id, root=b, dev_eval=fake_dev_eval(), encoder_factory=factory(tok), tracking=False,
                      callbacks=[kill_at_5], progress=False)
     ckpts = list((b / "checkpoints" / method_id).glob("*/last/state.json"))
-    assert len(ckpts) == 1 and json.loads(ckpts[0].read_text())["step"] == 3
+    assert len(ckpts) == 1 and json.loads(ckpts[0].read_text())["step"] == resume_step
     info = train_method(p, method_id, root=b, dev_eval=fake_dev_eval(), encoder_factory=factory(tok), tracking=False,
                         progress=False)
-    assert info["resumed_from_step"] == 3
+    assert info["resumed_from_step"] == resume_step
     wa = load_file(a / "models" / method_id / "model.safetensors")
     wb = load_file(b / "models" / method_id / "model.safetensors")
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
@@ -177,3 +178,24 @@ def test_stage_writes_marker_when_not_in_profile(tmp_path, monkeypatch):
     assert (tmp_path / "reports" / "curves" / "simcse.csv").read_text() == "step,stsb_dev,alignment,uniformity,loss\n"
     assert stage_main(["ptbert", "--variant", "m64", "--set", "pseudo_len=64"]) == 0
     assert json.loads((tmp_path / "models" / "ptbert_m64" / "sentlab.json").read_text())["status"] == "not run in this profile"
+
+
+def test_corpus_joins_annotation_frames_on_id(tmp_path):
+    from sentlab.train.data import load_corpus
+    root = make_root(tmp_path, n=4)  # ids 100..103
+    span = pa.struct([("text", pa.string()), ("start", pa.int32()), ("end", pa.int32())])
+    frame = pa.struct([("predicate", span), ("arg0", span), ("arg1", span), ("argm_neg", span)])
+    ann = tmp_path / "data" / "annotations" / "train"
+    ann.mkdir(parents=True)
+    f = {"predicate": {"text": "sat", "start": 4, "end": 7}, "arg0": {"text": "cat", "start": 0, "end": 3},
+         "arg1": None, "argm_neg": None}
+    table = pa.table({"id": pa.array([103, 101, 100, 102], pa.int64()), "text": ["d", "b", "a", "c"],
+                      "frames": pa.array([[f], [], [], [f, f]], pa.list_(frame))})
+    pq.write_table(table, ann / "part-00000.parquet")
+    corpus = load_corpus(root / "data" / "corpus" / "train.parquet", ["frames"], ann)
+    assert [len(x) for x in corpus.extras["frames"]] == [0, 0, 2, 1]  # ids 100, 101, 102, 103
+    assert corpus.batch([3]).extras["frames"][0][0]["arg0"]["text"] == "cat"
+    from sentlab.errors import SentlabError
+    pq.write_table(table.slice(0, 2), ann / "part-00000.parquet")
+    with pytest.raises(SentlabError, match="no rows for 2 corpus id"):
+        load_corpus(root / "data" / "corpus" / "train.parquet", ["frames"], ann)

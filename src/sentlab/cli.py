@@ -15,7 +15,7 @@ import sys
 from .errors import SentlabError
 
 # Modules that add subcommands through ``register_cli(subparsers)``.
-PLUGINS: list[str] = ["sentlab.annotate.cli"]
+PLUGINS: list[str] = ["sentlab.annotate.cli", "sentlab.train.cli", "sentlab.report.cli"]
 
 
 def _cmd_evaluate(args) -> int:

@@ -107,6 +107,7 @@ class TrainParams(Strict):
     epochs: int = Field(1, gt=0)
     max_steps: Optional[int] = Field(None, gt=0, description="stop after this many optimiser steps")
     grad_accum: int = Field(1, gt=0)
+    max_grad_norm: Optional[float] = Field(1.0, gt=0, description="gradient clipping (HF Trainer's default, as SimCSE/PT-BERT); None: off")
     max_length: int = Field(32, gt=0)
     temperature: float = Field(0.05, gt=0)
     eval_every: int = Field(125, gt=0)
@@ -119,7 +120,8 @@ class TrainParams(Strict):
 
 
 class StageLists(Strict):
-    train: list[str] = Field(default_factory=list)
+    train: list[str] = Field(default_factory=list, description="train stages that need only the corpus")
+    train_annotated: list[str] = Field(default_factory=list, description="train stages that also read data/annotations")
     baselines: list[str] = Field(default_factory=lambda: ["cls", "mean", "first_last"])
 
 
@@ -138,11 +140,12 @@ class Params(Strict):
 
     @model_validator(mode="after")
     def _check_lists(self):
-        unknown = [m for m in self.train.methods if m not in self.stage_lists.train]
+        stages = self.stage_lists.train + self.stage_lists.train_annotated
+        unknown = [m for m in self.train.methods if m not in stages]
         if unknown:
             raise ValueError(
                 f"train.methods names {unknown}, which have no train stage; "
-                f"allowed: {self.stage_lists.train} (stage_lists.train)"
+                f"allowed: {stages} (stage_lists.train + stage_lists.train_annotated)"
             )
         return self
 
@@ -210,7 +213,7 @@ def validate(raw: dict, source: str = "params.yaml") -> Params:
     from .methods import registered
 
     known = registered()
-    for mid in list(params.stage_lists.train) + list(params.methods):
+    for mid in list(params.stage_lists.train) + list(params.stage_lists.train_annotated) + list(params.methods):
         if mid not in known:
             raise SentlabError(
                 f"Invalid params in {source}: method `{mid}` (in stage_lists.train or methods) is not a registered method; "

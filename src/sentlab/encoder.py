@@ -12,6 +12,7 @@ Poolings (SPEC §2):
 * ``first_last`` — mean of the embedding-layer output and the last layer,
   each masked-averaged over tokens (SimCSE's ``avg_first_last`` uses the
   first *hidden state*, i.e. the embedding output);
+* ``top2_mean`` — mean of the last two layers' token averages (PaSeR App. B);
 * ``mask`` — the [MASK] vector of a prompt template (PromptBERT), see
   :data:`PROMPT_TEMPLATE`.
 """
@@ -25,7 +26,8 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 import torch
 
-POOLINGS = ("cls", "mean", "first_last", "mask")
+POOLINGS = ("cls", "mean", "first_last", "top2_mean", "mask")
+NEEDS_HIDDEN_STATES = ("first_last", "top2_mean")
 PROMPT_TEMPLATE = 'This sentence : "{sentence}" means {mask} .'
 
 
@@ -45,6 +47,9 @@ def pool(outputs, attention_mask: torch.Tensor, pooling: str, input_ids: torch.T
     if pooling == "first_last":
         first = outputs.hidden_states[0]
         return (masked_mean(first, attention_mask) + masked_mean(last, attention_mask)) / 2
+    if pooling == "top2_mean":  # PaSeR App. B "Top2 avg": mean of the last two layers' token averages
+        hs = outputs.hidden_states
+        return (masked_mean(hs[-1], attention_mask) + masked_mean(hs[-2], attention_mask)) / 2
     if pooling == "mask":
         if input_ids is None or mask_token_id is None:
             raise ValueError("mask pooling needs input_ids and the tokenizer's mask token id")
@@ -107,7 +112,7 @@ class SentenceEncoder:
         enc = self.tokenizer(texts, padding=True, truncation=True, max_length=self.effective_max_length,
                              return_tensors="pt").to(self.device)
         with autocast(self.device, self.precision):
-            out = self.model(**enc, output_hidden_states=(self.pooling == "first_last"), return_dict=True)
+            out = self.model(**enc, output_hidden_states=(self.pooling in NEEDS_HIDDEN_STATES), return_dict=True)
         emb = pool(out, enc["attention_mask"], self.pooling, enc["input_ids"],
                    getattr(self.tokenizer, "mask_token_id", None)).float()
         if self.dims is not None:

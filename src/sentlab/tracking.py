@@ -72,3 +72,109 @@ def log_metrics(metrics: Mapping[str, Any], step: int | None = None) -> None:
             if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))}
     if flat:
         mlflow.log_metrics(flat, step=step)
+
+
+# --- run names -------------------------------------------------------------------------------
+# The params that tell runs of one method apart (ablation axes), in the order they are named.
+KEY_PARAMS: dict[str, tuple[str, ...]] = {
+    "simcse": ("max_length",),
+    "ct": ("negatives", "pooling"),
+    "moco": ("queue_size", "momentum"),
+    "moco_reorder": ("queue_size", "momentum"),
+    "moco_duplication": ("queue_size", "momentum", "rate"),
+    "moco_deletion": ("queue_size", "momentum", "rate"),
+    "moco_srl": ("queue_size", "momentum"),
+    "ptbert": ("pseudo_len", "queue_size", "attend_to"),
+    "paser": ("phrases", "top_k", "eda", "m", "n", "decoder_layers", "pooling"),
+    "paser_sup": ("alpha", "phrases", "top_k"),
+    "l2p": ("layers", "phi", "steps", "beta", "token_mask", "feature_mask", "learn", "perturbation", "continuous"),
+    "prompt_l2p": ("layers", "phi", "steps", "beta"),
+    "posbow_adv": ("adversary", "adv_lambda", "aux_tasks"),
+}
+TRAIN_KEYS = ("batch_size", "lr")
+
+
+def _short(v: Any) -> str:
+    if isinstance(v, bool):
+        return "T" if v else "F"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return "null" if v is None else str(v)
+
+
+def run_name(method: str, params: Mapping[str, Any] | None = None, *, variant: str | None = None,
+             train: Mapping[str, Any] | None = None, keys: tuple[str, ...] | None = None) -> str:
+    """A run name carrying the method and its key params, e.g. ``ptbert[m64] pseudo_len=64 queue_size=256 bs=64 lr=3e-05``.
+
+    ``params`` is the method's params (``methods.<method>`` validated, as a dict); ``keys``
+    overrides :data:`KEY_PARAMS`; ``train`` adds batch size and learning rate. At most 250 characters
+    (MLflow's limit).
+    """
+    params = dict(params or {})
+    head = method + (f"[{variant}]" if variant else "")
+    parts = [f"{k}={_short(params[k])}" for k in (keys or KEY_PARAMS.get(method, ())) if k in params]
+    if train:
+        abbrev = {"batch_size": "bs", "lr": "lr"}
+        parts += [f"{abbrev[k]}={_short(train[k])}" for k in TRAIN_KEYS if k in train]
+    return " ".join([head, *parts])[:250]
+
+
+# --- parent run per pipeline run -----------------------------------------------------------------
+PARENT_ENV = "SENTLAB_PARENT_RUN_ID"
+
+
+def client():
+    """An ``MlflowClient`` on :func:`tracking_uri` (the experiment created if needed)."""
+    mlflow = _mlflow()
+    return mlflow.MlflowClient(tracking_uri=tracking_uri())
+
+
+def experiment_id() -> str:
+    mlflow = _mlflow()
+    return mlflow.get_experiment_by_name(EXPERIMENT).experiment_id
+
+
+def start_parent(name: str | None = None, params: Mapping[str, Any] | None = None,
+                 tags: Mapping[str, str] | None = None) -> str:
+    """Create (and leave open) the parent run of one pipeline run; returns its id.
+
+    The Makefile exports it as ``SENTLAB_PARENT_RUN_ID`` around ``dvc repro``; :func:`run`
+    then nests every stage's run under it; :func:`end_parent` closes it.
+    """
+    import time
+
+    c = client()
+    name = name or time.strftime("pipeline %Y-%m-%d %H:%M:%S")
+    r = c.create_run(experiment_id(), run_name=name, tags={"sentlab.stage": "pipeline", **(tags or {})})
+    flat = {k: ("None" if v is None else str(v))[:6000] for k, v in flatten(params or {}).items()}
+    for k, v in flat.items():
+        c.log_param(r.info.run_id, k, v)
+    return r.info.run_id
+
+
+def end_parent(run_id: str, status: str = "FINISHED") -> None:
+    """Close the parent run (``FINISHED`` | ``FAILED`` | ``KILLED``)."""
+    if status not in ("FINISHED", "FAILED", "KILLED"):
+        raise ValueError(f"status must be FINISHED, FAILED or KILLED, got {status!r}")
+    client().set_terminated(run_id, status=status)
+
+
+def find_runs(model: str | None = None, stage: str | None = None, parent_run_id: str | None = None,
+              max_results: int = 50) -> list:
+    """Runs of the sentlab experiment, newest first, filtered by the model they are about
+    (tag ``sentlab.model``, else the run name), the stage tag and the parent run."""
+    c = client()
+    filters = []
+    if stage:
+        filters.append(f"tags.stage = '{stage}'" if stage == "train" else f"tags.`sentlab.stage` = '{stage}'")
+    if parent_run_id:
+        filters.append(f"tags.mlflow.parentRunId = '{parent_run_id}'")
+    base = " and ".join(filters)
+    if model is None:
+        return c.search_runs([experiment_id()], base, order_by=["attributes.start_time DESC"], max_results=max_results)
+    for key in (f"tags.`sentlab.model` = '{model}'", f"attributes.run_name = '{model}'"):
+        q = " and ".join(x for x in (base, key) if x)
+        found = c.search_runs([experiment_id()], q, order_by=["attributes.start_time DESC"], max_results=max_results)
+        if found:
+            return found
+    return []

@@ -104,6 +104,10 @@ class Method(nn.Module):
     def corpus_name(self) -> str:
         return self.corpus
 
+    def export_artifacts(self, folder, data_root) -> None:
+        """Write training-time checks next to the exported model (``folder``), with the final
+        weights still in memory; ``data_root`` holds ``data/`` (e.g. PaSeR's reconstruction check)."""
+
     def trainable_parameters(self):
         """Parameters the optimiser updates (momentum copies excluded)."""
         return [p for p in self.parameters() if p.requires_grad]

@@ -37,10 +37,11 @@ class ContrastiveTension(Method):
 
     Choices (params): pooling ``mean`` (the CT paper and sentence-transformers'
     ``ContrastiveTensionLoss`` use mean pooling; ``cls`` available), K = 7
-    (CT's 1 positive : 7 negatives). Exported copy: ``second`` — the CT
-    paper evaluates model 2, and sentence-transformers' ``ContrastiveTensionLoss``
-    keeps ``model2`` as "the final model used during inference"; ``first`` is
-    available. ``self.encoder`` is always the exported copy, ``self.other`` the
+    (CT's 1 positive : 7 negatives, as sentence-transformers' ``pos_neg_ratio=8``);
+    negatives come from the batch (sentence-transformers draws them from the
+    whole corpus). Exported copy: ``second`` — CT reports the second model, and
+    sentence-transformers' ``ContrastiveTensionLoss`` keeps ``model2`` as "the
+    final model used during the inference time"; ``first`` is available. ``self.encoder`` is always the exported copy, ``self.other`` the
     copy thrown away after training.
 
     Example::

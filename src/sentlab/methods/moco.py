@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import random
-from typing import ClassVar
+from typing import ClassVar, Optional
 
 import torch
 from pydantic import Field
@@ -28,6 +28,7 @@ class MoCoParams(MethodParams):
     momentum: float = Field(0.885, ge=0.0, le=1.0, description="λ in θk ← λθk + (1−λ)θq (PT-BERT Sec. 4.2)")
     queue_size: int = Field(256, gt=0, description="M: candidates per query, the current (global) batch's keys included")
     key_dropout: bool = Field(True, description="dropout on in the key encoder while it encodes keys (train mode)")
+    eval_every: Optional[int] = Field(None, gt=0, description="dev evaluation interval for this method (None: train.eval_every; PT-BERT: 125)")
 
 
 class RateParams(MoCoParams):

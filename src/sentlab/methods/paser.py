@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from pydantic import Field
 
 from ..augment.eda import EDA
-from ..encoder import SentenceEncoder, masked_mean, pool
+from ..encoder import SentenceEncoder, pool
 from ..errors import SentlabError
 from . import register
 from ._common import MLPHead, cosine_logits
@@ -68,33 +68,9 @@ class PaSeRParams(MethodParams):
     extra_eval_poolings: list[Literal["cls", "mean", "top2_mean", "first_last"]] = Field(
         default_factory=list, description="further poolings of the same trained encoder evaluated as extra rows")
     max_length: Optional[int] = Field(None, gt=0, description="None: train.max_length (32)")
-
-
-def paser_pool(outputs, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
-    """:func:`sentlab.encoder.pool` plus ``top2_mean`` (PaSeR App. B "Top2 avg": the mean of the last two
-    layers' token averages)."""
-    if pooling == "top2_mean":
-        hs = outputs.hidden_states
-        return (masked_mean(hs[-1], attention_mask) + masked_mean(hs[-2], attention_mask)) / 2
-    return pool(outputs, attention_mask, pooling)
-
-
-@dataclass
-class Top2MeanSentenceEncoder(SentenceEncoder):
-    """A :class:`SentenceEncoder` with PaSeR's ``top2_mean`` pooling (the shared module lacks it)."""
-
-    def __post_init__(self):
-        pass
-
-    @torch.no_grad()
-    def encode_batch(self, sentences):
-        from ..encoder import autocast
-
-        enc = self.tokenizer(list(sentences), padding=True, truncation=True, max_length=self.effective_max_length,
-                             return_tensors="pt").to(self.device)
-        with autocast(self.device, self.precision):
-            out = self.model(**enc, output_hidden_states=True, return_dict=True)
-        return paser_pool(out, enc["attention_mask"], "top2_mean").float()
+    recon_heldout: int = Field(500, ge=0, description="held-out sentences for the reconstruction check (0: skip); "
+                                                      "drawn from the corpus NOT trained on")
+    recon_fit: int = Field(2000, gt=0, description="training sentences the frequency baselines are fitted on")
 
 
 @dataclass
@@ -248,7 +224,7 @@ class PaSeR(Method):
         hidden_states = self.params.pooling in ("first_last", "top2_mean")
         out = self.encoder(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=hidden_states,
                            return_dict=True)
-        return paser_pool(out, attention_mask, self.params.pooling)
+        return pool(out, attention_mask, self.params.pooling)
 
     def encode_views(self, views: Views, e_s: Optional[torch.Tensor] = None) -> torch.Tensor:
         """The decoding-signal memory ``(B, 4, d)`` of a batch of views."""
@@ -347,6 +323,42 @@ class PaSeR(Method):
 
         return reconstruction_report(self, sentences, extras, fit_sentences, fit_extras, n_examples, batch_size)
 
+    def export_artifacts(self, folder, data_root) -> None:
+        """``reconstruction.json`` (decoder exact match / token accuracy on held-out phrases vs the
+        frequency baseline, a few Table 7 examples) and ``paser_heads.safetensors`` (for paser_sup).
+
+        Held-out sentences come from the corpus this run did not train on (the Wikipedia sample when
+        training on the STS sentences, and the reverse); the baselines are fitted on training sentences.
+        The check uses the final decoder and encoder (one consistent pair), not the best dev checkpoint.
+        """
+        from ..annotate import read_annotations
+        from ..io import write_json
+
+        self.save_heads(folder)
+        if self.params.recon_heldout == 0:
+            return
+        root = Path(data_root) / "data" / "annotations"
+        trained_on = self.corpus_name()
+        other = "train" if trained_on != "train" else "sts_unlabeled"
+        cols = ["rake", "chunks"]
+
+        def sample(corpus: str, n: int):
+            table = read_annotations(str(root / corpus), columns=cols)
+            rows = random.Random(self.seed).sample(range(table.num_rows), min(n, table.num_rows))
+            t = table.take(sorted(rows)).to_pydict()
+            return t["text"], {c: t[c] for c in cols}
+
+        held, held_x = sample(other, self.params.recon_heldout)
+        fit, fit_x = sample(trained_on, self.params.recon_fit)
+        was_training = self.training
+        self.eval()
+        try:
+            rep = self.reconstruction_report(held, held_x, fit, fit_x)
+        finally:
+            self.train(was_training)
+        rep["heldout_corpus"], rep["fit_corpus"] = other, trained_on
+        write_json(Path(folder) / "reconstruction.json", rep)
+
     # --- training heads on disk (for paser_sup's decoder_init: paser) ----------------------
     def heads_state(self) -> dict[str, torch.Tensor]:
         return {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()
@@ -383,8 +395,7 @@ class PaSeR(Method):
                 "training_only": ["decoder", "signal", "lm_head"]}
 
     def _encoder_with(self, pooling: str, precision: str, max_length: Optional[int]) -> SentenceEncoder:
-        cls = Top2MeanSentenceEncoder if pooling == "top2_mean" else SentenceEncoder
-        return cls(self.encoder, self.tokenizer, pooling=pooling, max_length=max_length, precision=precision,
+        return SentenceEncoder(self.encoder, self.tokenizer, pooling=pooling, max_length=max_length, precision=precision,
                    name=f"{self.id}" if pooling == self.params.pooling else f"{self.id}-{pooling}", device=self.device)
 
     def sentence_encoder(self, precision: str = "fp32", max_length: Optional[int] = None) -> SentenceEncoder:

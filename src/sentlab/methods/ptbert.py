@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
+from ..errors import SentlabError
 from . import register
 from .moco import MoCo, MoCoParams, frozen_copy
 
@@ -105,6 +106,9 @@ class PTBert(MoCo):
         super().__init__(encoder, tokenizer, params, train_cfg, seed)
         cfg = encoder.config
         heads = params.num_heads or cfg.num_attention_heads
+        if cfg.hidden_size % heads:
+            raise SentlabError(f"methods.{self.id}.num_heads = {heads} does not divide the encoder's hidden size "
+                               f"{cfg.hidden_size}; use 1, null (the encoder's {cfg.num_attention_heads}) or a divisor.")
         dropout = params.attn_dropout if params.attn_dropout is not None else getattr(cfg, "attention_probs_dropout_prob", 0.1)
         self.pseudo = nn.Embedding(params.pseudo_len, cfg.hidden_size)
         self.attn = PseudoTokenAttention(cfg.hidden_size, heads, dropout)

@@ -15,6 +15,7 @@ from .base import Batch, Method, MethodParams
 class SimCSEParams(MethodParams):
     max_length: Optional[int] = Field(
         None, gt=0, description="training max length in tokens (None: train.max_length); PT-BERT Table 2 ablation 32/64/128")
+    eval_every: Optional[int] = Field(None, gt=0, description="dev evaluation interval for this method (None: train.eval_every; SimCSE: 250)")
 
 
 @register("simcse")

@@ -154,7 +154,8 @@ def density_table(rows) -> tuple[list[str], str]:
     return _md(header, md_rows), _csv(["model", "source", "level", "pairs", "mean", "var"], csv_rows)
 
 
-def figure_links(rows) -> list[str]:
+def figure_links(rows, prefix: str = "") -> list[str]:
+    """Markdown image links to the density figures, relative to reports/ (``prefix`` "../" from reports/tables)."""
     out = []
     for name, d, _ in rows:
         fig = d["density"].get("figure")
@@ -162,12 +163,13 @@ def figure_links(rows) -> list[str]:
             continue
         p = PurePosixPath(fig)
         rel = p.relative_to("reports") if p.parts and p.parts[0] == "reports" else p
-        out += [f"**{name}**", "", f"![{name}: cosine density by gold level]({rel.as_posix()})", ""]
+        out += [f"**{name}**", "", f"![{name}: cosine density by gold level]({prefix}{rel.as_posix()})", ""]
     return out
 
 
-def render(metrics: dict[str, dict], backbone: str, profile: str) -> dict[str, str]:
-    """Markdown + CSV files of the diagnostics tables: ``{path under reports/: text}``."""
+def render(metrics: dict[str, dict], backbone: str, profile: str, figures_prefix: str = "") -> dict[str, str]:
+    """Markdown + CSV files of the diagnostics tables: ``{file name: text}``; figure links are relative to
+    reports/ with ``figures_prefix`` in front ("../" when the Markdown goes to reports/tables/)."""
     rows, missing = diagnosed(metrics)
     hs_md, hs_csv = hard_subset_table(rows)
     au_md, au_csv = alignment_uniformity_table(rows)
@@ -186,6 +188,6 @@ def render(metrics: dict[str, dict], backbone: str, profile: str) -> dict[str, s
               *au_md, "",
               "## Cosine similarity by gold level on STS-B test (PaSeR Table 10)", "",
               "mean / variance (population) of the cosine per gold level; [4,5] includes 5.0.", "",
-              *de_md, "", "## Cosine density figures (PaSeR Fig. 5)", "", *figure_links(rows)]
+              *de_md, "", "## Cosine density figures (PaSeR Fig. 5)", "", *figure_links(rows, figures_prefix)]
     return {"diagnostics.md": "\n".join(lines).rstrip() + "\n", "hard_subset.csv": hs_csv,
             "alignment_uniformity.csv": au_csv, "cosine_density.csv": de_csv}

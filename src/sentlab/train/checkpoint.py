@@ -27,7 +27,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from ..io import atomic_path, write_json, write_text
+from ..io import atomic_path, write_text
 
 CURVE_COLUMNS = ("step", "stsb_dev", "alignment", "uniformity", "loss")
 
@@ -119,6 +119,18 @@ def _sentence_transformers_files(folder: Path, pooling: str, hidden: int, max_le
 
 def export_model(folder: Path, method, info: dict) -> None:
     """Save the inference encoder + tokenizer + ``sentlab.json`` (``info``) to ``folder`` atomically."""
+    from transformers.utils import logging as hf_logging
+
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # no "Writing model shards" bar inside the training bar
+    try:
+        _export(folder, method, info)
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def _export(folder: Path, method, info: dict) -> None:
     with atomic_path(folder, is_dir=True) as tmp:
         method.encoder.save_pretrained(tmp, safe_serialization=True)
         method.tokenizer.save_pretrained(tmp)
@@ -146,5 +158,4 @@ def write_marker(models_dir: Path, curves_dir: Path, name: str, method_id: str, 
     write_curve(curves_dir / f"{name}.csv", [])
 
 
-__all__ = ["save_resume", "load_resume", "write_curve", "export_model", "publish", "write_marker", "CURVE_COLUMNS",
-           "write_json"]
+__all__ = ["save_resume", "load_resume", "write_curve", "export_model", "publish", "write_marker", "CURVE_COLUMNS"]

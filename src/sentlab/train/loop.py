@@ -143,7 +143,10 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
     # --- fresh start or resume ---------------------------------------------------
     seed_everything(seed + rank)
     step, best_score, best_step, curve, resumed_from = 0, -math.inf, None, [], None
-    meta = load_resume(ckpt_dir / "last", method, optimizer, scheduler)
+    last = ckpt_dir / "last"
+    if not last.is_dir() and (ckpt_dir / ".last.old").is_dir():  # killed between atomic_path's two renames
+        last = ckpt_dir / ".last.old"
+    meta = load_resume(last, method, optimizer, scheduler)
     if meta is not None:
         if meta.get("total_steps") != total_steps:
             raise SentlabError(f"The resume checkpoint {ckpt_dir / 'last'} was planned for {meta.get('total_steps')} steps, "
@@ -170,7 +173,7 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
         rows = orders[epoch][mb * train_cfg.batch_size: (mb + 1) * train_cfg.batch_size]
         return corpus.batch(rows.tolist())
 
-    window_losses: list[float] = []
+    window_losses: list[float] = list(meta.get("window_losses", [])) if meta else []
     all_losses: list[float] = []
     n_sent, t0 = 0, time.perf_counter()
     bar = tqdm(total=total_steps, initial=step, desc=desc, unit="step", disable=not (progress and rank == 0),
@@ -223,7 +226,7 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
                         write_curve(Path(curve_path), curve)
                     if log_metrics is not None:
                         log_metrics({k: v for k, v in row.items() if k != "step"} | {"lr": record["lr"]}, step)
-                    if row["stsb_dev"] > best_score:
+                    if best_step is None or row["stsb_dev"] > best_score:  # (a NaN score never beats a number)
                         best_score, best_step = row["stsb_dev"], step
                         export_model(ckpt_dir / "best", method,
                                      dict(export_info or method.export_info(), best_stsb_dev=best_score, best_step=best_step))
@@ -235,7 +238,7 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
                 if rank == 0:
                     save_resume(ckpt_dir / "last", method, optimizer, scheduler,
                                 {"step": step, "total_steps": total_steps, "best_score": best_score if best_step else None,
-                                 "best_step": best_step, "curve": curve})
+                                 "best_step": best_step, "curve": curve, "window_losses": window_losses})
                 D.barrier()
             for cb in callbacks:
                 cb(step, record)

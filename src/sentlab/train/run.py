@@ -97,6 +97,8 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
     cls = get_method(method_id)
     mparams = method_params(params, method_id, overrides)
     cfg = params.train
+    if getattr(mparams, "eval_every", None):  # a method's own dev interval (SPEC §2: PT-BERT 125, SimCSE 250)
+        cfg = cfg.model_copy(update={"eval_every": mparams.eval_every})
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)
     device = resolve_device(cfg.device)
@@ -114,6 +116,11 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
         dev_eval = make_dev_evaluator(root / "data" / "sts" / "sts.parquet", cfg.dev_max_pairs, params.evaluate.batch_size)
     key = run_key(params, method_id, mparams, corpus.fingerprint)
     ckpt_dir = root / "checkpoints" / name / key
+    if D.is_main() and ckpt_dir.parent.is_dir():  # resume states of other params can never be resumed: free the disk
+        for stale in ckpt_dir.parent.iterdir():
+            if stale.is_dir() and stale.name != key:
+                log.warning("removing the stale resume checkpoint %s (other params)", stale)
+                shutil.rmtree(stale, ignore_errors=True)
     info = dict(method.export_info(), name=name, status="trained")
     logged = {"seed": params.seed, "profile": params.profile, "backbone": params.model.backbone,
               "train": cfg.model_dump(), "method": {"id": method_id, **mparams.model_dump()}, "run_key": key,
@@ -123,12 +130,15 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
         return train_loop(method, corpus, cfg, seed=params.seed, dev_eval=dev_eval, ckpt_dir=ckpt_dir,
                           curve_path=curves_dir / f"{name}.csv" if D.is_main() else None, export_info=info,
                           log_metrics=log_fn, callbacks=callbacks, device=device,
-                          max_grad_norm=getattr(cfg, "max_grad_norm", 1.0), progress=progress, desc=name)
+                          max_grad_norm=cfg.max_grad_norm, progress=progress, desc=name)
 
     if tracking and D.is_main():
         from .. import tracking as T
 
-        with T.run(name, params=logged, tags={"stage": "train", "method": method_id, "profile": params.profile}) as mlflow:
+        run_name = T.run_name(method_id, mparams.model_dump(), variant=None if name == method_id else name,
+                              train=cfg.model_dump())
+        with T.run(run_name, params=logged, tags={"stage": "train", "method": method_id, "profile": params.profile,
+                                                  "sentlab.model": name}) as mlflow:
             result = _train(T.log_metrics)
             mlflow.log_metrics({"best_stsb_dev": result.best_score, "best_step": float(result.best_step or 0),
                                 "train_sentences_per_s": result.sentences_per_s})
@@ -138,6 +148,7 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
     final = dict(info, best_stsb_dev=result.best_score, best_step=result.best_step, steps=result.steps,
                  resumed_from_step=result.resumed_from, run_key=key)
     if D.is_main():
+        method.export_artifacts(result.best_dir, root)
         publish(result.best_dir, models_dir / name, final)
         if not keep_checkpoint:
             shutil.rmtree(ckpt_dir, ignore_errors=True)
@@ -149,8 +160,6 @@ def stage_main(argv: Optional[Sequence[str]] = None, prog: str = "pipeline/train
     """``pipeline/train.py METHOD [--variant NAME --set key=value ...]``: the DVC train stage."""
     import argparse
 
-    import yaml
-
     from ..config import load_params
 
     ap = argparse.ArgumentParser(prog=prog, description="Train one method (a DVC train stage).")
@@ -160,10 +169,12 @@ def stage_main(argv: Optional[Sequence[str]] = None, prog: str = "pipeline/train
 
 
 def add_train_arguments(ap) -> None:
-    ap.add_argument("method", help="registered method id (`sentlab methods` lists them)")
+    ap.add_argument("method", nargs="?", help="registered method id (`sentlab methods` lists them)")
+    ap.add_argument("--ablation", default=None, help="an ablation variant named in params `ablations.variants` "
+                    "(its method and overrides come from there); output models/<variant>")
     ap.add_argument("--variant", default=None, help="ablation variant name: output models/<method>_<variant>; "
                     "runs only when ablations.enabled is true in the active profile")
-    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+    ap.add_argument("--set", dest="overrides", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
                     help="override a key of methods.<method> (YAML value), e.g. --set pseudo_len=64")
     ap.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
     ap.add_argument("--keep-checkpoint", action="store_true", help="keep checkpoints/<name>/ after success")
@@ -181,12 +192,33 @@ def parse_overrides(items: Sequence[str]) -> dict:
     return out
 
 
+def ablation_spec(params: Params, variant: str) -> tuple[str, dict]:
+    """(method id, overrides) of ``ablations.variants.<variant>`` in params.yaml."""
+    variants = (params.ablations or {}).get("variants") or {}
+    spec = variants.get(variant)
+    if not isinstance(spec, dict) or "method" not in spec:
+        raise SentlabError(f"Ablation `{variant}` is not in params.yaml `ablations.variants` (or has no `method:`); "
+                           f"known: {', '.join(sorted(variants)) or 'none'}. Each variant is "
+                           f"`{{method: <id>, set: {{<key>: <value>}}}}`.")
+    extra = set(spec) - {"method", "set"}
+    if extra:
+        raise SentlabError(f"params.yaml `ablations.variants.{variant}` has unknown keys {sorted(extra)}; allowed: method, set.")
+    return spec["method"], dict(spec.get("set") or {})
+
+
 def run_from_args(args, params: Params) -> int:
-    method_id = args.method
-    get_method(method_id)
-    name = f"{method_id}_{args.variant}" if args.variant else method_id
+    if args.ablation:
+        method_id, overrides = ablation_spec(params, args.ablation)
+        name = args.ablation
+    elif args.method:
+        method_id = args.method
+        overrides = parse_overrides(args.overrides)
+        name = f"{method_id}_{args.variant}" if args.variant else method_id
+    else:
+        raise SentlabError("Name a method (`sentlab methods` lists them) or an ablation variant (--ablation NAME).")
+    method_params(params, method_id, overrides)  # a typo in an override fails even when the stage is switched off
     root = Path(".")
-    if args.variant:
+    if args.variant or args.ablation:
         enabled = bool((params.ablations or {}).get("enabled", False))
         reason = NOT_RUN if not enabled else None
     else:
@@ -195,7 +227,7 @@ def run_from_args(args, params: Params) -> int:
         write_marker(root / "models", root / "reports" / "curves", name, method_id, reason)
         print(f"{name}: {reason} (profile {params.profile}); wrote models/{name}/sentlab.json and an empty curve.")
         return 0
-    final = train_method(params, method_id, name=name, overrides=parse_overrides(args.overrides),
+    final = train_method(params, method_id, name=name, overrides=overrides,
                          keep_checkpoint=args.keep_checkpoint)
     print(f"{name}: best STS-B dev {final['best_stsb_dev']:.2f} at step {final['best_step']} -> models/{name}")
     return 0

@@ -1,0 +1,237 @@
+"""The report stage: every paper table and figure, then ``reports/index.md``.
+
+:func:`build_report` reads ``reports/metrics``, ``reports/curves``, ``models/*/sentlab.json``,
+``models/paser/reconstruction.json`` and ``data/prepare_stats.json`` under ``root`` and writes
+
+* ``reports/tables/<table>.md`` + ``.csv`` (every table), ``.tex`` (booktabs, the main tables);
+* ``reports/tables/diagnostics.md`` + its CSVs (hard subset, alignment/uniformity, density);
+* ``reports/figures/ptbert_fig3_alignment_uniformity.png``, ``reports/figures/dev_curves.png``,
+  ``reports/figures/paser_fig4_decoder_depth.png``;
+* ``reports/index.md`` linking exactly the files that exist, one line of context each.
+
+It returns a :class:`Report` (paths, resolved rows, figure data) that :func:`log_to_mlflow` can
+attach to the MLflow runs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from ..io import write_text
+from . import diagnostics_tables, examples, figures
+from .paper_tables import (EVALUATED, Resolved, TableSpec, all_tables, load_metrics, models_in_tables,
+                           render_rows, to_csv, to_latex, to_markdown)
+
+log = logging.getLogger(__name__)
+
+TABLES = Path("reports/tables")
+FIGURES = Path("reports/figures")
+FIG3 = FIGURES / "ptbert_fig3_alignment_uniformity.png"
+DEV = FIGURES / "dev_curves.png"
+FIG4 = FIGURES / "paser_fig4_decoder_depth.png"
+INDEX = Path("reports/index.md")
+
+
+@dataclass
+class Report:
+    root: Path
+    backbone: str
+    profile: str
+    files: dict[str, str] = field(default_factory=dict)          # path (relative to root) -> one line of context
+    tables: dict[str, tuple[TableSpec, list[Resolved]]] = field(default_factory=dict)
+    figures: dict[str, figures.FigureResult] = field(default_factory=dict)
+    unused_models: list[str] = field(default_factory=list)
+    warnings: dict[str, str] = field(default_factory=dict)
+
+
+def _write(root: Path, rel: Path, text: str, report: Report, context: str) -> None:
+    write_text(root / rel, text)
+    report.files[rel.as_posix()] = context
+
+
+def _filled(rows: list[Resolved]) -> str:
+    n = sum(r.evaluated for r in rows)
+    return f"{n}/{len(rows)} rows reproduced"
+
+
+def build_report(root: Path | str = ".", backbone: str = "", profile: str = "") -> Report:
+    root = Path(root)
+    metrics = load_metrics(root / "reports/metrics")
+    stats = root / "data/prepare_stats.json"
+    try:
+        warnings = json.loads(stats.read_text()).get("language_warnings", {}) if stats.is_file() else {}
+    except ValueError:
+        warnings = {}
+    rep = Report(root, backbone, profile, warnings=warnings)
+    models_dir = root / "models"
+
+    specs = all_tables(backbone)
+    for spec in specs:
+        rows = render_rows(spec, metrics, models_dir)
+        rep.tables[spec.id] = (spec, rows)
+        ctx = f"{spec.title} — {spec.source}; {_filled(rows)}"
+        _write(root, TABLES / f"{spec.id}.md", to_markdown(spec, rows, backbone, profile, warnings), rep, ctx)
+        _write(root, TABLES / f"{spec.id}.csv", to_csv(spec, rows, backbone, profile, warnings), rep,
+               f"{spec.title}: one line per cell (reproduced, paper, diff, status)")
+        if spec.main:
+            _write(root, TABLES / f"{spec.id}.tex", to_latex(spec, rows, backbone, profile, warnings), rep,
+                   f"{spec.title}: LaTeX (booktabs)")
+
+    md, csv_text, ok = examples.render(models_dir / "paser", backbone, profile)
+    _write(root, TABLES / "paser_table7.md", md, rep,
+           "PaSeR Table 7: decoder reconstructions beside the paper's examples" + ("" if ok else " (paper only: see why)"))
+    _write(root, TABLES / "paser_table7.csv", csv_text, rep, "PaSeR Table 7 examples (reproduced and paper)")
+
+    diag = diagnostics_tables.render(metrics, backbone, profile, figures_prefix="../")
+    diag_ctx = {"diagnostics.md": "Diagnostics: hard length subset, alignment/uniformity, cosine density (SPEC §2)",
+                "hard_subset.csv": "Hard length subset per model (PT-BERT Tables 1 / 5c)",
+                "alignment_uniformity.csv": "Alignment and uniformity on STS-B test/dev per model",
+                "cosine_density.csv": "Cosine mean/variance by gold level (PaSeR Table 10)"}
+    for name, text in diag.items():
+        _write(root, TABLES / name, text, rep, diag_ctx.get(name, name))
+
+    curves, missing = figures.load_curves(root / "reports/curves", models_dir)
+    for name in ("ptbert", "simcse"):
+        if name not in curves and name not in missing:
+            missing[name] = "no reports/curves/%s.csv: %s" % (name, figures.curve_status(name, models_dir))
+    rep.figures["fig3"] = figures.alignment_uniformity_figure(curves, missing, root / FIG3, backbone, profile)
+    rep.files[FIG3.as_posix()] = ("PT-BERT Fig. 3: alignment and uniformity on STS-B dev over training steps ("
+                                  + (", ".join(sorted(rep.figures["fig3"].series)) or "no curves in this profile") + ")")
+    rep.figures["dev"] = figures.dev_curve_figure(curves, missing, root / DEV, backbone, profile)
+    rep.files[DEV.as_posix()] = "STS-B dev Spearman over training steps (model selection), every trained method"
+
+    fig4_spec, fig4_rows = rep.tables["paser_fig4"]
+    points, reasons = {}, {}
+    for d, res in zip(range(1, 9), fig4_rows):
+        points[d] = res.values.get("Avg") if res.evaluated else None
+        if not res.evaluated:
+            reasons[d] = res.status
+    rep.figures["fig4"] = figures.decoder_depth_figure(points, reasons, root / FIG4, backbone, profile)
+    rep.files[FIG4.as_posix()] = "PaSeR Fig. 4: STS Avg. vs decoder depth (reproduced only; the paper prints no values)"
+
+    used = models_in_tables(specs) | {"paser"}
+    rep.unused_models = sorted(m for m in metrics if m not in used)
+    write_index(rep, metrics)
+    return rep
+
+
+def _link(path: str, base: Path = Path("reports")) -> str:
+    return Path(path).relative_to(base).as_posix() if Path(path).parts[0] == "reports" else path
+
+
+def write_index(rep: Report, metrics: dict[str, dict]) -> None:
+    """``reports/index.md``: every table and figure that exists, with a line of context."""
+    root = rep.root
+    lines = ["# sentlab report", "",
+             f"Backbone `{rep.backbone}`, profile `{rep.profile}`. Every table shows the reproduced value, the "
+             f"paper's value and the difference; a row without numbers says why (e.g. \"not run in this profile\"). "
+             f"Regenerate with `dvc repro report` (or `make repro PROFILE=…`).", ""]
+    if rep.warnings:
+        lines += [f"> **Data warning — {t}:** {w}." for t, w in rep.warnings.items()] + [""]
+    ev = sorted(k for k, m in metrics.items() if m.get("status", EVALUATED) == EVALUATED)
+    other = sorted(k for k in metrics if k not in ev)
+    lines += [f"Evaluated models ({len(ev)}): " + (", ".join(f"`{k}`" for k in ev) or "none") + ".",
+              f"Not evaluated ({len(other)}): " + (", ".join(f"`{k}` ({metrics[k].get('status')})" for k in other)
+                                                     or "none") + ".", ""]
+    groups = [("PT-BERT (ACL 2022)", ("ptbert_",)), ("PaSeR (EMNLP 2022)", ("paser_",)), ("L2P-CSR", ("l2p_",)),
+              ("SimCSE + POS/BOW adversarial", ("posbow_",)),
+              ("Diagnostics (SPEC §2)", ("diagnostics", "hard_subset", "alignment_uniformity", "cosine_density")),
+              ("Training curves", ("dev_curves",))]
+    listed = set()
+    for title, prefixes in groups:
+        entries = [(p, c) for p, c in rep.files.items()
+                   if Path(p).name.startswith(prefixes) and (root / p).is_file() and p != INDEX.as_posix()]
+        if not entries:
+            continue
+        lines += [f"## {title}", ""]
+        for p, c in sorted(entries, key=lambda e: (Path(e[0]).stem, Path(e[0]).suffix != ".md")):
+            lines.append(f"- [{_link(p)}]({_link(p)}) — {c}")
+            listed.add(p)
+        lines.append("")
+    dens = sorted((root / FIGURES).glob("*_density.png")) if (root / FIGURES).is_dir() else []
+    if dens:
+        lines += ["## Cosine density per model (evaluate stage, PaSeR Fig. 5 shape)", ""]
+        lines += [f"- [figures/{f.name}](figures/{f.name}) — {f.stem.removesuffix('_density')}" for f in dens]
+        lines.append("")
+    if rep.unused_models:
+        lines += ["## Models in no paper table", "",
+                  "Evaluated or listed in reports/metrics but not part of any paper table above: "
+                  + ", ".join(f"`{m}`" for m in rep.unused_models) + " (see their metrics JSON).", ""]
+    write_text(root / INDEX, "\n".join(lines).rstrip() + "\n")
+    rep.files[INDEX.as_posix()] = "this index"
+
+
+# --- MLflow -----------------------------------------------------------------------------------------
+
+def _rows_csv(rep: Report, model: str) -> Optional[str]:
+    """The table rows (all tables) filled by ``model`` as CSV, or None."""
+    import csv
+    import io
+
+    from .paper_tables import CSV_HEADER, csv_records
+
+    recs = []
+    for spec, rows in rep.tables.values():
+        mine = [r for r in rows if r.model and r.model.split("/")[0] == model]
+        recs += csv_records(spec, mine, rep.backbone, rep.profile, rep.warnings)
+    if not recs:
+        return None
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_HEADER)
+    w.writerows(recs)
+    return buf.getvalue()
+
+
+def log_to_mlflow(rep: Report, parent_run_id: Optional[str] = None) -> dict[str, str]:
+    """Attach the report to MLflow; returns ``{model or "parent": run id}`` of the runs written to.
+
+    * every model that fills a table row: the newest run about it (its train run, else its
+      eval run; tag ``sentlab.model`` or run name) gets ``report/rows.csv`` (its rows of every
+      table) and the figures it is drawn in;
+    * the parent run (``parent_run_id`` / ``SENTLAB_PARENT_RUN_ID``), or a new run named
+      ``report`` when there is none, gets every table and figure and ``index.md``.
+    """
+    import os
+    import tempfile
+
+    from .. import tracking
+
+    parent_run_id = parent_run_id or os.environ.get(tracking.PARENT_ENV)
+    c = tracking.client()
+    done: dict[str, str] = {}
+    models = sorted({r.model.split("/")[0] for _, rows in rep.tables.values() for r in rows
+                     if r.model and r.evaluated})
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in models:
+            runs = (tracking.find_runs(model, stage="train", max_results=1)
+                    or tracking.find_runs(model, stage="evaluate", max_results=1))
+            if not runs:
+                log.warning("MLflow: no run found for %s; its table rows are logged only on the parent run", model)
+                continue
+            run_id = runs[0].info.run_id
+            text = _rows_csv(rep, model)
+            f = Path(tmp) / model / "rows.csv"
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text(text or "")
+            c.log_artifact(run_id, str(f), artifact_path="report")
+            for fig in rep.figures.values():
+                if model in fig.series and fig.path.is_file():
+                    c.log_artifact(run_id, str(fig.path), artifact_path="report/figures")
+            done[model] = run_id
+    target = parent_run_id
+    if not target:
+        target = tracking.start_parent("report", tags={"sentlab.stage": "report"})
+    for p in sorted(rep.files):
+        f = rep.root / p
+        if f.is_file():
+            sub = Path(p).parent.relative_to("reports").as_posix() if Path(p).parts[0] == "reports" else ""
+            c.log_artifact(target, str(f), artifact_path="report" + (f"/{sub}" if sub not in ("", ".") else ""))
+    if not parent_run_id:
+        tracking.end_parent(target)
+    done["parent"] = target
+    return done

@@ -1,0 +1,110 @@
+"""``sentlab report`` and ``sentlab mlflow start-parent | end-parent | wrap``.
+
+Wire into ``sentlab/cli.py`` with ``PLUGINS.append("sentlab.report.cli")`` (``register_cli(subparsers)``).
+
+The Makefile groups one pipeline run under one MLflow parent run::
+
+    RUN_ID=$(sentlab mlflow start-parent --profile quick)
+    SENTLAB_PARENT_RUN_ID=$RUN_ID dvc repro; rc=$?
+    sentlab mlflow end-parent $RUN_ID --rc $rc
+
+or in one command (also for ``dvc exp run``): ``sentlab mlflow wrap -- dvc exp run -S ablations.enabled=true``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+
+def cmd_report(args) -> int:
+    from ..config import load_params
+    from .build import build_report, log_to_mlflow
+
+    params = load_params(args.params)
+    rep = build_report(args.root, params.model.backbone, params.profile)
+    print(f"report: {len(rep.files)} files; index: {args.root}/reports/index.md")
+    if args.mlflow:
+        done = log_to_mlflow(rep)
+        print(f"report: artifacts logged to {len(done)} MLflow runs")
+    return 0
+
+
+def cmd_start_parent(args) -> int:
+    from .. import tracking
+
+    params = {}
+    if args.params and os.path.exists(args.params):
+        from ..config import load_params
+
+        p = load_params(args.params)
+        params = {"profile": p.profile, "backbone": p.model.backbone, "seed": p.seed,
+                  "train.methods": ",".join(p.train.methods),
+                  "ablations.enabled": bool((p.ablations or {}).get("enabled", False))}
+    if args.profile:
+        params["profile"] = args.profile
+    name = args.name or f"pipeline {params.get('profile', '')}".strip()
+    run_id = tracking.start_parent(name, params=params, tags={"sentlab.profile": str(params.get("profile", ""))})
+    print(run_id)
+    return 0
+
+
+def cmd_end_parent(args) -> int:
+    from .. import tracking
+
+    status = args.status or ("FINISHED" if args.rc == 0 else ("KILLED" if args.rc in (130, 137, 143) else "FAILED"))
+    tracking.end_parent(args.run_id, status)
+    print(f"mlflow: parent run {args.run_id} {status}", file=sys.stderr)
+    return 0
+
+
+def cmd_wrap(args) -> int:
+    """Run a command (no shell) with SENTLAB_PARENT_RUN_ID set to a new parent run; close it with the exit status."""
+    from .. import tracking
+    from ..errors import SentlabError
+
+    cmd = [c for c in args.cmd if c != "--"]
+    if not cmd:
+        raise SentlabError("`sentlab mlflow wrap` needs a command after `--`, e.g. `sentlab mlflow wrap -- dvc repro`.")
+    run_id = tracking.start_parent(args.name or " ".join(cmd)[:200])
+    env = dict(os.environ, **{tracking.PARENT_ENV: run_id})
+    rc = 1
+    try:
+        rc = subprocess.call(cmd, env=env)
+    except KeyboardInterrupt:
+        rc = 130
+    finally:
+        tracking.end_parent(run_id, "FINISHED" if rc == 0 else ("KILLED" if rc == 130 else "FAILED"))
+    return rc
+
+
+def register_cli(subparsers) -> None:
+    p = subparsers.add_parser("report", help="regenerate every paper table and figure (reports/index.md)")
+    p.add_argument("--params", default="params.yaml")
+    p.add_argument("--root", default=".", help="repository root holding reports/, models/, data/")
+    p.add_argument("--mlflow", action="store_true", help="also attach the tables/figures to the MLflow runs")
+    p.set_defaults(func=cmd_report)
+
+    m = subparsers.add_parser("mlflow", help="MLflow parent runs grouping one pipeline run's stage runs")
+    msub = m.add_subparsers(dest="mlflow_command", required=True)
+    s = msub.add_parser("start-parent", help="create the parent run; prints its id (export SENTLAB_PARENT_RUN_ID)")
+    s.add_argument("--name", default=None)
+    s.add_argument("--profile", default=None)
+    s.add_argument("--params", default="params.yaml", help="params logged on the parent run")
+    s.set_defaults(func=cmd_start_parent)
+    e = msub.add_parser("end-parent", help="close the parent run")
+    e.add_argument("run_id")
+    e.add_argument("--rc", type=int, default=0, help="exit status of the pipeline (0: FINISHED, else FAILED)")
+    e.add_argument("--status", choices=["FINISHED", "FAILED", "KILLED"], default=None)
+    e.set_defaults(func=cmd_end_parent)
+    w = msub.add_parser("wrap", help="run a command under a new parent run: sentlab mlflow wrap -- dvc repro")
+    w.add_argument("--name", default=None)
+    w.add_argument("cmd", nargs=argparse_remainder())
+    w.set_defaults(func=cmd_wrap)
+
+
+def argparse_remainder():
+    import argparse
+
+    return argparse.REMAINDER

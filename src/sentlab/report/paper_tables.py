@@ -1,0 +1,514 @@
+"""Every paper table of SPEC §5 from ``reports/metrics/*.json``: reproduced, paper, difference.
+
+A table is a :class:`TableSpec`: columns (metric keys) and rows; a row names the sentlab
+model(s) that reproduce it (``"ptbert_m64"``, or ``"posbow_adv/posbow_adv_bow"`` for an extra
+row of a model's metrics) and the paper's values. :func:`resolve` fills a row:
+
+* evaluated → the reproduced values (and Δ = reproduced − paper where the paper has a number);
+* ``status`` other than "evaluated" (e.g. "not run in this profile") → that reason in the row;
+* metrics file missing or unreadable → why, with what ``models/<name>/sentlab.json`` says
+  (train stage failed / not run / trained but not evaluated);
+* a paper row with no sentlab model (another paper's system) → "not implemented in sentlab: …".
+
+Never a silent gap: every row is printed, every empty cell has its row's reason beside it.
+Renderers: :func:`to_markdown`, :func:`to_csv` (long format, one line per cell),
+:func:`to_latex` (booktabs). Every reproduced SICK-R cell carries the prepare stage's
+language warning (the local SICK mirror is a translation) as a flag.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Optional
+
+from . import paper_numbers as P
+
+STS7 = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
+LABELS = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R", "STSBenchmark-dev": "STS-B dev", "Avg": "Avg."}
+SICK = "SICKRelatedness"
+FLAG = "‡"
+EVALUATED = "evaluated"
+
+
+@dataclass(frozen=True)
+class RowSpec:
+    label: str
+    models: tuple[str, ...] = ()          # candidates, first found wins; () = paper-only row
+    paper: Optional[dict] = None          # column -> paper value (None: the paper prints none)
+    note: str = ""                        # shown in the Note column (why paper-only, caveats)
+    section: str = ""
+    extract: str = "sts"                  # sts | hard_subset | hard_full | density
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    id: str                               # file stem: reports/tables/<id>.{md,csv,tex}
+    title: str
+    source: str                           # paper + table, e.g. "PT-BERT (ACL 2022) Table 3"
+    columns: tuple[str, ...]
+    rows: tuple[RowSpec, ...]
+    paper_setting: str = "BERT-base"
+    context: str = ""
+    main: bool = False                    # LaTeX too
+    digits: int = 2
+
+
+@dataclass
+class Resolved:
+    spec: RowSpec
+    model: Optional[str] = None           # the sentlab model that filled the row
+    status: str = ""                      # EVALUATED or the reason the row has no numbers
+    values: dict = field(default_factory=dict)
+    backbone: str = ""
+    profile: str = ""
+
+    @property
+    def evaluated(self) -> bool:
+        return self.status == EVALUATED
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+def load_metrics(folder: Path) -> dict[str, dict]:
+    """``{name: metrics}`` of ``folder/*.json``; an unreadable file becomes a status saying so."""
+    out = {}
+    for f in sorted(Path(folder).glob("*.json")):
+        try:
+            data = json.loads(f.read_text())
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+            out[f.stem] = data
+        except (ValueError, OSError) as e:
+            out[f.stem] = {"model": f.stem, "status": f"unreadable metrics file {f} ({e}); re-run its evaluate stage"}
+    return out
+
+
+def _num(v) -> Optional[float]:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return None if math.isnan(float(v)) else float(v)
+
+
+def _mean(vals) -> Optional[float]:
+    vals = [_num(v) for v in vals]
+    return None if not vals or any(v is None for v in vals) else sum(vals) / len(vals)
+
+
+def extract(m: dict, how: str) -> tuple[dict, Optional[str]]:
+    """(column -> value, reason when the needed part is absent)."""
+    if how == "sts":
+        vals = {k: _num(m.get(k)) for k in (*STS7, "Avg", "STSBenchmark-dev")}
+        vals["STS12-16"] = _mean([m.get(t) for t in STS7[:5]])
+        return vals, None
+    diag = m.get("diagnostics")
+    if not isinstance(diag, dict):
+        return {}, "evaluated without diagnostics (evaluate.diagnostics is false)"
+    if how in ("hard_subset", "hard_full"):
+        which = "subset" if how == "hard_subset" else "full"
+        hs = diag.get("hard_subset") or {}
+        vals = {t: _num((hs.get("tasks") or {}).get(t, {}).get(which)) for t in STS7[:5]}
+        vals["Avg"] = _num(hs.get(f"Avg_{which}"))
+        return vals, None
+    if how == "density":
+        vals = {}
+        for b in (diag.get("density") or {}).get("bins", []):
+            vals[f"{b['level']} mean"] = _num(b.get("mean"))
+            vals[f"{b['level']} var"] = _num(b.get("var"))
+        return vals, None
+    raise ValueError(f"unknown extractor {how!r}")
+
+
+def _why_missing(name: str, models_dir: Path) -> str:
+    base = name.split("/")[0]
+    info_file = Path(models_dir) / base / "sentlab.json"
+    metrics = f"reports/metrics/{base}.json"
+    if base.startswith("base-"):
+        return f"{metrics} missing: the evaluate_baseline stage for {base[5:]} did not run or failed"
+    if not info_file.is_file():
+        return (f"{metrics} and models/{base}/sentlab.json missing: the train stage of {base} did not run or "
+                f"failed (see `dvc repro` output)")
+    try:
+        status = json.loads(info_file.read_text()).get("status", "?")
+    except ValueError:
+        return f"{metrics} missing and models/{base}/sentlab.json unreadable: the train stage of {base} failed"
+    if status == "trained":
+        return f"{metrics} missing: {base} was trained but its evaluate stage did not run or failed"
+    return f"{metrics} missing; models/{base}/sentlab.json says: {status}"
+
+
+def resolve(row: RowSpec, metrics: dict[str, dict], models_dir: Path = Path("models")) -> Resolved:
+    if not row.models:
+        return Resolved(row, status=row.note or "paper only")
+    first_reason = None
+    for cand in row.models:
+        base, _, extra = cand.partition("/")
+        m = metrics.get(base)
+        if m is None:
+            first_reason = first_reason or _why_missing(cand, models_dir)
+            continue
+        status = m.get("status", EVALUATED)
+        if status != EVALUATED:
+            first_reason = first_reason or f"{base}: {status}"
+            continue
+        if extra:
+            m2 = (m.get("extra_rows") or {}).get(extra)
+            if m2 is None:
+                first_reason = first_reason or f"{base} was evaluated without the extra row {extra}"
+                continue
+            m = {**m2, "backbone": m.get("backbone"), "profile": m.get("profile")}
+        vals, why = extract(m, row.extract)
+        if why:
+            first_reason = first_reason or f"{base}: {why}"
+            continue
+        return Resolved(row, cand, EVALUATED, vals, str(m.get("backbone", "")), str(m.get("profile", "")))
+    return Resolved(row, row.models[0], first_reason or "not evaluated")
+
+
+# --- rendering ---------------------------------------------------------------------------------
+
+def _f(v, digits=2) -> str:
+    return "–" if v is None else f"{v:.{digits}f}"
+
+
+def _diff(r, p) -> Optional[float]:
+    return None if r is None or p is None else r - p
+
+
+def cell_values(res: Resolved, col: str) -> tuple[Optional[float], Optional[float], Optional[float]]:
+    r = res.values.get(col) if res.evaluated else None
+    p = (res.spec.paper or {}).get(col)
+    return r, p, _diff(r, p)
+
+
+def cell_text(res: Resolved, col: str, digits: int = 2, flag: bool = False) -> str:
+    r, p, d = cell_values(res, col)
+    rs = _f(r, digits) + (FLAG if flag and r is not None else "")
+    if p is None:
+        return rs if r is not None else "–"
+    ps = _f(p, digits)
+    if r is None:
+        return f"– / {ps}"
+    return f"{rs} / {ps} ({d:+.{digits}f})"
+
+
+def _row_note(res: Resolved, backbone: str, profile: str) -> str:
+    parts = []
+    if res.evaluated:
+        parts.append(f"`{res.model}`")
+        if (res.backbone and res.backbone != backbone) or (res.profile and res.profile != profile):
+            parts.append(f"stale: evaluated with {res.backbone}, profile {res.profile}")
+    else:
+        parts.append(res.status)
+    if res.spec.note and res.spec.models:
+        parts.append(res.spec.note)
+    return "; ".join(parts)
+
+
+def render_rows(spec: TableSpec, metrics: dict[str, dict], models_dir: Path = Path("models")) -> list[Resolved]:
+    return [resolve(r, metrics, models_dir) for r in spec.rows]
+
+
+def header_text(spec: TableSpec, backbone: str, profile: str, warnings: dict[str, str]) -> str:
+    lines = [f"Source: {spec.source} ({spec.paper_setting}, as printed). Reproduced: backbone `{backbone}`, "
+             f"profile `{profile}`, SPEC §2 protocol (Spearman × 100).",
+             "", "Cell: **reproduced / paper (Δ = reproduced − paper)**; `–` = no number (the row's note says why)."]
+    if spec.context:
+        lines += ["", spec.context]
+    if SICK in spec.columns and SICK in warnings:
+        lines += ["", f"{FLAG} SICK-R (every reproduced cell): {warnings[SICK]}."]
+    return "\n".join(lines)
+
+
+def to_markdown(spec: TableSpec, rows: list[Resolved], backbone: str, profile: str, warnings: dict[str, str]) -> str:
+    flag_sick = SICK in warnings
+    head = ["Row", *[LABELS.get(c, c) for c in spec.columns], "Note"]
+    out = [f"# {spec.title}", "", header_text(spec, backbone, profile, warnings), ""]
+    section = None
+    out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for res in rows:
+        if res.spec.section and res.spec.section != section:
+            section = res.spec.section
+            out.append(f"| **{section}** |" + " |" * (len(head) - 1))
+        cells = [cell_text(res, c, spec.digits, flag_sick and c == SICK) for c in spec.columns]
+        out.append("| " + " | ".join(x.replace("|", "\\|") for x in [res.spec.label, *cells,
+                                                                      _row_note(res, backbone, profile)]) + " |")
+    return "\n".join(out) + "\n"
+
+
+CSV_HEADER = ["table", "section", "row", "model", "column", "reproduced", "paper", "diff", "status", "backbone",
+              "profile", "flag", "note"]
+
+
+def csv_records(spec: TableSpec, rows: list[Resolved], backbone: str, profile: str,
+                warnings: dict[str, str]) -> list[list]:
+    recs = []
+    for res in rows:
+        for c in spec.columns:
+            r, p, d = cell_values(res, c)
+            flag = warnings.get(SICK, "") if (c == SICK and r is not None) else ""
+            recs.append([spec.id, res.spec.section, res.spec.label, res.model or "", c,
+                         "" if r is None else round(r, 4), "" if p is None else p,
+                         "" if d is None else round(d, 4), res.status,
+                         res.backbone or (backbone if res.spec.models else ""),
+                         res.profile or (profile if res.spec.models else ""), flag, res.spec.note])
+    return recs
+
+
+def to_csv(spec: TableSpec, rows: list[Resolved], backbone: str, profile: str, warnings: dict[str, str]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_HEADER)
+    w.writerows(csv_records(spec, rows, backbone, profile, warnings))
+    return buf.getvalue()
+
+
+_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
+        "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "‡": r"$^\ddagger$", "Δ": r"$\Delta$",
+        "–": "--", "−": "-", "×": r"$\times$", "≥": r"$\geq$", "≤": r"$\leq$", "`": ""}
+
+
+def tex_escape(s: str) -> str:
+    return "".join(_TEX.get(ch, ch) for ch in s)
+
+
+def to_latex(spec: TableSpec, rows: list[Resolved], backbone: str, profile: str, warnings: dict[str, str]) -> str:
+    """booktabs table; cells ``reproduced / paper`` with Δ below in small type; rows without numbers
+    carry their reason in a footnote-style last column."""
+    flag_sick = SICK in warnings
+    cols = spec.columns
+    out = [r"% generated by sentlab (report stage); needs \usepackage{booktabs}",
+           r"\begin{table*}[t]", r"\centering", r"\scriptsize",
+           r"\begin{tabular}{l" + "c" * len(cols) + "p{4cm}}", r"\toprule",
+           "Row & " + " & ".join(tex_escape(LABELS.get(c, c)) for c in cols) + r" & Note \\", r"\midrule"]
+    section = None
+    for res in rows:
+        if res.spec.section and res.spec.section != section:
+            if section is not None:
+                out.append(r"\midrule")
+            section = res.spec.section
+            out.append(r"\multicolumn{%d}{l}{\textit{%s}} \\" % (len(cols) + 2, tex_escape(section)))
+        cells = []
+        for c in cols:
+            r, p, d = cell_values(res, c)
+            rs = _f(r, spec.digits) + (r"$^\ddagger$" if flag_sick and c == SICK and r is not None else "")
+            if p is None:
+                cells.append(rs if r is not None else "--")
+            elif r is None:
+                cells.append(f"-- / {_f(p, spec.digits)}")
+            else:
+                cells.append(f"{rs} / {_f(p, spec.digits)} ({d:+.{spec.digits}f})")
+        note = tex_escape(_row_note(res, backbone, profile))
+        out.append(tex_escape(res.spec.label) + " & " + " & ".join(cells) + f" & {note} \\\\")
+    caption = (f"{spec.title}. Reproduced ({tex_escape(backbone)}, profile {tex_escape(profile)}) / paper "
+               f"({tex_escape(spec.source)}, {tex_escape(spec.paper_setting)}), difference in parentheses.")
+    if SICK in cols and flag_sick:
+        caption += r" $^\ddagger$ " + tex_escape(warnings[SICK]) + "."
+    out += [r"\bottomrule", r"\end{tabular}", r"\caption{" + caption + "}", r"\label{tab:" + spec.id + "}",
+            r"\end{table*}"]
+    return "\n".join(out) + "\n"
+
+
+# --- the tables ----------------------------------------------------------------------------------
+
+COLS7 = (*STS7, "Avg")
+COLS_HARD = (*STS7[:5], "Avg")
+COLS3 = ("STS12-16", "STSBenchmark", "SICKRelatedness")
+NOT_IMPL = "not implemented in sentlab"
+
+
+def _paper_only(label: str, paper: dict, why: str, section: str = "") -> RowSpec:
+    return RowSpec(label, (), paper, f"{NOT_IMPL}: {why}", section)
+
+
+def ptbert_tables(backbone: str) -> list[TableSpec]:
+    t3 = P.PTBERT_TABLE3
+    hs = P.PTBERT_HARD_SUBSET
+    table3_rows = [
+        RowSpec("BERT [CLS] (no training)", ("base-cls",), None, "baseline, not in PT-BERT Table 3", "Baselines"),
+        RowSpec("BERT mean (no training)", ("base-mean",), None, "baseline, not in PT-BERT Table 3", "Baselines"),
+        RowSpec("BERT first-last (no training)", ("base-first_last",), None, "baseline", "Baselines"),
+        RowSpec("BERT whitening (no training)", ("base-whitening",), None, "baseline", "Baselines"),
+    ]
+    if backbone == "sentence-transformers/all-MiniLM-L6-v2":
+        table3_rows.append(RowSpec("all-MiniLM-L6-v2 mean vs MTEB", ("base-mean",), dict(P.MTEB_MINILM_MEAN),
+                                   "reference = the public MTEB evaluation (not a paper): |Δ| ≤ 0.01 on STS12–16/STS-B "
+                                   "checks the evaluator", "Baselines"))
+    table3_rows += [
+        _paper_only("CLEAR", P.PTBERT_CLEAR, "own pre-training on Wikipedia + BookCorpus (500k steps)",
+                    "Discrete augmentation"),
+        *[RowSpec(t3[k][0], (k,), dict(t3[k][1]), "", "Discrete augmentation")
+          for k in ("moco", "moco_reorder", "moco_duplication", "moco_deletion", "moco_srl")],
+        *[RowSpec(t3[k][0], (k,), dict(t3[k][1]), "", "Continuous augmentation") for k in ("ct", "simcse", "ptbert")],
+        RowSpec("PT-BERT, Y = all token states", ("ptbert_tokens",), None,
+                "SPEC §3.5 reading of the equations (attend_to: tokens); the paper reports one variant",
+                "Continuous augmentation"),
+    ]
+    t4 = P.PTBERT_TABLE4
+    t4_rows = [
+        RowSpec("SimCSE-BERTbase + None", ("simcse",), {"STSBenchmark-dev": t4["SimCSE-BERTbase + None"]}),
+        _paper_only("SimCSE-BERTbase + Crop", {"STSBenchmark-dev": t4["SimCSE-BERTbase + Crop"]},
+                    "SimCSE's own augmentation ablation, quoted from the SimCSE paper"),
+        _paper_only("SimCSE-BERTbase + Deletion", {"STSBenchmark-dev": t4["SimCSE-BERTbase + Deletion"]},
+                    "SimCSE's own augmentation ablation, quoted from the SimCSE paper"),
+        *[RowSpec(label, (m,), {"STSBenchmark-dev": t4[label]}) for label, m in (
+            ("MoCo-BERTbase + None", "moco"), ("MoCo-BERTbase + Reorder", "moco_reorder"),
+            ("MoCo-BERTbase + Duplication", "moco_duplication"), ("MoCo-BERTbase + Deletion", "moco_deletion"),
+            ("MoCo-BERTbase + SRL", "moco_srl"), ("PT-BERTbase", "ptbert"))],
+    ]
+    t5_rows = [
+        *[RowSpec(f"L-{m}" + (" (ours)" if m == 128 else ""), ("ptbert",) if m == 128 else (f"ptbert_m{m}",),
+                  dict(P.PTBERT_TABLE5A[m]), section="(a) pseudo sequence length m") for m in P.PTBERT_TABLE5A],
+        *[RowSpec(f"Q-{q}" + (" (ours)" if q == 256 else ""), ("ptbert",) if q == 256 else (f"ptbert_q{q}",),
+                  dict(P.PTBERT_TABLE5B[q]), "queue in sentences (SPEC §3.4: batch 64 + 3 queued batches = 256)",
+                  section="(b) queue size") for q in P.PTBERT_TABLE5B],
+        *[RowSpec(hs[k][0], (k,), dict(hs[k][1], Avg=hs[k][2]), "hard length subset (SPEC §2)",
+                  "(c) hard sentence pairs of STS12–16", "hard_subset") for k in ("simcse", "ptbert")],
+    ]
+    return [
+        TableSpec("ptbert_table1", "PT-BERT Table 1: SimCSE on the hard length subset of STS12–16",
+                  "PT-BERT (ACL 2022) Table 1", COLS_HARD, (
+                      RowSpec("SimCSE sub-dataset", ("simcse",), P.PTBERT_TABLE1["sub-dataset"],
+                              "positives with |length diff| > 5 words, negatives < 2 (SPEC §2, evaluate.hard_subset)",
+                              extract="hard_subset"),
+                      RowSpec("SimCSE original", ("simcse",), P.PTBERT_TABLE1["original"],
+                              "every scored pair ('all' setting); paper Avg not printed", extract="hard_full"),
+                      RowSpec("BERT [CLS] sub-dataset", ("base-cls",), None, "untrained reference",
+                              extract="hard_subset"),
+                  ), context="Avg = mean of the five tasks (printed only in Table 5c for the subset)."),
+        TableSpec("ptbert_table2", "PT-BERT Table 2: SimCSE's training max length", "PT-BERT (ACL 2022) Table 2",
+                  ("Avg",), tuple(RowSpec(f"SimCSE{n}", ("simcse",) if n == 32 else (f"simcse_len{n}",),
+                                          {"Avg": P.PTBERT_TABLE2[n]}, "methods.simcse.max_length")
+                                  for n in P.PTBERT_TABLE2)),
+        TableSpec("ptbert_table3", "PT-BERT Table 3: STS results", "PT-BERT (ACL 2022) Table 3", COLS7,
+                  tuple(table3_rows), context="BERT-base, 1M Wikipedia sentences in the paper.", main=True),
+        TableSpec("ptbert_table4", "PT-BERT Table 4: STS-B development set", "PT-BERT (ACL 2022) Table 4",
+                  ("STSBenchmark-dev",), tuple(t4_rows),
+                  context="Reproduced: the best checkpoint (selected on STS-B dev) evaluated on all 1,500 dev pairs."),
+        TableSpec("ptbert_table5", "PT-BERT Table 5: ablations and hard sentence pairs", "PT-BERT (ACL 2022) Table 5",
+                  COLS7, tuple(t5_rows), main=True,
+                  context="(c) has no STS-B / SICK-R columns; its Avg is the mean of STS12–16 on the subset."),
+    ]
+
+
+def paser_tables() -> list[TableSpec]:
+    t1 = P.PASER_TABLE1
+    rows1 = [
+        _paper_only("GloVe embeddings", t1["GloVe embeddings"], "not a BERT model", "Original BERT/GloVe"),
+        RowSpec("BERTbase-[CLS]", ("base-cls",), t1["BERTbase-[CLS]"], section="Original BERT/GloVe"),
+        RowSpec("BERTbase-mean", ("base-mean",), t1["BERTbase-mean"], section="Original BERT/GloVe"),
+        RowSpec("BERTbase-first-last avg.", ("base-first_last",), t1["BERTbase-first-last avg."],
+                section="Original BERT/GloVe"),
+        _paper_only("BERT-flow", t1["BERT-flow"], "normalising-flow post-processing", "Post-processing"),
+        RowSpec("BERT-whitening", ("base-whitening",), t1["BERT-whitening"], "evaluate.whitening", "Post-processing"),
+        RowSpec("CT-BERTbase", ("ct",), t1["CT-BERTbase"], "PaSeR prints STS12–16 only", "Contrastive"),
+        _paper_only("ConSERTbase", t1["ConSERTbase"], "token-shuffle/cutoff contrastive framework", "Contrastive"),
+        _paper_only("SimCSE-BERTbase + MLM", t1["SimCSE-BERTbase + MLM"], "SimCSE's auxiliary-MLM ablation",
+                    "Contrastive"),
+        RowSpec("SimCSE-BERTbase", ("simcse",), t1["SimCSE-BERTbase"], section="Contrastive"),
+        _paper_only("CMLM-BERTbase", t1["CMLM-BERTbase"], "conditional MLM pre-training", "Generative"),
+        RowSpec("PaSeR-BERTbase", ("paser",), t1["PaSeR-BERTbase"], "unlabelled STS sentences", "Generative"),
+    ]
+    cls_row = lambda label, paper: RowSpec(label, ("base-cls",), paper, "untrained [CLS]")  # noqa: E731
+    t4, t5, t8, t9 = P.PASER_TABLE4, P.PASER_TABLE5, P.PASER_TABLE8, P.PASER_TABLE9
+    rows4 = [cls_row("BERT-[CLS]", t4["BERT-[CLS]"]),
+             *[RowSpec(label, (m,), t4[label], f"methods.paser.eda = {e}") for label, m, e in (
+                 ("no aug", "paser_aug_none", "none"), ("+ RS", "paser_aug_rs", "rs"), ("+ RD", "paser_aug_rd", "rd"),
+                 ("+ SR", "paser", "sr"), ("+ SR + RD", "paser_aug_sr_rd", "sr+rd"),
+                 ("+ SR + RS", "paser_aug_sr_rs", "sr+rs"))]]
+    rows5 = [cls_row("None (BERT-[CLS])", t5["None (BERT-[CLS])"]),
+             *[RowSpec(label, (m,), t5[label], f"methods.paser.phrases = {p}; chunks from the annotate backend") for
+               label, m, p in (("NP only", "paser_np", "np"), ("VP only", "paser_vp", "vp"),
+                               ("NP+VP", "paser_np_vp", "np_vp"))],
+             *[RowSpec(f"RAKE (top{k})", ("paser",) if k == 5 else (f"paser_rake{k}",), t5[f"RAKE (top{k})"],
+                       f"methods.paser.top_k = {k}") for k in range(1, 6)]]
+    rows8 = [RowSpec(f"m = {m:g}, n = {n:g}", ("paser",) if (m, n) == (10.0, 10.0) else
+                     (f"paser_m{m:g}_n{n:g}".replace(".", "p"),), t8[(m, n)]) for m, n in t8]
+    rows9 = [RowSpec(label, cands, t9[label], note) for label, cands, note in (
+        ("Top1 avg.", ("paser_pool_mean", "paser/paser-mean"), "trained and evaluated with mean pooling"),
+        ("Top2 avg.", ("paser_pool_top2", "paser/paser-top2_mean"), "mean of the last two layers"),
+        ("First-last avg.", ("paser_pool_first_last", "paser/paser-first_last"), "mean of embeddings + last layer"),
+        ("[CLS]", ("paser",), ""))]
+    levels = P.DENSITY_LEVELS
+    cols10 = tuple(f"{lv} {s}" for lv in levels for s in ("mean", "var"))
+    rows10 = [RowSpec(label, (m,), {f"{lv} {s}": v for lv in levels for s, v in zip(("mean", "var"), P.PASER_TABLE10[paper][lv])},
+                      extract="density") for label, m, paper in (
+        ("BERT-[CLS]", "base-cls", "BERT-[CLS]"), ("SimCSE-base", "simcse", "SimCSE-base"),
+        ("PaSeR-base", "paser", "PaSeR-base"))]
+    fig4 = [RowSpec(f"{d} decoder layer" + ("s" if d > 1 else ""), ("paser",) if d == 6 else (f"paser_dec{d}",), None,
+                    "Fig. 4 is a plot: its values are not printed") for d in P.PASER_FIG4_DEPTHS]
+    sub3 = "STS12-16 = mean of the five STS12–16 Spearmans (one decimal in the paper)."
+    return [
+        TableSpec("paser_table1", "PaSeR Table 1: unsupervised STS", "PaSeR (EMNLP 2022) Table 1", COLS7, tuple(rows1),
+                  main=True),
+        TableSpec("paser_table4", "PaSeR Table 4: data augmentation", "PaSeR Table 4", COLS3, tuple(rows4), context=sub3),
+        TableSpec("paser_table5", "PaSeR Table 5: phrases to mask", "PaSeR Table 5", COLS3, tuple(rows5), context=sub3),
+        TableSpec("paser_table8", "PaSeR Table 8: decoding-signal scales m, n", "PaSeR Table 8 (App. A)", COLS3,
+                  tuple(rows8), context=sub3),
+        TableSpec("paser_table9", "PaSeR Table 9: pooling", "PaSeR Table 9 (App. B)", COLS3, tuple(rows9),
+                  context=sub3 + " A trained variant (paser_pool_*) is preferred; otherwise the extra pooling row "
+                                 "of the paser model (methods.paser.extra_eval_poolings)."),
+        TableSpec("paser_table10", "PaSeR Table 10: cosine mean / variance by STS-B gold level",
+                  "PaSeR Table 10 (App. C)", cols10, tuple(rows10), digits=3,
+                  context="STS-B test, population variance; level [4,5] includes 5.0."),
+        TableSpec("paser_fig4", "PaSeR Fig. 4: STS Avg. vs decoder depth", "PaSeR Fig. 4", ("Avg",), tuple(fig4),
+                  context="Avg of the seven STS tasks per decoder depth (methods.paser.decoder_layers); the figure is "
+                          "figures/paser_fig4_decoder_depth.png."),
+    ]
+
+
+def l2p_tables() -> list[TableSpec]:
+    from ..methods.l2p import ABLATIONS
+
+    t1 = P.L2P_TABLE1
+    rows1 = [
+        RowSpec("CLS", ("base-cls",), t1["CLS"]), RowSpec("Mean", ("base-mean",), t1["Mean"]),
+        _paper_only("+Flow", t1["+Flow"], "normalising-flow post-processing"),
+        RowSpec("+Whitening", ("base-whitening",), t1["+Whitening"]),
+        _paper_only("+Contrastive(BT)", t1["+Contrastive(BT)"], "needs back-translation models"),
+        _paper_only("+SG-OPT", t1["+SG-OPT"], "self-guided contrastive learning"),
+        RowSpec("+SimCSE", ("simcse",), t1["+SimCSE"]), RowSpec("+Ours (L2P-CSR)", ("l2p",), t1["+Ours"]),
+        RowSpec("+Prompt", ("prompt",), t1["+Prompt"]), RowSpec("+Prompt+Ours", ("prompt_l2p",), t1["+Prompt+Ours"]),
+    ]
+    rows3 = []
+    for key, ab in ABLATIONS.items():
+        section = "Table 3" if ab["paper"] is not None else "Fig. 2 sweeps (plotted, no printed values)"
+        rows3.append(RowSpec(ab["label"], ("l2p",) if key == "full" else (f"l2p_{key}",), ab["paper"],
+                             "overrides: " + (", ".join(f"{k}={v}" for k, v in ab["overrides"].items()) or "none"),
+                             section))
+    return [
+        TableSpec("l2p_table1", "L2P-CSR Table 1: STS (BERT-base group)", "L2P-CSR Table 1", COLS7, tuple(rows1),
+                  main=True, context="The RoBERTa-base group of the paper applies to the paper profile with roberta-base; "
+                                     "its numbers are in sentlab.report.paper_numbers.L2P_TABLE1_ROBERTA."),
+        TableSpec("l2p_table3", "L2P-CSR Table 3: ablations and variations", "L2P-CSR Table 3",
+                  ("STSBenchmark", "SICKRelatedness"), tuple(rows3)),
+    ]
+
+
+def posbow_tables() -> list[TableSpec]:
+    t = P.POSBOW_TABLE1
+    rows = (RowSpec("SimCSE", ("simcse",), t["SimCSE"]),
+            RowSpec("Our sentence (full embedding)", ("posbow_adv",), t["Our sentence"]),
+            RowSpec("Our BOW (BOW channel)", ("posbow_adv/posbow_adv_bow",), t["Our BOW"], "first bow_dim dimensions"),
+            RowSpec("Our POS (POS channel)", ("posbow_adv/posbow_adv_pos",), t["Our POS"], "last pos_dim dimensions"),
+            RowSpec("sentlab: no adversary", ("posbow_adv_noadv",), None, "ablation not in the paper (adversary: none)"),
+            RowSpec("sentlab: no auxiliary tasks", ("posbow_adv_noaux",), None,
+                    "ablation not in the paper (aux_tasks: false, adversary: none) = SimCSE with the same seed"))
+    return [TableSpec("posbow_table1", "SimCSE + POS/BOW adversarial: Table 1", "SimCSE + POS/BOW auxiliaries, Table 1",
+                      COLS7, rows, paper_setting="RoBERTa-base, channels 640 + 128", main=True)]
+
+
+def all_tables(backbone: str) -> list[TableSpec]:
+    return [*ptbert_tables(backbone), *paser_tables(), *l2p_tables(), *posbow_tables()]
+
+
+def models_in_tables(specs: list[TableSpec]) -> set[str]:
+    return {c.split("/")[0] for s in specs for r in s.rows for c in r.models}
+
+
+def with_rows(spec: TableSpec, rows) -> TableSpec:
+    return replace(spec, rows=tuple(rows))

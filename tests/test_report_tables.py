@@ -1,0 +1,194 @@
+"""Report stage: every paper table rendered from fixture metrics (missing cells, a failed method,
+a model not run in the profile), the figures' series, the index linking only existing files."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from sentlab.report import paper_numbers as P
+from sentlab.report.build import FIG3, FIG4, INDEX, build_report
+from sentlab.report.paper_tables import STS7, all_tables
+
+BACKBONE = "sentence-transformers/all-MiniLM-L6-v2"
+SICK_WARN = "only 3% of the letters in SICKRelatedness are ASCII: this copy is not the English data set"
+
+
+def _sts(base: float) -> dict:
+    vals = {t: base + i for i, t in enumerate(STS7)}
+    vals["Avg"] = sum(vals.values()) / 7
+    vals["STSBenchmark-dev"] = base + 10
+    return vals
+
+
+def _diag(shift: float) -> dict:
+    tasks = {t: {"subset": 50 + shift + i, "full": 60 + shift + i, "subset_pairs": 10, "full_pairs": 100,
+                 "positives": 4, "negatives": 6} for i, t in enumerate(STS7[:5])}
+    return {"alignment_uniformity": {"STSBenchmark-test": {"alignment": 0.2, "uniformity": -2.0, "positive_pairs": 5,
+                                                           "sentences": 50}},
+            "hard_subset": {"tasks": tasks, "Avg_subset": 52 + shift, "Avg_full": 62 + shift,
+                            "thresholds": {"pos_min_score": 4.0, "neg_max_score": 2.0, "pos_len_diff_gt": 5,
+                                           "neg_len_diff_lt": 2}, "length_unit": "whitespace words"},
+            "density": {"bins": [{"level": lv, "pairs": 3, "mean": 0.5 + 0.1 * j, "var": 0.01}
+                                 for j, lv in enumerate(P.DENSITY_LEVELS)]}}
+
+
+def _metrics(name, base, **extra):
+    return {"model": name, "status": "evaluated", "kind": "trained", "backbone": BACKBONE, "profile": "quick",
+            **_sts(base), "diagnostics": _diag(base / 10), **extra}
+
+
+@pytest.fixture()
+def tree(tmp_path):
+    return make_tree(tmp_path)
+
+
+def make_tree(root: Path) -> Path:
+    """A pipeline output tree: baselines, trained methods, an extra-row model, a variant not run in the
+    profile, an unreadable metrics file, a trained-but-unevaluated model, a failed train stage, curves."""
+    md, mo, cu = root / "reports/metrics", root / "models", root / "reports/curves"
+    for d in (md, mo, cu, root / "data"):
+        d.mkdir(parents=True)
+    (root / "data/prepare_stats.json").write_text(json.dumps({"language_warnings": {"SICKRelatedness": SICK_WARN}}))
+    write = lambda name, m: (md / f"{name}.json").write_text(json.dumps(m))  # noqa: E731
+    for b, base in (("base-cls", 20.0), ("base-mean", 40.0)):
+        write(b, _metrics(b, base, kind="baseline"))
+    write("simcse", _metrics("simcse", 70.0))
+    write("ptbert", _metrics("ptbert", 72.0))
+    write("paser_dec2", _metrics("paser_dec2", 60.0))
+    write("posbow_adv", _metrics("posbow_adv", 71.0, extra_rows={"posbow_adv_bow": _sts(69.0),
+                                                                  "posbow_adv_pos": _sts(65.0)}))
+    write("ptbert_m64", {"model": "ptbert_m64", "status": "not run in this profile"})
+    (md / "moco.json").write_text("{ truncated")                       # unreadable metrics file
+    (mo / "l2p").mkdir()                                               # trained, never evaluated
+    (mo / "l2p" / "sentlab.json").write_text(json.dumps({"method": "l2p", "status": "trained"}))
+    (mo / "ct").mkdir()                                                # its train stage failed: no sentlab.json
+    header = "step,stsb_dev,alignment,uniformity,loss\n"
+    (cu / "simcse.csv").write_text(header + "4,60.0,0.30,-2.0,1.5\n8,62.0,0.25,-2.2,1.2\n")
+    (cu / "ptbert.csv").write_text(header + "4,61.0,0.28,-2.1,1.4\n8,63.0,0.22,-2.4,1.1\n12,64.0,0.21,-2.5,1.0\n")
+    (cu / "ptbert_m64.csv").write_text(header)                          # not run: empty curve
+    (mo / "ptbert_m64").mkdir()
+    (mo / "ptbert_m64" / "sentlab.json").write_text(json.dumps({"method": "ptbert", "status": "not run in this profile"}))
+    return root
+
+
+def _csv(path: Path) -> list[dict]:
+    return list(csv.DictReader(io.StringIO(path.read_text())))
+
+
+def test_every_table_has_reproduced_paper_and_diff(tree):
+    rep = build_report(tree, BACKBONE, "quick")
+    t3 = _csv(tree / "reports/tables/ptbert_table3.csv")
+    cell = next(r for r in t3 if r["model"] == "ptbert" and r["column"] == "STS12")
+    assert float(cell["reproduced"]) == 72.0 and float(cell["paper"]) == 71.20
+    assert float(cell["diff"]) == pytest.approx(0.8)
+    assert cell["backbone"] == BACKBONE and cell["profile"] == "quick"
+    md = (tree / "reports/tables/ptbert_table3.md").read_text()
+    assert "72.00 / 71.20 (+0.80)" in md and "`quick`" in md and BACKBONE in md
+    # SICK-R: every reproduced cell flagged, the warning spelled out
+    sick = [r for r in t3 if r["column"] == "SICKRelatedness" and r["reproduced"]]
+    assert sick and all(r["flag"] == SICK_WARN for r in sick)
+    assert "78.00‡ / 71.94" in md and SICK_WARN in md
+    # every table file exists in md + csv; main tables also in LaTeX (booktabs)
+    for spec in all_tables(BACKBONE):
+        assert (tree / f"reports/tables/{spec.id}.md").is_file() and (tree / f"reports/tables/{spec.id}.csv").is_file()
+        assert (tree / f"reports/tables/{spec.id}.tex").is_file() == spec.main
+    tex = (tree / "reports/tables/ptbert_table3.tex").read_text()
+    assert r"\toprule" in tex and r"\bottomrule" in tex and "72.00 / 71.20 (+0.80)" in tex
+    assert set(rep.tables) >= {"ptbert_table1", "ptbert_table2", "ptbert_table3", "ptbert_table4", "ptbert_table5",
+                               "paser_table1", "paser_table4", "paser_table5", "paser_table8", "paser_table9",
+                               "paser_table10", "paser_fig4", "l2p_table1", "l2p_table3", "posbow_table1"}
+
+
+def test_rows_without_numbers_say_why(tree):
+    build_report(tree, BACKBONE, "quick")
+    def note(table, model):
+        rows = [r for r in _csv(tree / f"reports/tables/{table}.csv") if r["model"] == model]
+        assert rows, (table, model)
+        assert all(not r["reproduced"] for r in rows)
+        return rows[0]["status"]
+    assert "not run in this profile" in note("ptbert_table5", "ptbert_m64")
+    assert "unreadable metrics file" in note("ptbert_table3", "moco")
+    assert "trained but its evaluate stage did not run or failed" in note("l2p_table1", "l2p")
+    assert "train stage of ct did not run or failed" in note("ptbert_table3", "ct")
+    assert "metrics/simcse_len64.json and models/simcse_len64/sentlab.json missing" in note("ptbert_table2", "simcse_len64")
+    # paper-only rows (systems sentlab does not implement) keep the paper's number and say so
+    t3 = _csv(tree / "reports/tables/ptbert_table3.csv")
+    clear = [r for r in t3 if r["row"] == "CLEAR"]
+    assert clear[0]["paper"] == "49.0" and "not implemented in sentlab" in clear[0]["status"]
+    md = (tree / "reports/tables/ptbert_table3.md").read_text()
+    line = next(x for x in md.splitlines() if x.startswith("| MoCo |"))
+    assert "– / 68.35" in line and "unreadable metrics file" in line
+
+
+def test_extra_rows_hard_subset_density_and_examples(tree):
+    build_report(tree, BACKBONE, "quick")
+    pb = _csv(tree / "reports/tables/posbow_table1.csv")
+    bow = next(r for r in pb if r["model"] == "posbow_adv/posbow_adv_bow" and r["column"] == "STS12")
+    assert float(bow["reproduced"]) == 69.0 and float(bow["paper"]) == 69.16
+    t5 = _csv(tree / "reports/tables/ptbert_table5.csv")
+    hard = next(r for r in t5 if r["section"].startswith("(c)") and r["model"] == "ptbert" and r["column"] == "Avg")
+    assert float(hard["reproduced"]) == pytest.approx(52 + 7.2) and float(hard["paper"]) == 74.44
+    t10 = _csv(tree / "reports/tables/paser_table10.csv")
+    c = next(r for r in t10 if r["model"] == "simcse" and r["column"] == "4-5 mean")
+    assert float(c["reproduced"]) == pytest.approx(0.9) and float(c["paper"]) == 0.87
+    t7 = (tree / "reports/tables/paser_table7.md").read_text()
+    assert "models/paser/reconstruction.json missing" in t7 and "options options" in t7
+
+
+def test_figures_draw_the_expected_series(tree):
+    rep = build_report(tree, BACKBONE, "quick")
+    fig3 = rep.figures["fig3"]
+    assert fig3.path == tree / FIG3 and fig3.path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert fig3.drawn["alignment (STS-B dev)"] == ["ptbert", "simcse"]
+    assert fig3.drawn["uniformity (STS-B dev)"] == ["ptbert", "simcse"]
+    assert fig3.series["ptbert"]["step"] == [4, 8, 12]
+    assert fig3.series["ptbert"]["alignment"] == [0.28, 0.22, 0.21]
+    assert fig3.series["simcse"]["uniformity"] == [-2.0, -2.2]
+    assert "not run in this profile" in fig3.missing["ptbert_m64"]
+    fig4 = rep.figures["fig4"]
+    assert fig4.series["reproduced"] == {"decoder_layers": [2], "Avg": [pytest.approx(63.0)]}
+    assert fig4.path == tree / FIG4 and fig4.path.is_file()
+    assert "paser" in " ".join(fig4.missing.values())
+
+
+def test_index_links_only_existing_files(tree):
+    import re
+
+    build_report(tree, BACKBONE, "quick")
+    index = (tree / INDEX).read_text()
+    links = re.findall(r"\]\(([^)]+)\)", index)
+    assert len(links) > 30
+    for link in links:
+        assert (tree / "reports" / link).is_file(), link
+    assert "tables/ptbert_table3.md" in links and "figures/ptbert_fig3_alignment_uniformity.png" in links
+    assert "`ptbert_m64` (not run in this profile)" in index
+    # remove a table, rebuild only the index: its link disappears
+    from sentlab.report.build import write_index
+    from sentlab.report.paper_tables import load_metrics
+
+    rep = build_report(tree, BACKBONE, "quick")
+    (tree / "reports/tables/l2p_table3.csv").unlink()
+    write_index(rep, load_metrics(tree / "reports/metrics"))
+    assert "tables/l2p_table3.csv" not in (tree / INDEX).read_text()
+    assert "tables/l2p_table3.md" in (tree / INDEX).read_text()
+
+
+def test_ablation_registry_matches_table_rows():
+    from sentlab.report.ablations import VARIANTS, params_block, variant_names
+    from sentlab.report.paper_tables import models_in_tables
+
+    in_tables = models_in_tables(all_tables(BACKBONE))
+    names = variant_names()
+    # every variant a table asks for is defined once, with a --set string for the train stage
+    wanted = {m for m in in_tables if any(m.startswith(f"{k}_") for k in VARIANTS) and m not in
+              ("moco_reorder", "moco_duplication", "moco_deletion", "moco_srl", "posbow_adv", "paser_sup", "prompt_l2p",
+               "posbow_adv_noadv", "posbow_adv_noaux")}
+    assert wanted <= set(names), wanted - set(names)
+    block = params_block()
+    assert "ptbert_m64: {method: ptbert, set: {pseudo_len: 64}}" in block
+    assert "paser_m0p1_n1: {method: paser, set: {m: 0.1, n: 1.0}}" in block
