@@ -11,7 +11,6 @@ from sentlab.assets import resolve_data
 from sentlab.config import load_params
 from sentlab.data.corpus import sample_corpus, stats_dict, write_corpus
 from sentlab.data.sts import language_warnings, parse_all, write_table
-from sentlab.errors import SentlabError
 from sentlab.io import atomic_path, write_json
 from sentlab.pipeline_util import run_stage
 

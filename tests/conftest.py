@@ -25,16 +25,30 @@ def mirror() -> Path:
     return MIRROR
 
 
-@pytest.fixture
-def tiny_bert():
-    """A tiny random BERT with the MiniLM tokenizer: (model, tokenizer)."""
+@pytest.fixture(scope="session")
+def tok():
+    """The MiniLM tokenizer (BERT uncased vocabulary), from the installed package."""
+    from transformers import AutoTokenizer
+
+    from sentlab.assets import resolve_model
+
+    return AutoTokenizer.from_pretrained(resolve_model("sentence-transformers/all-MiniLM-L6-v2"))
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny tensors on a shared machine: one intra-op thread is much faster than contended ones."""
     import torch
-    from transformers import BertConfig, BertModel
 
-    from sentlab.assets import load_model
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
 
-    _, tok = load_model("sentence-transformers/all-MiniLM-L6-v2")
-    torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=64, max_position_embeddings=128)
-    return BertModel(cfg, add_pooling_layer=False), tok
+
+@pytest.fixture
+def tiny_bert(tok):
+    """A tiny random BERT with the MiniLM tokenizer: (model, tokenizer)."""
+    from tiny import tiny_bert as make
+
+    return make(tok, max_position_embeddings=128), tok

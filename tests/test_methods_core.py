@@ -1,49 +1,24 @@
 """SimCSE, CT-BERT, MoCo-BERT (+ augmentations) and PT-BERT on a tiny random BERT."""
 
-import random
-
 import numpy as np
 import pytest
 import torch
 from torch import nn
-from transformers import AutoTokenizer, BertConfig, BertModel
 
-from sentlab.assets import resolve_model
 from sentlab.config import TrainParams
 from sentlab.methods import get_method
 from sentlab.methods.base import Batch
 from sentlab.methods.moco import momentum_update
+from tiny import sentences
+from tiny import tiny_bert as _tiny
 
-WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
-         "quebec romeo sierra tango uniform victor whiskey xray yankee zulu red green blue black white").split()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The machine's cores are shared: one thread is faster than contended ones for a tiny model."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return AutoTokenizer.from_pretrained(resolve_model("sentence-transformers/all-MiniLM-L6-v2"))
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny_bert(tok, seed=0):
-    """2 layers, 32 wide. initializer_range 0.2: at BERT's 0.02 a random 32-wide model's [CLS] barely differs
-    between sentences and SimCSE's loss sits at log N for many steps."""
-    torch.manual_seed(seed)
-    return BertModel(BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                intermediate_size=64, max_position_embeddings=64, initializer_range=0.2),
-                     add_pooling_layer=False)
+    return _tiny(tok, seed, initializer_range=0.2)
 
 
-def sentences(n, seed=0):
-    rng = random.Random(seed)
-    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 12))) for _ in range(n)]
 
 
 def frames_for(s):

@@ -18,6 +18,7 @@ from sentlab.errors import SentlabError
 from sentlab.methods._grad_reverse import grad_reverse
 from sentlab.methods.base import Batch
 from sentlab.methods.posbow_adv import POS_TAGS, PosBowAdv, build_bow_vocab, pos_histogram
+from tiny import tiny_bert
 
 SENTS = [
     ("the cat sat on the mat", ["DT", "NN", "VBD", "IN", "DT", "NN"]),
@@ -31,22 +32,10 @@ SENTS = [
 ]
 BATCH = Batch([s for s, _ in SENTS], list(range(len(SENTS))), {"pos": [t for _, t in SENTS]})
 TRAIN_CFG = TrainParams(max_length=32, temperature=0.05)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: one intra-op thread is ~50x faster than two on a shared, loaded machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
-
-@pytest.fixture(scope="module")
-def tok():
-    from sentlab.assets import load_model
-
-    return load_model("sentence-transformers/all-MiniLM-L6-v2")[1]
 
 
 @pytest.fixture
@@ -57,12 +46,7 @@ def corpus(tmp_path):
 
 
 def tiny_encoder(tok, seed=0):
-    from transformers import BertConfig, BertModel
-
-    torch.manual_seed(seed)
-    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=64, max_position_embeddings=64)
-    return BertModel(cfg, add_pooling_layer=False)
+    return tiny_bert(tok, seed)
 
 
 def make(tok, corpus, seed=0, **kw):

@@ -11,42 +11,21 @@ import pytest
 import torch
 from safetensors.torch import load_file
 from scipy.stats import spearmanr
-from transformers import AutoTokenizer, BertConfig, BertModel
 
-from sentlab.assets import resolve_model
 from sentlab.config import Params, TrainParams
 from sentlab.evaluate.diagnostics import alignment_uniformity
 from sentlab.train.run import stage_main, train_method
+from tiny import sentences, tiny_bert
 
-WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
-         "quebec romeo sierra tango uniform victor whiskey xray yankee zulu red green blue black white").split()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return AutoTokenizer.from_pretrained(resolve_model("sentence-transformers/all-MiniLM-L6-v2"))
-
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 def factory(tok):
     def make():
-        torch.manual_seed(0)
-        cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                         intermediate_size=64, max_position_embeddings=64, initializer_range=0.2)
-        return BertModel(cfg, add_pooling_layer=False), tok
+        return tiny_bert(tok, 0, initializer_range=0.2), tok
     return make
 
 
-def sentences(n, seed=0):
-    rng = random.Random(seed)
-    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10))) for _ in range(n)]
+
 
 
 def make_root(tmp_path, n=48):
@@ -89,6 +68,7 @@ def test_simcse_end_to_end_exports_loadable_best_model(tmp_path, tok, monkeypatc
                         tracking=True, progress=False)
     out = root / "models" / "simcse"
     meta = json.loads((out / "sentlab.json").read_text())
+    assert {k: meta[k] for k in info} == info  # what train_method returns is what sentlab.json records
     assert meta["status"] == "trained" and meta["pooling"] == "cls" and meta["steps"] == 6
     curve = read_curve(root / "reports" / "curves" / "simcse.csv")
     assert [int(r["step"]) for r in curve] == [2, 4, 6]
@@ -98,7 +78,7 @@ def test_simcse_end_to_end_exports_loadable_best_model(tmp_path, tok, monkeypatc
     assert not (root / "checkpoints" / "simcse").exists() or not any((root / "checkpoints" / "simcse").iterdir())
     # the export is the best checkpoint: its dev score reproduces from the loaded weights
     from sentlab.encoder import SentenceEncoder
-    from transformers import AutoModel
+    from transformers import AutoModel, AutoTokenizer
     model = AutoModel.from_pretrained(out)
     enc = SentenceEncoder(model, AutoTokenizer.from_pretrained(out), pooling="cls")
     assert fake_dev_eval()(enc)["stsb_dev"] == pytest.approx(meta["best_stsb_dev"], abs=1e-4)

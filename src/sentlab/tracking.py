@@ -53,7 +53,7 @@ def run(name: str, params: Mapping[str, Any] | None = None, tags: Mapping[str, s
     all_tags = dict(tags or {})
     if parent_run_id:
         all_tags["mlflow.parentRunId"] = parent_run_id
-    with mlflow.start_run(run_name=name, tags=all_tags) as active:
+    with mlflow.start_run(run_name=name, tags=all_tags):
         if params:
             flat = {k: ("None" if v is None else str(v))[:6000] for k, v in flatten(params).items()}
             items = list(flat.items())

@@ -16,7 +16,6 @@ numbers so the DVC matrix stage and the report read one definition.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Literal, Optional
 

@@ -1,0 +1,33 @@
+"""Shared test scaffolding: a tiny random BERT, a word list, one-thread torch.
+
+Imported by the test modules (``from tiny import ...``); the fixtures ``tok`` and
+``one_thread`` are in conftest.py.
+"""
+
+from __future__ import annotations
+
+import random
+
+import torch
+from transformers import BertConfig, BertModel
+
+WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
+         "quebec romeo sierra tango uniform victor whiskey xray yankee zulu red green blue black white").split()
+
+
+def tiny_bert(tok, seed: int = 0, initializer_range: float = 0.02, max_position_embeddings: int = 64) -> BertModel:
+    """2 layers, 32 wide, with the MiniLM tokenizer's vocabulary.
+
+    ``initializer_range=0.2`` for training tests: at BERT's 0.02 a random 32-wide model's [CLS]
+    barely differs between sentences and SimCSE's loss sits at log N for many steps.
+    """
+    torch.manual_seed(seed)
+    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=max_position_embeddings,
+                     initializer_range=initializer_range)
+    return BertModel(cfg, add_pooling_layer=False)
+
+
+def sentences(n: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10))) for _ in range(n)]
