@@ -95,3 +95,27 @@ def test_cli_reports_invalid_params_with_exit_2(tmp_path, capsys):
     assert main(["params", "--params", str(p)]) == 2
     err = capsys.readouterr().err
     assert "evaluate.precision" in err and "Traceback" not in err
+
+
+def test_ablation_variant_names_must_be_dvc_safe():
+    r = raw()
+    r["ablations"]["variants"]["l2p_phi_0.5"] = {"method": "l2p", "set": {"phi": 0.5}}
+    with pytest.raises(SentlabError, match=r"l2p_phi_0.5.*0p01"):
+        validate(resolve_profile(r))
+
+
+def test_every_ablation_variant_has_a_valid_method_and_overrides():
+    from sentlab.train.run import ablation_spec, method_params
+
+    p = load_params(REPO / "params.yaml", profile="paper")
+    for name in p.ablations["variants"]:
+        method_id, overrides = ablation_spec(p, name)
+        method_params(p, method_id, overrides)
+
+
+def test_params_ablation_variants_match_the_report_definitions():
+    """The report's ablation tables and params.yaml name the same variants with the same overrides."""
+    from sentlab.report.ablations import params_block
+
+    expected = yaml.safe_load(params_block())["ablations"]["variants"]
+    assert raw()["ablations"]["variants"] == expected

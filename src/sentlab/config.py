@@ -149,6 +149,14 @@ class Params(Strict):
             )
         return self
 
+    @model_validator(mode="after")
+    def _check_ablation_names(self):
+        bad = [k for k in (self.ablations.get("variants") or {}) if not re.fullmatch(r"[A-Za-z0-9_-]+", str(k))]
+        if bad:
+            raise ValueError(f"ablations.variants names {bad} must use letters, digits, '_' and '-' only "
+                             f"(a '.' breaks DVC's params key paths; write 0p01 for 0.01)")
+        return self
+
     def method_params(self, method_id: str):
         """The validated params model of one method (its own ``Params`` class)."""
         from .methods import get_method

@@ -43,7 +43,9 @@ ABLATIONS: dict[str, dict] = {
                        "paper": {"STSBenchmark": 75.95, "SICKRelatedness": 70.73}},
     "continuous": {"label": "BERT-base + Continual Mask", "overrides": {"continuous": True},
                    "paper": {"STSBenchmark": 75.05, "SICKRelatedness": 70.54}},
-    **{f"phi_{v:g}": {"label": f"phi = {v:g}", "overrides": {"phi": v}, "paper": None} for v in (0.01, 0.1, 0.2, 0.3)},
+    # names carry no "." (a DVC params key path): phi_0p01 is phi = 0.01
+    **{f"phi_{v:g}".replace(".", "p"): {"label": f"phi = {v:g}", "overrides": {"phi": v}, "paper": None}
+       for v in (0.01, 0.1, 0.2, 0.3)},
     **{f"layers_{k}": {"label": f"k = {k}", "overrides": {"layers": k}, "paper": None} for k in (0, 1, 4, 6)},
 }
 
