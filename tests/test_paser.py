@@ -173,6 +173,20 @@ def test_top2_mean_pooling(tiny_bert):
     assert set(m.extra_eval_encoders()) == {"paser-cls", "paser-first_last"}
 
 
+def test_new_modules_train_at_head_lr(tiny_bert):
+    from sentlab.train.loop import make_optimizer
+
+    m = _make(tiny_bert, head_lr=1e-3)
+    opt = make_optimizer(m, TrainParams(lr=3e-5), torch.device("cpu"))
+    by_lr = {g["lr"]: {id(p) for p in g["params"]} for g in opt.param_groups}
+    assert set(by_lr) == {3e-5, 1e-3}
+    assert {id(p) for p in m.encoder.parameters()} <= by_lr[3e-5]          # shared word embeddings included
+    assert {id(p) for p in m.decoder.parameters() if p.requires_grad} <= by_lr[1e-3]
+    assert not by_lr[3e-5] & by_lr[1e-3]
+    one = make_optimizer(_make(tiny_bert), TrainParams(lr=3e-5), torch.device("cpu"))
+    assert {g["lr"] for g in one.param_groups} == {3e-5}                   # head_lr None: the paper's one rate
+
+
 def _train(m, steps, lr):
     opt = torch.optim.AdamW(m.trainable_parameters(), lr=lr)
     batch = Batch(SENTS, list(range(4)), EXTRAS)

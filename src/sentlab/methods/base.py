@@ -108,6 +108,11 @@ class Method(nn.Module):
         """Write training-time checks next to the exported model (``folder``), with the final
         weights still in memory; ``data_root`` holds ``data/`` (e.g. PaSeR's reconstruction check)."""
 
+    def param_groups(self, lr: float) -> list[dict]:
+        """The optimiser's parameter groups: by default one group at ``lr`` (train.lr). A method
+        whose newly initialised modules train at their own rate overrides this."""
+        return [{"params": self.trainable_parameters(), "lr": lr}]
+
     def trainable_parameters(self):
         """Parameters the optimiser updates (momentum copies excluded)."""
         return [p for p in self.parameters() if p.requires_grad]

@@ -104,11 +104,11 @@ def plan_steps(n_sentences: int, train_cfg, world: int = 1) -> tuple[int, int]:
 
 
 def make_optimizer(method, train_cfg, device: torch.device) -> torch.optim.Optimizer:
-    params = [p for p in method.trainable_parameters() if p.requires_grad]
+    groups = [dict(g, params=[p for p in g["params"] if p.requires_grad]) for g in method.param_groups(train_cfg.lr)]
     kwargs = {"lr": train_cfg.lr, "weight_decay": train_cfg.weight_decay}
     if device.type == "cuda":
         kwargs["fused"] = True
-    return torch.optim.AdamW(params, **kwargs)
+    return torch.optim.AdamW([g for g in groups if g["params"]], **kwargs)
 
 
 def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEval, ckpt_dir: Path,
