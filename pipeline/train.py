@@ -8,12 +8,8 @@ and an empty curve file, and exits 0. See :mod:`sentlab.train.run`.
 
 import sys
 
-from sentlab.errors import SentlabError
+from sentlab.pipeline_util import run_stage
 from sentlab.train.run import stage_main
 
 if __name__ == "__main__":
-    try:
-        sys.exit(stage_main(sys.argv[1:]))
-    except SentlabError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(e.exit_code)
+    sys.exit(run_stage(lambda: stage_main(sys.argv[1:])))

@@ -11,7 +11,6 @@ import importlib
 import logging
 import sys
 
-from .errors import SentlabError
 
 # Modules that add subcommands through ``register_cli(subparsers)``.
 PLUGINS: list[str] = ["sentlab.annotate.cli", "sentlab.train.cli", "sentlab.report.cli"]
@@ -134,15 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        return int(args.func(args) or 0)
-    except SentlabError as e:
-        print(f"sentlab: error: {e}", file=sys.stderr)
-        return e.exit_code
-    except KeyboardInterrupt:
-        print("sentlab: interrupted; no partial output was written (outputs are renamed into place only when complete).",
-              file=sys.stderr)
-        return 130
+    from .pipeline_util import report_errors
+
+    return report_errors(lambda: args.func(args))
 
 
 if __name__ == "__main__":

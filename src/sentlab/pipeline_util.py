@@ -15,9 +15,14 @@ def run_stage(main: Callable[[], object]) -> int:
     logging.basicConfig(level=os.environ.get("SENTLAB_LOG", "INFO"), format="%(levelname)s %(name)s: %(message)s")
     for noisy in ("httpx", "urllib3", "filelock", "huggingface_hub", "alembic", "mlflow"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    return report_errors(main)
+
+
+def report_errors(fn: Callable[[], object]) -> int:
+    """Call ``fn``; its int result (or 0) is the exit status. User errors and Ctrl-C become one
+    paragraph on stderr, no traceback (exit 2 / 130)."""
     try:
-        main()
-        return 0
+        return int(fn() or 0)
     except SentlabError as e:
         print(f"sentlab: error: {e}", file=sys.stderr)
         return e.exit_code
