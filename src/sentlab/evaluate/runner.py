@@ -81,9 +81,13 @@ def evaluate_encoders(encoders: dict[str, SentenceEncoder], table, params, figur
 
     ep = params.evaluate
     out: dict = {}
+    main_enc, main_lookup = None, None
     for i, (name, enc) in enumerate(encoders.items()):
+        given = embeddings if i == 0 else _channel_lookup(enc, main_enc, main_lookup)
         res, lookup = evaluate_table(enc, table, batch_size=ep.batch_size, max_pairs=ep.max_pairs,
-                                     return_embeddings=True, embeddings=embeddings if i == 0 else None)
+                                     return_embeddings=True, embeddings=given)
+        if i == 0:
+            main_enc, main_lookup = enc, lookup
         if ep.diagnostics:
             res["diagnostics"] = diagnose(table, lookup, params, name, figures_dir if i == 0 else None)
         if i == 0:
@@ -91,6 +95,17 @@ def evaluate_encoders(encoders: dict[str, SentenceEncoder], table, params, figur
         else:
             out.setdefault("extra_rows", {})[name] = res
     return out
+
+
+def _channel_lookup(enc: SentenceEncoder, main: Optional[SentenceEncoder], lookup: Optional[dict]) -> Optional[dict]:
+    """A channel row (``dims`` of the main encoder's own embedding) is a slice of the main row's
+    embeddings: no second encoding pass. None when ``enc`` is not such a slice."""
+    if (main is None or lookup is None or enc.dims is None or main.dims is not None or main.post is not None
+            or enc.post is not None or enc.model is not main.model or enc.pooling != main.pooling
+            or enc.template != main.template or enc.precision != main.precision or enc.max_length != main.max_length):
+        return None
+    lo, hi = enc.dims
+    return {s: v[lo:hi] for s, v in lookup.items()}
 
 
 def whitening_encoder(params, table, name: str = "base-whitening") -> tuple[SentenceEncoder, Optional[dict], dict]:
