@@ -129,6 +129,19 @@ def test_signal_shape_and_scaling():
     torch.testing.assert_close(proj(e_s, e_t)[:, 1], proj.proj(e_t))
 
 
+def test_signal_norm_normalises_each_memory_vector_and_cancels_m_n():
+    torch.manual_seed(0)
+    e_s, e_t = 3 * torch.randn(5, 16), torch.randn(5, 16)
+    a = DecodingSignal(16, m=10.0, n=10.0, norm=True)
+    mem = a(e_s, e_t)
+    assert mem.shape == (5, 4, 16)
+    torch.testing.assert_close(mem.mean(-1), torch.zeros(5, 4), atol=1e-5, rtol=0)
+    torch.testing.assert_close(mem.var(-1, unbiased=False), torch.ones(5, 4), atol=1e-3, rtol=0)
+    b = DecodingSignal(16, m=0.1, n=1.0, norm=True)
+    torch.testing.assert_close(b(e_s, e_t), mem, atol=2e-3, rtol=0)  # LayerNorm is scale-invariant: m, n cancel
+    assert not torch.allclose(DecodingSignal(16, m=0.1, n=1.0)(e_s, e_t), DecodingSignal(16, 10.0, 10.0)(e_s, e_t))
+
+
 def test_decoder_and_encoder_receive_gradients(tiny_bert):
     m = _make(tiny_bert, mlm_weight=0.0)
     m.train()
@@ -320,3 +333,73 @@ def test_heads_roundtrip_for_paser_sup(tiny_bert, tmp_path):
     enc.config._name_or_path = str(tmp_path / "nothing")
     with pytest.raises(SentlabError, match="paser_heads"):
         _make((enc, tok), "paser_sup", decoder_init="paser")
+
+
+def _corpus(n=40):
+    from sentlab.train.data import Corpus
+
+    return Corpus(ids=np.arange(100, 100 + n), texts=[f"{SENTS[i % 4]} {i}" for i in range(n)],
+                  extras={"rake": [RAKE[i % 4] for i in range(n)], "chunks": [CHUNKS[i % 4] for i in range(n)]},
+                  fingerprint="f")
+
+
+def test_split_heldout_keeps_rows_out_of_training(tiny_bert):
+    m = _make(tiny_bert, recon_heldout=500, recon_fit=20)
+    train = m.split_heldout(_corpus(40))
+    held, fit = m._recon_sets["heldout"], m._recon_sets["fit"]
+    assert len(held) == 4 and len(train) == 36  # capped at a tenth of the corpus
+    assert not set(held.ids.tolist()) & set(train.ids.tolist())
+    assert set(fit.ids.tolist()) <= set(train.ids.tolist()) and len(fit) == 20
+    assert held.extras["rake"][0] == RAKE[(int(held.ids[0]) - 100) % 4]  # extras stay aligned with their rows
+    again = _make(tiny_bert, recon_heldout=500, recon_fit=20)
+    again.split_heldout(_corpus(40))
+    assert again._recon_sets["heldout"].ids.tolist() == held.ids.tolist()  # seeded: a resumed run splits alike
+    dup = _corpus(40)
+    dup.texts[int(np.setdiff1d(np.arange(40), held.ids - 100)[0])] = held.texts[0]  # a copy of a held-out sentence
+    assert len(_make(tiny_bert, recon_heldout=500).split_heldout(dup)) == 35  # … is not trained on either
+    other = _make(tiny_bert, recon_heldout_from="other")
+    assert len(other.split_heldout(_corpus(40))) == 40 and other._recon_sets is None
+
+
+def test_train_method_honours_own_steps_and_writes_heldout_check(tok, tmp_path, monkeypatch):
+    """train_method: methods.paser.max_steps overrides train.max_steps; the check runs on held-out corpus rows;
+    MLflow gets the loss parts (train.loss_gen …) at each dev evaluation."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sentlab.config import Params
+    from sentlab.train.run import train_method
+    from tiny import tiny_bert as make_bert
+
+    c = _corpus(40)
+    (tmp_path / "data" / "corpus").mkdir(parents=True)
+    (tmp_path / "data" / "annotations" / "sts_unlabeled").mkdir(parents=True)
+    pq.write_table(pa.table({"id": pa.array(c.ids, pa.int64()), "text": c.texts}),
+                   tmp_path / "data" / "corpus" / "sts_unlabeled.parquet")
+    pq.write_table(pa.table({"id": pa.array(c.ids, pa.int64()), "text": c.texts, "rake": c.extras["rake"],
+                             "chunks": c.extras["chunks"]}),
+                   tmp_path / "data" / "annotations" / "sts_unlabeled" / "part-00000.parquet")
+    params = Params(train=TrainParams(batch_size=8, max_steps=40, eval_every=2, lr=1e-3, max_length=32),
+                    methods={"paser": {"eda": "none", "decoder_heads": 2, "decoder_layers": 1, "top_k": 2,
+                                       "max_steps": 3, "recon_heldout": 4, "recon_fit": 8, "memory_norm": True}})
+    seen = []
+
+    def dev_eval(enc):
+        return {"stsb_dev": 0.0, "alignment": 0.0, "uniformity": 0.0}
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    info = train_method(params, "paser", root=tmp_path, dev_eval=dev_eval, tracking=True, progress=False,
+                        encoder_factory=lambda: (make_bert(tok, 0), tok), callbacks=[lambda s, r: seen.append(s)])
+    assert info["steps"] == 3 and seen == [1, 2, 3]
+    rep = json.loads((tmp_path / "models" / "paser" / "reconstruction.json").read_text())
+    assert rep["heldout_corpus"] == "sts_unlabeled (held out of training)" and rep["sentences"] == 4
+    assert rep["baseline"]["fit_on"] == "8 training-corpus sentences"
+    import mlflow
+
+    client = mlflow.tracking.MlflowClient()
+    run = client.search_runs([client.get_experiment_by_name("sentlab").experiment_id])[0]
+    assert run.data.params["method.max_steps"] == "3" and run.data.params["method.memory_norm"] == "True"
+    assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "train.loss_gen")) == [2, 3]
+    assert {"train.loss_mlm", "train.gen_token_acc"} <= set(run.data.metrics)

@@ -192,3 +192,29 @@ def test_ablation_registry_matches_table_rows():
     block = params_block()
     assert "ptbert_m64: {method: ptbert, set: {pseudo_len: 64}}" in block
     assert "paser_m0p1_n1: {method: paser, set: {m: 0.1, n: 1.0}}" in block
+
+
+def test_table7_shows_reconstruction_scores_and_verdict(tmp_path):
+    from sentlab.report.examples import render
+
+    ex = {"sentence": "Work with a tool.", "masked": "Work with a _.", "masked_phrases": ["tool"],
+          "generated": ["knife"], "exact": [False]}
+    rec = {"sentences": 500, "phrases": 1900, "phrase_source": "rake", "top_k": 5,
+           "heldout_corpus": "sts_unlabeled (held out of training)",
+           "greedy": {"phrase_exact": 0.056, "sentence_exact": 0.01, "token_accuracy": 0.052},
+           "teacher_forced": {"token_accuracy": 0.079},
+           "baseline": {"fit_on": "2000 training-corpus sentences",
+                        "most_frequent_phrase": {"phrase": "man", "phrase_exact": 0.01, "sentence_exact": 0.0,
+                                                 "token_accuracy": 0.005},
+                        "positional_mode": {"phrase": "man", "phrase_exact": 0.01, "sentence_exact": 0.0,
+                                            "token_accuracy": 0.008},
+                        "bigram_teacher_forced": {"token_accuracy": 0.053}},
+           "beats_baseline": {"greedy_token_accuracy": True, "greedy_phrase_exact": True,
+                              "teacher_forced_token_accuracy": False},
+           "examples": [ex], "mismatches": [ex]}
+    (tmp_path / "reconstruction.json").write_text(json.dumps(rec))
+    md, csv_text, ok = render(tmp_path, "minilm", "quick")
+    assert ok and "| PaSeR greedy | 5.6% | 1.0% | 5.2% |" in md and "| baseline: positional mode | 1.0% | 0.0% | 0.8% |" in md
+    assert "Held-out sentences: sts_unlabeled (held out of training)" in md
+    assert "greedy token accuracy yes" in md and "beats the bigram **no**" in md
+    assert "reproduced,Work with a tool.,Work with a _.,tool,knife,False" in csv_text

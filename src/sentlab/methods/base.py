@@ -104,6 +104,12 @@ class Method(nn.Module):
     def corpus_name(self) -> str:
         return self.corpus
 
+    def split_heldout(self, corpus):
+        """The part of the training corpus (a :class:`sentlab.train.data.Corpus`) to train on. A method
+        may keep rows out of training for a check after it (PaSeR's reconstruction check); by default
+        it trains on all of them. Must be a function of the seed and the corpus only (resume-safe)."""
+        return corpus
+
     def export_artifacts(self, folder, data_root) -> None:
         """Write training-time checks next to the exported model (``folder``), with the final
         weights still in memory; ``data_root`` holds ``data/`` (e.g. PaSeR's reconstruction check)."""

@@ -25,6 +25,13 @@ class Corpus:
     def __len__(self) -> int:
         return len(self.texts)
 
+    def subset(self, rows: Sequence[int]) -> "Corpus":
+        """The rows ``rows`` (positions, not ids) as a corpus of their own."""
+        rows = [int(r) for r in rows]
+        return Corpus(ids=self.ids[rows] if rows else self.ids[:0], texts=[self.texts[i] for i in rows],
+                      extras={k: [v[i] for i in rows] for k, v in self.extras.items()},
+                      fingerprint=f"{self.fingerprint}/{hashlib.sha256(repr(rows).encode()).hexdigest()[:8]}")
+
     def batch(self, rows: Sequence[int]) -> Batch:
         return Batch(sentences=[self.texts[i] for i in rows], index=[int(self.ids[i]) for i in rows],
                      extras={k: [v[i] for i in rows] for k, v in self.extras.items()})

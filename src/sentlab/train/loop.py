@@ -174,6 +174,7 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
         return corpus.batch(rows.tolist())
 
     window_losses: list[float] = list(meta.get("window_losses", [])) if meta else []
+    window_extras: dict[str, list[float]] = {}
     all_losses: list[float] = []
     n_sent, t0 = 0, time.perf_counter()
     bar = tqdm(total=total_steps, initial=step, desc=desc, unit="step", disable=not (progress and rank == 0),
@@ -204,6 +205,8 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
             step += 1
             step_loss = D.all_reduce_mean(step_loss, device)
             window_losses.append(step_loss)
+            for k, v in extras.items():
+                window_extras.setdefault(k, []).append(v)
             all_losses.append(step_loss)
             if not math.isfinite(step_loss):
                 raise SentlabError(f"The training loss became {step_loss} at step {step}; lower train.lr or use "
@@ -224,15 +227,18 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
                     record.update(row)
                     if curve_path is not None:
                         write_curve(Path(curve_path), curve)
-                    if log_metrics is not None:
-                        log_metrics({k: v for k, v in row.items() if k != "step"} | {"lr": record["lr"]}, step)
+                    if log_metrics is not None:  # + the method's loss parts (loss_gen, gen_token_acc …), window means
+                        parts = {k: float(np.nanmean(v)) for k, v in window_extras.items()
+                                 if any(math.isfinite(x) for x in v)}
+                        log_metrics({k: v for k, v in row.items() if k != "step"} | {"lr": record["lr"], "train": parts},
+                                    step)
                     if best_step is None or row["stsb_dev"] > best_score:  # (a NaN score never beats a number)
                         best_score, best_step = row["stsb_dev"], step
                         export_model(ckpt_dir / "best", method,
                                      dict(export_info or method.export_info(), best_stsb_dev=best_score, best_step=best_step))
                     bar.write(f"step {step}: stsb_dev {row['stsb_dev']:.2f} (best {best_score:.2f} @ {best_step}) "
                               f"align {row['alignment']:.3f} unif {row['uniformity']:.3f} loss {row['loss']:.4f}")
-                window_losses = []
+                window_losses, window_extras = [], {}
                 D.barrier()
             if step % ckpt_every == 0 and step < total_steps:
                 if rank == 0:

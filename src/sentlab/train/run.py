@@ -99,6 +99,8 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
     cfg = params.train
     if getattr(mparams, "eval_every", None):  # a method's own dev interval (SPEC §2: PT-BERT 125, SimCSE 250)
         cfg = cfg.model_copy(update={"eval_every": mparams.eval_every})
+    if getattr(mparams, "max_steps", None):  # a method's own step budget (PaSeR's random decoder in short runs)
+        cfg = cfg.model_copy(update={"max_steps": mparams.max_steps})
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)
     device = resolve_device(cfg.device)
@@ -112,6 +114,7 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
     corpus_name = method.corpus_name()
     corpus = load_corpus(root / "data" / "corpus" / f"{corpus_name}.parquet", method.corpus_columns,
                          root / "data" / "annotations" / corpus_name)
+    corpus = method.split_heldout(corpus)
     if dev_eval is None:
         dev_eval = make_dev_evaluator(root / "data" / "sts" / "sts.parquet", cfg.dev_max_pairs, params.evaluate.batch_size)
     key = run_key(params, method_id, mparams, corpus.fingerprint)
