@@ -142,6 +142,14 @@ def test_signal_norm_normalises_each_memory_vector_and_cancels_m_n():
     assert not torch.allclose(DecodingSignal(16, m=0.1, n=1.0)(e_s, e_t), DecodingSignal(16, 10.0, 10.0)(e_s, e_t))
 
 
+def test_memory_norm_with_other_scales_warns(tiny_bert, caplog):
+    with caplog.at_level("WARNING", logger="sentlab.methods.paser"):
+        _make(tiny_bert, memory_norm=True)
+        assert "change nothing" not in caplog.text
+        _make(tiny_bert, memory_norm=True, m=0.1, n=1.0)
+    assert "m = 0.1 and n = 1.0 change nothing" in caplog.text
+
+
 def test_decoder_and_encoder_receive_gradients(tiny_bert):
     m = _make(tiny_bert, mlm_weight=0.0)
     m.train()

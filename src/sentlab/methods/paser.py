@@ -165,6 +165,10 @@ class PaSeR(Method):
         if not getattr(tokenizer, "is_fast", False):
             raise SentlabError("PaSeR needs a fast (Rust) tokenizer for the offset mapping that locates phrase spans.")
         self.eda = EDA(params.eda, params.eda_alpha_sr, params.eda_alpha_rd, params.eda_alpha_rs)
+        if params.memory_norm and (params.m, params.n) != (10.0, 10.0):
+            log.warning("methods.%s: memory_norm is on, so m = %s and n = %s change nothing (LayerNorm is "
+                        "scale-invariant); set memory_norm: false to compare scales (Table 8).",
+                        self.id or "paser", params.m, params.n)
         self.signal = DecodingSignal(hidden, params.m, params.n, params.signal_abs, params.project_masked,
                                      params.memory_order, params.memory_type_embeddings, params.memory_norm)
         g = torch.random.fork_rng()  # seeded init of the decoder without touching the caller's RNG stream
