@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -119,3 +120,32 @@ def test_params_ablation_variants_match_the_report_definitions():
 
     expected = yaml.safe_load(params_block())["ablations"]["variants"]
     assert raw()["ablations"]["variants"] == expected
+
+
+def test_resolved_files_change_only_with_the_values_in_force(tmp_path):
+    from sentlab.config import resolved_files, write_resolved
+
+    r = raw()
+    base = resolved_files(validate(resolve_profile(r, "quick")))
+    assert {"seed.json", "train.json", "evaluate.json", "methods/simcse.json", "methods/paser.json",
+            "ablations/enabled.json"} <= set(base)
+
+    # Editing another profile's block changes none of the active profile's files.
+    r2 = raw()
+    r2["profiles"]["paper"].setdefault("train", {})["lr"] = 0.123
+    assert resolved_files(validate(resolve_profile(r2, "quick"))) == base
+
+    # Editing one method's block changes that method's file only.
+    r3 = raw()
+    r3["methods"]["paser"]["top_k"] = 3
+    changed = resolved_files(validate(resolve_profile(r3, "quick")))
+    assert [k for k in base if base[k] != changed[k]] == ["methods/paser.json"]
+
+    # Switching profiles changes every file (each names the profile that outputs record).
+    paper = resolved_files(validate(resolve_profile(r, "paper")))
+    assert all(paper[k] != base[k] for k in base if k in paper)
+    assert paper["model.json"]["value"]["backbone"] == "bert-base-uncased"
+
+    out = tmp_path / "params"
+    assert write_resolved(validate(resolve_profile(r, "quick")), out) == len(base)
+    assert json.loads((out / "methods/paser.json").read_text()) == base["methods/paser.json"]

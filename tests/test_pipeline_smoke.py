@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness", "Avg"]
@@ -60,5 +61,14 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     again = subprocess.run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
     assert again.returncode == 0
     assert "Running stage" not in again.stdout, again.stdout
+
+    # Editing another profile's block re-runs only resolve_params, whose files come out the same.
+    raw = yaml.safe_load((repo / "params.yaml").read_text())
+    raw["profiles"]["paper"].setdefault("train", {})["lr"] = 1.23e-5
+    (repo / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    edited = subprocess.run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
+    assert edited.returncode == 0, edited.stdout[-3000:] + edited.stderr[-3000:]
+    ran = [ln for ln in edited.stdout.splitlines() if ln.startswith("Running stage")]
+    assert ran == ["Running stage 'resolve_params':"], edited.stdout[-3000:]
     shown = subprocess.run(dvc + ["metrics", "show"], cwd=repo, env=env, capture_output=True, text=True)
     assert "base-mean.json" in shown.stdout and "STS12" in shown.stdout

@@ -289,3 +289,49 @@ def set_profile(path: str | os.PathLike, profile: str) -> bool:
 
     write_text(path, new)
     return True
+
+
+# --- the active profile's values, one file per params key (DVC dependencies) ----------------
+RESOLVED_DIR = "data/params"
+RESOLVED_SECTIONS = ("seed", "model", "prepare", "annotate", "evaluate", "train", "ablations")
+
+
+def resolved_files(params: Params) -> dict[str, Any]:
+    """``{relative path: content}`` of the files :func:`write_resolved` writes.
+
+    One JSON file per params key a stage declares (``seed.json``, ``train.json``,
+    ``methods/<id>.json``, ``ablations/variants/<name>.json`` …), each holding the
+    active profile's name and that key's value *after* the profile is merged. Stages
+    depend on these files instead of on the whole ``profiles`` block, so editing
+    another profile's block (or a key a stage does not read) re-runs nothing. The
+    profile's name is in every file because outputs record it (sentlab.json, the
+    report's stale check): switching profiles re-runs every stage.
+    """
+    dumped = params.model_dump(mode="json")
+
+    def entry(value):
+        return {"profile": params.profile, "value": value}
+
+    files: dict[str, Any] = {f"{k}.json": entry(dumped[k]) for k in RESOLVED_SECTIONS}
+    ids = set(params.methods) | set(params.stage_lists.train) | set(params.stage_lists.train_annotated)
+    for mid in sorted(ids):
+        files[f"methods/{mid}.json"] = entry(params.methods.get(mid) or {})
+    files["ablations/enabled.json"] = entry(bool(params.ablations.get("enabled", False)))
+    for name, spec in sorted((params.ablations.get("variants") or {}).items()):
+        files[f"ablations/variants/{name}.json"] = entry(spec)
+    return files
+
+
+def write_resolved(params: Params, out_dir: str | os.PathLike = RESOLVED_DIR) -> int:
+    """Write :func:`resolved_files` under ``out_dir`` (replaced as a whole, atomically). Returns the count."""
+    import json
+
+    from .io import atomic_path
+
+    files = resolved_files(params)
+    with atomic_path(Path(out_dir), is_dir=True) as tmp:
+        for rel, content in files.items():
+            f = Path(tmp) / rel
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text(json.dumps(content, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return len(files)
