@@ -165,6 +165,7 @@ class PaSeR(Method):
         if not getattr(tokenizer, "is_fast", False):
             raise SentlabError("PaSeR needs a fast (Rust) tokenizer for the offset mapping that locates phrase spans.")
         self.eda = EDA(params.eda, params.eda_alpha_sr, params.eda_alpha_rd, params.eda_alpha_rs)
+        self._recon_sets = None  # {'heldout', 'fit'} corpora, set by split_heldout
         if params.memory_norm and (params.m, params.n) != (10.0, 10.0):
             log.warning("methods.%s: memory_norm is on, so m = %s and n = %s change nothing (LayerNorm is "
                         "scale-invariant); set memory_norm: false to compare scales (Table 8).",
@@ -407,10 +408,9 @@ class PaSeR(Method):
             t = table.take(sorted(rows)).to_pydict()
             return t["text"], {c: t[c] for c in cols}
 
-        sets = getattr(self, "_recon_sets", None)
-        if sets is not None:
-            held, held_x = sets["heldout"].texts, {c: sets["heldout"].extras[c] for c in cols}
-            fit, fit_x = sets["fit"].texts, {c: sets["fit"].extras[c] for c in cols}
+        if self._recon_sets is not None:
+            (held, held_x), (fit, fit_x) = ((c.texts, {k: c.extras[k] for k in cols})
+                                            for c in (self._recon_sets["heldout"], self._recon_sets["fit"]))
             other = f"{trained_on} (held out of training)"
         else:
             held, held_x = sample(other, self.params.recon_heldout)

@@ -33,6 +33,8 @@ from .loop import DevEval, resolve_device, seed_everything, train_loop
 log = logging.getLogger(__name__)
 
 NOT_RUN = "not run in this profile"
+# train.<key> a method's params block may set for itself (None there: train.<key>)
+METHOD_TRAIN_OVERRIDES = ("eval_every", "max_steps")
 
 
 def method_params(params: Params, method_id: str, overrides: Optional[dict] = None):
@@ -96,11 +98,9 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
     name = name or method_id
     cls = get_method(method_id)
     mparams = method_params(params, method_id, overrides)
-    cfg = params.train
-    if getattr(mparams, "eval_every", None):  # a method's own dev interval (SPEC §2: PT-BERT 125, SimCSE 250)
-        cfg = cfg.model_copy(update={"eval_every": mparams.eval_every})
-    if getattr(mparams, "max_steps", None):  # a method's own step budget (PaSeR's random decoder in short runs)
-        cfg = cfg.model_copy(update={"max_steps": mparams.max_steps})
+    # A method's own dev interval (SPEC §2: PT-BERT 125, SimCSE 250) or step budget (PaSeR's random decoder).
+    own = {k: getattr(mparams, k) for k in METHOD_TRAIN_OVERRIDES if getattr(mparams, k, None)}
+    cfg = params.train.model_copy(update=own) if own else params.train
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)
     device = resolve_device(cfg.device)
