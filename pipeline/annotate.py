@@ -1,4 +1,7 @@
-"""Stage `annotate`: data/corpus/{train,sts_unlabeled}.parquet -> data/annotations/<corpus>/part-*.parquet.
+"""Stage `annotate`: data/corpus/<corpus>.parquet -> data/annotations/<corpus>/part-*.parquet.
+
+Every corpus the prepare stage wrote: train, sts_unlabeled and (unless ``prepare.nli: none``) nli,
+whose ``text`` column holds the NLI anchors (premises) that paser_sup reconstructs phrases from.
 
 POS tags, RAKE phrases, chunks and predicate-argument frames per sentence (schema:
 ``sentlab.annotate``), sharded, parallel (params ``annotate.jobs``) and resumable
@@ -16,15 +19,20 @@ from sentlab.config import load_params
 from sentlab.io import write_json
 from sentlab.pipeline_util import run_stage
 
-CORPORA = {"train": Path("data/corpus/train.parquet"), "sts_unlabeled": Path("data/corpus/sts_unlabeled.parquet")}
+CORPUS_DIR = Path("data/corpus")
 OUT = Path("data/annotations")
+
+
+def corpora(folder: Path = CORPUS_DIR) -> dict[str, Path]:
+    """name -> file of every corpus in ``folder`` (the annotation folder of each is ``OUT / name``)."""
+    return {f.stem: f for f in sorted(folder.glob("*.parquet"))}
 
 
 def main() -> None:
     p = load_params().annotate
     options = options_from_params(p)
     stats = {"backend": p.backend, "jobs": p.jobs, "shard_size": p.shard_size}
-    for name, src in CORPORA.items():
+    for name, src in corpora().items():
         ids, texts = read_texts(src)
         s = annotate_corpus(ids, texts, OUT / name, backend=p.backend, options=options, jobs=p.jobs,
                             shard_size=p.shard_size, desc=f"annotate {name}")

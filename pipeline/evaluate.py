@@ -4,6 +4,8 @@
     python pipeline/evaluate.py baseline whitening  # BERT-whitening (evaluate.whitening) -> base-whitening
     python pipeline/evaluate.py trained simcse      # models/simcse (its own pooling) -> simcse
 
+A trained model's metrics JSON holds its ``method`` block (``sentlab.json``: the method params it
+was trained with) and every JSON the device and precision it was evaluated with.
 With ``evaluate.diagnostics`` (SPEC §2) the metrics JSON also holds alignment/uniformity,
 the hard length subset and the cosine density table, and the density figure is written to
 reports/figures/<name>_density.png.
@@ -63,8 +65,10 @@ def main() -> None:
         write_not_run(args.name, params, out, info.get("status", "not trained"))
         note_figure(FIGURES / f"{args.name}_density.png", args.name, info.get("status", "not trained"))
         return
+    # the method block it was trained with: the report files each row by what the model really was
     evaluate_and_record(args.name, str(model_dir), None, params, table, out, kind="trained",
-                        extra_params={"method": info.get("method"), "train": info.get("train", {})}, figures_dir=figures)
+                        extra_params={"method": info.get("method"), "train": info.get("train", {})}, figures_dir=figures,
+                        extra_metrics={"method": info.get("method") or {}})
 
 
 if __name__ == "__main__":

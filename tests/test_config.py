@@ -114,32 +114,27 @@ def test_every_ablation_variant_has_a_valid_method_and_overrides():
         method_params(p, method_id, overrides)
 
 
-def test_params_ablation_variants_match_the_report_definitions():
-    """The report's ablation tables and params.yaml name the same variants with the same overrides."""
-    from sentlab.report.ablations import params_block
-
-    expected = yaml.safe_load(params_block())["ablations"]["variants"]
-    assert raw()["ablations"]["variants"] == expected
-
-
 def test_resolved_files_change_only_with_the_values_in_force(tmp_path):
     from sentlab.config import resolved_files, write_resolved
 
     r = raw()
     base = resolved_files(validate(resolve_profile(r, "quick")))
     assert {"seed.json", "train.json", "evaluate.json", "methods/simcse.json", "methods/paser.json",
-            "ablations/enabled.json"} <= set(base)
+            "ablations/variants/ptbert_m64.json"} <= set(base)
 
     # Editing another profile's block changes none of the active profile's files.
     r2 = raw()
     r2["profiles"]["paper"].setdefault("train", {})["lr"] = 0.123
     assert resolved_files(validate(resolve_profile(r2, "quick"))) == base
 
-    # Editing one method's block changes that method's file only.
+    # Editing one method's block changes that method's file ...
     r3 = raw()
     r3["methods"]["paser"]["top_k"] = 3
     changed = resolved_files(validate(resolve_profile(r3, "quick")))
-    assert [k for k in base if base[k] != changed[k]] == ["methods/paser.json"]
+    # ... and the ablation variants of that method, whose merged block holds it
+    assert {k for k in base if base[k] != changed[k]} == {"methods/paser.json"} | {
+        f"ablations/variants/{n}.json" for n, v in r3["ablations"]["variants"].items()
+        if v["method"] == "paser" and "top_k" not in v["set"]}  # (a variant setting top_k itself stays)
 
     # Switching profiles changes every file (each names the profile that outputs record).
     paper = resolved_files(validate(resolve_profile(r, "paper")))

@@ -40,6 +40,7 @@ def test_random_deletion_keeps_phrases_and_relocates_them():
     assert _texts(out.spans, out.text) == ["two options", "old station"]
     assert out.text == "two options old station"
     assert out.ops["rd"] == 7  # There, are, for, you, at, the, "."
+    assert out.edits == 7
 
 
 def test_random_deletion_never_empties_a_sentence():
@@ -81,6 +82,15 @@ def test_synonym_replacement_respects_count_and_multiword():
     text = " ".join(f"word{chr(97 + i)}" for i in range(20))
     out = eda.augment(text, random.Random(1))
     assert out.ops["sr"] == 5 and out.text.count("syn ") == 5
+
+
+def test_phrases_are_editable_when_not_passed_and_edits_sum_the_operations():
+    eda = EDA("sr+rd", alpha_sr=1.0, alpha_rd=0.5, synonyms=lambda w: FAKE_SYN.get(w, []), stopwords=STOP)
+    protected = eda.augment(SENT, random.Random(0), PHRASES)
+    free = eda.augment(SENT, random.Random(0))  # PaSeR's s under eda_edit_phrases: no span protected
+    assert protected.ops["sr"] == 0 and free.ops["sr"] == 3  # options, station, old (There is a stop word)
+    assert free.edits == free.ops["sr"] + free.ops["rd"] and protected.edits == protected.ops["rd"]
+    assert EDA("none").augment(SENT, random.Random(0), PHRASES).edits == 0
 
 
 def test_combinations_apply_both():

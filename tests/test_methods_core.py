@@ -189,15 +189,56 @@ def test_ptbert_inference_is_bare_cls(tok):
     np.testing.assert_allclose(emb, ref, atol=1e-5)
 
 
-def test_ct_exports_second_copy_and_bce(tok):
-    m = build("ct", tok, negatives=3)
+def test_ct_exports_second_copy_and_bce(tok, monkeypatch):
+    import math
+
+    m = build("ct", tok, negatives=2)
     assert m.model2 is m.encoder and m.model1 is m.other
     assert m.export_info()["pooling"] == "mean"
-    out = m(Batch(sentences(8)))
-    assert out["loss"].ndim == 0 and out["loss"] > 0
+    # hand-built case: f1, f2 and the negatives fixed; D[i, j] = f1(s_i)·f2(s_j)
+    e1 = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    e2 = torch.tensor([[2.0, 0.0], [0.0, -1.0], [1.0, 0.0]])  # D = [[2, 0, 1], [0, -1, 0], [2, -1, 1]]
+    monkeypatch.setattr(m, "_embed", lambda model, enc: e1 if model is m.model1 else e2)
+    monkeypatch.setattr(m, "_sample_negatives", lambda n, device: torch.tensor([[1, 2], [0, 2], [0, 1]]))
+    out = m(Batch(sentences(3)))
+    # logits (positive first): [2 | 0, 1], [-1 | 0, 0], [1 | 2, -1]; BCE = log(1 + e^-x) for the positive,
+    # log(1 + e^x) for a negative, averaged over the 3·(1+2) pairs
+    sp = lambda x: math.log1p(math.exp(x))  # noqa: E731
+    want = (sp(-2) + sp(0) + sp(1) + sp(1) + sp(0) + sp(0) + sp(-1) + sp(2) + sp(-1)) / 9
+    assert out["loss"].item() == pytest.approx(want, rel=1e-6)
+    assert out["pos_dot"].item() == pytest.approx(2 / 3) and out["neg_dot"].item() == pytest.approx(1 / 3)
+    monkeypatch.undo()
+    # the real sampler: K distinct other sentences, never the sentence itself
+    torch.manual_seed(0)
+    neg = build("ct", tok, negatives=7)._sample_negatives(8, "cpu")
+    assert [sorted(r) for r in neg.tolist()] == [[j for j in range(8) if j != i] for i in range(8)]
     from sentlab.errors import SentlabError
     with pytest.raises(SentlabError, match="negatives"):
         build("ct", tok, negatives=8)(Batch(sentences(8)))
+
+
+def test_simcse_views_differ_by_dropout_in_training_only(tok, monkeypatch):
+    """SimCSE's only augmentation is dropout: in train mode the two copies of a sentence in the doubled
+    batch get different [CLS]+MLP outputs; in eval mode (no dropout) they are equal."""
+    import sentlab.methods.simcse as simcse_mod
+
+    m = build("simcse", tok)
+    assert m.encoder.config.hidden_dropout_prob == 0.1
+    seen = []
+    real = simcse_mod.in_batch_info_nce
+    monkeypatch.setattr(simcse_mod, "in_batch_info_nce", lambda z1, z2, t: seen.append((z1, z2)) or real(z1, z2, t))
+    batch = Batch(sentences(4))
+    m.train()
+    torch.manual_seed(0)
+    m(batch)
+    z1, z2 = seen[-1]
+    assert z1.shape == z2.shape == (4, 32)
+    assert ((z1 - z2).abs().amax(dim=1) > 1e-3).all()  # every sentence: two different views
+    m.eval()
+    with torch.no_grad():
+        m(batch)
+    z1, z2 = seen[-1]
+    torch.testing.assert_close(z1, z2, atol=1e-6, rtol=1e-6)
 
 
 # --- every method learns ----------------------------------------------------------

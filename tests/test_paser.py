@@ -89,8 +89,9 @@ def test_masking_replaces_exactly_the_phrase_spans(tiny_bert):
 def test_chunk_phrases_and_truncation(tiny_bert):
     rng = __import__("random").Random(0)
     assert choose_phrases(SENTS[0], RAKE[0], CHUNKS[0], "np", 5, rng) == [(CHUNKS[0][0]["start"], CHUNKS[0][0]["end"])]
-    assert choose_phrases(SENTS[0], RAKE[0], CHUNKS[0], "vp", 5, rng) == [(CHUNKS[0][1]["start"], CHUNKS[0][1]["end"])]
-    both = choose_phrases(SENTS[0], RAKE[0], CHUNKS[0], "np_vp", 5, rng)
+    verb_group = [(CHUNKS[0][1]["start"], CHUNKS[0][1]["end"])]  # the chunkers' "VP" label
+    assert choose_phrases(SENTS[0], RAKE[0], CHUNKS[0], "verb_group", 5, rng) == verb_group
+    both = choose_phrases(SENTS[0], RAKE[0], CHUNKS[0], "np_verb_group", 5, rng)
     assert both == sorted([(c["start"], c["end"]) for c in CHUNKS[0][:2]])  # sentence order, no PP
     assert choose_phrases(SENTS[0], RAKE[0], CHUNKS[0], "rake", 1, rng) == [(RAKE[0][0]["start"], RAKE[0][0]["end"])]
     # a span whose text does not match the sentence is refused
@@ -113,6 +114,112 @@ def test_eda_keeps_masked_phrase_alignment(tiny_bert):
                    for t in (views.masked[i].input_ids[j] for j in pos))
 
 
+CLAUSE = "She left the city because it rained."
+CLAUSE_CHUNKS = [{"label": lab, **{k: v for k, v in _span(CLAUSE, t).items() if k != "score"}}
+                 for lab, t in (("NP", "She"), ("VP", "left"), ("NP", "the city"), ("SBAR", "because it rained"))]
+
+
+def test_chunk_sources_include_sbar_and_draw_chunk_k_at_random():
+    import random
+
+    sbar = (CLAUSE.index("because"), len(CLAUSE) - 1)
+    assert choose_phrases(CLAUSE, None, CLAUSE_CHUNKS, "sbar", 1, random.Random(0)) == [sbar]
+    drawn = [choose_phrases(CLAUSE, None, CLAUSE_CHUNKS, "np_verb_group_sbar", 1, random.Random(seed))
+             for seed in range(40)]
+    assert all(len(d) == 1 for d in drawn)  # "a random sub-tree": one chunk, any of NP / verb group / SBAR
+    labels = {c["label"] for c in CLAUSE_CHUNKS for d in drawn if (c["start"], c["end"]) == d[0]}
+    assert labels == {"NP", "VP", "SBAR"}
+    assert choose_phrases(CLAUSE, None, CLAUSE_CHUNKS, "np_verb_group_sbar", 1, random.Random(3)) == drawn[3]  # seeded
+    # the chunkers' VP is a verb group and named so: the parse-tree name is refused
+    with pytest.raises(ValueError, match="allowed: rake, np, verb_group, sbar"):
+        choose_phrases(CLAUSE, None, CLAUSE_CHUNKS, "vp", 1, random.Random(0))
+    with pytest.raises(ValueError, match="verb_group"):
+        get_method("paser").Params(phrases="vp")
+
+
+def test_chunk_k_is_separate_from_rake_top_k(tiny_bert):
+    assert get_method("paser").Params().chunk_k == 1
+    extras = {"rake": RAKE[:1], "chunks": CHUNKS[:1]}  # 2 NP/VP chunks, 3 RAKE phrases
+    for kw, want in (({"phrases": "np_verb_group", "top_k": 5}, 1),
+                     ({"phrases": "np_verb_group", "chunk_k": 2}, 2),
+                     ({"phrases": "rake", "top_k": 3, "chunk_k": 1}, 3)):
+        m = _make(tiny_bert, **kw)
+        assert m.phrase_count == want
+        assert len(m.prepare_views(SENTS[:1], extras, [0], augment=False).masked[0].phrase_token_ids) == want
+
+
+def test_nltk_chunks_give_sbar_and_verb_group_phrases(tiny_bert):
+    from sentlab.annotate import BackendOptions, get_backend
+
+    try:
+        be = get_backend("nltk", BackendOptions())
+    except SentlabError:
+        pytest.skip("needs the NLTK tagger and stopwords (NLTK_DATA)")
+    (row,) = be.annotate([CLAUSE])
+    extras = {"rake": [row["rake"]], "chunks": [row["chunks"]]}
+
+    def masked(phrases: str) -> set[str]:  # the phrase masked in 20 rows (each row its own seeded draw)
+        m = _make(tiny_bert, phrases=phrases)
+        return {m.tokenizer.decode(p) for i in range(20)
+                for p in m.prepare_views([CLAUSE], extras, [i], augment=False).masked[0].phrase_token_ids}
+
+    assert masked("sbar") == {"because it rained"}
+    assert masked("verb_group") == {"left", "rained"}  # verb groups: "left", not "left the city"
+
+
+def test_mask_unit_phrase_puts_one_mask_per_phrase(tiny_bert):
+    assert get_method("paser").Params().mask_unit == "wordpiece"  # Table 7: one blank per token
+    word = _make(tiny_bert).prepare_views(SENTS, EXTRAS, list(range(4)), augment=False)
+    m = _make(tiny_bert, mask_unit="phrase")
+    phrase = m.prepare_views(SENTS, EXTRAS, list(range(4)), augment=False)
+    tok = m.tokenizer
+    assert tok.convert_ids_to_tokens(phrase.masked[1].input_ids) == [
+        "[CLS]", "there", "are", "[MASK]", "for", "you", ".", "[SEP]"]
+    assert phrase.masked[1].masked_positions == [[3]]
+    for w, p in zip(word.masked, phrase.masked):
+        assert p.phrase_token_ids == w.phrase_token_ids  # the targets are the same
+        assert p.input_ids.count(tok.mask_token_id) == len(p.phrase_token_ids)
+        assert len(p.input_ids) == len(w.input_ids) - sum(len(t) - 1 for t in w.phrase_token_ids)
+        assert all(p.input_ids[pos[0]] == tok.mask_token_id for pos in p.masked_positions)
+    assert m.targets(phrase) == _make(tiny_bert).targets(word)
+
+
+ALL_PHRASE = "Stocks fell sharply"
+FAKE_SYN = {"stocks": ["shares"], "fell": ["dropped"], "sharply": ["steeply"], "options": ["choices"],
+            "you": ["thou"]}
+
+
+def _fake_sr(m):
+    from sentlab.augment.eda import EDA
+
+    m.eda = EDA("sr", alpha_sr=0.5, synonyms=lambda w: FAKE_SYN.get(w, []), stopwords=frozenset())
+    return m
+
+
+def test_eda_edit_phrases_edits_s_but_not_the_target(tiny_bert):
+    sents = [ALL_PHRASE, SENTS[1]]  # every word of the first is inside its phrase
+    extras = {"rake": [[_span(ALL_PHRASE, ALL_PHRASE, 9.0)], RAKE[1]], "chunks": [[], []]}
+    assert get_method("paser").Params().eda_edit_phrases
+    on = _fake_sr(_make(tiny_bert, eda="rd", eda_edit_phrases=True))
+    on.train()
+    v = on.prepare_views(sents, extras, [0, 1])
+    assert v.s_texts[0] != ALL_PHRASE and sum(w in v.s_texts[0] for w in ("shares", "dropped", "steeply")) == 1
+    assert "choices" in v.s_texts[1] and "thou" in v.s_texts[1]  # a phrase word and a free word of s
+    assert v.t_texts == [ALL_PHRASE, SENTS[1].replace("you", "thou")]  # s̃: phrases protected
+    assert (v.edits_s, v.edits_masked) == ([1, 2], [0, 1])
+    assert [on.tokenizer.decode(t) for t in on.targets(v)] == ["stocks fell sharply [SEP]", "two options [SEP]"]
+    out = on(Batch(sents, [0, 1], extras))  # the same draws (the call counter moves after the views)
+    assert float(out["eda_edits_s"]) == 1.5 and float(out["eda_edits_masked"]) == 0.5
+    off = _fake_sr(_make(tiny_bert, eda="rd", eda_edit_phrases=False))
+    v = off.prepare_views(sents, extras, [0, 1])
+    assert v.s_texts == [ALL_PHRASE, SENTS[1].replace("you", "thou")]  # no phrase word changes
+    assert (v.edits_s, v.edits_masked) == ([0, 1], [0, 1])
+    assert [off.tokenizer.decode(t) for t in off.targets(v)] == ["stocks fell sharply [SEP]", "two options [SEP]"]
+    with pytest.raises(SentlabError, match="eda_views: independent"):
+        _make(tiny_bert, eda="rd", eda_views="shared")
+    _make(tiny_bert, eda="rd", eda_views="shared", eda_edit_phrases=False)
+
+
 def test_signal_shape_and_scaling():
     torch.manual_seed(0)
     e_s, e_t = torch.randn(3, 8), torch.randn(3, 8)
@@ -122,11 +229,26 @@ def test_signal_shape_and_scaling():
     torch.testing.assert_close(mem[:, 1], e_t)
     torch.testing.assert_close(mem[:, 2], 10 * (e_s - e_t).abs())
     torch.testing.assert_close(mem[:, 3], 10 * (e_s * e_t).abs())
-    code = DecodingSignal(8, m=0.1, n=1.0, absolute=False, order="code")(e_s, e_t)
+    code = DecodingSignal(8, m=0.1, n=1.0, abs_diff=False, abs_prod=False, order="code")(e_s, e_t)
     torch.testing.assert_close(code[:, 0], e_s * e_t)
     torch.testing.assert_close(code[:, 1], 0.1 * (e_s - e_t))
     proj = DecodingSignal(8, 1.0, 1.0, project_masked=True)
     torch.testing.assert_close(proj(e_s, e_t)[:, 1], proj.proj(e_t))
+
+
+def test_signal_abs_flags_are_separate(tiny_bert):
+    torch.manual_seed(0)
+    e_s, e_t = torch.randn(3, 8), torch.randn(3, 8)
+    diff, prod = e_s - e_t, e_s * e_t
+    assert (diff < 0).any() and (prod < 0).any()  # both signs occur, so |.| changes the memory
+    for abs_diff in (True, False):
+        for abs_prod in (True, False):
+            mem = DecodingSignal(8, m=2.0, n=3.0, abs_diff=abs_diff, abs_prod=abs_prod)(e_s, e_t)
+            torch.testing.assert_close(mem[:, 2], 2 * (diff.abs() if abs_diff else diff))
+            torch.testing.assert_close(mem[:, 3], 3 * (prod.abs() if abs_prod else prod))
+    assert get_method("paser").Params().signal_abs_diff and get_method("paser").Params().signal_abs_prod  # Eq. 2
+    m = _make(tiny_bert, signal_abs_diff=False)
+    assert (m.signal.abs_diff, m.signal.abs_prod) == (False, True)
 
 
 def test_signal_norm_normalises_each_memory_vector_and_cancels_m_n():
@@ -164,6 +286,142 @@ def test_decoder_and_encoder_receive_gradients(tiny_bert):
     assert last is not None and last.abs().sum() > 0
 
 
+def test_teacher_forcing_shifts_the_target_right(tiny_bert, monkeypatch):
+    m = _make(tiny_bert)
+    cls, pad = m.tokenizer.cls_token_id, m.tokenizer.pad_token_id
+    memory = torch.randn(3, 4, 32)
+    seen = {}
+
+    def spy(mem, dec_in, dec_att):
+        seen.update(mem=mem, dec_in=dec_in, dec_att=dec_att)
+        return torch.zeros(*dec_in.shape, 7)
+
+    monkeypatch.setattr(m, "decoder_logits", spy)
+    _, labels = m.teacher_forcing(memory, [[5, 6, 7], [], [8, 9]])  # an empty target drops its row
+    assert seen["dec_in"].tolist() == [[cls, 5, 6], [cls, 8, pad]]  # [CLS] + target[:-1]
+    assert seen["dec_att"].tolist() == [[1, 1, 1], [1, 1, 0]]
+    assert labels.tolist() == [[5, 6, 7], [8, 9, -100]]  # labels = target
+    torch.testing.assert_close(seen["mem"], memory[[0, 2]])
+
+
+def test_decoder_is_causal_and_ignores_padding(tiny_bert):
+    m = _make(tiny_bert)
+    m.eval()
+    torch.manual_seed(0)
+    memory = torch.randn(1, 4, 32)
+    ids = m.tokenizer.convert_tokens_to_ids(["two", "options", "for", "you"])
+    with torch.no_grad():
+        a, _ = m.teacher_forcing(memory, [ids])
+        b, _ = m.teacher_forcing(memory, [ids[:2] + [m.tokenizer.convert_tokens_to_ids("train")] + ids[3:]])
+        # changing target[2] changes decoder input 3: logits 0..2 stay, logit 3 moves
+        torch.testing.assert_close(a[0, :3], b[0, :3])
+        assert (a[0, 3] - b[0, 3]).abs().max() > 1e-3
+        padded, _ = m.teacher_forcing(memory.expand(2, 4, 32), [ids[:2], ids])  # row 0 padded to length 4
+        torch.testing.assert_close(padded[0, :2], a[0, :2], atol=1e-5, rtol=1e-5)
+
+
+def test_gen_reduction_mean_and_sum_pin_values(tiny_bert, monkeypatch):
+    import math
+
+    assert get_method("paser").Params().gen_reduction == "mean"
+    logits = torch.zeros(2, 3, 4)  # uniform: -log p = log 4
+    logits[1, 0] = torch.tensor([math.log(3), 0.0, 0.0, 0.0])  # p(label 0) = 3 / 6: -log p = log 2
+    logits[1, 1:] = torch.tensor([50.0, -50.0, 0.0, 0.0])  # padding: ignored
+    labels = torch.tensor([[1, 2, 3], [0, -100, -100]])
+    got = {}
+    for red in ("mean", "sum"):
+        m = _make(tiny_bert, gen_reduction=red)
+        monkeypatch.setattr(m, "teacher_forcing", lambda mem, t: (logits, labels))
+        got[red] = float(m.generative_loss(torch.zeros(2, 4, 32), [[1, 2, 3], [0]])[0])
+    assert got["mean"] == pytest.approx(7 / 4 * math.log(2), rel=1e-6)  # (3 log 4 + log 2) / 4 tokens
+    assert got["sum"] == pytest.approx(7 / 2 * math.log(2), rel=1e-6)  # (3 log 4 + log 2) / 2 sentences
+
+
+def test_lm_head_and_losses_are_fp32_under_bf16_autocast(tiny_bert):
+    m = _make(tiny_bert)
+    m.eval()
+    torch.manual_seed(0)
+    h = torch.randn(5, 32)
+    w = m.encoder.get_input_embeddings().weight
+    want = m.lm_head(h, w)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = m.lm_head(h, w)
+        logits, _ = m.teacher_forcing(torch.randn(1, 4, 32), [[5, 6, 7]])
+        loss, _ = m.generative_loss(torch.randn(1, 4, 32), [[5, 6, 7]])
+        enc = m.tokenize(SENTS, max_length=32)
+        torch.manual_seed(1)
+        mlm = m.mlm_loss(enc["input_ids"], enc["attention_mask"])
+    assert got.dtype == logits.dtype == loss.dtype == mlm.dtype == torch.float32
+    torch.testing.assert_close(got, want, atol=0, rtol=0)
+
+
+def test_mlm_mask_is_15_80_10_10_and_never_masks_special_tokens(tok):
+    from sentlab.methods._paser_decoder import mlm_mask
+
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(1000, 20000, (200, 500), generator=g)
+    special = torch.zeros_like(ids, dtype=torch.bool)
+    special[:, 0] = special[:, -1] = True
+    special[::3, 250:] = True
+    inputs, labels = mlm_mask(ids, special, tok, 0.15, generator=g)
+    chosen = labels != -100
+    assert not chosen[special].any() and torch.equal(inputs[special], ids[special])
+    assert torch.equal(labels[chosen], ids[chosen]) and torch.equal(inputs[~chosen], ids[~chosen])
+    assert abs(chosen.sum().item() / (~special).sum().item() - 0.15) < 0.005  # ~66k tokens: 5 sd = 0.007
+    n = chosen.sum().item()
+    masked = (inputs == tok.mask_token_id) & chosen
+    kept = (inputs == ids) & chosen
+    rand = chosen & ~masked & ~kept
+    for part, share in ((masked, 0.8), (rand, 0.1), (kept, 0.1)):  # ~10k targets: sd <= 0.004
+        assert abs(part.sum().item() / n - share) < 0.015
+
+
+def test_mlm_loss_marks_special_and_padding_tokens(tiny_bert, monkeypatch):
+    import sentlab.methods.paser as paser_mod
+
+    m = _make(tiny_bert)
+    seen = {}
+    real = paser_mod.mlm_mask
+
+    def spy(input_ids, special, tokenizer, prob):
+        seen.update(ids=input_ids, special=special, prob=prob)
+        return real(input_ids, special, tokenizer, prob)
+
+    monkeypatch.setattr(paser_mod, "mlm_mask", spy)
+    enc = m.tokenize(SENTS[:2], max_length=32)
+    m.mlm_loss(enc["input_ids"], enc["attention_mask"])
+    ids = seen["ids"]
+    tok = m.tokenizer
+    want = (ids == tok.cls_token_id) | (ids == tok.sep_token_id) | (enc["attention_mask"] == 0)
+    assert torch.equal(seen["special"], want) and seen["prob"] == 0.15
+    assert want[1].sum() > 2  # the shorter sentence is padded: padding counts as special
+
+
+def test_pooling_picks_the_right_hidden_states(tiny_bert):
+    m = _make(tiny_bert)
+    m.eval()
+    enc = m.tokenize(SENTS[:2], max_length=32)
+    mask = enc["attention_mask"]
+    assert (mask == 0).any()  # padded batch
+    with torch.no_grad():
+        hs = m.encoder(**enc, output_hidden_states=True).hidden_states  # embeddings, layer 1, layer 2
+        w = mask.unsqueeze(-1).float()
+
+        def mean(x):
+            return (x * w).sum(1) / w.sum(1)
+
+        want = {"cls": hs[2][:, 0], "mean": mean(hs[2]), "top2_mean": (mean(hs[2]) + mean(hs[1])) / 2,
+                "first_last": (mean(hs[0]) + mean(hs[2])) / 2}
+        for pooling, expected in want.items():
+            m.params.pooling = pooling
+            torch.testing.assert_close(m.embed(enc["input_ids"], mask), expected)
+            one = m.tokenize(SENTS[1:2], max_length=32)  # padding invariance: alone = in the padded batch
+            torch.testing.assert_close(m.embed(one["input_ids"], one["attention_mask"])[0], expected[1],
+                                       atol=1e-5, rtol=1e-5)
+    vals = list(want.values())
+    assert all(not torch.allclose(a, b) for i, a in enumerate(vals) for b in vals[i + 1:])
+
+
 def test_inference_uses_no_decoder(tiny_bert):
     m = _make(tiny_bert)
     m.eval()
@@ -182,7 +440,7 @@ def test_inference_uses_no_decoder(tiny_bert):
 
 
 def test_top2_mean_pooling(tiny_bert):
-    m = _make(tiny_bert, pooling="top2_mean", extra_eval_poolings=["cls", "first_last"])
+    m = _make(tiny_bert, pooling="top2_mean")
     m.eval()
     got = m.sentence_encoder().encode(SENTS[:2])
     with torch.no_grad():
@@ -191,7 +449,6 @@ def test_top2_mean_pooling(tiny_bert):
         mask = t["attention_mask"].unsqueeze(-1).float()
         want = (((hs[-1] * mask).sum(1) + (hs[-2] * mask).sum(1)) / mask.sum(1) / 2).numpy()
     np.testing.assert_allclose(got, want, atol=1e-5)
-    assert set(m.extra_eval_encoders()) == {"paser-cls", "paser-first_last"}
 
 
 def test_new_modules_train_at_head_lr(tiny_bert):
@@ -319,6 +576,7 @@ def test_paser_sup_contrastive_plus_generative(tiny_bert, tmp_path):
     m.train()
     out = m(Batch(anchors, [0, 1, 2], extras))
     assert torch.isclose(out["loss"], out["loss_con"] + 0.5 * out["loss_gen"])
+    assert (float(out["eda_edits_s"]), float(out["eda_edits_masked"])) == (0.0, 0.0)  # logged as paser's; eda: none
     out["loss"].backward()
     assert m.mlp.dense.weight.grad.abs().sum() > 0 and m.decoder.layers.layers[0].linear1.weight.grad is not None
     # the contrastive term is SimCSE-sup: a perfect anchor=positive embedding drives it to ~0
@@ -410,4 +668,5 @@ def test_train_method_honours_own_steps_and_writes_heldout_check(tok, tmp_path, 
     run = client.search_runs([client.get_experiment_by_name("sentlab").experiment_id])[0]
     assert run.data.params["method.max_steps"] == "3" and run.data.params["method.memory_norm"] == "True"
     assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "train.loss_gen")) == [2, 3]
-    assert {"train.loss_mlm", "train.gen_token_acc"} <= set(run.data.metrics)
+    assert {"train.loss_mlm", "train.gen_token_acc", "train.eda_edits_s", "train.eda_edits_masked"} <= \
+        set(run.data.metrics)

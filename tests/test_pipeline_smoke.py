@@ -25,6 +25,7 @@ def _copy_repo(dest: Path) -> None:
             (dest / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / f)
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
+    (dest / "dvc.lock").unlink(missing_ok=True)  # a fresh clone's first run (and a small lock to rewrite per stage)
 
 
 def _env(mirror: Path, tmp: Path) -> dict:
@@ -56,6 +57,18 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     table = (repo / "reports/tables/ptbert_table3.md").read_text()
     assert "base-mean" in table and "PT-BERTbase" in table and "/ 77.74" in table
     assert (repo / "data/corpus/train.parquet").is_file()
+
+    # MLflow: the test results are on the training run one compares, beside its dev curve
+    import mlflow
+
+    from sentlab.tracking import EXPERIMENT
+
+    client = mlflow.MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
+    runs = client.search_runs([client.get_experiment_by_name(EXPERIMENT).experiment_id],
+                              "tags.stage = 'train' and tags.`sentlab.model` = 'simcse'")
+    simcse = json.loads((repo / "reports/metrics/simcse.json").read_text())
+    assert len(runs) == 1 and runs[0].data.metrics["test.Avg"] == pytest.approx(simcse["Avg"], abs=1e-6)
+    assert "stsb_dev" in runs[0].data.metrics
 
     # A second repro does nothing.
     again = subprocess.run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)

@@ -12,10 +12,13 @@ import pytest
 
 from sentlab.report import paper_numbers as P
 from sentlab.report.build import FIG3, FIG4, INDEX, build_report
-from sentlab.report.paper_tables import STS7, all_tables
+from sentlab.report.paper_tables import OTHER_SETTINGS, STS7, all_tables
 
 BACKBONE = "sentence-transformers/all-MiniLM-L6-v2"
 SICK_WARN = "only 3% of the letters in SICKRelatedness are ASCII: this copy is not the English data set"
+PTBERT = {"id": "ptbert", "pseudo_len": 128, "queue_size": 256, "attend_to": "cls"}
+PASER = {"id": "paser", "eda": "sr", "phrases": "rake", "top_k": 5, "m": 10.0, "n": 10.0, "pooling": "cls",
+         "decoder_layers": 6}
 
 
 def _sts(base: float) -> dict:
@@ -57,9 +60,9 @@ def make_tree(root: Path) -> Path:
     write = lambda name, m: (md / f"{name}.json").write_text(json.dumps(m))  # noqa: E731
     for b, base in (("base-cls", 20.0), ("base-mean", 40.0)):
         write(b, _metrics(b, base, kind="baseline"))
-    write("simcse", _metrics("simcse", 70.0))
-    write("ptbert", _metrics("ptbert", 72.0))
-    write("paser_dec2", _metrics("paser_dec2", 60.0))
+    write("simcse", _metrics("simcse", 70.0, method={"id": "simcse", "max_length": None}))
+    write("ptbert", _metrics("ptbert", 72.0, method=PTBERT))
+    write("paser_dec2", _metrics("paser_dec2", 60.0, method={**PASER, "decoder_layers": 2}))
     write("posbow_adv", _metrics("posbow_adv", 71.0, extra_rows={"posbow_adv_bow": _sts(69.0),
                                                                   "posbow_adv_pos": _sts(65.0)}))
     write("ptbert_m64", {"model": "ptbert_m64", "status": "not run in this profile"})
@@ -89,10 +92,9 @@ def test_every_table_has_reproduced_paper_and_diff(tree):
     assert cell["backbone"] == BACKBONE and cell["profile"] == "quick"
     md = (tree / "reports/tables/ptbert_table3.md").read_text()
     assert "72.00 / 71.20 (+0.80)" in md and "`quick`" in md and BACKBONE in md
-    # SICK-R: every reproduced cell flagged, the warning spelled out
-    sick = [r for r in t3 if r["column"] == "SICKRelatedness" and r["reproduced"]]
-    assert sick and all(r["flag"] == SICK_WARN for r in sick)
-    assert "78.00‡ / 71.94" in md and SICK_WARN in md
+    # SICK-R: a prepare data warning is spelled out in the header; no cell carries a mark
+    assert "| 78.00 / 71.94 (+6.06) |" in md and f"Data warning (SICK-R): {SICK_WARN}." in md
+    assert all("‡" not in f.read_text() for f in (tree / "reports/tables").iterdir())
     # every table file exists in md + csv; main tables also in LaTeX (booktabs)
     for spec in all_tables(BACKBONE):
         assert (tree / f"reports/tables/{spec.id}.md").is_file() and (tree / f"reports/tables/{spec.id}.csv").is_file()
@@ -178,20 +180,96 @@ def test_index_links_only_existing_files(tree):
     assert "tables/l2p_table3.md" in (tree / INDEX).read_text()
 
 
-def test_ablation_registry_matches_table_rows():
-    from sentlab.report.ablations import VARIANTS, params_block, variant_names
-    from sentlab.report.paper_tables import models_in_tables
+def test_every_table_model_is_trained_with_what_its_row_expects_in_the_paper_profile():
+    """The one registry is params.yaml: every variant a table names is an ``ablations.variants`` entry,
+    and in the paper profile each settings-checked row's own model (its first candidate) is trained with
+    the settings the row expects (the method block + the variant's ``set``, validated)."""
+    from sentlab.report.ablations import load, trained_settings, variants
+    from sentlab.report.paper_tables import mismatch, models_in_tables
 
-    in_tables = models_in_tables(all_tables(BACKBONE))
-    names = variant_names()
-    # every variant a table asks for is defined once, with a --set string for the train stage
-    wanted = {m for m in in_tables if any(m.startswith(f"{k}_") for k in VARIANTS) and m not in
-              ("moco_reorder", "moco_duplication", "moco_deletion", "moco_srl", "posbow_adv", "paser_sup", "prompt_l2p",
-               "posbow_adv_noadv", "posbow_adv_noaux")}
-    assert wanted <= set(names), wanted - set(names)
-    block = params_block()
-    assert "ptbert_m64: {method: ptbert, set: {pseudo_len: 64}}" in block
-    assert "paser_m0p1_n1: {method: paser, set: {m: 0.1, n: 1.0}}" in block
+    params = load(Path(__file__).resolve().parents[1] / "params.yaml", "paper")
+    registry = variants(params)
+    methods = set(params.methods)
+    named = {m for m in models_in_tables(all_tables(BACKBONE)) if not m.startswith("base-")}
+    assert named - methods <= set(registry), named - methods - set(registry)
+    checked = 0
+    for spec in all_tables(BACKBONE):
+        for row in spec.rows:
+            if row.expects:
+                own = row.models[0]
+                assert mismatch(row.expects, trained_settings(params, own)) is None, (spec.id, row.label, own)
+                checked += 1
+    assert checked >= 60
+    assert registry["ptbert_tokens_m64"] == ("ptbert", {"attend_to": "tokens", "pseudo_len": 64})
+    assert trained_settings(params, "paser")["decoder_layers"] == 6 and trained_settings(params, "base-cls") is None
+
+
+def _row(tree, table, label):
+    rows = [r for r in _csv(tree / f"reports/tables/{table}.csv") if r["row"] == label]
+    assert rows, (table, label)
+    return rows[0]
+
+
+def test_rows_are_filled_by_what_the_model_was_trained_with(tree):
+    """The quick PaSeR (eda=rd, 2 decoder layers) fills "+ RD" and "2 decoder layers", never "+ SR" or
+    "6 decoder layers"; a variant whose recorded settings fit none of its rows is listed as trained."""
+    md = tree / "reports/metrics"
+    quick = {**PASER, "eda": "rd", "decoder_layers": 2}
+    (md / "paser.json").write_text(json.dumps(_metrics("paser", 62.0, method=quick)))
+    (md / "paser_aug_rs.json").write_text(json.dumps(_metrics("paser_aug_rs", 55.0, method=PASER)))  # really SR
+    (md / "paser_dec2.json").unlink()
+    build_report(tree, BACKBONE, "quick")
+    rd = _row(tree, "paser_table4", "+ RD")
+    assert rd["model"] == "paser" and rd["reproduced"] and rd["expects"] == "eda=rd"
+    assert "eda=rd" in rd["trained_with"] and "decoder_layers=2" in rd["trained_with"]
+    sr = _row(tree, "paser_table4", "+ SR")
+    assert not sr["reproduced"] and "paser: trained with eda=rd, this row expects eda=sr" in sr["status"]
+    rs = _row(tree, "paser_table4", "+ RS")
+    assert not rs["reproduced"] and "trained with eda=sr, this row expects eda=rs" in rs["status"]
+    other = _row(tree, "paser_table4", "paser_aug_rs (as trained)")
+    assert other["section"] == OTHER_SETTINGS and other["reproduced"] and "eda=sr" in other["trained_with"]
+    assert _row(tree, "paser_fig4", "2 decoder layers")["model"] == "paser"
+    six = _row(tree, "paser_fig4", "6 decoder layers")
+    assert not six["reproduced"] and "decoder_layers=2, this row expects decoder_layers=6" in six["status"]
+    t1 = _row(tree, "paser_table1", "PaSeR-BERTbase")         # the main table: filled, labelled as trained
+    assert t1["reproduced"] and "eda=rd" in t1["trained_with"]
+    line = next(x for x in (tree / "reports/tables/paser_table4.md").read_text().splitlines() if x.startswith("| + RD |"))
+    assert "trained with eda=rd" in line and "decoder_layers=2" in line and "row expects eda=rd" in line
+
+
+def test_metrics_without_a_method_block_fill_no_settings_checked_row(tree):
+    (tree / "reports/metrics/paser.json").write_text(json.dumps(_metrics("paser", 62.0)))
+    build_report(tree, BACKBONE, "quick")
+    assert "record no method settings" in _row(tree, "paser_table4", "+ SR")["status"]
+    assert _row(tree, "paser_table1", "PaSeR-BERTbase")["reproduced"]     # no settings asked: filled
+
+
+def test_ptbert_rows_in_both_readings_and_the_mteb_row(tree):
+    md = tree / "reports/metrics"
+    (md / "ptbert_tokens.json").write_text(json.dumps(_metrics("ptbert_tokens", 73.0, method={**PTBERT, "attend_to": "tokens"})))
+    build_report(tree, BACKBONE, "quick")
+    t5 = _csv(tree / "reports/tables/ptbert_table5.csv")
+    sections = [r["section"] for r in t5]
+    assert "(a) pseudo sequence length m, attend_to: cls (P receives no gradient)" in sections
+    assert "(a') pseudo sequence length m, attend_to: tokens (SPEC §3.5 reading)" in sections
+    cls128 = next(r for r in t5 if r["section"].startswith("(a)") and r["row"] == "L-128 (ours)")
+    tok128 = next(r for r in t5 if r["section"].startswith("(a')") and r["row"] == "L-128 (ours)")
+    assert (cls128["model"], tok128["model"]) == ("ptbert", "ptbert_tokens")
+    assert "P receives no gradient" in cls128["note"]
+    tok64 = next(r for r in t5 if r["section"].startswith("(a')") and r["row"] == "L-64")
+    assert tok64["model"] == "ptbert_tokens_m64" and "ptbert_tokens_m64.json" in tok64["status"]
+    q = {r["model"] for r in t5 if r["section"].startswith("(b')")}
+    assert q == {"ptbert_tokens_q192", "ptbert_tokens", "ptbert_tokens_q320"}
+    assert _row(tree, "ptbert_table3", "PT-BERT, Y = all token states")["model"] == "ptbert_tokens"
+    # MTEB's SICK-R (all 9,927 pairs) is not put beside the 4,927-pair test split
+    t3 = _csv(tree / "reports/tables/ptbert_table3.csv")
+    mteb = {r["column"]: r for r in t3 if r["row"] == "all-MiniLM-L6-v2 mean vs MTEB"}
+    assert float(mteb["STS12"]["paper"]) == 72.369 and mteb["SICKRelatedness"]["paper"] == ""
+    assert "9,927" in mteb["SICKRelatedness"]["note"]
+    labels = [r["row"] for r in _csv(tree / "reports/tables/l2p_table3.csv")]
+    assert "beta = 0.1 (released code)" in labels
+    beta = _row(tree, "l2p_table3", "beta = 0.1 (released code)")
+    assert beta["model"] == "l2p_beta_0p1" and beta["expects"] == "beta=0.1"
 
 
 def test_table7_shows_reconstruction_scores_and_verdict(tmp_path):

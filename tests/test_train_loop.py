@@ -12,12 +12,16 @@ import torch
 from safetensors.torch import load_file
 from scipy.stats import spearmanr
 
+from pathlib import Path
+
 from sentlab.config import Params, TrainParams
+from sentlab.errors import SentlabError
 from sentlab.evaluate.diagnostics import alignment_uniformity
 from sentlab.train.run import stage_main, train_method
 from tiny import sentences, tiny_bert
 
 pytestmark = pytest.mark.usefixtures("one_thread")
+REPO = Path(__file__).resolve().parents[1]
 
 def factory(tok):
     def make():
@@ -119,6 +123,8 @@ def test_resume_equals_uninterrupted(tmp_path, tok, method_id, checkpoint_every,
                      callbacks=[kill_at_5], progress=False)
     ckpts = list((b / "checkpoints" / method_id).glob("*/last/state.json"))
     assert len(ckpts) == 1 and json.loads(ckpts[0].read_text())["step"] == resume_step
+    # evaluated at step 3, then killed: no curve without its model
+    assert not (b / "reports" / "curves" / f"{method_id}.csv").exists() and not (b / "models" / method_id).exists()
     info = train_method(p, method_id, root=b, dev_eval=fake_dev_eval(), encoder_factory=factory(tok), tracking=False,
                         progress=False)
     assert info["resumed_from_step"] == resume_step
@@ -179,3 +185,136 @@ def test_corpus_joins_annotation_frames_on_id(tmp_path):
     pq.write_table(table.slice(0, 2), ann / "part-00000.parquet")
     with pytest.raises(SentlabError, match="no rows for 2 corpus id"):
         load_corpus(root / "data" / "corpus" / "train.parquet", ["frames"], ann)
+
+
+# --- one optimiser contract (issue 20) ---------------------------------------------------------
+def test_clipping_covers_every_param_group(tmp_path, tok):
+    """A second group (a PaSeR-like decoder at its own lr) is clipped too, on its own: the encoder's
+    step is not shrunk by the decoder's huge gradient (one global norm would scale it by 1/2e4)."""
+    from torch import nn
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    from sentlab.methods.simcse import SimCSE
+    from sentlab.train.data import Corpus
+    from sentlab.train.loop import train_loop
+
+    class TwoGroups(SimCSE):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            self.decoder = nn.Linear(4, 1)
+
+        def param_groups(self, lr):
+            dec = {id(p) for p in self.decoder.parameters()}
+            return [{"params": [p for p in self.trainable_parameters() if id(p) not in dec], "lr": lr},
+                    {"params": list(self.decoder.parameters()), "lr": 1e-3}]
+
+        def forward(self, batch):
+            return {"loss": super().forward(batch)["loss"] + 1e4 * self.decoder.weight.sum()}
+
+    cfg = TrainParams(batch_size=8, max_length=16, lr=1e-3, eval_every=1, max_steps=1, device="cpu")
+    torch.manual_seed(0)
+    m = TwoGroups(tiny_bert(tok, 0, initializer_range=0.2), tok, SimCSE.Params(), cfg)
+    seen = {}
+
+    def hook(opt, args, kwargs):
+        seen["groups"] = len(opt.param_groups)
+        seen["decoder"] = float(m.decoder.weight.grad.norm())
+        seen["encoder"] = float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in opt.param_groups[0]["params"]
+                                                                      if p.grad is not None])))
+
+    handle = register_optimizer_step_pre_hook(hook)
+    try:
+        train_loop(m, Corpus(ids=np.arange(16), texts=sentences(16)), cfg, seed=0,
+                   dev_eval=lambda enc: {"stsb_dev": 0.0}, ckpt_dir=tmp_path, progress=False, max_grad_norm=1.0)
+    finally:
+        handle.remove()
+    assert seen["groups"] == 2
+    assert 0.99 < seen["decoder"] <= 1.0 + 1e-4  # unclipped: the decoder's gradient alone is 2e4
+    assert 0.05 < seen["encoder"] <= 1.0 + 1e-4
+
+
+def test_method_epochs_batch_size_lr_reach_the_train_config(tmp_path, tok):
+    from sentlab.train.run import METHOD_TRAIN_OVERRIDES, resolve_train
+    from sentlab.methods import get_method
+
+    assert {"epochs", "batch_size", "lr", "eval_every", "max_steps"} <= set(METHOD_TRAIN_OVERRIDES)
+    p = params(max_steps=None, eval_every=100)
+    for mid in ("simcse", "ct", "moco", "ptbert", "paser", "l2p", "posbow_adv"):  # every method accepts them
+        mp = get_method(mid).Params(epochs=5, batch_size=16, lr=1e-5)
+        cfg = resolve_train(p, mp)
+        assert (cfg.epochs, cfg.batch_size, cfg.lr) == (5, 16, 1e-5)
+    none = resolve_train(p, get_method("simcse").Params())
+    assert (none.epochs, none.batch_size, none.lr) == (1, 8, 3e-3)
+
+    root = make_root(tmp_path)  # 48 sentences: batch 4 x 2 epochs = 24 steps
+    lrs = []
+    info = train_method(p, "simcse", overrides={"epochs": 2, "batch_size": 4, "lr": 1e-4}, root=root,
+                        dev_eval=fake_dev_eval(), encoder_factory=factory(tok), tracking=False, progress=False,
+                        callbacks=[lambda step, rec: lrs.append(rec["lr"])])
+    assert info["steps"] == 24 and len(lrs) == 24
+    assert lrs[0] == pytest.approx(1e-4 * 23 / 24)  # linear decay from the method's lr
+
+
+def test_paper_profile_trains_paser_five_epochs():
+    from pathlib import Path
+
+    from sentlab.config import load_params
+    from sentlab.train.run import method_params, resolve_train
+
+    path = Path(__file__).resolve().parents[1] / "params.yaml"
+    paper, quick = load_params(path, "paper"), load_params(path, "quick")
+    cfg = resolve_train(paper, method_params(paper, "paser"))
+    assert (cfg.epochs, cfg.max_steps, cfg.batch_size, cfg.lr) == (5, None, 64, 3e-5)  # the paper: 5 epochs
+    assert resolve_train(paper, method_params(paper, "simcse")).epochs == paper.train.epochs == 1
+    assert resolve_train(quick, method_params(quick, "paser")).epochs == 1
+
+
+def test_run_key_includes_the_code_fingerprint(monkeypatch):
+    import sentlab.provenance as prov
+    from sentlab.train.run import method_params, run_key
+
+    p = params()
+    mp = method_params(p, "simcse")
+    key = run_key(p, "simcse", mp, "corpus-fp")
+    assert run_key(p, "simcse", mp, "corpus-fp") == key
+    monkeypatch.setattr(prov, "code_fingerprint", lambda: "0123456789abcdef")
+    assert run_key(p, "simcse", mp, "corpus-fp") != key  # a code change never resumes a pre-fix checkpoint
+    # the resolved train block counts: a method's own lr is a different run
+    assert run_key(p, "simcse", method_params(p, "simcse", {"lr": 1e-4}), "corpus-fp") != \
+        run_key(p, "simcse", mp, "corpus-fp")
+
+
+def test_train_nproc_relaunches_the_stage_under_torchrun(tmp_path, monkeypatch):
+    """train.nproc: 2 re-runs the same stage command through PyTorch's launcher (an argument list,
+    no shell); under torchrun (WORLD_SIZE set) the stage trains itself."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from sentlab.train import run as R
+
+    raw = yaml.safe_load((REPO / "params.yaml").read_text())
+    raw["train"]["nproc"] = 2
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    seen = []
+    monkeypatch.setattr(subprocess, "run", lambda cmd, check: seen.append(cmd) or subprocess.CompletedProcess(cmd, 7))
+    monkeypatch.setattr(sys, "argv", ["pipeline/train.py", "simcse"])
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert R.stage_main(["simcse"]) == 7
+    assert seen == [[sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                     "pipeline/train.py", "simcse"]]
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr(R, "run_from_args", lambda args, params: 0)
+    assert R.stage_main(["simcse"]) == 0 and len(seen) == 1
+
+
+def test_batch_size_is_the_global_batch():
+    from sentlab.config import TrainParams
+    from sentlab.train.loop import plan_steps
+
+    cfg = TrainParams(batch_size=8, max_steps=None, epochs=1)
+    assert plan_steps(80, cfg, world=1) == plan_steps(80, cfg, world=2) == (10, 10)
+    with pytest.raises(SentlabError, match="global batch.*3 ranks"):
+        plan_steps(80, cfg, world=3)

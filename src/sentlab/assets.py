@@ -20,6 +20,7 @@ import logging
 import os
 import shutil
 import tarfile
+import tempfile
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,20 +164,37 @@ def _download(a: DataAsset) -> None:
     if a.url.endswith(".tar"):
         with atomic_path(root / (a.name + ".tar")) as tmp:
             urllib.request.urlretrieve(a.url, tmp)  # noqa: S310 (fixed https URL)
-            with tarfile.open(tmp) as tar:
-                for member in tar.getmembers():
-                    if not member.name.startswith(a.archive_prefix) or not member.isfile():
-                        continue
-                    rel = member.name[len(a.archive_prefix):]
-                    dest = root / rel
-                    dest.parent.mkdir(parents=True, exist_ok=True)
-                    src = tar.extractfile(member)
-                    with atomic_path(dest) as t2, open(t2, "wb") as fh:
-                        shutil.copyfileobj(src, fh)
+            extract_tar(tmp, a.archive_prefix, root)
     else:
         dest = root / a.paths[0]
         with atomic_path(dest) as tmp:
             urllib.request.urlretrieve(a.url, tmp)  # noqa: S310
+
+
+def extract_tar(archive: str | os.PathLike, prefix: str, root: Path) -> list[Path]:
+    """Extract the regular files under ``prefix`` of ``archive`` into ``root`` (prefix stripped).
+
+    Extraction goes through tarfile's ``data`` filter (no absolute names, no ``..``, no links out of
+    the folder, no device files): a crafted member raises instead of writing outside ``root``. Files
+    are extracted into a temporary folder first and each is renamed into place.
+    """
+    root = Path(root)
+    written = []
+    with tarfile.open(archive) as tar, tempfile.TemporaryDirectory(dir=root, prefix=".extract.") as staging:
+        members = [m for m in tar.getmembers() if m.name.startswith(prefix) and m.isfile()]
+        try:
+            tar.extractall(staging, members=members, filter="data")
+        except tarfile.FilterError as e:
+            raise SentlabError(f"The archive {archive} holds an unsafe member ({e}); it was not extracted. "
+                               f"Delete the file and download it again from its upstream source.") from None
+        for m in members:
+            rel = m.name[len(prefix):]
+            dest = root / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_path(dest) as t2:
+                shutil.copyfile(Path(staging) / m.name, t2)
+            written.append(dest)
+    return written
 
 
 # --- models ------------------------------------------------------------------
@@ -239,11 +257,29 @@ def load_model(name: str, device: str | None = None):
 
     transformers.logging.set_verbosity_error()
     path = resolve_model(name)
-    tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModel.from_pretrained(path, add_pooling_layer=False) if _is_bert_like(path) else AutoModel.from_pretrained(path)
+    try:
+        tok = AutoTokenizer.from_pretrained(path)
+        kwargs = {"add_pooling_layer": False} if _is_bert_like(path) else {}
+        model = AutoModel.from_pretrained(path, **kwargs)
+    except (OSError, ValueError, RuntimeError) as e:
+        # safetensors' SafetensorError is a plain Exception subclass: name it without importing it
+        raise _unreadable_model(path, e) from None
+    except Exception as e:  # noqa: BLE001
+        if type(e).__name__ != "SafetensorError":
+            raise
+        raise _unreadable_model(path, e) from None
     if device:
         model.to(device)
     return model, tok
+
+
+def _unreadable_model(path: Path, e: BaseException) -> SentlabError:
+    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return SentlabError(
+        f"The model folder {path} could not be loaded: {type(e).__name__}: {first[:300]}. Its weights "
+        f"(model.safetensors) or tokenizer files are corrupt or incomplete, e.g. from an interrupted copy. "
+        f"If it is a sentlab output (models/<method>), re-run its train stage (`dvc repro -f train@<method>`); "
+        f"otherwise copy or download the model folder again.")
 
 
 def _is_bert_like(path: Path) -> bool:

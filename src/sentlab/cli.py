@@ -22,7 +22,8 @@ def _cmd_evaluate(args) -> int:
     from .config import EvaluateParams, load_params
     from .data.sts import read_sts_table
     from .evaluate.protocol import evaluate_table
-    from .evaluate.runner import build_encoders
+    from . import tracking
+    from .evaluate.runner import build_encoders, precision_record
     from .io import write_json
 
     params = load_params(args.params) if args.params else None
@@ -30,7 +31,8 @@ def _cmd_evaluate(args) -> int:
     table = read_sts_table(args.sts)
     precision = args.precision or ep.precision
     batch = args.batch_size or ep.batch_size
-    encoders = build_encoders(args.model, pooling=args.pooling, precision=precision, name=args.name)
+    encoders = build_encoders(args.model, pooling=args.pooling, precision=precision, name=args.name,
+                              device=args.device or ep.device, max_length=ep.max_length)
     figures_dir = Path(args.json).parent if args.json else None
     out = {}
     for i, (name, enc) in enumerate(encoders.items()):
@@ -45,13 +47,19 @@ def _cmd_evaluate(args) -> int:
                 fig = density_figure(dens["gold"], dens["cos"], figures_dir / f"{name}_density.png",
                                      title=f"{name}: cosine density on STS-B test by gold level")
                 res["diagnostics"]["density"]["figure"] = fig.as_posix()
-        out[name] = res
+        out[name] = {**precision_record(enc), **res}
     main = next(iter(out.values()))
     flat = {k: v for k, v in main.items()}
     if len(out) > 1:
         flat["extra_rows"] = {k: v for k, v in list(out.items())[1:]}
     if args.json:
         write_json(args.json, flat)
+    if not args.no_mlflow:  # one eval/<name> run per row, as the pipeline's evaluate stage logs
+        for name, res in out.items():
+            with tracking.run(f"eval/{name}", params={"model": args.model, "pooling": encoders[name].pooling,
+                                                      "kind": "cli", "evaluate": ep.model_dump()},
+                              tags={"sentlab.stage": "evaluate", "sentlab.model": name}):
+                tracking.log_metrics({k: v for k, v in res.items() if k != "diagnostics"})
     keys = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness", "Avg"]
     for name, res in out.items():
         print(name + ": " + "  ".join(f"{k} {res[k]:.2f}" for k in keys))
@@ -80,8 +88,9 @@ def _print_diagnostics(d: dict) -> None:
 def _cmd_params(args) -> int:
     import yaml
 
-    from .config import load_params
+    from .config import load_all_profiles, load_params
 
+    load_all_profiles(args.params)  # every profile must be valid, not only the one printed
     p = load_params(args.params, profile=args.profile)
     print(yaml.safe_dump(p.model_dump(exclude={"profiles"}), sort_keys=False))
     return 0
@@ -107,7 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", help="write the flat metrics JSON here")
     e.add_argument("--sts", default="data/sts/sts.parquet", help="STS table written by the prepare stage")
     e.add_argument("--params", default=None, help="params.yaml to take evaluate.* defaults from")
-    e.add_argument("--precision", choices=["fp32", "bf16"], default=None)
+    e.add_argument("--precision", choices=["auto", "fp32", "bf16"], default=None,
+                   help="default: evaluate.precision (auto: fp32 on CPU, bf16 autocast on CUDA, labelled approximate)")
+    e.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None, help="default: evaluate.device")
+    e.add_argument("--no-mlflow", action="store_true", help="do not log an eval/<name> run to MLflow")
     e.add_argument("--batch-size", type=int, default=None)
     e.add_argument("--name", default=None, help="row name (default: the folder name)")
     e.add_argument("--diagnostics", action="store_true",

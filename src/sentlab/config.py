@@ -59,6 +59,10 @@ class PrepareParams(Strict):
     allow_smaller: bool = Field(
         False, description="accept a corpus with fewer lines than `size` (use all of it) instead of failing"
     )
+    nli: Literal["auto", "simcse", "sick_standin", "none"] = Field(
+        "auto", description="paser_sup's NLI triples (data/corpus/nli.parquet): SimCSE's nli_for_simcse.csv (simcse), "
+                            "the offline stand-in from SICK train (sick_standin), the CSV when it can be had else the "
+                            "stand-in (auto), or none")
 
     @model_validator(mode="after")
     def _check_lengths(self):
@@ -91,7 +95,9 @@ class WhiteningParams(Strict):
 
 class EvaluateParams(Strict):
     batch_size: int = Field(128, gt=0)
-    precision: Literal["fp32", "bf16"] = "fp32"
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: CUDA when available, else CPU")
+    precision: Literal["auto", "fp32", "bf16"] = Field(
+        "auto", description="auto: bf16 autocast on CUDA (recorded as approximate in the metrics), fp32 on CPU")
     max_length: Optional[int] = Field(None, gt=0, description="None: the model's own maximum")
     diagnostics: bool = True
     max_pairs: Optional[int] = Field(None, gt=0, description="None: every pair; else a seeded sample per task (smoke runs; labelled)")
@@ -117,12 +123,22 @@ class TrainParams(Strict):
     length_bucketing: bool = False
     device: Literal["auto", "cpu", "cuda"] = "auto"
     num_threads: Optional[int] = Field(None, gt=0)
+    nproc: int = Field(1, ge=1, description="processes (GPUs) to train on: > 1 re-runs the train stage under torchrun; "
+                                             "batch_size stays the global batch, split over the processes")
 
 
 class StageLists(Strict):
     train: list[str] = Field(default_factory=list, description="train stages that need only the corpus")
     train_annotated: list[str] = Field(default_factory=list, description="train stages that also read data/annotations")
+    train_init: dict[str, str] = Field(
+        default_factory=dict, description="train stages that also read data/annotations and start from another "
+                                          "method's trained model: {method: the method it is initialised from}")
     baselines: list[str] = Field(default_factory=lambda: ["cls", "mean", "first_last"])
+
+    @property
+    def trained(self) -> list[str]:
+        """Every method that has a train stage."""
+        return self.train + self.train_annotated + list(self.train_init)
 
 
 class Params(Strict):
@@ -140,13 +156,18 @@ class Params(Strict):
 
     @model_validator(mode="after")
     def _check_lists(self):
-        stages = self.stage_lists.train + self.stage_lists.train_annotated
+        stages = self.stage_lists.trained
         unknown = [m for m in self.train.methods if m not in stages]
         if unknown:
             raise ValueError(
                 f"train.methods names {unknown}, which have no train stage; "
-                f"allowed: {stages} (stage_lists.train + stage_lists.train_annotated)"
+                f"allowed: {stages} (stage_lists.train + train_annotated + train_init)"
             )
+        orphans = [f"{m} (starts from {i})" for m, i in self.stage_lists.train_init.items()
+                   if m in self.train.methods and i not in self.train.methods]
+        if orphans:
+            raise ValueError(f"train.methods trains {orphans} but not the method it starts from; add that method to "
+                             f"train.methods or drop the one that needs it")
         return self
 
     @model_validator(mode="after")
@@ -221,15 +242,61 @@ def validate(raw: dict, source: str = "params.yaml") -> Params:
     from .methods import registered
 
     known = registered()
-    for mid in list(params.stage_lists.train) + list(params.stage_lists.train_annotated) + list(params.methods):
+    for mid in params.stage_lists.trained + list(params.methods):
         if mid not in known:
             raise SentlabError(
                 f"Invalid params in {source}: method `{mid}` (in stage_lists.train or methods) is not a registered method; "
                 f"allowed: {', '.join(sorted(known))}. Run `sentlab methods` for the list."
             )
+    for mid, init in params.stage_lists.train_init.items():
+        if known[mid].init_from != init:
+            raise SentlabError(
+                f"Invalid params in {source}: stage_lists.train_init.{mid} is `{init}`, but {mid} starts from the "
+                f"trained model of `{known[mid].init_from}` (its init_from); write `{mid}: {known[mid].init_from}` so "
+                f"its train stage depends on models/{known[mid].init_from}.")
     for mid in params.methods:
         params.method_params(mid)
+    _validate_ablations(params, source)
     return params
+
+
+def _validate_ablations(params: Params, source: str) -> None:
+    """``ablations.enabled`` is a real bool; each variant names a registered method and only keys of
+    that method's Params, with values it accepts (merged over ``methods.<id>``, as the stage does)."""
+    from .methods import get_method, registered
+
+    enabled = params.ablations.get("enabled", False)
+    if not isinstance(enabled, bool):
+        raise SentlabError(f"Invalid params in {source}: `ablations.enabled` must be true or false, got {enabled!r} "
+                           f"(a quoted 'false' is a string). Write `enabled: false` or `enabled: true`.")
+    unknown = set(params.ablations) - {"enabled", "variants"}
+    if unknown:
+        raise SentlabError(f"Invalid params in {source}: `ablations` has unknown keys {sorted(unknown)}; allowed: "
+                           f"enabled, variants.")
+    for name, spec in (params.ablations.get("variants") or {}).items():
+        key = f"ablations.variants.{name}"
+        if not isinstance(spec, dict) or set(spec) - {"method", "set"} or "method" not in spec:
+            raise SentlabError(f"Invalid params in {source}: `{key}` must be `{{method: <id>, set: {{<key>: <value>}}}}` "
+                               f"(allowed keys: method, set); got {spec!r}.")
+        if spec["method"] not in registered():
+            raise SentlabError(f"Invalid params in {source}: `{key}.method`: {spec['method']!r} is not a registered "
+                               f"method; allowed: {', '.join(sorted(registered()))}.")
+        overrides = spec.get("set") or {}
+        if not isinstance(overrides, dict):
+            raise SentlabError(f"Invalid params in {source}: `{key}.set` must be a mapping of the method's keys, got "
+                               f"{overrides!r}.")
+        cls = get_method(spec["method"])
+        try:
+            cls.Params(**deep_merge(params.methods.get(spec["method"]) or {}, overrides))
+        except ValidationError as e:
+            raise SentlabError(_format_validation(e, cls.Params, prefix=f"{key}.set", source=source)) from None
+
+
+def load_all_profiles(path: str | os.PathLike = "params.yaml") -> dict[str, Params]:
+    """Every profile of ``path`` validated (not just the active one): a typo in ``profiles.paper`` is
+    found on a quick run, before a GPU day is spent on it."""
+    raw = read_yaml(path)
+    return {p: validate(resolve_profile(raw, p, source=str(path)), source=f"{path} (profile {p})") for p in PROFILES}
 
 
 def read_yaml(path: str | os.PathLike) -> dict:
@@ -293,42 +360,82 @@ def set_profile(path: str | os.PathLike, profile: str) -> bool:
 
 # --- the active profile's values, one file per params key (DVC dependencies) ----------------
 RESOLVED_DIR = "data/params"
-RESOLVED_SECTIONS = ("seed", "model", "prepare", "annotate", "evaluate", "train", "ablations")
+RESOLVED_SECTIONS = ("seed", "model", "prepare", "annotate", "evaluate", "train")
+# train.* keys that change no number: which methods run (each method's file says whether it is
+# trained), how often a resume state is written, the thread count, the device `auto` resolves to.
+TRAIN_RUNTIME_KEYS = ("methods", "checkpoint_every", "num_threads", "device")
 
 
 def resolved_files(params: Params) -> dict[str, Any]:
     """``{relative path: content}`` of the files :func:`write_resolved` writes.
 
-    One JSON file per params key a stage declares (``seed.json``, ``train.json``,
-    ``methods/<id>.json``, ``ablations/variants/<name>.json`` …), each holding the
-    active profile's name and that key's value *after* the profile is merged. Stages
-    depend on these files instead of on the whole ``profiles`` block, so editing
-    another profile's block (or a key a stage does not read) re-runs nothing. The
-    profile's name is in every file because outputs record it (sentlab.json, the
-    report's stale check): switching profiles re-runs every stage.
+    One JSON file per params key a stage reads, each holding the active profile's name and the
+    key's value *after* the profile is merged; stages depend on these files (and declare them as
+    DVC params files, so ``dvc exp show`` shows the values in force), never on raw params.yaml keys.
+
+    * ``train.json`` holds only the keys that change a trained model (not :data:`TRAIN_RUNTIME_KEYS`);
+    * ``methods/<id>.json`` holds the method's block and ``trained``: whether ``train.methods``
+      lists it, so editing the list re-runs only the stages of the methods it adds or removes;
+    * ``ablations/variants/<name>.json`` holds the variant, the merged block of its method and
+      ``enabled``: a variant re-runs when its own values change, not when the main method's
+      ``trained`` flag does.
+
+    The profile's name is in every file because outputs record it: switching profiles re-runs
+    every stage.
     """
     dumped = params.model_dump(mode="json")
 
-    def entry(value):
-        return {"profile": params.profile, "value": value}
+    def entry(value, **extra):
+        return {"profile": params.profile, "value": value, **extra}
 
     files: dict[str, Any] = {f"{k}.json": entry(dumped[k]) for k in RESOLVED_SECTIONS}
-    ids = set(params.methods) | set(params.stage_lists.train) | set(params.stage_lists.train_annotated)
+    files["train.json"] = entry({k: v for k, v in dumped["train"].items() if k not in TRAIN_RUNTIME_KEYS})
+    ids = set(params.methods) | set(params.stage_lists.trained)
     for mid in sorted(ids):
-        files[f"methods/{mid}.json"] = entry(params.methods.get(mid) or {})
-    files["ablations/enabled.json"] = entry(bool(params.ablations.get("enabled", False)))
+        files[f"methods/{mid}.json"] = entry(params.methods.get(mid) or {}, trained=mid in params.train.methods)
+    enabled = bool(params.ablations.get("enabled", False))
     for name, spec in sorted((params.ablations.get("variants") or {}).items()):
-        files[f"ablations/variants/{name}.json"] = entry(spec)
+        block = deep_merge(params.methods.get(spec["method"]) or {}, spec.get("set") or {})
+        files[f"ablations/variants/{name}.json"] = entry(block, method=spec["method"], set=spec.get("set") or {},
+                                                         enabled=enabled)
     return files
 
 
-def write_resolved(params: Params, out_dir: str | os.PathLike = RESOLVED_DIR) -> int:
-    """Write :func:`resolved_files` under ``out_dir`` (replaced as a whole, atomically). Returns the count."""
+def shadowed_edits(raw: dict, previous: dict, profile: str) -> list[str]:
+    """Leaf keys of the sections whose value differs from ``previous`` (the raw params of the last
+    run, on the same profile) while ``profiles.<profile>`` sets the same key to the same value as
+    then: such an edit would not take effect. A profile switch, or an edit made together with the
+    profile's own key, is not refused."""
+    if previous.get("profile", profile) != profile:
+        return []
+    overrides = (raw.get("profiles") or {}).get(profile) or {}
+    prev_overrides = (previous.get("profiles") or {}).get(profile) or {}
+    out: list[str] = []
+    missing = object()
+
+    def walk(cur, prev, over, prev_over, path):
+        if isinstance(over, dict) and isinstance(cur, dict):
+            for k in over:
+                if k in cur:
+                    walk(cur[k], prev.get(k, missing) if isinstance(prev, dict) else missing, over[k],
+                         prev_over.get(k, missing) if isinstance(prev_over, dict) else missing, path + [str(k)])
+        elif prev is not missing and cur != prev and over == prev_over:
+            out.append(".".join(path))
+
+    for section, over in overrides.items():
+        if section in raw and section in previous:
+            walk(raw[section], previous[section], over, prev_overrides.get(section, missing), [section])
+    return out
+
+
+def write_resolved(params: Params, out_dir: str | os.PathLike = RESOLVED_DIR, extra: dict | None = None) -> int:
+    """Write :func:`resolved_files` (and ``extra``, more ``{path: content}``) under ``out_dir``,
+    replaced as a whole, atomically. Returns the count."""
     import json
 
     from .io import atomic_path
 
-    files = resolved_files(params)
+    files = {**resolved_files(params), **(extra or {})}
     with atomic_path(Path(out_dir), is_dir=True) as tmp:
         for rel, content in files.items():
             f = Path(tmp) / rel

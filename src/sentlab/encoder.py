@@ -37,8 +37,12 @@ def masked_mean(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Ten
 
 
 def pool(outputs, attention_mask: torch.Tensor, pooling: str, input_ids: torch.Tensor | None = None,
-         mask_token_id: int | None = None) -> torch.Tensor:
-    """Pool a Hugging Face model output (``output_hidden_states`` needed for ``first_last``)."""
+         mask_token_id: int | None = None, texts: Sequence[str] | None = None) -> torch.Tensor:
+    """Pool a Hugging Face model output (``output_hidden_states`` needed for ``first_last``).
+
+    ``mask`` pooling raises :class:`~sentlab.errors.SentlabError` when truncation removed a row's
+    [MASK] (:func:`mask_positions`); ``texts`` only name the offending input in that message.
+    """
     last = outputs.last_hidden_state
     if pooling == "cls":
         return last[:, 0]
@@ -53,9 +57,33 @@ def pool(outputs, attention_mask: torch.Tensor, pooling: str, input_ids: torch.T
     if pooling == "mask":
         if input_ids is None or mask_token_id is None:
             raise ValueError("mask pooling needs input_ids and the tokenizer's mask token id")
-        pos = (input_ids == mask_token_id).int().argmax(dim=1)
+        pos = mask_positions(input_ids, attention_mask, mask_token_id, texts)
         return last[torch.arange(last.size(0), device=last.device), pos]
     raise ValueError(f"unknown pooling {pooling!r}; allowed: {', '.join(POOLINGS)}")
+
+
+def mask_positions(input_ids: torch.Tensor, attention_mask: torch.Tensor, mask_token_id: int,
+                   texts: Sequence[str] | None = None) -> torch.Tensor:
+    """Position of the first [MASK] of each row; a row whose [MASK] was truncated away raises.
+
+    (``argmax`` of an all-false row is 0: without the check such a row would silently be pooled
+    at [CLS].) ``texts`` (the batch's inputs) only make the message name the sentence.
+    """
+    is_mask = input_ids == mask_token_id
+    missing = (~is_mask.any(dim=1)).nonzero().flatten().tolist()
+    if missing:
+        from .errors import SentlabError
+
+        i = missing[0]
+        n = int(attention_mask[i].sum())
+        what = f"row {i} of the batch" + (f" ({texts[i][:80]!r})" if texts is not None else "")
+        raise SentlabError(
+            f"mask pooling: {len(missing)} input(s) of the batch have no [MASK] token left, first {what}: "
+            f"with its prompt template it was truncated to {n} tokens, cutting the template's [MASK] off "
+            f"(mask pooling would have fallen back to [CLS]). Raise the max_length (evaluate.max_length when "
+            f"evaluating, the method's max_length or train.max_length when training) above the sentence's length "
+            f"plus the template's, or use a shorter template.")
+    return is_mask.int().argmax(dim=1)
 
 
 def apply_template(sentences: Sequence[str], mask_token: str, template: str = PROMPT_TEMPLATE) -> list[str]:
@@ -114,7 +142,7 @@ class SentenceEncoder:
         with autocast(self.device, self.precision):
             out = self.model(**enc, output_hidden_states=(self.pooling in NEEDS_HIDDEN_STATES), return_dict=True)
         emb = pool(out, enc["attention_mask"], self.pooling, enc["input_ids"],
-                   getattr(self.tokenizer, "mask_token_id", None)).float()
+                   getattr(self.tokenizer, "mask_token_id", None), texts).float()
         if self.dims is not None:
             emb = emb[:, self.dims[0]: self.dims[1]]
         return emb

@@ -11,7 +11,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 
 @contextlib.contextmanager
@@ -31,6 +31,7 @@ def atomic_path(path: str | os.PathLike, *, is_dir: bool = False) -> Iterator[Pa
         tmp = Path(name)
     try:
         yield tmp
+        _normal_mode(tmp, is_dir)
         if is_dir and path.exists():
             old = path.with_name(f".{path.name}.old")
             shutil.rmtree(old, ignore_errors=True)
@@ -45,6 +46,50 @@ def atomic_path(path: str | os.PathLike, *, is_dir: bool = False) -> Iterator[Pa
         else:
             tmp.unlink(missing_ok=True)
         raise
+
+
+
+@contextlib.contextmanager
+def staged_outputs(*outputs: str | os.PathLike) -> Iterator[Callable[[str | os.PathLike], Path]]:
+    """Several outputs of one stage, published together: yields ``where(output)``, the path in one
+    temporary folder (beside the first output) to write ``output`` to; on success every output is
+    renamed into place, last; on an exception nothing that existed is touched and the folder goes.
+    Outputs must have distinct names."""
+    paths = [Path(o) for o in outputs]
+    names = [p.name for p in paths]
+    if len(set(names)) != len(names):
+        raise ValueError(f"staged_outputs needs distinct names, got {names}")
+    paths[0].parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=".staged.", suffix=".tmp", dir=paths[0].parent))
+    where = {p: stage / "new" / p.name for p in paths}
+    (stage / "new").mkdir()
+    try:
+        yield lambda o: where[Path(o)]
+        missing = [str(p) for p, w in where.items() if not w.exists()]
+        if missing:
+            raise RuntimeError(f"staged outputs not written: {missing}")
+        (stage / "old").mkdir()
+        for p, w in where.items():
+            _normal_mode(w, w.is_dir())
+            p.parent.mkdir(parents=True, exist_ok=True)
+            if p.exists():
+                p.rename(stage / "old" / p.name)
+            w.rename(p)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _normal_mode(tmp: Path, is_dir: bool) -> None:
+    """``mkstemp``/``mkdtemp`` create 0600/0700 paths: give the output the mode a plain ``open``/``mkdir``
+    would (0666/0777 less the umask) before it is renamed into place. Inside a folder, only the folder
+    itself is fixed: files written into it were created with plain ``open`` already."""
+    if tmp.exists():
+        os.chmod(tmp, (0o777 if is_dir else 0o666) & ~_umask())
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

@@ -16,10 +16,53 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 EXPERIMENT = os.environ.get("SENTLAB_MLFLOW_EXPERIMENT", "sentlab")
+# MLflow 3's experiment-kind tag: model training, so the UI lands on the runs table
+EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
+
+
+def store_root(cwd: str | os.PathLike | None = None) -> Path:
+    """The folder of the default store: the user's repository root, as an absolute path.
+
+    ``dvc exp run --temp`` / ``--queue`` run a stage in a copy of the repository under
+    ``<repo>/.dvc/tmp/exps/…`` (``DVC_ROOT`` names the copy): their runs must land in the user's
+    ``<repo>/mlflow.db``, not in a store deleted with the copy.
+    """
+    here = Path(cwd or os.environ.get("DVC_ROOT") or Path.cwd()).resolve()
+    parts = here.parts
+    for i in range(len(parts) - 3):
+        if parts[i: i + 3] == (".dvc", "tmp", "exps"):
+            return Path(*parts[:i])
+    return here
 
 
 def tracking_uri() -> str:
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{store_root() / 'mlflow.db'}"
+
+
+def provenance_tags() -> dict[str, str]:
+    """Tags tying a run to the code and the DVC experiment that produced it: the git commit and
+    dirty flag of the repository, and DVC's experiment name and baseline commit when run by
+    ``dvc exp run``."""
+    import subprocess
+
+    tags: dict[str, str] = {}
+    root = store_root()
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path.cwd(), capture_output=True, text=True,
+                                timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=Path.cwd(),
+                               capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+        tags["mlflow.source.git.commit"] = commit
+        tags["sentlab.git_commit"] = commit
+        tags["sentlab.git_dirty"] = str(bool(dirty)).lower()
+    except (OSError, subprocess.SubprocessError):
+        tags["sentlab.git_commit"] = "unknown (not a git checkout)"
+    for env, tag in (("DVC_EXP_NAME", "sentlab.dvc_exp_name"), ("DVC_EXP_BASELINE_REV", "sentlab.dvc_exp_baseline"),
+                     ("DVC_STAGE", "sentlab.dvc_stage")):
+        if os.environ.get(env):
+            tags[tag] = os.environ[env]
+    tags["sentlab.repo_root"] = str(root)
+    return tags
 
 
 def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -40,7 +83,9 @@ def _mlflow():
     import mlflow
 
     mlflow.set_tracking_uri(tracking_uri())
-    mlflow.set_experiment(EXPERIMENT)
+    exp = mlflow.set_experiment(EXPERIMENT)
+    if exp.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:  # the UI opens on the runs table, not GenAI traces
+        mlflow.MlflowClient().set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
     return mlflow
 
 
@@ -50,7 +95,7 @@ def run(name: str, params: Mapping[str, Any] | None = None, tags: Mapping[str, s
     """Start an MLflow run named ``name``; params are flattened (``train.lr``)."""
     mlflow = _mlflow()
     parent_run_id = parent_run_id or os.environ.get("SENTLAB_PARENT_RUN_ID")
-    all_tags = dict(tags or {})
+    all_tags = {**provenance_tags(), **(tags or {})}
     if parent_run_id:
         all_tags["mlflow.parentRunId"] = parent_run_id
     with mlflow.start_run(run_name=name, tags=all_tags):
@@ -62,17 +107,65 @@ def run(name: str, params: Mapping[str, Any] | None = None, tags: Mapping[str, s
         yield mlflow
 
 
+_WARNED: set[str] = set()
+
+
 def log_metrics(metrics: Mapping[str, Any], step: int | None = None) -> None:
-    """Log the numeric entries of ``metrics`` (nested keys flattened) to the active run."""
+    """Log the numeric entries of ``metrics`` (nested keys flattened) to the active run.
+
+    Logging is a side channel: a failure (a tracking server gone away, a locked SQLite store) is
+    reported once as a warning and training goes on; the curve CSV and the model are the outputs.
+    """
     import math
 
     import mlflow
 
     flat = {k.replace("/", "_"): float(v) for k, v in flatten(metrics).items()
             if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))}
-    if flat:
+    if not flat:
+        return
+    try:
         mlflow.log_metrics(flat, step=step)
+    except Exception as e:  # noqa: BLE001 - any store error: warn once, keep training
+        key = type(e).__name__
+        if key not in _WARNED:
+            _WARNED.add(key)
+            logging.getLogger(__name__).warning(
+                "MLflow could not log metrics at step %s (%s: %s); training goes on, later failures of this kind "
+                "are not reported. Check the tracking store (%s).", step, key, str(e)[:200], tracking_uri())
 
+
+
+def find_training_run(model: str, run_key: str) -> str | None:
+    """The id of the newest training run of ``model`` tagged with ``run_key`` (the key its
+    ``sentlab.json`` records), or None (another store, a run deleted, tracking unreachable)."""
+    try:
+        found = client().search_runs(
+            [experiment_id()], f"tags.stage = 'train' and tags.`sentlab.model` = '{model}' and "
+                               f"tags.`sentlab.run_key` = '{run_key}'", order_by=["attributes.start_time DESC"],
+            max_results=1)
+    except Exception as e:  # noqa: BLE001 - the store is a side channel
+        logging.getLogger(__name__).warning("MLflow: could not look up the training run of %s (%s)", model, e)
+        return None
+    return found[0].info.run_id if found else None
+
+
+def log_to_run(run_id: str, metrics: Mapping[str, Any], prefix: str = "test.") -> bool:
+    """Log ``metrics`` (numeric entries, keys prefixed) on the finished run ``run_id``: the test
+    results of a model go on the training run that produced it, beside its dev curve, so runs
+    compared in the MLflow UI carry their test numbers. Returns False (warning once) when the
+    run cannot be reached; the metrics JSON is the output either way."""
+    import mlflow
+
+    try:
+        with mlflow.start_run(run_id=run_id, nested=mlflow.active_run() is not None):
+            log_metrics({f"{prefix}{k}": v for k, v in metrics.items()})
+        return True
+    except Exception as e:  # noqa: BLE001 - a run from another store, deleted, ...: warn, go on
+        logging.getLogger(__name__).warning(
+            "MLflow run %s (the training run of this model) could not be reached (%s: %s); test results are "
+            "logged on the eval run only.", run_id, type(e).__name__, str(e)[:200])
+        return False
 
 # --- run names -------------------------------------------------------------------------------
 # The params that tell runs of one method apart (ablation axes), in the order they are named.
@@ -145,7 +238,7 @@ def start_parent(name: str | None = None, params: Mapping[str, Any] | None = Non
 
     c = client()
     name = name or time.strftime("pipeline %Y-%m-%d %H:%M:%S")
-    r = c.create_run(experiment_id(), run_name=name, tags={"sentlab.stage": "pipeline", **(tags or {})})
+    r = c.create_run(experiment_id(), run_name=name, tags={**provenance_tags(), "sentlab.stage": "pipeline", **(tags or {})})
     flat = {k: ("None" if v is None else str(v))[:6000] for k, v in flatten(params or {}).items()}
     for k, v in flat.items():
         c.log_param(r.info.run_id, k, v)

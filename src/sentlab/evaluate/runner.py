@@ -33,22 +33,46 @@ def read_model_info(path: Path) -> Optional[dict]:
         raise SentlabError(f"{f} is not valid JSON ({e}); re-run the train stage that wrote it.") from None
 
 
-def build_encoders(model: str, pooling: Optional[str] = None, precision: str = "fp32", max_length: Optional[int] = None,
-                   name: Optional[str] = None, device: str = "cpu") -> dict[str, SentenceEncoder]:
+def resolve_device_precision(device: str = "auto", precision: str = "auto") -> tuple[torch.device, str]:
+    """``evaluate.device`` / ``evaluate.precision`` in force: ``auto`` is CUDA when available, else CPU;
+    precision ``auto`` is bf16 autocast on CUDA (approximate: :func:`precision_record`) and fp32 on CPU."""
+    if device not in ("auto", "cpu", "cuda") or precision not in ("auto", "fp32", "bf16"):
+        raise SentlabError(f"evaluate.device {device!r} / evaluate.precision {precision!r}: allowed auto|cpu|cuda and "
+                           f"auto|fp32|bf16.")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SentlabError("evaluate.device is `cuda` but no CUDA device is available; set evaluate.device: auto or cpu.")
+    if precision == "auto":
+        precision = "bf16" if device == "cuda" else "fp32"
+    return torch.device(device), precision
+
+
+def precision_record(enc: SentenceEncoder) -> dict:
+    """What the metrics JSON says about how the embeddings were computed."""
+    exact = enc.precision == "fp32"
+    return {"device": enc.device.type, "precision": enc.precision,
+            "numerics": "exact (fp32)" if exact else "approximate (bf16 autocast; fp32 pooling and cosine)"}
+
+
+def build_encoders(model: str, pooling: Optional[str] = None, precision: str = "auto", max_length: Optional[int] = None,
+                   name: Optional[str] = None, device: str = "auto") -> dict[str, SentenceEncoder]:
     """Encoders to evaluate for ``model``: the main one under ``name`` plus any extra rows
-    recorded in a trained model's ``sentlab.json`` (e.g. the POS/BOW channels)."""
+    recorded in a trained model's ``sentlab.json`` (e.g. the POS/BOW channels). ``device`` and
+    ``precision`` as :func:`resolve_device_precision`."""
+    dev, precision = resolve_device_precision(device, precision)
     info = read_model_info(Path(model)) if Path(model).is_dir() else None
-    net, tok = load_model(model, device=device)
+    net, tok = load_model(model, device=dev.type)
     net.eval()
     name = name or Path(model).name
     pool = pooling or (info or {}).get("pooling", "cls")
     enc = SentenceEncoder(net, tok, pooling=pool, template=(info or {}).get("template"), precision=precision,
-                          max_length=max_length, name=name, device=torch.device(device))
+                          max_length=max_length, name=name, device=dev)
     encoders = {name: enc}
     for channel, (lo, hi) in ((info or {}).get("channels") or {}).items():
         encoders[f"{name}_{channel}"] = SentenceEncoder(net, tok, pooling=pool, template=enc.template, precision=precision,
                                                         max_length=max_length, dims=(int(lo), int(hi)),
-                                                        name=f"{name}_{channel}", device=torch.device(device))
+                                                        name=f"{name}_{channel}", device=dev)
     return encoders
 
 
@@ -124,7 +148,7 @@ def whitening_encoder(params, table, name: str = "base-whitening") -> tuple[Sent
     ep = params.evaluate
     wp = ep.whitening
     raw = build_encoders(params.model.backbone, pooling=wp.pooling, precision=ep.precision,
-                         max_length=ep.max_length, name=name)[name]
+                         max_length=ep.max_length, name=name, device=ep.device)[name]
     embeddings = None
     if wp.fit_on == "sts_pool":
         pool = pool_sentences(select_splits(table, [*TASKS, "STSBenchmark-dev"], ep.max_pairs))
@@ -150,7 +174,8 @@ def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, t
     """Evaluate, write ``out_path`` atomically, log an MLflow run named ``name``.
 
     ``encoders`` (prebuilt, e.g. the whitening baseline) replaces building them from ``model``;
-    ``extra_metrics`` are stored in the JSON (e.g. how the whitening was fitted).
+    ``extra_metrics`` are stored in the JSON (e.g. how the whitening was fitted, a trained model's
+    ``method`` block). The JSON records the device and precision (:func:`precision_record`).
     """
     from .. import tracking
     from ..io import write_json
@@ -158,13 +183,13 @@ def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, t
 
     if encoders is None:
         encoders = build_encoders(model, pooling=pooling, precision=params.evaluate.precision,
-                                  max_length=params.evaluate.max_length, name=name)
+                                  max_length=params.evaluate.max_length, name=name, device=params.evaluate.device)
     metrics = evaluate_encoders(encoders, table, params, figures_dir=figures_dir, embeddings=embeddings)
     metrics = {"model": name, "kind": kind, "backbone": params.model.backbone, "profile": params.profile,
-               "status": "evaluated", **(extra_metrics or {}), **metrics}
+               "status": "evaluated", **precision_record(encoders[name]), **(extra_metrics or {}), **metrics}
     run_params = {"model": model, "pooling": pooling or encoders[name].pooling, "kind": kind,
                   "profile": params.profile, "evaluate": params.evaluate.model_dump(), **(extra_params or {})}
-    skip = ("per_task", "extra_rows", "diagnostics", "whitening")
+    skip = ("per_task", "extra_rows", "diagnostics", "whitening", "method")
     with tracking.run(f"eval/{name}", params=run_params, tags={"sentlab.stage": "evaluate", "sentlab.model": name}) as ml:
         tracking.log_metrics({k: v for k, v in metrics.items() if k not in skip})
         if "diagnostics" in metrics:
@@ -176,6 +201,10 @@ def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, t
             tracking.log_metrics({f"{row}.{k}": v for k, v in res.items() if k not in skip})
             if "diagnostics" in res:
                 tracking.log_metrics({f"{row}.{k}": v for k, v in flat_diagnostics(res["diagnostics"]).items()})
+        info = read_model_info(Path(model)) if kind == "trained" else None
+        train_run = tracking.find_training_run(name, info.get("run_key")) if info and info.get("run_key") else None
+        if train_run is not None:  # the test results beside the dev curve of the run that trained the model
+            tracking.log_to_run(train_run, {k: v for k, v in metrics.items() if k not in skip})
     write_json(out_path, metrics)
     return metrics
 

@@ -22,13 +22,20 @@ class MLPHead(nn.Module):
         return self.activation(self.dense(x))
 
 
+def full_precision(device: torch.device):
+    """A block run in fp32 whatever autocast is around it (similarity logits and loss reductions:
+    in bf16 a logit near 1/τ = 20 has a resolution of 0.125)."""
+    return torch.autocast(device_type=device.type, enabled=False)
+
+
 def cosine_logits(q: torch.Tensor, k: torch.Tensor, temperature: float) -> torch.Tensor:
-    """``cos(q_i, k_j) / τ`` for every pair: an ``(len(q), len(k))`` matrix."""
-    return F.normalize(q.float(), dim=-1) @ F.normalize(k.float(), dim=-1).T / temperature
+    """``cos(q_i, k_j) / τ`` for every pair: an ``(len(q), len(k))`` fp32 matrix, autocast off."""
+    with full_precision(q.device):
+        return F.normalize(q.float(), dim=-1) @ F.normalize(k.float(), dim=-1).T / temperature
 
 
 def info_nce(q: torch.Tensor, k: torch.Tensor, temperature: float, positives: torch.Tensor | None = None) -> torch.Tensor:
-    """InfoNCE over cosine/τ: row i of ``q`` against every row of ``k``.
+    """InfoNCE over cosine/τ: row i of ``q`` against every row of ``k`` (logits and loss in fp32).
 
     The positive of query i is key ``positives[i]`` (default: key i, the diagonal);
     every other key is a negative. ``k`` may hold more rows than ``q``
@@ -37,4 +44,15 @@ def info_nce(q: torch.Tensor, k: torch.Tensor, temperature: float, positives: to
     logits = cosine_logits(q, k, temperature)
     if positives is None:
         positives = torch.arange(q.size(0), device=q.device)
-    return F.cross_entropy(logits, positives)
+    with full_precision(q.device):
+        return F.cross_entropy(logits, positives)
+
+
+def in_batch_info_nce(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> torch.Tensor:
+    """SimCSE's loss over the **global** batch: under torchrun both views are gathered from every
+    rank (this rank's rows keep their gradient, the others' are constants, as in SimCSE's
+    ``cl_forward``), so each sentence has ``train.batch_size - 1`` in-batch negatives whatever the
+    number of ranks; row i's positive is row i. In one process it is :func:`info_nce`."""
+    from ..train.distributed import gather_with_grad
+
+    return info_nce(gather_with_grad(z1), gather_with_grad(z2), temperature)

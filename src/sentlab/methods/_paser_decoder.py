@@ -16,7 +16,13 @@ import torch.nn.functional as F
 from torch import nn
 
 
-CHUNK_SOURCES = {"np": ("NP",), "vp": ("VP",), "np_vp": ("NP", "VP")}
+# ``phrases`` value -> chunk labels of the annotation's ``chunks`` column. The annotation's ``VP`` label is a
+# *verb group* in both backends (verbs with their adverbs, modal, particle; no object): the regexp grammar's VP
+# rule (annotate/nltk_backend.py) and spaCy's verb + aux/neg/prt, not a parse-tree VP with its complements;
+# so the ``phrases`` values say ``verb_group`` (Table 5's "VP only" / "NP+VP" rows are ``verb_group`` /
+# ``np_verb_group``).
+CHUNK_SOURCES = {"np": ("NP",), "verb_group": ("VP",), "sbar": ("SBAR",), "np_verb_group": ("NP", "VP"),
+                 "np_verb_group_sbar": ("NP", "VP", "SBAR")}
 
 
 # --- phrases ---------------------------------------------------------------------
@@ -29,12 +35,15 @@ def choose_phrases(text: str, rake: Optional[Sequence[Any]], chunks: Optional[Se
     """Character spans of the phrases to mask, in target order.
 
     ``rake``: the annotation's ranked RAKE phrases (best first) → the first
-    ``k`` non-overlapping ones, in rank order (PaSeR Sec. 3.1.2). ``np`` /
-    ``vp`` / ``np_vp``: chunk-tree phrases with those labels; PaSeR
-    (Sec. 3.1.1) masks "a random sub-tree", so ``k`` of them are drawn at
-    random with ``rng`` and kept in sentence order. Spans that overlap an
+    ``k`` non-overlapping ones, in rank order (PaSeR Sec. 3.1.2). Chunk sources
+    (:data:`CHUNK_SOURCES`: ``np``, ``verb_group``, ``sbar``, and the unions
+    ``np_verb_group``, ``np_verb_group_sbar``): chunks with those labels; PaSeR
+    (Sec. 3.1.1) masks "a random sub-tree" (SBAR, VP or NP), so ``k`` of them are
+    drawn at random with ``rng`` and kept in sentence order. Spans that overlap an
     already chosen one, are empty, or do not match the sentence are skipped.
     """
+    if source != "rake" and source not in CHUNK_SOURCES:
+        raise ValueError(f"phrase source {source!r}; allowed: rake, {', '.join(CHUNK_SOURCES)}")
     if source == "rake":
         cands = [(int(_get(p, "start")), int(_get(p, "end")), _get(p, "text")) for p in (rake or [])]
     else:
@@ -67,13 +76,23 @@ class MaskedView:
     masked_positions: list[list[int]] = field(default_factory=list)  # token positions in s̃ per phrase
 
 
-def mask_spans(tokenizer, text: str, spans: Sequence[tuple[int, int]], max_length: int) -> MaskedView:
-    """Tokenise ``text`` and replace every word piece inside a chosen span by ``[MASK]``.
+MASK_UNITS = ("wordpiece", "phrase")
 
+
+def mask_spans(tokenizer, text: str, spans: Sequence[tuple[int, int]], max_length: int,
+               unit: str = "wordpiece") -> MaskedView:
+    """Tokenise ``text`` and replace the word pieces inside each chosen span by ``[MASK]``.
+
+    ``unit="wordpiece"``: one [MASK] per word piece (PaSeR Table 7 shows one
+    blank per token: "There are _ _ for you"), so s̃ tells the phrase's length;
+    ``unit="phrase"``: the phrase's pieces collapse into a single [MASK].
     Word pieces are mapped to characters with the fast tokenizer's offset
     mapping; a piece belongs to span (s, e) when its characters overlap
-    [s, e). A phrase cut by truncation is neither masked nor a target.
+    [s, e). A phrase cut by truncation (at ``max_length`` word pieces of the
+    unmasked text, in both units) is neither masked nor a target.
     """
+    if unit not in MASK_UNITS:
+        raise ValueError(f"mask unit {unit!r}; allowed: {', '.join(MASK_UNITS)}")
     enc = tokenizer(text, truncation=True, max_length=max_length, return_offsets_mapping=True,
                     return_special_tokens_mask=True)
     ids = list(enc["input_ids"])
@@ -90,7 +109,16 @@ def mask_spans(tokenizer, text: str, spans: Sequence[tuple[int, int]], max_lengt
         view.masked_positions.append(pos)
         for i in pos:
             view.input_ids[i] = tokenizer.mask_token_id
-    return view
+    return _one_mask_per_phrase(view) if unit == "phrase" else view
+
+
+def _one_mask_per_phrase(view: MaskedView) -> MaskedView:
+    """``view`` with each phrase's run of [MASK] pieces (contiguous: a span is) cut to its first one."""
+    drop = {i for pos in view.masked_positions for i in pos[1:]}
+    kept = [i for i in range(len(view.input_ids)) if i not in drop]
+    new_at = {old: new for new, old in enumerate(kept)}
+    return MaskedView(input_ids=[view.input_ids[i] for i in kept], phrase_token_ids=view.phrase_token_ids,
+                      masked_positions=[[new_at[pos[0]]] for pos in view.masked_positions])
 
 
 def decoder_target(phrases: Sequence[Sequence[int]], sep_id: int) -> list[int]:
@@ -126,8 +154,10 @@ class DecodingSignal(nn.Module):
 
     Paper (Eq. 2): ``[E_s, E_s̃, m·|E_s − E_s̃|, n·|E_s ∗ E_s̃|]``. The authors' code
     feeds the four as memory vectors in the order ``[n·(E_s∗E_s̃), m·(E_s−E_s̃), E_s, E_s̃]``
-    (signed) with ``E_s̃`` first passed through a learned linear map. ``absolute``,
-    ``project_masked`` and ``order`` select between them. Cross-attention has no
+    (signed) with ``E_s̃`` first passed through a learned linear map. ``abs_diff``
+    (``|E_s − E_s̃|``), ``abs_prod`` (``|E_s ∗ E_s̃|``; Sec. 3.2.2's prose writes it
+    signed, Eq. 2 and 6 absolute), ``project_masked`` and ``order`` select between
+    them. Cross-attention has no
     positions over the memory, so the order changes nothing unless
     ``type_embeddings`` adds a learned vector per slot.
 
@@ -141,10 +171,11 @@ class DecodingSignal(nn.Module):
 
     ORDERS = {"paper": ("s", "t", "diff", "prod"), "code": ("prod", "diff", "s", "t")}
 
-    def __init__(self, hidden: int, m: float, n: float, absolute: bool = True, project_masked: bool = False,
-                 order: str = "paper", type_embeddings: bool = False, norm: bool = False):
+    def __init__(self, hidden: int, m: float, n: float, abs_diff: bool = True, abs_prod: bool = True,
+                 project_masked: bool = False, order: str = "paper", type_embeddings: bool = False, norm: bool = False):
         super().__init__()
-        self.m, self.n, self.absolute, self.order = m, n, absolute, self.ORDERS[order]
+        self.m, self.n, self.order = m, n, self.ORDERS[order]
+        self.abs_diff, self.abs_prod = abs_diff, abs_prod
         self.proj = nn.Linear(hidden, hidden) if project_masked else None
         self.type_emb = nn.Parameter(torch.zeros(4, hidden)) if type_embeddings else None
         self.norm = nn.LayerNorm(hidden) if norm else None
@@ -156,8 +187,10 @@ class DecodingSignal(nn.Module):
         if self.proj is not None:
             e_t = self.proj(e_t)
         diff, prod = e_s - e_t, e_s * e_t
-        if self.absolute:
-            diff, prod = diff.abs(), prod.abs()
+        if self.abs_diff:
+            diff = diff.abs()
+        if self.abs_prod:
+            prod = prod.abs()
         parts = {"s": e_s, "t": e_t, "diff": self.m * diff, "prod": self.n * prod}
         mem = torch.stack([parts[k] for k in self.order], dim=1)
         if self.norm is not None:
@@ -174,6 +207,9 @@ class LMHead(nn.Module):
     The output projection is the encoder's word-embedding matrix, passed in at
     call time (not registered twice, so ``state_dict`` has no shared tensor).
     Shared by the MLM loss and the phrase decoder, as in the PaSeR code.
+    The head runs in fp32 with autocast off: under bf16 autocast, logits near
+    10 would have a resolution of 0.06 and the cross-entropy of L_gen / L_MLM
+    would be taken on rounded values.
     """
 
     BERT_KEYS = {"dense.weight": "cls.predictions.transform.dense.weight",
@@ -194,7 +230,10 @@ class LMHead(nn.Module):
         nn.init.zeros_(self.dense.bias)
 
     def forward(self, h: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
-        return F.linear(self.norm(F.gelu(self.dense(h))), word_embeddings, self.bias)
+        """fp32 logits ``(..., vocab)`` of hidden states ``h`` (any dtype), whatever autocast is on."""
+        with torch.autocast(device_type=h.device.type, enabled=False):
+            x = self.norm(F.gelu(self.dense(h.float())))
+            return F.linear(x, word_embeddings.float(), self.bias.float())
 
     def load_pretrained(self, model_dir: Optional[str]) -> bool:
         """Copy the checkpoint's MLM-head weights (BERT ``cls.predictions.*`` or RoBERTa ``lm_head.*``).

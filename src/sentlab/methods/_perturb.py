@@ -10,6 +10,9 @@ Learning of Unsupervised Sentence Representations" (L2P-CSR):
 * :func:`perturbable_modules` / :func:`transform_outputs` — forward hooks
   that rewrite the output of the embedding layer and of the first k
   transformer layers (Eq. 3), removed when the ``with`` block ends;
+* :func:`word_embedding_module`, :func:`freelb_init`, :func:`freelb_step` —
+  the Table 3 "Emb Noise" variant: FreeLB's additive noise δ on the word
+  embeddings (Zhu et al., "FreeLB", ICLR 2020), its init and its ascent step;
 * :func:`isolated_rng` — run a forward pass under its own seed without
   advancing the global RNG stream (dropout of the ascent passes).
 """
@@ -85,6 +88,40 @@ def perturbable_modules(model: nn.Module, k: int) -> list[nn.Module]:
             f"set it to at most {len(layers)} in params.yaml."
         )
     return [emb] + list(layers[:k])
+
+
+def word_embedding_module(model: nn.Module) -> nn.Module:
+    """The word-embedding table of a BERT-like model: FreeLB adds its noise to this output
+    (``inputs_embeds``), before the position/type embeddings and the embedding LayerNorm."""
+    emb = getattr(getattr(model, "embeddings", None), "word_embeddings", None)
+    if emb is None:
+        raise SentlabError(
+            f"The gradient_noise perturbation needs a BERT-like encoder with `.embeddings.word_embeddings`; got "
+            f"{type(model).__name__}. Use a BERT/RoBERTa backbone (model.backbone in params.yaml) or perturbation: mask.")
+    return emb
+
+
+def freelb_init(real: torch.Tensor, dim: int, init_mag: float, generator: torch.Generator) -> torch.Tensor:
+    """FreeLB's initial noise (L2 variant): ``δ ~ U(-1, 1)`` on the real tokens, times
+    ``init_mag / sqrt(L_i · d)`` with ``L_i`` the real length of row i, so
+    ``E||δ_i||₂² = init_mag² / 3`` whatever the length. ``real``: ``(N, L)`` bool. Returns ``(N, L, d)``."""
+    n, length = real.shape
+    u = (torch.rand(n, length, dim, generator=generator) * 2 - 1).to(real.device) * real.unsqueeze(-1)
+    mag = init_mag / (real.sum(1).clamp_min(1) * dim).to(u.dtype).sqrt()
+    return u * mag.view(-1, 1, 1)
+
+
+def freelb_step(delta: torch.Tensor, grad: torch.Tensor, real: torch.Tensor, step: float,
+                max_norm: Optional[float]) -> torch.Tensor:
+    """FreeLB's ascent step (L2): ``δ ← δ + step · g / ||g_i||₂`` per row (a zero gradient: no move),
+    then rows whose norm exceeds ``max_norm`` are scaled back onto that sphere (None: no projection)."""
+    g = grad * real.unsqueeze(-1)
+    norm = g.flatten(1).norm(dim=1).view(-1, 1, 1)
+    delta = delta + step * torch.where(norm > 0, g / norm.clamp_min(torch.finfo(g.dtype).tiny), torch.zeros_like(g))
+    if max_norm is not None:
+        dn = delta.flatten(1).norm(dim=1).view(-1, 1, 1)
+        delta = delta * (max_norm / dn.clamp_min(torch.finfo(dn.dtype).tiny)).clamp(max=1.0)
+    return delta
 
 
 @contextlib.contextmanager

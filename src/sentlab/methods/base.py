@@ -23,16 +23,27 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional
 
 import torch
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
 from ..encoder import SentenceEncoder
 
 
 class MethodParams(BaseModel):
-    """Base of every method's own params block (``methods.<id>`` in params.yaml)."""
+    """Base of every method's own params block (``methods.<id>`` in params.yaml).
+
+    Every method accepts the train keys of :data:`sentlab.train.run.METHOD_TRAIN_OVERRIDES`: set in
+    a method's block they replace ``train.<key>`` for that method's run (None: the train block's
+    value), e.g. PaSeR's 5 epochs or PT-BERT's dev interval of 125 steps in the paper profile.
+    """
 
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+    epochs: Optional[int] = Field(None, gt=0, description="train.epochs for this method (None: train.epochs)")
+    batch_size: Optional[int] = Field(None, gt=0, description="train.batch_size for this method (None: train.batch_size)")
+    lr: Optional[float] = Field(None, gt=0, description="train.lr for this method (None: train.lr)")
+    eval_every: Optional[int] = Field(None, gt=0, description="train.eval_every for this method (None: train.eval_every)")
+    max_steps: Optional[int] = Field(None, gt=0, description="train.max_steps for this method (None: train.max_steps)")
 
 
 @dataclass

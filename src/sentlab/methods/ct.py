@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from typing import Literal
+from typing import Literal, Optional
 
 import torch
 import torch.nn.functional as F
@@ -12,6 +12,7 @@ from pydantic import Field
 from ..encoder import pool
 from ..errors import SentlabError
 from . import register
+from ._common import full_precision
 from .base import Batch, Method, MethodParams
 
 
@@ -19,6 +20,8 @@ class CTParams(MethodParams):
     negatives: int = Field(7, gt=0, description="K random negatives per positive (other sentences of the batch)")
     pooling: Literal["mean", "cls"] = Field("mean", description="pooling of both copies in training and at test")
     export: Literal["second", "first"] = Field("second", description="which copy is the trained model")
+    max_length: Optional[int] = Field(None, gt=0, description="training max length in tokens (None: train.max_length)")
+    eval_every: Optional[int] = Field(None, gt=0, description="dev evaluation interval for this method (None: train.eval_every)")
 
 
 @register("ct")
@@ -33,7 +36,8 @@ class ContrastiveTension(Method):
     ``j ≠ i`` of the batch, drawn at random (torch's global RNG, so seeded and
     restored on resume). The loss is binary cross-entropy on the dot product
     ``f1(s)·f2(s')`` with label 1 for the positive and 0 for the negatives,
-    averaged over the ``B·(1+K)`` pairs.
+    averaged over the ``B·(1+K)`` pairs. The dot products and the loss are computed in fp32 with
+    autocast off (under bf16 a dot product near 20 would have a resolution of 0.125).
 
     Choices (params): pooling ``mean`` (the CT paper and sentence-transformers'
     ``ContrastiveTensionLoss`` use mean pooling; ``cls`` available), K = 7
@@ -81,20 +85,21 @@ class ContrastiveTension(Method):
         scores.fill_diagonal_(-1.0)
         return scores.topk(k, dim=1).indices
 
+    def _pair_logits(self, e1: torch.Tensor, e2: torch.Tensor) -> torch.Tensor:
+        """``(B, 1+K)``: the positive ``f1(s_i)·f2(s_i)``, then K negatives ``f1(s_i)·f2(s_j)`` (fp32)."""
+        with full_precision(e1.device):
+            dots = e1.float() @ e2.float().T  # (B, B): f1(s_i) · f2(s_j)
+        neg = self._sample_negatives(dots.size(0), dots.device)
+        return torch.cat([dots.diagonal().unsqueeze(1), dots.gather(1, neg)], dim=1)
+
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
-        enc = self.tokenize(batch.sentences)
-        e1 = self._embed(self.model1, enc)
-        e2 = self._embed(self.model2, enc)
-        dots = e1.float() @ e2.float().T  # (B, B): f1(s_i) · f2(s_j)
-        n = dots.size(0)
-        neg = self._sample_negatives(n, dots.device)
-        pos_logits = dots.diagonal().unsqueeze(1)  # (B, 1)
-        neg_logits = dots.gather(1, neg)  # (B, K)
-        logits = torch.cat([pos_logits, neg_logits], dim=1)
+        enc = self.tokenize(batch.sentences, max_length=self.params.max_length)
+        logits = self._pair_logits(self._embed(self.model1, enc), self._embed(self.model2, enc))
         labels = torch.zeros_like(logits)
         labels[:, 0] = 1.0
-        loss = F.binary_cross_entropy_with_logits(logits, labels)
-        return {"loss": loss, "pos_dot": pos_logits.mean().detach(), "neg_dot": neg_logits.mean().detach()}
+        with full_precision(logits.device):
+            loss = F.binary_cross_entropy_with_logits(logits, labels)
+        return {"loss": loss, "pos_dot": logits[:, 0].mean().detach(), "neg_dot": logits[:, 1:].mean().detach()}
 
     def export_info(self) -> dict:
         return {"method": self.id, "pooling": self.params.pooling, "exported_copy": self.params.export}

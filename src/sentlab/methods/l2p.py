@@ -16,44 +16,62 @@ numbers so the DVC matrix stage and the report read one definition.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Literal, Optional
 
+import numpy as np
 import torch
 from pydantic import Field, field_validator, model_validator
 
 from ..encoder import PROMPT_TEMPLATE, pool
+from ..errors import SentlabError
 from . import register
-from ._common import MLPHead, info_nce
-from ._perturb import ascend, isolated_rng, perturbable_modules, threshold, transform_outputs, weakening_mask
+from ._common import MLPHead, in_batch_info_nce
+from ._perturb import (ascend, freelb_init, freelb_step, isolated_rng, perturbable_modules, threshold,
+                       transform_outputs, weakening_mask, word_embedding_module)
 from .base import Batch, Method, MethodParams
 
-# L2P-CSR Table 3 (BERT-base, STS-B / SICK-R test Spearman x100) and Fig. 2 sweeps.
-# Each variant = overrides on top of ``methods.l2p``. The Fig. 2 curves are plots
-# without printed values, so the sweep rows carry no paper number.
+# L2P-CSR Table 3 (BERT-base, STS-B / SICK-R test Spearman x100), Fig. 2 sweeps and sentlab's own
+# rows. Each variant = overrides on top of ``methods.l2p``; ``section`` = where the report puts it.
+# The Fig. 2 curves are plots without printed values, so the sweep rows carry no paper number.
+TABLE3, FIG2 = "Table 3", "Fig. 2 sweeps (plotted, no printed values)"
+BETA = "sentlab: ascent step beta (paper 0.5, released code 0.1; not in the paper)"
 ABLATIONS: dict[str, dict] = {
-    "full": {"label": "BERT-base + L2P-CSR", "overrides": {}, "paper": {"STSBenchmark": 77.80, "SICKRelatedness": 72.65}},
-    "no_feature_mask": {"label": "w/o feature mask", "overrides": {"feature_mask": False},
+    "full": {"label": "BERT-base + L2P-CSR", "overrides": {}, "section": TABLE3,
+             "paper": {"STSBenchmark": 77.80, "SICKRelatedness": 72.65}},
+    "no_feature_mask": {"label": "w/o feature mask", "overrides": {"feature_mask": False}, "section": TABLE3,
                         "paper": {"STSBenchmark": 70.91, "SICKRelatedness": 73.01}},
-    "no_token_mask": {"label": "w/o token mask", "overrides": {"token_mask": False},
+    "no_token_mask": {"label": "w/o token mask", "overrides": {"token_mask": False}, "section": TABLE3,
                       "paper": {"STSBenchmark": 74.05, "SICKRelatedness": 70.71}},
-    "no_learning": {"label": "w/o learning to perturb", "overrides": {"learn": False},
+    "no_learning": {"label": "w/o learning to perturb", "overrides": {"learn": False}, "section": TABLE3,
                     "paper": {"STSBenchmark": 75.09, "SICKRelatedness": 70.34}},
     "gradient_noise": {"label": "BERT-base + Emb Noise", "overrides": {"perturbation": "gradient_noise"},
-                       "paper": {"STSBenchmark": 75.95, "SICKRelatedness": 70.73}},
-    "continuous": {"label": "BERT-base + Continual Mask", "overrides": {"continuous": True},
+                       "section": TABLE3, "paper": {"STSBenchmark": 75.95, "SICKRelatedness": 70.73}},
+    "continuous": {"label": "BERT-base + Continual Mask", "overrides": {"continuous": True}, "section": TABLE3,
                    "paper": {"STSBenchmark": 75.05, "SICKRelatedness": 70.54}},
     # names carry no "." (a DVC params key path): phi_0p01 is phi = 0.01
-    **{f"phi_{v:g}".replace(".", "p"): {"label": f"phi = {v:g}", "overrides": {"phi": v}, "paper": None}
+    **{f"phi_{v:g}".replace(".", "p"): {"label": f"phi = {v:g}", "overrides": {"phi": v}, "section": FIG2,
+                                          "paper": None}
        for v in (0.01, 0.1, 0.2, 0.3)},
-    **{f"layers_{k}": {"label": f"k = {k}", "overrides": {"layers": k}, "paper": None} for k in (0, 1, 4, 6)},
+    **{f"layers_{k}": {"label": f"k = {k}", "overrides": {"layers": k}, "section": FIG2, "paper": None}
+       for k in (0, 1, 4, 6)},
+    # at beta = 0.5 the final views of a batch of 64 sit above chance (InfoNCE ~10 vs log 64 = 4.16)
+    "beta_0p1": {"label": "beta = 0.1 (released code)", "overrides": {"beta": 0.1}, "section": BETA, "paper": None},
 }
+log = logging.getLogger(__name__)
+
+# the stream of the seeded max_sentences subset (apart from the batch order's [seed, epoch] streams)
+_SUBSET_STREAM = 0x4C3250
+
+
+def paper_lr(config) -> float:
+    """The encoder's learning rate of the paper (§B): 1e-5 for RoBERTa-base, 3e-5 for the other backbones."""
+    return 1e-5 if config.model_type == "roberta" and config.num_hidden_layers == 12 else 3e-5
 
 
 def ablation_params(base: dict, variant: str) -> "L2PParams":
     """``methods.l2p`` with the overrides of one :data:`ABLATIONS` variant, validated."""
-    from ..errors import SentlabError
-
     if variant not in ABLATIONS:
         raise SentlabError(f"Unknown L2P-CSR ablation {variant!r}; allowed: {', '.join(ABLATIONS)} (ablations.l2p in params.yaml).")
     return L2PParams(**{**(base or {}), **ABLATIONS[variant]["overrides"]})
@@ -78,6 +96,9 @@ class PromptParams(_TemplateFields):
 
 
 class L2PParams(MethodParams):
+    max_sentences: Optional[int] = Field(
+        None, gt=0, description="train on a seeded random subset of this many corpus sentences (paper: 100,000 "
+                                "Wikipedia sentences); None: the whole training corpus")
     layers: int = Field(2, ge=0, description="k: the embedding output and the first k transformer layers are masked")
     phi: float = Field(0.05, ge=0, le=1, description="mask threshold: alpha = 1 where p >= phi")
     steps: int = Field(4, ge=0, description="t: gradient-ascent steps on the masks per batch (the code's 4)")
@@ -86,7 +107,8 @@ class L2PParams(MethodParams):
     feature_mask: bool = Field(True, description="False: alpha_fea = 1 everywhere (Table 3 'w/o feature mask')")
     learn: bool = Field(True, description="False: random U(0,1) masks, no ascent (Table 3 'w/o learning to perturb')")
     perturbation: Literal["mask", "gradient_noise"] = Field(
-        "mask", description="gradient_noise: VAT/FreeLB-style additive noise on the embedding output (Table 3 'Emb Noise')")
+        "mask", description="gradient_noise: FreeLB additive noise on the word embeddings (inputs_embeds, before the "
+                            "position/type embeddings and the embedding LayerNorm), Table 3 'Emb Noise'")
     continuous: bool = Field(False, description="True: M = (p_tok + p_fea)/2, p used directly (Table 3 'Continual Mask')")
     ascent_grad: Literal["binary", "continuous"] = Field(
         "binary", description="binary: dL/d(alpha) at the binary masks applied to p (straight-through, as the code); "
@@ -102,9 +124,13 @@ class L2PParams(MethodParams):
     ascent_dropout: Literal["fresh", "shared"] = Field(
         "fresh", description="fresh: each ascent pass draws its own (seeded) dropout, as the code; shared: the ascent "
                              "passes and the encoder step use one dropout realisation")
-    noise_init: float = Field(0.1, ge=0, description="gradient_noise: initial noise norm per sentence-view (FreeLB init)")
-    noise_step: float = Field(0.1, gt=0, description="gradient_noise: ascent step on the noise (normalised gradient)")
-    noise_max_norm: Optional[float] = Field(None, gt=0, description="gradient_noise: project each row's noise to this norm")
+    noise_init: float = Field(
+        0.1, ge=0, description="gradient_noise: FreeLB adv-init-mag: delta ~ U(-1,1) * noise_init / sqrt(L_i * d) on "
+                               "the real tokens (E||delta_i||^2 = noise_init^2 / 3), in word-embedding units")
+    noise_step: float = Field(0.1, gt=0, description="gradient_noise: FreeLB adv-lr: delta += noise_step * g / ||g_i||")
+    noise_max_norm: Optional[float] = Field(
+        None, gt=0, description="gradient_noise: FreeLB adv-max-norm: rows above this norm are scaled back to it; "
+                                "None: no projection (FreeLB's 0)")
     mlp_train: bool = Field(True, description="[CLS]/[MASK] + MLP (Linear+tanh) in training, dropped at test")
 
     @model_validator(mode="after")
@@ -191,7 +217,7 @@ class _TwoViewContrastive(Method):
         """In-batch InfoNCE (L2P-CSR Eq. 9) between the two halves of the doubled batch."""
         z = self.represent(enc)
         n = z.size(0) // 2
-        return info_nce(z[:n], z[n:], self.train_cfg.temperature)
+        return in_batch_info_nce(z[:n], z[n:], self.train_cfg.temperature)
 
     def export_info(self) -> dict:
         if self.templates is not None:
@@ -238,7 +264,7 @@ class _Perturbation:
     rows_view: torch.Tensor                 # (N,) long: 0 for view 1, 1 for view 2
     p_tok: Optional[torch.Tensor] = None    # (k+1, N, L); 1 at padding
     p_fea: Optional[torch.Tensor] = None    # (k+1, S, D), S = 1 | 2 | N (feature_scope)
-    delta: Optional[torch.Tensor] = None    # (N, L, D) noise on the embedding output
+    delta: Optional[torch.Tensor] = None    # (N, L, D) noise on the word embeddings (gradient_noise)
 
 
 @register("l2p")
@@ -282,17 +308,45 @@ class L2PCSR(_TwoViewContrastive):
       global dropout stream of the encoder step does not depend on ``steps``.
 
     Ablations (Table 3): ``feature_mask: false``, ``token_mask: false``,
-    ``learn: false`` (random masks), ``perturbation: gradient_noise`` (additive
-    noise on the embedding output learnt by the same ascent, FreeLB-style init;
-    ``layers`` is unused), ``continuous: true`` (M from p directly, ascent
-    w.r.t. p). Sweeps: ``phi``, ``layers`` (Fig. 2). See :data:`ABLATIONS`.
+    ``learn: false`` (random masks), ``perturbation: gradient_noise``,
+    ``continuous: true`` (M from p directly, ascent w.r.t. p). Sweeps: ``phi``,
+    ``layers`` (Fig. 2); sentlab's ``beta: 0.1`` (the code's step). See
+    :data:`ABLATIONS`.
 
-    Logged beside the loss: ``ascent_loss_start`` (random masks),
-    ``ascent_loss_end`` (last ascent pass), ``ascent_gain`` (encoder-step loss
-    minus ``ascent_loss_start``; with ``ascent_dropout: fresh`` it includes the
-    dropout difference), ``weakened_tokens`` / ``weakened_features`` /
+    "Emb Noise" follows FreeLB (Zhu et al., ICLR 2020), the VAT paradigm the
+    paper cites: the noise δ is added to the *word embeddings* (FreeLB's
+    ``inputs_embeds``, before the position/type embeddings and the embedding
+    LayerNorm; on the normalised embedding output a δ of norm 0.1 was ~0.6%
+    of the row on BERT-base, and the LayerNorm would not see it), initialised
+    ``U(-1, 1) · noise_init / sqrt(L_i d)``, ``steps`` L2 ascent steps
+    ``δ += noise_step · g/||g||`` and the projection to ``noise_max_norm``
+    (FreeLB's adv-init-mag, adv-lr, adv-max-norm). Scaling: the norms are per
+    sentence-view row, in word-embedding units and independent of the length:
+    ``||δ_i|| ≈ noise_init/√3`` at the start, each step adds at most
+    ``noise_step``, so ``||δ_i|| ≤ noise_init/√3 + steps · noise_step``
+    (≈ 0.46 at the defaults, a few % of a BERT-base row of 20–30 word
+    embeddings of norm ~1.2; ``noise_relative`` logs the ratio). As with the
+    masks the encoder then takes one step on the final views (FreeLB itself
+    accumulates the parameter gradient over the ascent steps); ``layers`` is
+    unused.
+
+    Paper settings (§4.1, ``profiles.paper``): 100,000 Wikipedia sentences
+    (``max_sentences``: a seeded subset of the corpus, :meth:`split_heldout`),
+    1 epoch, batch 512, τ = 0.05, lr 3e-5 (1e-5 for RoBERTa-base:
+    :func:`paper_lr`; a run with another lr logs a warning), STS-B dev every
+    150 steps; ``batch_size`` / ``lr`` / ``eval_every`` are this method's
+    train overrides (:class:`~sentlab.methods.base.MethodParams`).
+
+    Logged beside the loss: ``ascent_loss_start`` / ``ascent_loss_end`` (the
+    contrastive loss of the two perturbed views before the first and after the
+    last ascent step, both under the dropout of the first ascent pass and with
+    the masks the ascent differentiates; one extra no-grad pass gives the
+    end), ``ascent_gain`` (end − start: what the ascent alone added; an end
+    above log N, chance for a batch of N, means the final views are worse
+    than chance: compare β = 0.5 with the ``beta_0p1`` ablation), ``weakened_tokens`` / ``weakened_features`` /
     ``zeroed_entries`` (fractions over real tokens, final masks), or
-    ``noise_norm`` for gradient noise.
+    ``noise_norm`` (mean ||δ_i||) and ``noise_relative`` (mean ||δ_i|| over the
+    norm of the row's word embeddings) for gradient noise.
 
     Example::
 
@@ -307,8 +361,12 @@ class L2PCSR(_TwoViewContrastive):
 
     def __init__(self, encoder, tokenizer, params, train_cfg, seed: int = 0):
         super().__init__(encoder, tokenizer, params, train_cfg, seed)
-        k = 0 if params.perturbation == "gradient_noise" else params.layers
-        perturbable_modules(encoder, k)  # fail early on a bad backbone / k
+        self._perturbed_modules = (  # fails early on a bad backbone / k
+            [word_embedding_module(encoder)] if params.perturbation == "gradient_noise"
+            else perturbable_modules(encoder, params.layers))
+        if train_cfg.lr != paper_lr(encoder.config):
+            log.warning("%s: the paper trains a %s encoder with lr %g; this run uses lr %g (methods.%s.lr)",
+                        self.id, encoder.config.model_type, paper_lr(encoder.config), train_cfg.lr, self.id)
         self._draws = 0  # batches drawn so far: seeds the per-batch generator (resume-safe)
         self.last_perturbation: Optional[_Perturbation] = None
 
@@ -318,6 +376,19 @@ class L2PCSR(_TwoViewContrastive):
 
     def load_extra_state(self, state: dict) -> None:
         self._draws = int(state.get("l2p_draws", 0))
+
+    def split_heldout(self, corpus):
+        """``max_sentences`` set: the first N rows of a permutation seeded by the run seed alone
+        (corpus order kept), the paper's 100k random sentences; otherwise the whole corpus."""
+        n = self.params.max_sentences
+        if n is None:
+            return corpus
+        if n > len(corpus):
+            raise SentlabError(
+                f"methods.{self.id}.max_sentences = {n} exceeds the {len(corpus)} sentences of the training corpus; "
+                f"set it to at most {len(corpus)} (or null for all of them) in params.yaml, or raise prepare.size.")
+        rows = np.random.default_rng([self.seed, _SUBSET_STREAM]).permutation(len(corpus))[:n]
+        return corpus.subset(np.sort(rows).tolist())
 
     # --- the algorithm --------------------------------------------------------
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
@@ -335,22 +406,29 @@ class L2PCSR(_TwoViewContrastive):
             else:
                 loss = self.contrastive_loss(enc)
         self.last_perturbation = state  # the final masks of the last batch (inspection, Fig. 3-style plots)
-        if "ascent_loss_start" in stats:
-            stats["ascent_gain"] = loss.detach() - stats["ascent_loss_start"]
-        return {"loss": loss, **stats, **self._perturbation_stats(state)}
+        return {"loss": loss, **stats, **self._perturbation_stats(state, enc)}
 
     def _learn_to_perturb(self, enc, state: _Perturbation, gen: torch.Generator, shared_seed: Optional[int]):
-        """``steps`` ascent steps on the perturbation (Algorithm 1, lines 6–13). Encoder grads untouched."""
-        losses = []
-        for _ in range(self.params.steps):
-            seed = shared_seed if shared_seed is not None else self._seed_from(gen)
-            leaves, transforms = self._ascent_leaves(state)
-            with isolated_rng(seed, self.device), self._perturbed(transforms):
-                loss = self.contrastive_loss(enc)
+        """``steps`` ascent steps on the perturbation (Algorithm 1, lines 6–13). Encoder grads untouched.
+
+        Returns the final state and the ascent's losses: before the first step and after the last
+        one (one more pass, no gradient), both under the first pass's dropout seed."""
+        seeds = [shared_seed if shared_seed is not None else self._seed_from(gen) for _ in range(self.params.steps)]
+        start = None
+        for seed in seeds:
+            loss, leaves = self._ascent_pass(enc, state, seed)
             grads = torch.autograd.grad(loss, list(leaves.values()))
             state = self._ascend(state, dict(zip(leaves, grads)))
-            losses.append(loss.detach())
-        return state, {"ascent_loss_start": losses[0], "ascent_loss_end": losses[-1]}
+            start = loss.detach() if start is None else start
+        with torch.no_grad():
+            end, _ = self._ascent_pass(enc, state, seeds[0])
+        return state, {"ascent_loss_start": start, "ascent_loss_end": end, "ascent_gain": end - start}
+
+    def _ascent_pass(self, enc, state: _Perturbation, seed: int):
+        """The contrastive loss of the two views under the ascent's perturbation, dropout seeded by ``seed``."""
+        leaves, transforms = self._ascent_leaves(state)
+        with isolated_rng(seed, self.device), self._perturbed(transforms):
+            return self.contrastive_loss(enc), leaves
 
     # --- perturbation: init, masks, ascent ----------------------------------
     def _batch_generator(self) -> torch.Generator:
@@ -376,9 +454,7 @@ class L2PCSR(_TwoViewContrastive):
         rows_view = (torch.arange(n, device=self.device) >= n // 2).long()
         state = _Perturbation(real=real, rows_view=rows_view)
         if p.perturbation == "gradient_noise":
-            noise = torch.rand(n, length, d, generator=gen).to(self.device) * 2 - 1
-            noise = noise * real.unsqueeze(-1)
-            state.delta = p.noise_init * noise / noise.flatten(1).norm(dim=1).clamp_min(1e-12).view(-1, 1, 1)
+            state.delta = freelb_init(real, d, p.noise_init, gen)
             return state
         if p.token_mask:
             p_tok = torch.rand(self.n_masked, n, length, generator=gen).to(self.device)
@@ -400,7 +476,7 @@ class L2PCSR(_TwoViewContrastive):
         return a_tok, a_fea
 
     def _transforms(self, state: _Perturbation, a_tok=None, a_fea=None):
-        """One output transform per perturbed module (Eq. 3, or + noise on the embedding output)."""
+        """One output transform per perturbed module (Eq. 3, or + noise on the word embeddings)."""
         if state.delta is not None:
             delta = state.delta
             return [lambda out: out + delta.to(out.dtype)]
@@ -417,8 +493,7 @@ class L2PCSR(_TwoViewContrastive):
         return transforms
 
     def _perturbed(self, transforms):
-        k = 0 if self.params.perturbation == "gradient_noise" else self.params.layers
-        return transform_outputs(perturbable_modules(self.encoder, k), transforms)
+        return transform_outputs(self._perturbed_modules, transforms)
 
     def _ascent_leaves(self, state: _Perturbation):
         """The tensors the ascent differentiates (Eqs. 7–8) and the transforms built from them.
@@ -443,14 +518,7 @@ class L2PCSR(_TwoViewContrastive):
         """Eqs. 5–6: p ← clip[0,1](p + β g/||g||₂); masks are recomputed from p at the next pass."""
         p = self.params
         if "delta" in grads:
-            g = grads["delta"] * state.real.unsqueeze(-1)
-            norm = g.flatten(1).norm(dim=1).view(-1, 1, 1)
-            step = torch.where(norm > 0, g / norm.clamp_min(1e-12), torch.zeros_like(g))
-            delta = state.delta + p.noise_step * step
-            if p.noise_max_norm is not None:
-                dn = delta.flatten(1).norm(dim=1).view(-1, 1, 1)
-                delta = delta * (p.noise_max_norm / dn.clamp_min(1e-12)).clamp(max=1.0)
-            state.delta = delta.detach()
+            state.delta = freelb_step(state.delta, grads["delta"], state.real, p.noise_step, p.noise_max_norm).detach()
             return state
         if "tok" in grads:
             new = ascend(state.p_tok, grads["tok"], p.beta, p.token_norm, p.zero_grad)
@@ -461,9 +529,11 @@ class L2PCSR(_TwoViewContrastive):
 
     # --- logging ------------------------------------------------------------
     @torch.no_grad()
-    def _perturbation_stats(self, state: _Perturbation) -> dict[str, torch.Tensor]:
+    def _perturbation_stats(self, state: _Perturbation, enc) -> dict[str, torch.Tensor]:
         if state.delta is not None:
-            return {"noise_norm": state.delta.flatten(1).norm(dim=1).mean()}
+            norm = state.delta.flatten(1).norm(dim=1)
+            words = self._perturbed_modules[0](enc["input_ids"]) * state.real.unsqueeze(-1)
+            return {"noise_norm": norm.mean(), "noise_relative": (norm / words.flatten(1).norm(dim=1)).mean()}
         a_tok, a_fea = self._alphas(state, continuous=False)
         real = state.real.float()
         n = real.size(0)

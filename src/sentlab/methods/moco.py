@@ -16,7 +16,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from ..augment import make_augmenter
+from ..augment import _span_text, make_augmenter
 from ..errors import SentlabError
 from ..train.distributed import concat_all_gather, rank, world_size
 from . import register
@@ -33,6 +33,12 @@ class MoCoParams(MethodParams):
 
 class RateParams(MoCoParams):
     rate: float = Field(0.1, ge=0.0, le=1.0, description="fraction of words duplicated / deleted in the key sentence")
+
+
+class SRLParams(MoCoParams):
+    srl_min_args: int = Field(
+        1, ge=0, description="frames with fewer core arguments (ARG0, ARG1) are not used to build the key (0: every "
+                             "frame; a frame without arguments would make the key a bare verb)")
 
 
 def momentum_update(online: nn.Module, key: nn.Module, momentum: float) -> None:
@@ -101,7 +107,7 @@ class MoCo(Method):
         self.mlp = MLPHead(hidden)
         self.key_encoder = frozen_copy(self.encoder)
         self.key_mlp = frozen_copy(self.mlp)
-        global_batch = train_cfg.batch_size * world_size()
+        global_batch = train_cfg.batch_size  # train.batch_size is the global batch (every rank together)
         queue_len = params.queue_size - global_batch
         if queue_len < 0:
             raise SentlabError(
@@ -144,7 +150,11 @@ class MoCo(Method):
         rng = random.Random(f"{self.seed}:{int(self.aug_calls)}")
         self.aug_calls += 1
         frames = batch.extras.get("frames") or [None] * len(batch)
-        return [self._augment_fn(s, rng, f) for s, f in zip(batch.sentences, frames)]
+        return [self._augment_fn(s, rng, self._key_frames(f)) for s, f in zip(batch.sentences, frames)]
+
+    def _key_frames(self, frames):
+        """The annotation frames a sentence's key is built from (the SRL variant filters them)."""
+        return frames
 
     def _cls(self, encoder: nn.Module, sentences) -> torch.Tensor:
         enc = self.tokenize(sentences)
@@ -214,8 +224,24 @@ class MoCoSRL(MoCo):
 
     Needs the annotation stage's ``frames`` column (heuristic frames; the
     paper used a neural SRL model, see SPEC §4).
+
+    Choice (param ``srl_min_args``, default 1): a frame with fewer than that many core
+    arguments (non-empty ARG0 / ARG1; ARGM-NEG is a modifier and does not count) is left out
+    of the key; a sentence with no frame left keeps its own text as the key, as one without
+    frames does. Without it a frame with no argument turns the key into a bare verb.
     """
 
     summary = "MoCo-BERT + SRL-guided: the key is [ARG0 PRED ARGM-NEG ARG1] of every frame (annotation stage)"
+    Params = SRLParams
     corpus_columns = ("frames",)
     augmentation = "srl"
+    core_args: ClassVar[tuple[str, ...]] = ("arg0", "arg1")
+
+    def _n_args(self, frame) -> int:
+        return sum(_span_text(frame.get(a)) is not None for a in self.core_args)
+
+    def _key_frames(self, frames):
+        return [f for f in frames or () if self._n_args(f) >= self.params.srl_min_args]
+
+    def export_info(self) -> dict:
+        return dict(super().export_info(), srl_min_args=self.params.srl_min_args)

@@ -1,10 +1,11 @@
-"""PaSeR: phrase reconstruction as the sentence-level objective (SPEC §3.6), unsupervised and supervised."""
+"""PaSeR: phrase reconstruction as the sentence-level objective (SPEC §3.6); the supervised variant is in
+:mod:`sentlab.methods.paser_sup`."""
 
 from __future__ import annotations
 
 import logging
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional, Sequence
 
@@ -17,7 +18,6 @@ from ..augment.eda import EDA
 from ..encoder import SentenceEncoder, pool
 from ..errors import SentlabError
 from . import register
-from ._common import MLPHead, cosine_logits
 from ._paser_decoder import (DecodingSignal, LMHead, MaskedView, PhraseDecoder, choose_phrases, decoder_target,
                              mask_spans, mlm_mask)
 from .base import Batch, Method, MethodParams
@@ -33,19 +33,31 @@ class PaSeRParams(MethodParams):
 
     corpus: Literal["sts_unlabeled", "train"] = Field(
         "sts_unlabeled", description="training sentences: the unlabelled STS sentences (paper) or the Wikipedia corpus")
-    phrases: Literal["rake", "np", "vp", "np_vp"] = Field(
-        "rake", description="phrase source: RAKE ranking, or chunk-tree NP / VP / NP+VP (Table 5)")
-    top_k: int = Field(5, ge=1, description="phrases masked per sentence (RAKE top-k; Table 5's main row is top-5)")
+    phrases: Literal["rake", "np", "verb_group", "sbar", "np_verb_group", "np_verb_group_sbar"] = Field(
+        "rake", description="phrase source: RAKE ranking, or chunks of the annotation (Sec. 3.1.1): NP, verb groups "
+                            "(the chunkers' VP label: verbs + adverbs/modal/particle, no object), SBAR, or a union "
+                            "(Table 5's NP / VP / NP+VP rows: np / verb_group / np_verb_group)")
+    top_k: int = Field(5, ge=1, description="RAKE phrases masked per sentence (Table 5's main row is top-5)")
+    chunk_k: int = Field(1, ge=1, description="chunk phrases masked per sentence, drawn at random (Sec. 3.1.1: "
+                                              "\"a random sub-tree\", i.e. 1)")
+    mask_unit: Literal["wordpiece", "phrase"] = Field(
+        "wordpiece", description="[MASK]s in s̃: one per word piece (Table 7 shows one blank per token) or one per "
+                                 "phrase")
     eda: Literal["none", "sr", "rd", "rs", "sr+rd", "sr+rs"] = Field(
         "sr", description="EDA strategy on s and s̃ (Table 4; SR is the paper's best and needs WordNet)")
     eda_views: Literal["independent", "shared"] = Field(
         "independent", description="independent: s and s̃ get separate draws; shared: one augmented sentence, duplicated")
+    eda_edit_phrases: bool = Field(
+        True, description="EDA may edit the phrase words of s (the decoder's target stays the original phrase, "
+                          "protected in s̃); false: phrase words are never replaced, deleted or moved in either view")
     eda_alpha_sr: float = Field(0.5, ge=0, le=1, description="SR ratio (the PaSeR code: 0.5)")
     eda_alpha_rd: float = Field(0.1, ge=0, le=1, description="RD deletion probability (EDA default 0.1)")
     eda_alpha_rs: float = Field(0.1, ge=0, le=1, description="RS swap ratio (EDA default 0.1)")
     m: float = Field(10.0, ge=0, description="scale of the difference term (paper: 10; code default 1)")
     n: float = Field(10.0, ge=0, description="scale of the product term (paper: 10; code default 1)")
-    signal_abs: bool = Field(True, description="absolute difference / product (paper Eq. 2); false: signed (code)")
+    signal_abs_diff: bool = Field(True, description="m·|E_s − E_s̃| (paper Eq. 2); false: signed (code)")
+    signal_abs_prod: bool = Field(True, description="n·|E_s ∗ E_s̃| (paper Eq. 2); false: signed (code, and "
+                                                    "Sec. 3.2.2's prose)")
     project_masked: bool = Field(False, description="learned linear map on E_s̃ before the signal (code)")
     memory_order: Literal["paper", "code"] = Field(
         "paper", description="[E_s, E_s̃, diff, prod] (paper) or [prod, diff, E_s, E_s̃] (code)")
@@ -67,10 +79,11 @@ class PaSeRParams(MethodParams):
     mlm_weight: float = Field(1.0, ge=0, description="weight of L_MLM (Eq. 4: 1)")
     mlm_prob: float = Field(0.15, gt=0, lt=1)
     gen_weight: float = Field(1.0, ge=0, description="weight of L_generative")
+    gen_reduction: Literal["mean", "sum"] = Field(
+        "mean", description="L_generative over target tokens: mean over the batch's tokens (code) or, as Eq. 3 "
+                            "writes it, the sum over each sentence's tokens, averaged over sentences")
     pooling: Literal["cls", "mean", "top2_mean", "first_last"] = Field(
         "cls", description="pooling of E_s, E_s̃ in training and of the exported encoder (Table 9)")
-    extra_eval_poolings: list[Literal["cls", "mean", "top2_mean", "first_last"]] = Field(
-        default_factory=list, description="further poolings of the same trained encoder evaluated as extra rows")
     max_length: Optional[int] = Field(None, gt=0, description="None: train.max_length (32)")
     max_steps: Optional[int] = Field(
         None, gt=0, description="this method's step budget (None: train.max_steps); the random decoder needs more "
@@ -87,12 +100,20 @@ class PaSeRParams(MethodParams):
 
 @dataclass
 class Views:
-    """A batch's inputs for PaSeR: the (augmented) s, the masked (augmented) s̃, the decoder targets."""
+    """A batch's inputs for PaSeR: the (augmented) s, the masked (augmented) s̃, the decoder targets,
+    and the number of EDA edits each view of each sentence got."""
 
     s_texts: list[str]
     masked: list[MaskedView]
     spans: list[list[tuple[int, int]]]
     t_texts: list[str]
+    edits_s: list[int] = field(default_factory=list)
+    edits_masked: list[int] = field(default_factory=list)
+
+    def eda_stats(self) -> dict[str, torch.Tensor]:
+        """``eda_edits_s`` / ``eda_edits_masked``: mean EDA edits per sentence of each view (logged as train.*)."""
+        return {f"eda_edits_{k}": torch.tensor(float(np.mean(v)) if v else 0.0)
+                for k, v in (("s", self.edits_s), ("masked", self.edits_masked))}
 
 
 @register("paser")
@@ -104,17 +125,25 @@ class PaSeR(Method):
 
     Per sentence ``s`` (Sec. 3.1–3.2):
 
-    1. choose phrases (RAKE top-k in rank order, or chunk NP/VP spans) from the
-       annotation stage's ``rake`` / ``chunks`` columns (char spans);
-    2. EDA on ``s`` and on its duplicate, leaving the phrase spans intact
-       (:mod:`sentlab.augment.eda`), then mask the phrases' word pieces in the
-       duplicate → ``s̃`` (one [MASK] per word piece, via the tokenizer's offsets);
+    1. choose phrases (RAKE ``top_k`` in rank order, or ``chunk_k`` random chunks:
+       NP, ``verb_group``, SBAR) from the annotation stage's ``rake`` /
+       ``chunks`` columns (char spans). The paper draws "a random sub-tree" of
+       an NLTK parse (``chunk_k`` = 1); the chunkers' ``VP`` label is a verb
+       group (no object, unlike a parse-tree VP), hence ``phrases: verb_group``;
+    2. EDA on the duplicate leaving the phrase spans intact, and on ``s`` with
+       its phrase words editable too (``eda_edit_phrases``, see below)
+       (:mod:`sentlab.augment.eda`), then mask the phrases in the duplicate →
+       ``s̃`` (via the tokenizer's offsets; one [MASK] per word piece, as Table 7,
+       or per phrase: ``mask_unit``);
     3. the shared encoder gives ``E_s`` and ``E_s̃`` (``pooling``, [CLS] by default);
     4. decoding signal (Eq. 2) ``[E_s, E_s̃, m·|E_s−E_s̃|, n·|E_s∗E_s̃|]`` as four
-       cross-attention memory vectors (:class:`DecodingSignal`);
+       cross-attention memory vectors (:class:`DecodingSignal`; ``signal_abs_diff``
+       / ``signal_abs_prod``: absolute as Eq. 2, or signed as the code);
     5. a randomly initialised Transformer decoder (input embeddings = the
        encoder's) generates ``p_1 [SEP] … p_k [SEP]`` from ``[CLS]`` by teacher
-       forcing: ``L_generative`` (Eq. 3, token cross-entropy);
+       forcing: ``L_generative`` (Eq. 3, token cross-entropy in fp32; the mean over
+       the batch's target tokens as the code, or Eq. 3's per-sentence sum:
+       ``gen_reduction``);
     6. ``L = mlm_weight·L_MLM + gen_weight·L_generative`` (Eq. 4), MLM = BERT's
        15% / 80-10-10 corruption of ``s`` in a separate forward (as SimCSE's
        ``do_mlm``).
@@ -128,6 +157,16 @@ class PaSeR(Method):
     :class:`PaSeRParams`). After training, :meth:`reconstruction_report` measures
     how well the decoder rebuilds held-out phrases (rows of the training corpus
     kept out of training, :meth:`split_heldout`).
+
+    ``eda_edit_phrases`` (default true; the paper and the code are silent, the
+    EDA ran offline): Sec. 3.1.3 says SR on ``s`` and ``s̃`` "create[s] semantic
+    similar phrases with different tokens", i.e. it edits phrases; and with the
+    RAKE top-5 protected, 78.6% of the STS sentences have no word SR may
+    replace, so SR would barely act. The edits go to ``s`` only: ``s̃``'s phrases
+    are masked anyway, and the target stays the original phrase. The forward
+    returns (and the loop logs as ``train.*``) ``eda_edits_s`` /
+    ``eda_edits_masked``, the mean EDA edits per sentence of each view (words
+    replaced + deleted + swaps).
 
     Choices of the quick profile (MiniLM, 150 CPU steps), reset by the paper
     profile: ``head_lr`` 1e-3 for the random modules, ``memory_norm`` (a
@@ -164,14 +203,20 @@ class PaSeR(Method):
                 f"size {hidden}; pick a divisor (e.g. 12 for 384/768).")
         if not getattr(tokenizer, "is_fast", False):
             raise SentlabError("PaSeR needs a fast (Rust) tokenizer for the offset mapping that locates phrase spans.")
+        if params.eda_edit_phrases and params.eda_views == "shared" and params.eda != "none":
+            raise SentlabError(
+                f"methods.{self.id or 'paser'}: eda_edit_phrases edits the phrases of s but not of s̃, so the two views "
+                f"cannot share one augmentation (eda_views: shared); set eda_views: independent or "
+                f"eda_edit_phrases: false.")
         self.eda = EDA(params.eda, params.eda_alpha_sr, params.eda_alpha_rd, params.eda_alpha_rs)
         self._recon_sets = None  # {'heldout', 'fit'} corpora, set by split_heldout
         if params.memory_norm and (params.m, params.n) != (10.0, 10.0):
             log.warning("methods.%s: memory_norm is on, so m = %s and n = %s change nothing (LayerNorm is "
                         "scale-invariant); set memory_norm: false to compare scales (Table 8).",
                         self.id or "paser", params.m, params.n)
-        self.signal = DecodingSignal(hidden, params.m, params.n, params.signal_abs, params.project_masked,
-                                     params.memory_order, params.memory_type_embeddings, params.memory_norm)
+        self.signal = DecodingSignal(hidden, params.m, params.n, params.signal_abs_diff, params.signal_abs_prod,
+                                     params.project_masked, params.memory_order, params.memory_type_embeddings,
+                                     params.memory_norm)
         g = torch.random.fork_rng()  # seeded init of the decoder without touching the caller's RNG stream
         with g:
             torch.manual_seed(seed)
@@ -226,6 +271,11 @@ class PaSeR(Method):
     def max_len(self) -> int:
         return self.params.max_length or self.train_cfg.max_length
 
+    @property
+    def phrase_count(self) -> int:
+        """Phrases masked per sentence (at most): ``top_k`` for RAKE, ``chunk_k`` for chunks."""
+        return self.params.top_k if self.params.phrases == "rake" else self.params.chunk_k
+
     # --- data: phrases, augmentation, masking ------------------------------------------
     def _rng(self, calls: int, row: Any, i: int) -> random.Random:
         """One reproducible stream per (seed, training call, corpus row, batch slot): resume-safe (``_calls`` is a buffer)."""
@@ -233,7 +283,11 @@ class PaSeR(Method):
 
     def prepare_views(self, sentences: Sequence[str], extras: dict, index: Sequence[int] = (),
                       augment: bool = True) -> Views:
-        """Choose phrases, augment (if ``augment``), mask; one :class:`Views` for the batch."""
+        """Choose phrases, augment (if ``augment``), mask; one :class:`Views` for the batch.
+
+        s̃ is augmented with its phrases protected, so the target is the original phrase; s with its
+        phrase words editable too when ``eda_edit_phrases``.
+        """
         source = self.params.phrases
         column = "rake" if source == "rake" else "chunks"
         if column not in extras:
@@ -245,17 +299,20 @@ class PaSeR(Method):
         for i, s in enumerate(sentences):
             rng = self._rng(calls, index[i] if i < len(index) else "x", i)
             spans = choose_phrases(s, extras.get("rake", [None] * len(sentences))[i],
-                                   extras.get("chunks", [None] * len(sentences))[i], source, self.params.top_k, rng)
+                                   extras.get("chunks", [None] * len(sentences))[i], source, self.phrase_count, rng)
             if augment and self.eda.ops:
                 aug_t = self.eda.augment(s, rng, spans)
-                aug_s = aug_t if self.params.eda_views == "shared" else self.eda.augment(s, rng, spans)
-                s_text, t_text, t_spans = aug_s.text, aug_t.text, aug_t.spans
+                aug_s = aug_t if self.params.eda_views == "shared" else \
+                    self.eda.augment(s, rng, () if self.params.eda_edit_phrases else spans)
+                s_text, t_text, t_spans, edits = aug_s.text, aug_t.text, aug_t.spans, (aug_s.edits, aug_t.edits)
             else:
-                s_text, t_text, t_spans = s, s, spans
+                s_text, t_text, t_spans, edits = s, s, spans, (0, 0)
+            out.edits_s.append(edits[0])
+            out.edits_masked.append(edits[1])
             out.s_texts.append(s_text)
             out.t_texts.append(t_text)
             out.spans.append(t_spans)
-            out.masked.append(mask_spans(self.tokenizer, t_text, t_spans, self.max_len))
+            out.masked.append(mask_spans(self.tokenizer, t_text, t_spans, self.max_len, self.params.mask_unit))
         return out
 
     def _pad(self, seqs: Sequence[Sequence[int]], value: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -303,17 +360,21 @@ class PaSeR(Method):
         return logits, labels
 
     def generative_loss(self, memory: torch.Tensor, targets: Sequence[Sequence[int]]):
-        """Eq. 3: token cross-entropy of the teacher-forced decoder (mean over target tokens)."""
+        """Eq. 3: fp32 token cross-entropy of the teacher-forced decoder, reduced by ``gen_reduction``
+        (mean: over the batch's target tokens; sum: over each sentence's, then the mean over sentences)."""
         logits, labels = self.teacher_forcing(memory, targets)
         if logits is None:
             return memory.sum() * 0.0, torch.tensor(float("nan"))
-        loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), labels.reshape(-1), ignore_index=-100)
+        with torch.autocast(device_type=logits.device.type, enabled=False):
+            nll = F.cross_entropy(logits.float().transpose(1, 2), labels, ignore_index=-100, reduction="none")
         valid = labels != -100
+        loss = nll.sum() / valid.sum() if self.params.gen_reduction == "mean" else nll.sum(1).mean()
         acc = (logits.argmax(-1)[valid] == labels[valid]).float().mean().detach()
         return loss, acc
 
     def mlm_loss(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """BERT's MLM on s (15%, 80/10/10), the head shared with the decoder."""
+        """BERT's MLM on s (15%, 80/10/10), the head shared with the decoder; fp32 cross-entropy, mean over
+        the masked tokens."""
         special = torch.isin(input_ids, torch.tensor(self.tokenizer.all_special_ids, device=input_ids.device))
         inputs, labels = mlm_mask(input_ids, special | (attention_mask == 0), self.tokenizer, self.params.mlm_prob)
         if not (labels != -100).any():
@@ -321,7 +382,8 @@ class PaSeR(Method):
         hidden = self.encoder(input_ids=inputs, attention_mask=attention_mask, return_dict=True).last_hidden_state
         sel = labels != -100
         logits = self.lm_head(hidden[sel], self.encoder.get_input_embeddings().weight)
-        return F.cross_entropy(logits.float(), labels[sel])
+        with torch.autocast(device_type=logits.device.type, enabled=False):
+            return F.cross_entropy(logits.float(), labels[sel])
 
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
         views = self.prepare_views(batch.sentences, batch.extras, batch.index, augment=self.training)
@@ -332,7 +394,7 @@ class PaSeR(Method):
         memory = self.encode_views(views, e_s)
         loss_gen, acc = self.generative_loss(memory, self.targets(views))
         loss = self.params.gen_weight * loss_gen
-        out = {"loss_gen": loss_gen.detach(), "gen_token_acc": acc}
+        out = {"loss_gen": loss_gen.detach(), "gen_token_acc": acc, **views.eda_stats()}
         if self.params.mlm_weight > 0:
             loss_mlm = self.mlm_loss(enc_s["input_ids"], enc_s["attention_mask"])
             loss = loss + self.params.mlm_weight * loss_mlm
@@ -465,87 +527,3 @@ class PaSeR(Method):
 
     def sentence_encoder(self, precision: str = "fp32", max_length: Optional[int] = None) -> SentenceEncoder:
         return self._encoder_with(self.params.pooling, precision, max_length)
-
-    def extra_eval_encoders(self, precision: str = "fp32") -> dict[str, SentenceEncoder]:
-        return {f"{self.id}-{p}": self._encoder_with(p, precision, None)
-                for p in self.params.extra_eval_poolings if p != self.params.pooling}
-
-
-class PaSeRSupParams(PaSeRParams):
-    """``methods.paser_sup``: SimCSE's supervised loss on NLI + α·L_generative (Eq. 5)."""
-
-    corpus: Literal["nli"] = Field("nli", description="SimCSE's NLI triples (data/corpus/nli.parquet)")
-    alpha: float = Field(1.0, ge=0, description="weight of L_generative (Eq. 5; searched in the paper)")
-    gen_weight: float = Field(1.0, ge=0, description="unused in paser_sup (alpha is the weight)")
-    mlm_weight: float = Field(0.0, ge=0, description="Eq. 5 has no MLM term")
-    eda: Literal["none", "sr", "rd", "rs", "sr+rd", "sr+rs"] = Field("none", description="EDA on the anchors")
-    mlp_head: bool = Field(True, description="SimCSE-sup's MLP over [CLS] in training (dropped at test, SPEC §2)")
-    hard_negative_weight: float = Field(0.0, description="SimCSE's log-weight added to hard-negative logits")
-    decoder_init: Literal["random", "paser"] = Field(
-        "random", description="paser: decoder/signal/head from models/paser/paser_heads.safetensors")
-
-
-@register("paser_sup")
-class PaSeRSup(PaSeR):
-    """Supervised PaSeR (Wu & Zhao 2022, Sec. 3.3, Eq. 5): ``L = L_contrastive + α·L_generative``.
-
-    ``L_contrastive`` is SimCSE's supervised loss (Gao et al. 2021, Eq. 5): for
-    anchor i, its entailment ``positive`` is the target among every positive and
-    every contradiction ``hard_negative`` in the batch (cos/τ). The generative
-    term is unsupervised PaSeR's phrase reconstruction on the anchors, with
-    ``E_s`` = the anchor's pooled vector from the contrastive forward (before the MLP).
-    The encoder starts from the trained unsupervised PaSeR (``init_from``).
-
-    Inputs: ``Batch.sentences`` (anchors = sent0), ``Batch.extras["positive"]``,
-    ``["hard_negative"]`` (from ``data/corpus/nli.parquet``) and ``["rake"]`` /
-    ``["chunks"]`` of the anchors.
-    """
-
-    summary = "PaSeR (sup.): SimCSE supervised NLI contrastive loss + alpha * phrase reconstruction; init from paser"
-    Params = PaSeRSupParams
-    corpus_columns = ("positive", "hard_negative", "rake", "chunks")
-    corpus = "nli"
-    init_from = "paser"
-
-    def __init__(self, encoder, tokenizer, params: PaSeRSupParams, train_cfg, seed: int = 0):
-        super().__init__(encoder, tokenizer, params, train_cfg, seed)
-        self.mlp = MLPHead(encoder.config.hidden_size) if params.mlp_head else None
-        if params.decoder_init == "paser":
-            src = getattr(encoder, "name_or_path", None) or getattr(encoder.config, "_name_or_path", "")
-            self.load_heads(src)
-
-    def contrastive_loss(self, h: torch.Tensor, n: int) -> torch.Tensor:
-        z = self.mlp(h) if self.mlp is not None else h
-        z1, z2, z3 = z[:n], z[n:2 * n], z[2 * n:]
-        logits = torch.cat([cosine_logits(z1, z2, self.train_cfg.temperature),
-                            cosine_logits(z1, z3, self.train_cfg.temperature)], dim=1)
-        if self.params.hard_negative_weight:
-            w = torch.zeros_like(logits)
-            w[:, n:] = torch.eye(n, device=logits.device) * self.params.hard_negative_weight
-            logits = logits + w
-        return F.cross_entropy(logits, torch.arange(n, device=logits.device))
-
-    def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
-        for col in ("positive", "hard_negative"):
-            if col not in batch.extras:
-                raise SentlabError(f"paser_sup needs Batch.extras[{col!r}] (the NLI corpus data/corpus/nli.parquet; "
-                                   f"build it with sentlab.data.nli.load_nli).")
-        n = len(batch)
-        views = self.prepare_views(batch.sentences, batch.extras, batch.index, augment=self.training)
-        if self.training:
-            self._calls += 1
-        anchors = views.s_texts
-        enc = self.tokenize(list(anchors) + list(batch.extras["positive"]) + list(batch.extras["hard_negative"]),
-                            max_length=self.max_len)
-        h = self.embed(enc["input_ids"], enc["attention_mask"])
-        loss_con = self.contrastive_loss(h, n)
-        memory = self.encode_views(views, h[:n])
-        loss_gen, acc = self.generative_loss(memory, self.targets(views))
-        loss = loss_con + self.params.alpha * loss_gen
-        out = {"loss_con": loss_con.detach(), "loss_gen": loss_gen.detach(), "gen_token_acc": acc}
-        if self.params.mlm_weight > 0:
-            loss_mlm = self.mlm_loss(enc["input_ids"][:n], enc["attention_mask"][:n])
-            loss = loss + self.params.mlm_weight * loss_mlm
-            out["loss_mlm"] = loss_mlm.detach()
-        out["loss"] = loss
-        return out

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Literal, Optional
 
 import torch
 import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ..errors import SentlabError
 from . import register
@@ -50,8 +52,12 @@ class PseudoTokenAttention(nn.Module):
     def forward(self, x_q: torch.Tensor, x_kv: torch.Tensor, kv_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         q, k, v = self._heads(self.query(x_q)), self._heads(self.key(x_kv)), self._heads(self.value(x_kv))
         mask = None if kv_mask is None else kv_mask.bool()[:, None, None, :]
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
-                                             dropout_p=self.dropout if self.training else 0.0)
+        # one key (attend_to: cls): the plain softmax path, whose backward through softmax ≡ 1 is exactly 0
+        # (fused kernels leave ~1e-10 round-off that Adam would turn into random steps of P)
+        kernel = sdpa_kernel(SDPBackend.MATH) if k.size(2) == 1 else contextlib.nullcontext()
+        with kernel:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                                 dropout_p=self.dropout if self.training else 0.0)
         b, h, n, dh = out.shape
         return out.transpose(1, 2).reshape(b, n, h * dh)
 
@@ -83,7 +89,11 @@ class PTBert(MoCo):
       pooler output"; the code attends to the single [CLS] vector → ``cls``
       (default; every row of Z′ is then the same value vector).
       ``tokens`` = all last-layer token states with padding masked, as the
-      equations read.
+      equations read. Finding: under ``cls`` the first attention has one key,
+      its softmax is 1 whatever the scores, so Z′ = V(y) does not depend on P
+      and **P receives exactly zero gradient** (pinned by a test); the m
+      (``pseudo_len``) and queue ablations are therefore also run with
+      ``tokens`` (``ptbert_tokens_m*``, ``ptbert_tokens_q*``).
     * ``num_heads``: Eq. 2 is single-head with d_k = d (``num_heads: 1``); the
       code uses HF ``BertSelfAttention`` (the encoder's heads, no output
       projection) → default None = the encoder's heads.
@@ -95,7 +105,11 @@ class PTBert(MoCo):
       (0.1); default None = the encoder's ``attention_probs_dropout_prob``.
     * queue: the code keeps a list of whole batches (4); here a FIFO of keys
       with the same content order (current batch first).
-    * precision: the code used fp16; here fp32 on CPU and bf16 autocast on GPU.
+    * precision: the code used fp16; here fp32 on CPU and bf16 autocast on GPU,
+      the similarity logits and the loss in fp32.
+
+    ``sentlab.json`` records ``pseudo_len``, ``attend_to``, ``num_heads`` (the
+    heads used) and ``key_second_attention``.
     """
 
     summary = "PT-BERT: MoCo-BERT + 128 pseudo tokens through one shared attention (training only); [CLS] at test"
@@ -154,4 +168,5 @@ class PTBert(MoCo):
 
     def export_info(self) -> dict:
         return {"method": self.id, "pooling": self.inference_pooling, "pseudo_len": self.params.pseudo_len,
-                "attend_to": self.params.attend_to}
+                "attend_to": self.params.attend_to, "num_heads": self.attn.num_heads,
+                "key_second_attention": self.params.key_second_attention}

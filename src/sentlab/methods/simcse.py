@@ -8,7 +8,7 @@ import torch
 from pydantic import Field
 
 from . import register
-from ._common import MLPHead, info_nce
+from ._common import MLPHead, in_batch_info_nce
 from .base import Batch, Method, MethodParams
 
 
@@ -53,5 +53,5 @@ class SimCSE(Method):
         cls = self.encoder(**enc, return_dict=True).last_hidden_state[:, 0]
         z = self.mlp(cls)
         z1, z2 = z[:n], z[n:]
-        loss = info_nce(z1, z2, self.train_cfg.temperature)
+        loss = in_batch_info_nce(z1, z2, self.train_cfg.temperature)
         return {"loss": loss}

@@ -10,10 +10,17 @@ row of a model's metrics) and the paper's values. :func:`resolve` fills a row:
   (train stage failed / not run / trained but not evaluated);
 * a paper row with no sentlab model (another paper's system) → "not implemented in sentlab: …".
 
+A row states the method settings it expects (``RowSpec.expects``, e.g. PaSeR Table 4's "+ SR" row:
+``eda = sr``); a model fills it only when the ``method`` block its metrics record (copied from
+``models/<name>/sentlab.json`` by the evaluate stage) has those values. Each filled row's note says
+what the model was trained with (``TableSpec.settings``), and a model of the table that fits no row
+is listed under :data:`OTHER_SETTINGS` with its real settings: the quick profile's PaSeR (RD, 2
+decoder layers) never stands in the "+ SR" or "6 layers" rows.
+
 Never a silent gap: every row is printed, every empty cell has its row's reason beside it.
 Renderers: :func:`to_markdown`, :func:`to_csv` (long format, one line per cell),
-:func:`to_latex` (booktabs). Every reproduced SICK-R cell carries the prepare stage's
-language warning (the local SICK mirror is a translation) as a flag.
+:func:`to_latex` (booktabs). A data warning of the prepare stage (e.g. a SICK copy that is not
+English) is printed in the header of every table with that column.
 """
 
 from __future__ import annotations
@@ -30,9 +37,8 @@ from . import paper_numbers as P
 
 STS7 = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
 LABELS = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R", "STSBenchmark-dev": "STS-B dev", "Avg": "Avg."}
-SICK = "SICKRelatedness"
-FLAG = "‡"
 EVALUATED = "evaluated"
+OTHER_SETTINGS = "sentlab runs at other settings (no paper row)"
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,7 @@ class RowSpec:
     note: str = ""                        # shown in the Note column (why paper-only, caveats)
     section: str = ""
     extract: str = "sts"                  # sts | hard_subset | hard_full | density
+    expects: dict = field(default_factory=dict)   # method key -> value (a tuple: any of these) the model needs
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,7 @@ class TableSpec:
     context: str = ""
     main: bool = False                    # LaTeX too
     digits: int = 2
+    settings: tuple[str, ...] = ()        # method keys each filled row reports as "trained with"
 
 
 @dataclass
@@ -66,6 +74,8 @@ class Resolved:
     values: dict = field(default_factory=dict)
     backbone: str = ""
     profile: str = ""
+    method: dict = field(default_factory=dict)   # the method block the model was trained with
+    trained_with: str = ""                # the table's settings keys of ``method``, as text
 
     @property
     def evaluated(self) -> bool:
@@ -141,32 +151,58 @@ def _why_missing(name: str, models_dir: Path) -> str:
     return f"{metrics} missing; models/{base}/sentlab.json says: {status}"
 
 
+def _fmt(v) -> str:
+    return "/".join(map(_fmt, v)) if isinstance(v, tuple) else ("null" if v is None else str(v))
+
+
+def settings_text(d: dict) -> str:
+    return ", ".join(f"{k}={_fmt(v)}" for k, v in d.items())
+
+
+def mismatch(expects: dict, method: Optional[dict]) -> Optional[str]:
+    """Why a model trained with the ``method`` block cannot fill a row expecting ``expects`` (None: it can)."""
+    if not expects:
+        return None
+    if not isinstance(method, dict) or not method:
+        return "its metrics record no method settings (evaluated before they were recorded); re-run its evaluate stage"
+    bad = {k: method.get(k, "absent") for k, want in expects.items()
+           if method.get(k) not in (want if isinstance(want, tuple) else (want,))}
+    if bad:
+        return f"trained with {settings_text(bad)}, this row expects {settings_text({k: expects[k] for k in bad})}"
+    return None
+
+
 def resolve(row: RowSpec, metrics: dict[str, dict], models_dir: Path = Path("models")) -> Resolved:
     if not row.models:
         return Resolved(row, status=row.note or "paper only")
-    first_reason = None
+    reasons: list[str] = []
     for cand in row.models:
         base, _, extra = cand.partition("/")
         m = metrics.get(base)
         if m is None:
-            first_reason = first_reason or _why_missing(cand, models_dir)
+            reasons.append(_why_missing(cand, models_dir))
             continue
         status = m.get("status", EVALUATED)
         if status != EVALUATED:
-            first_reason = first_reason or f"{base}: {status}"
+            reasons.append(f"{base}: {status}")
             continue
+        why = mismatch(row.expects, m.get("method"))
+        if why:
+            reasons.append(f"{base}: {why}")
+            continue
+        method = m.get("method") if isinstance(m.get("method"), dict) else {}
         if extra:
             m2 = (m.get("extra_rows") or {}).get(extra)
             if m2 is None:
-                first_reason = first_reason or f"{base} was evaluated without the extra row {extra}"
+                reasons.append(f"{base} was evaluated without the extra row {extra}")
                 continue
             m = {**m2, "backbone": m.get("backbone"), "profile": m.get("profile")}
         vals, why = extract(m, row.extract)
         if why:
-            first_reason = first_reason or f"{base}: {why}"
+            reasons.append(f"{base}: {why}")
             continue
-        return Resolved(row, cand, EVALUATED, vals, str(m.get("backbone", "")), str(m.get("profile", "")))
-    return Resolved(row, row.models[0], first_reason or "not evaluated")
+        return Resolved(row, cand, EVALUATED, vals, str(m.get("backbone", "")), str(m.get("profile", "")), method)
+    return Resolved(row, row.models[0], "; ".join(reasons) or "not evaluated")
 
 
 # --- rendering ---------------------------------------------------------------------------------
@@ -185,9 +221,9 @@ def cell_values(res: Resolved, col: str) -> tuple[Optional[float], Optional[floa
     return r, p, _diff(r, p)
 
 
-def cell_text(res: Resolved, col: str, digits: int = 2, flag: bool = False) -> str:
+def cell_text(res: Resolved, col: str, digits: int = 2) -> str:
     r, p, d = cell_values(res, col)
-    rs = _f(r, digits) + (FLAG if flag and r is not None else "")
+    rs = _f(r, digits)
     if p is None:
         return rs if r is not None else "–"
     ps = _f(p, digits)
@@ -202,15 +238,48 @@ def _row_note(res: Resolved, backbone: str, profile: str) -> str:
         parts.append(f"`{res.model}`")
         if (res.backbone and res.backbone != backbone) or (res.profile and res.profile != profile):
             parts.append(f"stale: evaluated with {res.backbone}, profile {res.profile}")
+        if res.trained_with:
+            parts.append(f"trained with {res.trained_with}")
     else:
         parts.append(res.status)
+    if res.spec.expects:
+        parts.append(f"row expects {settings_text(res.spec.expects)}")
     if res.spec.note and res.spec.models:
         parts.append(res.spec.note)
     return "; ".join(parts)
 
 
 def render_rows(spec: TableSpec, metrics: dict[str, dict], models_dir: Path = Path("models")) -> list[Resolved]:
-    return [resolve(r, metrics, models_dir) for r in spec.rows]
+    """The table's rows resolved, each filled row labelled with its model's settings, then the
+    models of the table whose settings fit none of its rows (:data:`OTHER_SETTINGS`)."""
+    rows = [resolve(r, metrics, models_dir) for r in spec.rows]
+    rows += unplaced_rows(spec, rows, metrics)
+    for res in rows:
+        if res.evaluated and spec.settings and res.method:
+            res.trained_with = settings_text({k: res.method.get(k, "absent") for k in spec.settings})
+    return rows
+
+
+def unplaced_rows(spec: TableSpec, rows: list[Resolved], metrics: dict[str, dict]) -> list[Resolved]:
+    """A row "``<model>`` as trained" for each evaluated model that settings-checked rows name but
+    whose recorded settings fit none of the rows naming it."""
+    filled = {res.model for res in rows if res.evaluated}
+    out, seen = [], set()
+    for row in spec.rows:
+        for cand in row.models if row.expects else ():
+            m = metrics.get(cand)
+            if (cand in filled or cand in seen or "/" in cand or m is None or m.get("status", EVALUATED) != EVALUATED
+                    or not isinstance(m.get("method"), dict) or not m["method"]):
+                continue
+            if any(cand in r.models and mismatch(r.expects, m["method"]) is None for r in spec.rows):
+                continue                                   # fits a row another model of its settings filled
+            seen.add(cand)
+            vals, why = extract(m, row.extract)
+            if why is None:
+                out.append(Resolved(RowSpec(f"{cand} (as trained)", (cand,), None, "its settings fit no row of this table",
+                                            OTHER_SETTINGS, row.extract), cand, EVALUATED, vals,
+                                    str(m.get("backbone", "")), str(m.get("profile", "")), m["method"]))
+    return out
 
 
 def header_text(spec: TableSpec, backbone: str, profile: str, warnings: dict[str, str]) -> str:
@@ -219,13 +288,13 @@ def header_text(spec: TableSpec, backbone: str, profile: str, warnings: dict[str
              "", "Cell: **reproduced / paper (Δ = reproduced − paper)**; `–` = no number (the row's note says why)."]
     if spec.context:
         lines += ["", spec.context]
-    if SICK in spec.columns and SICK in warnings:
-        lines += ["", f"{FLAG} SICK-R (every reproduced cell): {warnings[SICK]}."]
+    for t, w in warnings.items():
+        if t in spec.columns:
+            lines += ["", f"Data warning ({LABELS.get(t, t)}): {w}."]
     return "\n".join(lines)
 
 
 def to_markdown(spec: TableSpec, rows: list[Resolved], backbone: str, profile: str, warnings: dict[str, str]) -> str:
-    flag_sick = SICK in warnings
     head = ["Row", *[LABELS.get(c, c) for c in spec.columns], "Note"]
     out = [f"# {spec.title}", "", header_text(spec, backbone, profile, warnings), ""]
     section = None
@@ -234,14 +303,14 @@ def to_markdown(spec: TableSpec, rows: list[Resolved], backbone: str, profile: s
         if res.spec.section and res.spec.section != section:
             section = res.spec.section
             out.append(f"| **{section}** |" + " |" * (len(head) - 1))
-        cells = [cell_text(res, c, spec.digits, flag_sick and c == SICK) for c in spec.columns]
+        cells = [cell_text(res, c, spec.digits) for c in spec.columns]
         out.append("| " + " | ".join(x.replace("|", "\\|") for x in [res.spec.label, *cells,
                                                                       _row_note(res, backbone, profile)]) + " |")
     return "\n".join(out) + "\n"
 
 
 CSV_HEADER = ["table", "section", "row", "model", "column", "reproduced", "paper", "diff", "status", "backbone",
-              "profile", "flag", "note"]
+              "profile", "expects", "trained_with", "note"]
 
 
 def csv_records(spec: TableSpec, rows: list[Resolved], backbone: str, profile: str,
@@ -250,12 +319,12 @@ def csv_records(spec: TableSpec, rows: list[Resolved], backbone: str, profile: s
     for res in rows:
         for c in spec.columns:
             r, p, d = cell_values(res, c)
-            flag = warnings.get(SICK, "") if (c == SICK and r is not None) else ""
             recs.append([spec.id, res.spec.section, res.spec.label, res.model or "", c,
                          "" if r is None else round(r, 4), "" if p is None else p,
                          "" if d is None else round(d, 4), res.status,
                          res.backbone or (backbone if res.spec.models else ""),
-                         res.profile or (profile if res.spec.models else ""), flag, res.spec.note])
+                         res.profile or (profile if res.spec.models else ""), settings_text(res.spec.expects),
+                         res.trained_with, res.spec.note])
     return recs
 
 
@@ -268,7 +337,7 @@ def to_csv(spec: TableSpec, rows: list[Resolved], backbone: str, profile: str, w
 
 
 _TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
-        "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "‡": r"$^\ddagger$", "Δ": r"$\Delta$",
+        "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "Δ": r"$\Delta$",
         "–": "--", "−": "-", "×": r"$\times$", "≥": r"$\geq$", "≤": r"$\leq$", "`": ""}
 
 
@@ -279,7 +348,6 @@ def tex_escape(s: str) -> str:
 def to_latex(spec: TableSpec, rows: list[Resolved], backbone: str, profile: str, warnings: dict[str, str]) -> str:
     """booktabs table; cells ``reproduced / paper`` with Δ below in small type; rows without numbers
     carry their reason in a footnote-style last column."""
-    flag_sick = SICK in warnings
     cols = spec.columns
     out = [r"% generated by sentlab (report stage); needs \usepackage{booktabs}",
            r"\begin{table*}[t]", r"\centering", r"\scriptsize",
@@ -295,7 +363,7 @@ def to_latex(spec: TableSpec, rows: list[Resolved], backbone: str, profile: str,
         cells = []
         for c in cols:
             r, p, d = cell_values(res, c)
-            rs = _f(r, spec.digits) + (r"$^\ddagger$" if flag_sick and c == SICK and r is not None else "")
+            rs = _f(r, spec.digits)
             if p is None:
                 cells.append(rs if r is not None else "--")
             elif r is None:
@@ -306,8 +374,9 @@ def to_latex(spec: TableSpec, rows: list[Resolved], backbone: str, profile: str,
         out.append(tex_escape(res.spec.label) + " & " + " & ".join(cells) + f" & {note} \\\\")
     caption = (f"{spec.title}. Reproduced ({tex_escape(backbone)}, profile {tex_escape(profile)}) / paper "
                f"({tex_escape(spec.source)}, {tex_escape(spec.paper_setting)}), difference in parentheses.")
-    if SICK in cols and flag_sick:
-        caption += r" $^\ddagger$ " + tex_escape(warnings[SICK]) + "."
+    for t, w in warnings.items():
+        if t in cols:
+            caption += " Data warning (" + tex_escape(LABELS.get(t, t)) + "): " + tex_escape(w) + "."
     out += [r"\bottomrule", r"\end{tabular}", r"\caption{" + caption + "}", r"\label{tab:" + spec.id + "}",
             r"\end{table*}"]
     return "\n".join(out) + "\n"
@@ -325,6 +394,29 @@ def _paper_only(label: str, paper: dict, why: str, section: str = "") -> RowSpec
     return RowSpec(label, (), paper, f"{NOT_IMPL}: {why}", section)
 
 
+PTBERT_SETTINGS = ("pseudo_len", "queue_size", "attend_to")
+PTBERT_CLS_NOTE = "attend_to: cls (released code): P receives no gradient"
+
+
+def _ptbert_sweep(attend_to: str, section: str, which: str) -> list[RowSpec]:
+    """PT-BERT Table 5a (``which`` = m) or 5b (q) rows in one reading of Y: variants
+    ``ptbert[_tokens]_m<m>`` / ``_q<q>``; m = 128, q = 256 is ``ptbert`` / ``ptbert_tokens``."""
+    prefix = "ptbert" if attend_to == "cls" else "ptbert_tokens"
+    note = PTBERT_CLS_NOTE if attend_to == "cls" else "attend_to: tokens"
+    rows = []
+    for v, paper in (P.PTBERT_TABLE5A if which == "m" else P.PTBERT_TABLE5B).items():
+        main = v == (128 if which == "m" else 256)
+        m, q = (v, 256) if which == "m" else (128, v)
+        models = tuple(dict.fromkeys((prefix, "ptbert"))) if main else (f"{prefix}_{which}{v}",)
+        if which == "q":
+            note_v = note + "; queue in sentences (SPEC §3.4: batch 64 + 3 queued batches = 256)"
+        else:
+            note_v = note
+        rows.append(RowSpec(f"{'L' if which == 'm' else 'Q'}-{v}" + (" (ours)" if main else ""), models, dict(paper),
+                            note_v, section, expects={"pseudo_len": m, "queue_size": q, "attend_to": attend_to}))
+    return rows
+
+
 def ptbert_tables(backbone: str) -> list[TableSpec]:
     t3 = P.PTBERT_TABLE3
     hs = P.PTBERT_HARD_SUBSET
@@ -337,16 +429,20 @@ def ptbert_tables(backbone: str) -> list[TableSpec]:
     if backbone == "sentence-transformers/all-MiniLM-L6-v2":
         table3_rows.append(RowSpec("all-MiniLM-L6-v2 mean vs MTEB", ("base-mean",), dict(P.MTEB_MINILM_MEAN),
                                    "reference = the public MTEB evaluation (not a paper): |Δ| ≤ 0.01 on STS12–16/STS-B "
-                                   "checks the evaluator", "Baselines"))
+                                   "checks the evaluator; no SICK-R reference: MTEB's SICK-R "
+                                   f"({P.MTEB_MINILM_SICKR_ALL_PAIRS:.2f}) scores all 9,927 SICK pairs, a different "
+                                   "protocol from the 4,927-pair test split", "Baselines"))
     table3_rows += [
         _paper_only("CLEAR", P.PTBERT_CLEAR, "own pre-training on Wikipedia + BookCorpus (500k steps)",
                     "Discrete augmentation"),
         *[RowSpec(t3[k][0], (k,), dict(t3[k][1]), "", "Discrete augmentation")
           for k in ("moco", "moco_reorder", "moco_duplication", "moco_deletion", "moco_srl")],
-        *[RowSpec(t3[k][0], (k,), dict(t3[k][1]), "", "Continuous augmentation") for k in ("ct", "simcse", "ptbert")],
-        RowSpec("PT-BERT, Y = all token states", ("ptbert_tokens",), None,
+        *[RowSpec(t3[k][0], (k,), dict(t3[k][1]), "", "Continuous augmentation") for k in ("ct", "simcse")],
+        RowSpec(t3["ptbert"][0], ("ptbert",), dict(t3["ptbert"][1]), PTBERT_CLS_NOTE, "Continuous augmentation",
+                expects={"attend_to": "cls"}),
+        RowSpec("PT-BERT, Y = all token states", ("ptbert_tokens", "ptbert"), None,
                 "SPEC §3.5 reading of the equations (attend_to: tokens); the paper reports one variant",
-                "Continuous augmentation"),
+                "Continuous augmentation", expects={"attend_to": "tokens"}),
     ]
     t4 = P.PTBERT_TABLE4
     t4_rows = [
@@ -361,11 +457,10 @@ def ptbert_tables(backbone: str) -> list[TableSpec]:
             ("MoCo-BERTbase + SRL", "moco_srl"), ("PT-BERTbase", "ptbert"))],
     ]
     t5_rows = [
-        *[RowSpec(f"L-{m}" + (" (ours)" if m == 128 else ""), ("ptbert",) if m == 128 else (f"ptbert_m{m}",),
-                  dict(P.PTBERT_TABLE5A[m]), section="(a) pseudo sequence length m") for m in P.PTBERT_TABLE5A],
-        *[RowSpec(f"Q-{q}" + (" (ours)" if q == 256 else ""), ("ptbert",) if q == 256 else (f"ptbert_q{q}",),
-                  dict(P.PTBERT_TABLE5B[q]), "queue in sentences (SPEC §3.4: batch 64 + 3 queued batches = 256)",
-                  section="(b) queue size") for q in P.PTBERT_TABLE5B],
+        *_ptbert_sweep("cls", "(a) pseudo sequence length m, attend_to: cls (P receives no gradient)", "m"),
+        *_ptbert_sweep("tokens", "(a') pseudo sequence length m, attend_to: tokens (SPEC §3.5 reading)", "m"),
+        *_ptbert_sweep("cls", "(b) queue size, attend_to: cls (P receives no gradient)", "q"),
+        *_ptbert_sweep("tokens", "(b') queue size, attend_to: tokens (SPEC §3.5 reading)", "q"),
         *[RowSpec(hs[k][0], (k,), dict(hs[k][1], Avg=hs[k][2]), "hard length subset (SPEC §2)",
                   "(c) hard sentence pairs of STS12–16", "hard_subset") for k in ("simcse", "ptbert")],
     ]
@@ -381,18 +476,35 @@ def ptbert_tables(backbone: str) -> list[TableSpec]:
                               extract="hard_subset"),
                   ), context="Avg = mean of the five tasks (printed only in Table 5c for the subset)."),
         TableSpec("ptbert_table2", "PT-BERT Table 2: SimCSE's training max length", "PT-BERT (ACL 2022) Table 2",
-                  ("Avg",), tuple(RowSpec(f"SimCSE{n}", ("simcse",) if n == 32 else (f"simcse_len{n}",),
-                                          {"Avg": P.PTBERT_TABLE2[n]}, "methods.simcse.max_length")
-                                  for n in P.PTBERT_TABLE2)),
+                  ("Avg",), tuple(RowSpec(f"SimCSE{n}", ("simcse",) if n == 32 else (f"simcse_len{n}", "simcse"),
+                                          {"Avg": P.PTBERT_TABLE2[n]}, "methods.simcse.max_length (null: train.max_length = 32)",
+                                          expects={"max_length": (None, 32) if n == 32 else n})
+                                  for n in P.PTBERT_TABLE2), settings=("max_length",)),
         TableSpec("ptbert_table3", "PT-BERT Table 3: STS results", "PT-BERT (ACL 2022) Table 3", COLS7,
-                  tuple(table3_rows), context="BERT-base, 1M Wikipedia sentences in the paper.", main=True),
+                  tuple(table3_rows), context="BERT-base, 1M Wikipedia sentences in the paper.", main=True,
+                  settings=PTBERT_SETTINGS),
         TableSpec("ptbert_table4", "PT-BERT Table 4: STS-B development set", "PT-BERT (ACL 2022) Table 4",
                   ("STSBenchmark-dev",), tuple(t4_rows),
                   context="Reproduced: the best checkpoint (selected on STS-B dev) evaluated on all 1,500 dev pairs."),
         TableSpec("ptbert_table5", "PT-BERT Table 5: ablations and hard sentence pairs", "PT-BERT (ACL 2022) Table 5",
-                  COLS7, tuple(t5_rows), main=True,
-                  context="(c) has no STS-B / SICK-R columns; its Avg is the mean of STS12–16 on the subset."),
+                  COLS7, tuple(t5_rows), main=True, settings=PTBERT_SETTINGS,
+                  context="(c) has no STS-B / SICK-R columns; its Avg is the mean of STS12–16 on the subset. "
+                          "(a), (b): the released code's reading (attend_to: cls). There the pseudo tokens P are the "
+                          "queries of an attention with one key, whose weight is 1, so Z' = V(y) whatever P holds: P "
+                          "receives no gradient and m tests nothing about the pseudo tokens. (a'), (b'): Y = all "
+                          "token states (ptbert_tokens*); the paper prints one number per m / queue size, shown in "
+                          "both readings."),
     ]
+
+
+PASER_SETTINGS = ("eda", "phrases", "top_k", "m", "n", "pooling", "decoder_layers")
+
+
+def _paser_row(label: str, variant: Optional[str], paper, note: str, **expects) -> RowSpec:
+    """A PaSeR ablation row: filled by ``variant`` (None: the paper's own setting, no variant) or, when
+    trained so, the main ``paser`` model, only with the ``expects`` settings (the quick paser, RD with 2
+    decoder layers, fills "+ RD" and "2 decoder layers", not "+ SR" or "6 decoder layers")."""
+    return RowSpec(label, (variant, "paser") if variant else ("paser",), paper, note, expects=expects)
 
 
 def paser_tables() -> list[TableSpec]:
@@ -416,46 +528,51 @@ def paser_tables() -> list[TableSpec]:
     cls_row = lambda label, paper: RowSpec(label, ("base-cls",), paper, "untrained [CLS]")  # noqa: E731
     t4, t5, t8, t9 = P.PASER_TABLE4, P.PASER_TABLE5, P.PASER_TABLE8, P.PASER_TABLE9
     rows4 = [cls_row("BERT-[CLS]", t4["BERT-[CLS]"]),
-             *[RowSpec(label, (m,), t4[label], f"methods.paser.eda = {e}") for label, m, e in (
+             *[_paser_row(label, m, t4[label], "", eda=e) for label, m, e in (
                  ("no aug", "paser_aug_none", "none"), ("+ RS", "paser_aug_rs", "rs"), ("+ RD", "paser_aug_rd", "rd"),
-                 ("+ SR", "paser", "sr"), ("+ SR + RD", "paser_aug_sr_rd", "sr+rd"),
+                 ("+ SR", "paser_aug_sr", "sr"), ("+ SR + RD", "paser_aug_sr_rd", "sr+rd"),
                  ("+ SR + RS", "paser_aug_sr_rs", "sr+rs"))]]
     rows5 = [cls_row("None (BERT-[CLS])", t5["None (BERT-[CLS])"]),
-             *[RowSpec(label, (m,), t5[label], f"methods.paser.phrases = {p}; chunks from the annotate backend") for
-               label, m, p in (("NP only", "paser_np", "np"), ("VP only", "paser_vp", "vp"),
-                               ("NP+VP", "paser_np_vp", "np_vp"))],
-             *[RowSpec(f"RAKE (top{k})", ("paser",) if k == 5 else (f"paser_rake{k}",), t5[f"RAKE (top{k})"],
-                       f"methods.paser.top_k = {k}") for k in range(1, 6)]]
-    rows8 = [RowSpec(f"m = {m:g}, n = {n:g}", ("paser",) if (m, n) == (10.0, 10.0) else
-                     (f"paser_m{m:g}_n{n:g}".replace(".", "p"),), t8[(m, n)]) for m, n in t8]
-    rows9 = [RowSpec(label, cands, t9[label], note) for label, cands, note in (
-        ("Top1 avg.", ("paser_pool_mean", "paser/paser-mean"), "trained and evaluated with mean pooling"),
-        ("Top2 avg.", ("paser_pool_top2", "paser/paser-top2_mean"), "mean of the last two layers"),
-        ("First-last avg.", ("paser_pool_first_last", "paser/paser-first_last"), "mean of embeddings + last layer"),
-        ("[CLS]", ("paser",), ""))]
+             *[_paser_row(label, m, t5[label], "chunks from the annotate backend (VP: the regexp verb group)", phrases=p) for
+               label, m, p in (("NP only", "paser_np", "np"), ("VP only", "paser_vp", "verb_group"),
+                               ("NP+VP", "paser_np_vp", "np_verb_group"))],
+             *[_paser_row(f"RAKE (top{k})", f"paser_rake{k}" if k < 5 else None, t5[f"RAKE (top{k})"], "", phrases="rake", top_k=k)
+               for k in range(1, 6)]]
+    rows8 = [_paser_row(f"m = {m:g}, n = {n:g}", None if (m, n) == (10.0, 10.0) else f"paser_m{m:g}_n{n:g}".replace(".", "p"),
+                        t8[(m, n)], "", m=m, n=n) for m, n in t8]
+    rows9 = [_paser_row(label, variant, t9[label], note, pooling=pool) for label, variant, pool, note in (
+        ("Top1 avg.", "paser_pool_mean", "mean", "trained and evaluated with mean pooling"),
+        ("Top2 avg.", "paser_pool_top2", "top2_mean", "mean of the last two layers"),
+        ("First-last avg.", "paser_pool_first_last", "first_last", "mean of embeddings + last layer"),
+        ("[CLS]", None, "cls", ""))]
     levels = P.DENSITY_LEVELS
     cols10 = tuple(f"{lv} {s}" for lv in levels for s in ("mean", "var"))
     rows10 = [RowSpec(label, (m,), {f"{lv} {s}": v for lv in levels for s, v in zip(("mean", "var"), P.PASER_TABLE10[paper][lv])},
                       extract="density") for label, m, paper in (
         ("BERT-[CLS]", "base-cls", "BERT-[CLS]"), ("SimCSE-base", "simcse", "SimCSE-base"),
         ("PaSeR-base", "paser", "PaSeR-base"))]
-    fig4 = [RowSpec(f"{d} decoder layer" + ("s" if d > 1 else ""), ("paser",) if d == 6 else (f"paser_dec{d}",), None,
-                    "Fig. 4 is a plot: its values are not printed") for d in P.PASER_FIG4_DEPTHS]
+    fig4 = [_paser_row(f"{d} decoder layer" + ("s" if d > 1 else ""), f"paser_dec{d}" if d != 6 else None, None,
+                       "Fig. 4 is a plot: its values are not printed", decoder_layers=d) for d in P.PASER_FIG4_DEPTHS]
     sub3 = "STS12-16 = mean of the five STS12–16 Spearmans (one decimal in the paper)."
+    sub3 += (" A row is filled by a model trained with the setting it expects (its variant, else the main paser "
+             "model when that is how paser was trained); every filled row says what else its model was trained with.")
+    S = PASER_SETTINGS
     return [
         TableSpec("paser_table1", "PaSeR Table 1: unsupervised STS", "PaSeR (EMNLP 2022) Table 1", COLS7, tuple(rows1),
-                  main=True),
-        TableSpec("paser_table4", "PaSeR Table 4: data augmentation", "PaSeR Table 4", COLS3, tuple(rows4), context=sub3),
-        TableSpec("paser_table5", "PaSeR Table 5: phrases to mask", "PaSeR Table 5", COLS3, tuple(rows5), context=sub3),
+                  main=True, settings=S),
+        TableSpec("paser_table4", "PaSeR Table 4: data augmentation", "PaSeR Table 4", COLS3, tuple(rows4), context=sub3,
+                  settings=S),
+        TableSpec("paser_table5", "PaSeR Table 5: phrases to mask", "PaSeR Table 5", COLS3, tuple(rows5), context=sub3,
+                  settings=S),
         TableSpec("paser_table8", "PaSeR Table 8: decoding-signal scales m, n", "PaSeR Table 8 (App. A)", COLS3,
-                  tuple(rows8), context=sub3),
+                  tuple(rows8), context=sub3, settings=S),
         TableSpec("paser_table9", "PaSeR Table 9: pooling", "PaSeR Table 9 (App. B)", COLS3, tuple(rows9),
-                  context=sub3 + " A trained variant (paser_pool_*) is preferred; otherwise the extra pooling row "
-                                 "of the paser model (methods.paser.extra_eval_poolings)."),
+                  context=sub3 + " Each pooling is a model trained and evaluated with it (paser_pool_*).", settings=S),
         TableSpec("paser_table10", "PaSeR Table 10: cosine mean / variance by STS-B gold level",
-                  "PaSeR Table 10 (App. C)", cols10, tuple(rows10), digits=3,
+                  "PaSeR Table 10 (App. C)", cols10, tuple(rows10), digits=3, settings=S,
                   context="STS-B test, population variance; level [4,5] includes 5.0."),
         TableSpec("paser_fig4", "PaSeR Fig. 4: STS Avg. vs decoder depth", "PaSeR Fig. 4", ("Avg",), tuple(fig4),
+                  settings=S,
                   context="Avg of the seven STS tasks per decoder depth (methods.paser.decoder_layers); the figure is "
                           "figures/paser_fig4_decoder_depth.png."),
     ]
@@ -475,17 +592,18 @@ def l2p_tables() -> list[TableSpec]:
         RowSpec("+Prompt", ("prompt",), t1["+Prompt"]), RowSpec("+Prompt+Ours", ("prompt_l2p",), t1["+Prompt+Ours"]),
     ]
     rows3 = []
-    for key, ab in ABLATIONS.items():
-        section = "Table 3" if ab["paper"] is not None else "Fig. 2 sweeps (plotted, no printed values)"
-        rows3.append(RowSpec(ab["label"], ("l2p",) if key == "full" else (f"l2p_{key}",), ab["paper"],
+    for key, ab in ABLATIONS.items():   # one row per variant, l2p_beta_0p1 included
+        section = ab.get("section") or ("Table 3" if ab["paper"] is not None else "Fig. 2 sweeps (plotted, no printed values)")
+        rows3.append(RowSpec(ab["label"], ("l2p",) if key == "full" else (f"l2p_{key}", "l2p"), ab["paper"],
                              "overrides: " + (", ".join(f"{k}={v}" for k, v in ab["overrides"].items()) or "none"),
-                             section))
+                             section, expects=dict(ab["overrides"])))
+    l2p_settings = tuple(dict.fromkeys(k for ab in ABLATIONS.values() for k in ab["overrides"]))
     return [
         TableSpec("l2p_table1", "L2P-CSR Table 1: STS (BERT-base group)", "L2P-CSR Table 1", COLS7, tuple(rows1),
                   main=True, context="The RoBERTa-base group of the paper applies to the paper profile with roberta-base; "
                                      "its numbers are in sentlab.report.paper_numbers.L2P_TABLE1_ROBERTA."),
         TableSpec("l2p_table3", "L2P-CSR Table 3: ablations and variations", "L2P-CSR Table 3",
-                  ("STSBenchmark", "SICKRelatedness"), tuple(rows3)),
+                  ("STSBenchmark", "SICKRelatedness"), tuple(rows3), settings=l2p_settings),
     ]
 
 

@@ -61,17 +61,43 @@ def set_rng_state_tensors(state: dict) -> None:
 
 
 # --- resume checkpoint ---------------------------------------------------------
+def _all_ranks(obj):
+    """``[obj of rank 0, obj of rank 1, …]`` on rank 0 (a collective: every rank calls it);
+    ``[obj]`` in a single process."""
+    from . import distributed as D
+
+    if not D.is_dist():
+        return [obj]
+    import torch.distributed as dist
+
+    out = [None] * D.world_size() if D.is_main() else None
+    dist.gather_object(obj, out, dst=0)
+    return out
+
+
 def save_resume(folder: Path, method, optimizer, scheduler, meta: dict) -> None:
-    """Write the whole resumable state to ``folder`` atomically (a temp folder renamed over it)."""
+    """Write the whole resumable state to ``folder`` atomically (a temp folder renamed over it).
+
+    Called by every rank: the RNG states of all ranks are gathered and saved (rank r resumes with
+    its own), rank 0 writes."""
+    from . import distributed as D
+
+    rng_tensors = _all_ranks(rng_state_tensors())
+    rng_json = _all_ranks(rng_state_json())
+    if not D.is_main():
+        return
     with atomic_path(folder, is_dir=True) as tmp:
         torch.save({"method": method.state_dict(), "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict(), "rng": rng_state_tensors()}, tmp / "state.pt")
-        meta = dict(meta, rng=rng_state_json(), method_extra=method.extra_state())
+                    "scheduler": scheduler.state_dict(), "rng": rng_tensors[0],
+                    "rng_ranks": rng_tensors}, tmp / "state.pt")
+        meta = dict(meta, rng=rng_json[0], rng_ranks=rng_json, method_extra=method.extra_state())
         (tmp / "state.json").write_text(json.dumps(meta), encoding="utf-8")
 
 
-def load_resume(folder: Path, method, optimizer, scheduler) -> Optional[dict]:
-    """Restore the state saved by :func:`save_resume`; returns its metadata (None if no checkpoint)."""
+def load_resume(folder: Path, method, optimizer, scheduler, rank: int = 0) -> Optional[dict]:
+    """Restore the state saved by :func:`save_resume` (the RNG of ``rank``); returns its metadata
+    (None if no checkpoint). A rank the checkpoint has no RNG state for (a run resumed on more
+    ranks) keeps the RNG it was seeded with."""
     if not (folder / "state.json").is_file() or not (folder / "state.pt").is_file():
         return None
     meta = json.loads((folder / "state.json").read_text(encoding="utf-8"))
@@ -79,8 +105,11 @@ def load_resume(folder: Path, method, optimizer, scheduler) -> Optional[dict]:
     method.load_state_dict(tensors["method"])
     optimizer.load_state_dict(tensors["optimizer"])
     scheduler.load_state_dict(tensors["scheduler"])
-    set_rng_state_tensors(tensors["rng"])
-    set_rng_state_json(meta["rng"])
+    rng_t = tensors.get("rng_ranks") or [tensors["rng"]]
+    rng_j = meta.get("rng_ranks") or [meta["rng"]]
+    if rank < len(rng_t):
+        set_rng_state_tensors(rng_t[rank])
+        set_rng_state_json(rng_j[rank])
     method.load_extra_state(meta.get("method_extra") or {})
     return meta
 

@@ -22,10 +22,30 @@ def cmd_methods(args) -> int:
 
 
 def cmd_train(args) -> int:
+    """Train one method. Unlike the DVC stage, it refuses a method (or an ablation) the active
+    profile does not train instead of writing a "not run" marker into the tracked ``models/``."""
     from ..config import load_params
-    from .run import run_from_args
+    from ..errors import SentlabError
+    from .run import ablation_spec, run_from_args
 
-    return run_from_args(args, load_params(args.params))
+    params = load_params(args.params)
+    if args.ablation or args.variant:
+        if not (params.ablations or {}).get("enabled", False):
+            name = args.ablation or args.variant
+            raise SentlabError(
+                f"`sentlab train` was asked for the ablation `{name}`, but ablations.enabled is false in profile "
+                f"`{params.profile}` ({args.params}): nothing would train and models/{name} would hold a \"not run\" "
+                f"marker. Set `profiles.{params.profile}.ablations.enabled: true` (or run `dvc repro ablate@{name}` "
+                f"on a profile that enables them).")
+        if args.ablation:
+            ablation_spec(params, args.ablation)  # an unknown variant fails here, naming the list
+    elif args.method and args.method not in params.train.methods:
+        raise SentlabError(
+            f"`sentlab train {args.method}`: `{args.method}` is not in train.methods of profile `{params.profile}` "
+            f"({args.params}: {', '.join(params.train.methods)}), so nothing would train and models/{args.method} "
+            f"would hold a \"not run\" marker. Add it to `profiles.{params.profile}.train.methods` (or `train.methods` "
+            f"when the profile does not set it) and run `dvc repro train@{args.method}`.")
+    return run_from_args(args, params)
 
 
 def register_cli(subparsers) -> None:

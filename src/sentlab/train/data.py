@@ -15,12 +15,14 @@ from ..methods.base import Batch
 
 @dataclass
 class Corpus:
-    """Sentences with their corpus ids and per-sentence extra columns (aligned lists)."""
+    """Sentences with their corpus ids and per-sentence extra columns (aligned lists); ``meta``: the corpus
+    file's ``sentlab.*`` Parquet metadata (e.g. the NLI source)."""
 
     ids: np.ndarray
     texts: list[str]
     extras: dict[str, list[Any]] = field(default_factory=dict)
     fingerprint: str = ""
+    meta: dict[str, str] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -30,7 +32,8 @@ class Corpus:
         rows = [int(r) for r in rows]
         return Corpus(ids=self.ids[rows] if rows else self.ids[:0], texts=[self.texts[i] for i in rows],
                       extras={k: [v[i] for i in rows] for k, v in self.extras.items()},
-                      fingerprint=f"{self.fingerprint}/{hashlib.sha256(repr(rows).encode()).hexdigest()[:8]}")
+                      fingerprint=f"{self.fingerprint}/{hashlib.sha256(repr(rows).encode()).hexdigest()[:8]}",
+                      meta=dict(self.meta))
 
     def batch(self, rows: Sequence[int]) -> Batch:
         return Batch(sentences=[self.texts[i] for i in rows], index=[int(self.ids[i]) for i in rows],
@@ -46,7 +49,9 @@ def fingerprint_file(path: Path) -> str:
 
 
 def load_corpus(path: str | Path, columns: Sequence[str] = (), annotations: str | Path | None = None) -> Corpus:
-    """Read ``data/corpus/<name>.parquet`` (id, text) and join ``columns`` of the annotation stage on ``id``."""
+    """Read ``data/corpus/<name>.parquet`` (id, text) and the extra ``columns``: those the corpus file holds
+    itself (the NLI triples' ``positive`` / ``hard_negative``) are read from it, the others are joined from
+    the annotation stage's table on ``id``."""
     import pyarrow.parquet as pq
 
     path = Path(path)
@@ -60,14 +65,25 @@ def load_corpus(path: str | Path, columns: Sequence[str] = (), annotations: str 
                            f"(string). Re-run the prepare stage.")
     ids = np.asarray(table.column("id").to_numpy(zero_copy_only=False), dtype=np.int64)
     texts = [str(t) for t in table.column("text").to_pylist()]
-    corpus = Corpus(ids=ids, texts=texts, fingerprint=fingerprint_file(path))
+    meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items() if k.startswith(b"sentlab.")}
+    corpus = Corpus(ids=ids, texts=texts, fingerprint=fingerprint_file(path), meta=meta)
     if columns:
-        if annotations is None:
-            raise SentlabError(f"The method needs annotation columns {list(columns)} but no annotation folder was given.")
-        from ..annotate import read_annotations
+        own = {c: table.column(c).to_pylist() for c in columns if c in table.column_names}
+        annotated = [c for c in columns if c not in own]
+        if annotated:
+            if annotations is None:
+                raise SentlabError(f"The method needs annotation columns {annotated} but no annotation folder was given.")
+            from ..annotate import SCHEMA, read_annotations
 
-        ann = read_annotations(str(annotations), columns=list(columns))
-        corpus.extras = join_extras(ids, ann, columns, source=str(annotations))
+            unknown = [c for c in annotated if c not in SCHEMA.names]
+            if unknown:
+                raise SentlabError(f"The method needs column(s) {unknown}, which neither the corpus {path} (columns: "
+                                   f"{', '.join(table.column_names)}) nor the annotation stage provides. Re-run the "
+                                   f"prepare stage (it writes the NLI triples' positive / hard_negative), or check "
+                                   f"the method's corpus name.")
+            ann = read_annotations(str(annotations), columns=annotated)
+            own.update(join_extras(ids, ann, annotated, source=str(annotations)))
+        corpus.extras = {c: own[c] for c in columns}
         corpus.fingerprint += "+" + hashlib.sha256(repr(sorted(columns)).encode()).hexdigest()[:8]
     return corpus
 

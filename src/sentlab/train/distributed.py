@@ -70,9 +70,41 @@ def concat_all_gather(tensor: torch.Tensor) -> torch.Tensor:
     return torch.cat(gathered, dim=0)
 
 
-def all_reduce_mean(value: float, device) -> float:
-    if not is_dist():
-        return value
-    t = torch.tensor([value], dtype=torch.float64, device=device)
-    dist.all_reduce(t)
-    return float(t.item()) / world_size()
+
+def gather_with_grad(tensor: torch.Tensor) -> torch.Tensor:
+    """Concatenate ``tensor`` from every rank along dim 0, keeping the gradient of this rank's rows:
+    the other ranks' rows are constants, this rank's slot holds ``tensor`` itself, as SimCSE's
+    ``cl_forward`` does for in-batch negatives (``z1_list[dist.get_rank()] = z1``). Identity in a
+    single process."""
+    if not is_dist() or world_size() == 1:
+        return tensor
+    gathered = [torch.empty_like(tensor) for _ in range(world_size())]
+    dist.all_gather(gathered, tensor.detach().contiguous())
+    gathered[rank()] = tensor
+    return torch.cat(gathered, dim=0)
+
+
+def torchrun_command(nproc: int, script: str, argv: list[str]) -> list[str]:
+    """The ``torchrun`` command line (PyTorch's own launcher, as a module of this interpreter) that
+    runs ``script argv`` in ``nproc`` processes on this machine; an argument list, no shell."""
+    import sys
+
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
+            script, *argv]
+
+
+def launch(nproc: int, script: str, argv: list[str]) -> int | None:
+    """Re-run ``script argv`` under torchrun when ``nproc`` > 1 and this process is not already one
+    of its ranks; returns torchrun's exit status, or None when the caller should train itself."""
+    import subprocess
+
+    if nproc <= 1 or "WORLD_SIZE" in os.environ:
+        return None
+    return subprocess.run(torchrun_command(nproc, script, argv), check=False).returncode
+
+def all_reduce_sum_(tensor: torch.Tensor) -> torch.Tensor:
+    """Sum ``tensor`` over the ranks in place (on its device); identity in a single process."""
+    if is_dist():
+        dist.all_reduce(tensor)
+    return tensor
+

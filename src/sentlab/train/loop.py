@@ -3,10 +3,15 @@
 :func:`train_loop` drives any :class:`~sentlab.methods.base.Method`:
 
 * AdamW (fused on CUDA) with linear decay to 0 and no warm-up (SPEC §3);
-* one optimiser step = ``train.grad_accum`` micro-batches of
-  ``train.batch_size`` sentences per rank (the micro-batch is the contrastive
-  batch; the loss of each is divided by ``grad_accum``); gradient clipping at
-  ``max_grad_norm`` (HF Trainer's default 1.0, which SimCSE/PT-BERT used);
+* one optimiser step = ``train.grad_accum`` micro-batches of ``train.batch_size``
+  sentences, the **global** batch: under ``torchrun`` each of W ranks takes
+  ``batch_size / W`` of them (in-batch negatives are gathered across ranks, so the
+  contrastive batch is still ``batch_size``); the loss of each micro-batch is
+  divided by ``grad_accum``; gradient clipping at
+  ``max_grad_norm`` (HF Trainer's default 1.0, which SimCSE/PT-BERT used) of each
+  parameter group's norm on its own (the encoder group alone, as before a method had
+  extra groups; PaSeR's decoder, POS/BOW's heads and discriminators each clipped too,
+  so a head's large gradient cannot shrink the encoder's step);
 * data: the corpus in a seeded shuffled order per epoch
   (:func:`~sentlab.train.data.epoch_order`), the last incomplete batch of an
   epoch dropped (every step sees full batches, MoCo's candidate count stays M);
@@ -14,15 +19,20 @@
 * a dev evaluation every ``train.eval_every`` steps and at the last step:
   ``dev_eval(method.sentence_encoder())`` → ``{"stsb_dev", "alignment",
   "uniformity"}``, logged with the mean training loss since the previous
-  evaluation (MLflow step curves + ``reports/curves/<name>.csv``); the best
+  evaluation (MLflow step curves; :class:`TrainResult` ``curve``, which the caller
+  writes to ``reports/curves/<name>.csv`` only beside a published model); the best
   dev score's model is exported to ``<ckpt_dir>/best``;
+* no host synchronisation per micro-batch: losses and a method's logged parts are
+  summed on the device and read (all-reduced once) at each dev evaluation, where the
+  non-finite-loss check runs too;
 * a resume checkpoint (``<ckpt_dir>/last``) at every dev evaluation (or every
   ``train.checkpoint_every`` steps): an interrupted run started again with the
   same ``ckpt_dir`` continues from it and, on CPU, ends with the same numbers
-  as an uninterrupted run;
+  as an uninterrupted run; every rank saves (its RNG state is gathered) and
+  resumes with its own RNG state;
 * precision: ``auto`` = bf16 autocast on CUDA, fp32 on CPU; ``bf16`` allowed on CPU;
-* several processes under ``torchrun``: DDP, rank r takes micro-batches
-  r, r+W, … of each global step; only rank 0 evaluates, logs and writes.
+* several processes under ``torchrun`` (``train.nproc``): DDP, rank r takes rows
+  ``[r·B/W, (r+1)·B/W)`` of each global micro-batch; only rank 0 evaluates, logs and writes.
 """
 
 from __future__ import annotations
@@ -41,7 +51,7 @@ import torch
 from ..encoder import autocast
 from ..errors import SentlabError
 from . import distributed as D
-from .checkpoint import export_model, load_resume, save_resume, write_curve
+from .checkpoint import export_model, load_resume, save_resume
 from .data import Corpus, epoch_order
 
 DevEval = Callable[[Any], dict]
@@ -90,12 +100,15 @@ def linear_decay(total_steps: int):
 
 def plan_steps(n_sentences: int, train_cfg, world: int = 1) -> tuple[int, int]:
     """(steps per epoch, total steps) for a corpus of ``n_sentences``."""
-    per_step = train_cfg.batch_size * train_cfg.grad_accum * world
+    if train_cfg.batch_size % world:
+        raise SentlabError(f"train.batch_size ({train_cfg.batch_size}) is the global batch and must divide evenly over "
+                           f"the {world} ranks (train.nproc); choose a multiple of {world}.")
+    per_step = train_cfg.batch_size * train_cfg.grad_accum
     steps_per_epoch = n_sentences // per_step
     if steps_per_epoch == 0:
         raise SentlabError(
             f"The training corpus has {n_sentences} sentences, fewer than one optimiser step needs "
-            f"(train.batch_size {train_cfg.batch_size} x train.grad_accum {train_cfg.grad_accum} x {world} ranks = {per_step}). "
+            f"(train.batch_size {train_cfg.batch_size} x train.grad_accum {train_cfg.grad_accum} = {per_step}). "
             f"Lower train.batch_size or use a larger corpus (prepare.size).")
     total = steps_per_epoch * train_cfg.epochs
     if train_cfg.max_steps:
@@ -112,7 +125,7 @@ def make_optimizer(method, train_cfg, device: torch.device) -> torch.optim.Optim
 
 
 def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEval, ckpt_dir: Path,
-               curve_path: Optional[Path] = None, export_info: Optional[dict] = None,
+               export_info: Optional[dict] = None,
                log_metrics: Optional[Callable[[dict, int], None]] = None,
                callbacks: Sequence[Callable[[int, dict], None]] = (), device: Optional[torch.device] = None,
                max_grad_norm: Optional[float] = 1.0, progress: bool = True, desc: str = "train") -> TrainResult:
@@ -146,7 +159,7 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
     last = ckpt_dir / "last"
     if not last.is_dir() and (ckpt_dir / ".last.old").is_dir():  # killed between atomic_path's two renames
         last = ckpt_dir / ".last.old"
-    meta = load_resume(last, method, optimizer, scheduler)
+    meta = load_resume(last, method, optimizer, scheduler, rank=rank)  # each rank restores its own RNG state
     if meta is not None:
         if meta.get("total_steps") != total_steps:
             raise SentlabError(f"The resume checkpoint {ckpt_dir / 'last'} was planned for {meta.get('total_steps')} steps, "
@@ -154,14 +167,13 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
         step, best_score, best_step, curve = meta["step"], meta["best_score"], meta["best_step"], meta["curve"]
         best_score = -math.inf if best_score is None else best_score
         resumed_from = step
-        if rank != 0:  # only rank 0's RNG state is saved; the others re-seed deterministically
-            seed_everything(seed + rank + 7919 * step)
         if log_metrics is not None and rank == 0:
             for row in curve:
                 log_metrics({k: v for k, v in row.items() if k != "step"}, row["step"])
 
     ckpt_every = train_cfg.checkpoint_every or train_cfg.eval_every
     grad_accum = train_cfg.grad_accum
+    local_batch = train_cfg.batch_size // world
     orders: dict[int, np.ndarray] = {}
 
     def micro_batch(step_idx: int, a: int):
@@ -169,20 +181,41 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
         if epoch not in orders:
             orders.clear()
             orders[epoch] = epoch_order(len(corpus), seed, epoch)
-        mb = (pos * grad_accum + a) * world + rank
-        rows = orders[epoch][mb * train_cfg.batch_size: (mb + 1) * train_cfg.batch_size]
-        return corpus.batch(rows.tolist())
+        start = (pos * grad_accum + a) * train_cfg.batch_size + rank * local_batch
+        return corpus.batch(orders[epoch][start: start + local_batch].tolist())
 
     window_losses: list[float] = list(meta.get("window_losses", [])) if meta else []
     window_extras: dict[str, list[float]] = {}
     all_losses: list[float] = []
+    pending: list[torch.Tensor] = []              # step losses (and parts) not yet read from the device
+    pending_extras: list[dict[str, torch.Tensor]] = []
+
+    def read_pending() -> None:
+        """One device->host read (and one all-reduce) for the steps since the last read."""
+        if not pending:
+            return
+        losses = torch.stack(pending)
+        D.all_reduce_sum_(losses)
+        values = (losses / world).tolist()
+        first = step - len(values) + 1
+        for i, (v, ex) in enumerate(zip(values, pending_extras)):
+            if not math.isfinite(v):
+                raise SentlabError(f"The training loss became {v} at step {first + i}; lower train.lr or use "
+                                   f"train.precision: fp32.")
+            window_losses.append(v)
+            all_losses.append(v)
+            for k, t in ex.items():
+                window_extras.setdefault(k, []).append(float(t))
+        pending.clear()
+        pending_extras.clear()
+
     n_sent, t0 = 0, time.perf_counter()
     bar = tqdm(total=total_steps, initial=step, desc=desc, unit="step", disable=not (progress and rank == 0),
                dynamic_ncols=True)
     try:
         while step < total_steps:
-            step_loss = 0.0
-            extras: dict[str, float] = {}
+            step_loss = torch.zeros((), device=device)
+            extras: dict[str, torch.Tensor] = {}
             for a in range(grad_accum):
                 batch = micro_batch(step, a)
                 sync = contextlib.nullcontext() if (a == grad_accum - 1 or model is method) else model.no_sync()
@@ -191,32 +224,33 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
                         out = model(batch)
                     loss = out["loss"].float() / grad_accum
                     loss.backward()
-                step_loss += float(loss.detach())
+                step_loss += loss.detach()
                 for k, v in out.items():
                     if k != "loss":
-                        extras[k] = float(v)
+                        extras[k] = torch.as_tensor(v).detach().float()
                 n_sent += len(batch) * world
-            if max_grad_norm:
-                torch.nn.utils.clip_grad_norm_(optimizer.param_groups[0]["params"], max_grad_norm)
+            if max_grad_norm:  # each group on its own: a head's large gradient does not shrink the encoder's step
+                for g in optimizer.param_groups:
+                    torch.nn.utils.clip_grad_norm_(g["params"], max_grad_norm)
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             method.after_optimizer_step()
             step += 1
-            step_loss = D.all_reduce_mean(step_loss, device)
-            window_losses.append(step_loss)
-            for k, v in extras.items():
-                window_extras.setdefault(k, []).append(v)
-            all_losses.append(step_loss)
-            if not math.isfinite(step_loss):
-                raise SentlabError(f"The training loss became {step_loss} at step {step}; lower train.lr or use "
-                                   f"train.precision: fp32.")
+            pending.append(step_loss)
+            pending_extras.append(extras)
+            if device.type == "cpu":  # reading is free on the CPU: per-step numbers for the bar and callbacks
+                read_pending()
             elapsed = time.perf_counter() - t0
             bar.update(1)
-            bar.set_postfix(loss=f"{step_loss:.4f}", sent_s=f"{n_sent / max(elapsed, 1e-9):.1f}")
-            record: dict[str, Any] = {"step": step, "loss": step_loss, "lr": scheduler.get_last_lr()[0], **extras}
+            bar.set_postfix(loss=f"{window_losses[-1]:.4f}" if window_losses and not pending else "…",
+                            sent_s=f"{n_sent / max(elapsed, 1e-9):.1f}")
+            record: dict[str, Any] = {"step": step, "lr": scheduler.get_last_lr()[0]}
+            if not pending:
+                record.update({k: v[-1] for k, v in window_extras.items()}, loss=window_losses[-1])
 
             if step % train_cfg.eval_every == 0 or step == total_steps:
+                read_pending()
                 if rank == 0:
                     scores = dev_eval(method.sentence_encoder())
                     row = {"step": step, "stsb_dev": float(scores["stsb_dev"]),
@@ -225,8 +259,6 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
                            "loss": float(np.mean(window_losses))}
                     curve.append(row)
                     record.update(row)
-                    if curve_path is not None:
-                        write_curve(Path(curve_path), curve)
                     if log_metrics is not None:  # + the method's loss parts (loss_gen, gen_token_acc …), window means
                         parts = {k: float(np.nanmean(v)) for k, v in window_extras.items()
                                  if any(math.isfinite(x) for x in v)}
@@ -240,11 +272,11 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
                               f"align {row['alignment']:.3f} unif {row['uniformity']:.3f} loss {row['loss']:.4f}")
                 window_losses, window_extras = [], {}
                 D.barrier()
-            if step % ckpt_every == 0 and step < total_steps:
-                if rank == 0:
-                    save_resume(ckpt_dir / "last", method, optimizer, scheduler,
-                                {"step": step, "total_steps": total_steps, "best_score": best_score if best_step else None,
-                                 "best_step": best_step, "curve": curve, "window_losses": window_losses})
+            if step % ckpt_every == 0 and step < total_steps:  # a collective: every rank saves, rank 0 writes
+                read_pending()
+                save_resume(ckpt_dir / "last", method, optimizer, scheduler,
+                            {"step": step, "total_steps": total_steps, "best_score": best_score if best_step else None,
+                             "best_step": best_step, "curve": curve, "window_losses": window_losses})
                 D.barrier()
             for cb in callbacks:
                 cb(step, record)

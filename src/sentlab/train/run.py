@@ -16,6 +16,7 @@ import hashlib
 import json
 import logging
 import shutil
+import sys
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -26,15 +27,16 @@ from ..config import Params, _format_validation, deep_merge
 from ..errors import SentlabError
 from ..methods import get_method
 from . import distributed as D
-from .checkpoint import publish, write_marker
+from .checkpoint import publish, write_curve, write_marker
 from .data import load_corpus
 from .loop import DevEval, resolve_device, seed_everything, train_loop
 
 log = logging.getLogger(__name__)
 
 NOT_RUN = "not run in this profile"
-# train.<key> a method's params block may set for itself (None there: train.<key>)
-METHOD_TRAIN_OVERRIDES = ("eval_every", "max_steps")
+# train.<key> a method's params block may set for itself (None there: train.<key>); every method's Params
+# accepts them (sentlab.methods.base.MethodParams)
+METHOD_TRAIN_OVERRIDES = ("epochs", "batch_size", "lr", "eval_every", "max_steps")
 
 
 def method_params(params: Params, method_id: str, overrides: Optional[dict] = None):
@@ -46,13 +48,24 @@ def method_params(params: Params, method_id: str, overrides: Optional[dict] = No
         raise SentlabError(_format_validation(e, cls.Params, prefix=f"methods.{method_id}")) from None
 
 
+def resolve_train(params: Params, mparams):
+    """The train block a method runs with: ``params.train`` with the method's own
+    :data:`METHOD_TRAIN_OVERRIDES` keys (those not None) in place of the train block's."""
+    own = {k: getattr(mparams, k) for k in METHOD_TRAIN_OVERRIDES if getattr(mparams, k, None) is not None}
+    return params.train.model_copy(update=own) if own else params.train
+
+
 def run_key(params: Params, method_id: str, mparams, corpus_fingerprint: str) -> str:
-    """Hash of everything that changes the numbers: method, its params, train (minus the list of methods),
-    seed, backbone, corpus content."""
-    train = params.train.model_dump()
+    """Hash of everything that changes the numbers: method, its params, the resolved train block (minus the list
+    of methods), seed, backbone, corpus content and the code (:func:`sentlab.provenance.code_fingerprint`: a
+    fixed bug does not resume a checkpoint of the code before the fix)."""
+    from ..provenance import code_fingerprint
+
+    train = resolve_train(params, mparams).model_dump()
     train.pop("methods", None)
     blob = json.dumps({"method": method_id, "method_params": mparams.model_dump(), "train": train, "seed": params.seed,
-                       "backbone": params.model.backbone, "corpus": corpus_fingerprint}, sort_keys=True, default=str)
+                       "backbone": params.model.backbone, "corpus": corpus_fingerprint, "code": code_fingerprint()},
+                      sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -98,9 +111,8 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
     name = name or method_id
     cls = get_method(method_id)
     mparams = method_params(params, method_id, overrides)
-    # A method's own dev interval (SPEC §2: PT-BERT 125, SimCSE 250) or step budget (PaSeR's random decoder).
-    own = {k: getattr(mparams, k) for k in METHOD_TRAIN_OVERRIDES if getattr(mparams, k, None)}
-    cfg = params.train.model_copy(update=own) if own else params.train
+    # A method's own dev interval (SPEC §2: PT-BERT 125, SimCSE 250), epochs (PaSeR: 5), batch, lr or step budget.
+    cfg = resolve_train(params, mparams)
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)
     device = resolve_device(cfg.device)
@@ -131,7 +143,7 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
 
     def _train(log_fn):
         return train_loop(method, corpus, cfg, seed=params.seed, dev_eval=dev_eval, ckpt_dir=ckpt_dir,
-                          curve_path=curves_dir / f"{name}.csv" if D.is_main() else None, export_info=info,
+                          export_info=info,
                           log_metrics=log_fn, callbacks=callbacks, device=device,
                           max_grad_norm=cfg.max_grad_norm, progress=progress, desc=name)
 
@@ -141,7 +153,7 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
         run_name = T.run_name(method_id, mparams.model_dump(), variant=None if name == method_id else name,
                               train=cfg.model_dump())
         with T.run(run_name, params=logged, tags={"stage": "train", "method": method_id, "profile": params.profile,
-                                                  "sentlab.model": name}) as mlflow:
+                                                  "sentlab.model": name, "sentlab.run_key": key}) as mlflow:
             result = _train(T.log_metrics)
             mlflow.log_metrics({"best_stsb_dev": result.best_score, "best_step": float(result.best_step or 0),
                                 "train_sentences_per_s": result.sentences_per_s})
@@ -153,6 +165,7 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
     if D.is_main():
         method.export_artifacts(result.best_dir, root)
         publish(result.best_dir, models_dir / name, final)
+        write_curve(curves_dir / f"{name}.csv", result.curve)  # after the model: never a curve without one
         if not keep_checkpoint:
             shutil.rmtree(ckpt_dir, ignore_errors=True)
     D.barrier()
@@ -168,7 +181,12 @@ def stage_main(argv: Optional[Sequence[str]] = None, prog: str = "pipeline/train
     ap = argparse.ArgumentParser(prog=prog, description="Train one method (a DVC train stage).")
     add_train_arguments(ap)
     args = ap.parse_args(argv)
-    return run_from_args(args, load_params(args.params))
+    params = load_params(args.params)
+    # train.nproc > 1: the same command again under torchrun, one process per device
+    rc = D.launch(params.train.nproc, sys.argv[0], list(sys.argv[1:] if argv is None else argv))
+    if rc is not None:
+        return rc
+    return run_from_args(args, params)
 
 
 def add_train_arguments(ap) -> None:

@@ -1,0 +1,113 @@
+"""Supervised PaSeR (SPEC §3.6): SimCSE's supervised NLI loss + α·phrase reconstruction, from models/paser."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from pydantic import Field
+
+from ..errors import SentlabError
+from . import register
+from ._common import MLPHead, cosine_logits
+from .base import Batch
+from .paser import PaSeR, PaSeRParams
+
+
+class PaSeRSupParams(PaSeRParams):
+    """``methods.paser_sup``: SimCSE's supervised loss on NLI + α·L_generative (Eq. 5)."""
+
+    corpus: Literal["nli"] = Field("nli", description="the NLI triples of data/corpus/nli.parquet (prepare.nli: "
+                                                     "SimCSE's SNLI + MNLI, or the offline SICK-train stand-in)")
+    alpha: float = Field(1.0, ge=0, description="weight of L_generative (Eq. 5; searched in the paper)")
+    gen_weight: float = Field(1.0, ge=0, description="unused in paser_sup (alpha is the weight)")
+    mlm_weight: float = Field(0.0, ge=0, description="Eq. 5 has no MLM term")
+    eda: Literal["none", "sr", "rd", "rs", "sr+rd", "sr+rs"] = Field("none", description="EDA on the anchors")
+    mlp_head: bool = Field(True, description="SimCSE-sup's MLP over [CLS] in training (dropped at test, SPEC §2)")
+    hard_negative_weight: float = Field(0.0, description="SimCSE's log-weight added to hard-negative logits")
+    decoder_init: Literal["random", "paser"] = Field(
+        "random", description="paser: decoder/signal/head from models/paser/paser_heads.safetensors")
+
+
+@register("paser_sup")
+class PaSeRSup(PaSeR):
+    """Supervised PaSeR (Wu & Zhao 2022, Sec. 3.3, Eq. 5): ``L = L_contrastive + α·L_generative``.
+
+    ``L_contrastive`` is SimCSE's supervised loss (Gao et al. 2021, Eq. 5): for
+    anchor i, its entailment ``positive`` is the target among every positive and
+    every contradiction ``hard_negative`` in the batch (cos/τ). The generative
+    term is unsupervised PaSeR's phrase reconstruction on the anchors, with
+    ``E_s`` = the anchor's pooled vector from the contrastive forward (before the MLP).
+    The encoder starts from the trained unsupervised PaSeR (``init_from``).
+
+    Inputs: ``Batch.sentences`` (anchors = sent0), ``Batch.extras["positive"]``,
+    ``["hard_negative"]`` (columns of ``data/corpus/nli.parquet``) and ``["rake"]`` /
+    ``["chunks"]`` of the anchors (the annotation stage's ``data/annotations/nli``).
+
+    Data (``prepare.nli``, :mod:`sentlab.data.nli`): the paper's SNLI + MNLI
+    (SimCSE's ``nli_for_simcse.csv``), or offline a stand-in from SICK train
+    (premise's entailment as positive, its contradiction as hard negative, pairs
+    that SICK test repeats left out; 123 triples), far smaller than the paper's
+    275k. ``sentlab.json`` records which (``nli_source``, ``nli_label``: "NLI
+    stand-in (SICK train)").
+    """
+
+    summary = "PaSeR (sup.): SimCSE supervised NLI contrastive loss + alpha * phrase reconstruction; init from paser"
+    Params = PaSeRSupParams
+    corpus_columns = ("positive", "hard_negative", "rake", "chunks")
+    corpus = "nli"
+    init_from = "paser"
+
+    def __init__(self, encoder, tokenizer, params: PaSeRSupParams, train_cfg, seed: int = 0):
+        super().__init__(encoder, tokenizer, params, train_cfg, seed)
+        self.mlp = MLPHead(encoder.config.hidden_size) if params.mlp_head else None
+        self.nli_meta: dict[str, str] = {}  # the corpus's source / label, set by split_heldout
+        if params.decoder_init == "paser":
+            src = getattr(encoder, "name_or_path", None) or getattr(encoder.config, "_name_or_path", "")
+            self.load_heads(src)
+
+    def split_heldout(self, corpus):
+        """PaSeR's held-out split; also remembers which NLI source the corpus came from (for :meth:`export_info`)."""
+        self.nli_meta = {k: corpus.meta.get(f"sentlab.nli_{k}", "unknown") for k in ("source", "label")}
+        return super().split_heldout(corpus)
+
+    def export_info(self) -> dict:
+        return {**super().export_info(), **{f"nli_{k}": v for k, v in self.nli_meta.items()}}
+
+    def contrastive_loss(self, h: torch.Tensor, n: int) -> torch.Tensor:
+        z = self.mlp(h) if self.mlp is not None else h
+        z1, z2, z3 = z[:n], z[n:2 * n], z[2 * n:]
+        logits = torch.cat([cosine_logits(z1, z2, self.train_cfg.temperature),
+                            cosine_logits(z1, z3, self.train_cfg.temperature)], dim=1)
+        if self.params.hard_negative_weight:
+            w = torch.zeros_like(logits)
+            w[:, n:] = torch.eye(n, device=logits.device) * self.params.hard_negative_weight
+            logits = logits + w
+        return F.cross_entropy(logits, torch.arange(n, device=logits.device))
+
+    def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
+        for col in ("positive", "hard_negative"):
+            if col not in batch.extras:
+                raise SentlabError(f"paser_sup needs Batch.extras[{col!r}], a column of the NLI corpus "
+                                   f"data/corpus/nli.parquet; the prepare stage writes it (prepare.nli in params.yaml).")
+        n = len(batch)
+        views = self.prepare_views(batch.sentences, batch.extras, batch.index, augment=self.training)
+        if self.training:
+            self._calls += 1
+        anchors = views.s_texts
+        enc = self.tokenize(list(anchors) + list(batch.extras["positive"]) + list(batch.extras["hard_negative"]),
+                            max_length=self.max_len)
+        h = self.embed(enc["input_ids"], enc["attention_mask"])
+        loss_con = self.contrastive_loss(h, n)
+        memory = self.encode_views(views, h[:n])
+        loss_gen, acc = self.generative_loss(memory, self.targets(views))
+        loss = loss_con + self.params.alpha * loss_gen
+        out = {"loss_con": loss_con.detach(), "loss_gen": loss_gen.detach(), "gen_token_acc": acc,
+               **views.eda_stats()}
+        if self.params.mlm_weight > 0:
+            loss_mlm = self.mlm_loss(enc["input_ids"][:n], enc["attention_mask"][:n])
+            loss = loss + self.params.mlm_weight * loss_mlm
+            out["loss_mlm"] = loss_mlm.detach()
+        out["loss"] = loss
+        return out

@@ -1,0 +1,100 @@
+"""What produced an output: the code that ran.
+
+:func:`code_fingerprint` hashes the source of the sentlab package (every ``.py`` file under
+``src/sentlab``, by relative path and content). The resume key of a training run includes it, so a
+fix to the code followed by ``dvc repro`` starts afresh instead of resuming a checkpoint written by
+the code before the fix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+@lru_cache(maxsize=None)
+def code_fingerprint(package_dir: Path = PACKAGE_DIR) -> str:
+    """sha256 (16 hex digits) over the relative paths and bytes of the package's ``.py`` files."""
+    h = hashlib.sha256()
+    for f in sorted(package_dir.rglob("*.py")):
+        if "__pycache__" in f.parts:
+            continue
+        h.update(f.relative_to(package_dir).as_posix().encode() + b"\0")
+        h.update(f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+# --- the code each pipeline stage executes ----------------------------------------------------
+# The entry point of each kind of stage (dvc.yaml's cmd). resolve_params writes, for each, the
+# sha256 of every file it can execute (data/params/code/<kind>.json); the stages of that kind
+# depend on that one file, so DVC re-runs a stage exactly when code it runs changed, with a
+# dvc.lock entry of one line instead of one per module.
+STAGE_ENTRIES = {"prepare": "pipeline/prepare.py", "annotate": "pipeline/annotate.py", "train": "pipeline/train.py",
+                 "evaluate": "pipeline/evaluate.py", "report": "pipeline/report.py"}
+
+
+def _module_file(name: str) -> Path | None:
+    p = PACKAGE_DIR.parent.joinpath(*name.split("."))
+    if (p / "__init__.py").is_file():
+        return p / "__init__.py"
+    return p.with_suffix(".py") if p.with_suffix(".py").is_file() else None
+
+
+def _imports(path: Path, modname: str) -> set[str]:
+    """sentlab modules (and their parent packages) named by any import statement of ``path``,
+    module-level or inside a function; relative imports resolved."""
+    import ast
+
+    package = modname if path.name == "__init__.py" else modname.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "sentlab"}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - (node.level - 1)] if node.level else []
+            mod = ".".join(base + ([node.module] if node.module else [])) if node.level else (node.module or "")
+            if mod.split(".")[0] == "sentlab":
+                found |= {mod} | {f"{mod}.{a.name}" for a in node.names if _module_file(f"{mod}.{a.name}")}
+    return {".".join(m.split(".")[: i + 1]) for m in found for i in range(m.count(".") + 1)}
+
+
+def executed_modules(entry: str | Path) -> list[Path]:
+    """The sentlab source files ``entry`` can execute: its imports followed transitively; the
+    method registry (``sentlab.methods``) loads every method module."""
+    seen: set[str] = set()
+    todo = list(_imports(Path(entry), "__main__"))
+    while todo:
+        mod = todo.pop()
+        f = _module_file(mod)
+        if mod in seen or f is None:
+            continue
+        seen.add(mod)
+        todo += _imports(f, mod)
+        if mod == "sentlab.methods":
+            todo += [f"sentlab.methods.{p.stem}" for p in (PACKAGE_DIR / "methods").glob("*.py")]
+    return sorted(_module_file(m) for m in seen)
+
+
+def stage_code(kind: str, root: str | Path = ".") -> dict:
+    """``{"entry", "files": {path: sha256}}`` of what a ``kind`` stage executes (paths relative to
+    ``root``, the repository)."""
+    root = Path(root).resolve()
+    entry = root / STAGE_ENTRIES[kind]
+    files = [entry, *executed_modules(entry)]
+
+    def rel(f: Path) -> str:
+        try:
+            return f.resolve().relative_to(root).as_posix()
+        except ValueError:
+            return f.resolve().relative_to(PACKAGE_DIR.parent).as_posix()
+
+    return {"entry": STAGE_ENTRIES[kind],
+            "files": {rel(f): hashlib.sha256(f.read_bytes()).hexdigest() for f in files}}
+
+
+def stage_code_files(root: str | Path = ".") -> dict[str, dict]:
+    """``{"code/<kind>.json": stage_code(kind)}`` for every kind of stage (written by resolve_params)."""
+    return {f"code/{kind}.json": stage_code(kind, root) for kind in STAGE_ENTRIES}

@@ -1,0 +1,64 @@
+"""PT-BERT: under ``attend_to: cls`` the pseudo tokens P get exactly zero gradient (issue 20), the
+ablation variants in both readings, what sentlab.json records."""
+
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from sentlab.config import TrainParams
+from sentlab.methods import get_method
+from sentlab.methods.base import Batch
+from tiny import sentences, tiny_bert
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+REPO = Path(__file__).resolve().parents[1]
+
+
+def build(tok, **params):
+    cls = get_method("ptbert")
+    torch.manual_seed(0)
+    return cls(tiny_bert(tok, 0, initializer_range=0.2), tok, cls.Params(queue_size=16, pseudo_len=6, **params),
+               TrainParams(batch_size=8, max_length=16, lr=1e-3), seed=0)
+
+
+def pseudo_grad(m) -> torch.Tensor:
+    m.train()
+    m(Batch(sentences(8)))["loss"].backward()
+    return m.pseudo.weight.grad
+
+
+@pytest.mark.parametrize("extra", [{}, {"num_heads": 1, "attn_dropout": 0.0}])
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_pseudo_tokens_get_exactly_zero_gradient_under_cls(tok, extra, precision):
+    m = build(tok, attend_to="cls", **extra)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+        g = pseudo_grad(m)
+    assert g is not None and torch.count_nonzero(g) == 0  # one key: softmax ≡ 1, Z′ = V(y) whatever P holds
+    assert torch.count_nonzero(m.attn.value.weight.grad) > 0  # the attention's values do learn
+
+
+def test_pseudo_tokens_get_gradient_under_tokens(tok):
+    g = pseudo_grad(build(tok, attend_to="tokens"))
+    assert torch.count_nonzero(g) == g.numel()  # every pseudo token, every dimension
+
+
+def test_sentlab_json_records_heads_and_key_attention(tok):
+    info = build(tok, key_second_attention="online").export_info()
+    assert info == {"method": "ptbert", "pooling": "cls", "pseudo_len": 6, "attend_to": "cls", "num_heads": 2,
+                    "key_second_attention": "online"}
+    assert build(tok, num_heads=1).export_info()["num_heads"] == 1
+
+
+def test_ablations_run_m_and_queue_in_both_readings():
+    variants = yaml.safe_load((REPO / "params.yaml").read_text())["ablations"]["variants"]
+    names = list(variants)
+    after = names[names.index("ptbert_tokens") + 1: names.index("ptbert_tokens") + 7]
+    assert after == ["ptbert_tokens_m64", "ptbert_tokens_m90", "ptbert_tokens_m256", "ptbert_tokens_m360",
+                     "ptbert_tokens_q192", "ptbert_tokens_q320"]
+    for m in (64, 90, 256, 360):
+        assert variants[f"ptbert_m{m}"]["set"] == {"pseudo_len": m}
+        assert variants[f"ptbert_tokens_m{m}"] == {"method": "ptbert", "set": {"attend_to": "tokens", "pseudo_len": m}}
+    for q in (192, 320):
+        assert variants[f"ptbert_tokens_q{q}"] == {"method": "ptbert", "set": {"attend_to": "tokens", "queue_size": q}}
