@@ -4,8 +4,10 @@
     python pipeline/evaluate.py baseline whitening  # BERT-whitening (evaluate.whitening) -> base-whitening
     python pipeline/evaluate.py trained simcse      # models/simcse (its own pooling) -> simcse
 
-A trained model's metrics JSON holds its ``method`` block (``sentlab.json``: the method params it
-was trained with) and every JSON the device and precision it was evaluated with.
+A trained model's metrics JSON holds its ``method`` block: the method params it was trained with
+(:func:`~sentlab.evaluate.runner.trained_method_block`: the Params in force, which this stage
+declares as DVC params like the train stage), and every JSON the device and precision it was
+evaluated with.
 With ``evaluate.diagnostics`` (SPEC §2) the metrics JSON also holds alignment/uniformity,
 the hard length subset and the cosine density table, and the density figure is written to
 reports/figures/<name>_density.png.
@@ -21,7 +23,8 @@ from sentlab.config import load_params
 from sentlab.data.sts import read_sts_table
 from sentlab.errors import SentlabError
 from sentlab.evaluate.figures import note_figure
-from sentlab.evaluate.runner import evaluate_and_record, read_model_info, whitening_encoder, write_not_run
+from sentlab.evaluate.runner import (evaluate_and_record, read_model_info, trained_method_block, whitening_encoder,
+                                     write_not_run)
 from sentlab.pipeline_util import run_stage
 
 
@@ -66,9 +69,10 @@ def main() -> None:
         note_figure(FIGURES / f"{args.name}_density.png", args.name, info.get("status", "not trained"))
         return
     # the method block it was trained with: the report files each row by what the model really was
+    block = trained_method_block(params, args.name, info["method"])
     evaluate_and_record(args.name, str(model_dir), None, params, table, out, kind="trained",
-                        extra_params={"method": info.get("method"), "train": info.get("train", {})}, figures_dir=figures,
-                        extra_metrics={"method": info.get("method") or {}})
+                        extra_params={"method": {"id": info["method"], **block}}, figures_dir=figures,
+                        extra_metrics={"method_id": info["method"], "method": block})
 
 
 if __name__ == "__main__":

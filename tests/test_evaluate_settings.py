@@ -135,3 +135,19 @@ def test_alignment_and_uniformity_on_a_hand_computed_example():
     assert out["alignment"] == pytest.approx(1.0)
     assert out["uniformity"] == pytest.approx(math.log((2 * math.exp(-4) + 1) / 3))
     assert (out["positive_pairs"], out["sentences"]) == (2, 3)
+
+
+def test_a_trained_models_method_block_is_the_params_its_train_stage_used():
+    """The evaluate stage records the settings a model was trained with (the method's Params in
+    force, with an ablation variant's `set`), so report rows are filled by what the model was."""
+    from pathlib import Path
+
+    from sentlab.config import load_params
+    from sentlab.evaluate.runner import trained_method_block
+
+    params = load_params(Path(__file__).resolve().parents[1] / "params.yaml", profile="quick")
+    main = trained_method_block(params, "paser", "paser")
+    assert (main["eda"], main["decoder_layers"], main["phrases"]) == ("rd", 2, "rake")
+    variant = trained_method_block(params, "paser_aug_sr", "paser")
+    assert (variant["eda"], variant["decoder_layers"]) == ("sr", 2)
+    assert trained_method_block(params, "ptbert_tokens_m64", "ptbert")["attend_to"] == "tokens"
