@@ -40,7 +40,7 @@ def main() -> None:
     params = load_params()
     table = read_sts_table("data/sts/sts.parquet")
     if args.kind == "baseline" and args.name not in BASELINES:
-        raise SentlabError(f"Unknown baseline {args.name!r} in stage_lists.baselines; allowed: {', '.join(BASELINES)}.")
+        raise SentlabError(f"Unknown baseline {args.name!r} in evaluate.baselines; allowed: {', '.join(BASELINES)}.")
     figures = FIGURES if params.evaluate.diagnostics else None
     if not params.evaluate.diagnostics:
         # the stage's declared figure output must exist: say why it has no plot

@@ -23,7 +23,7 @@ def raw():
 def test_every_profile_of_the_committed_params_is_valid(profile):
     p = load_params(REPO / "params.yaml", profile=profile)
     assert p.profile == profile
-    for mid in p.stage_lists.train:
+    for mid in p.trained_ids:
         p.method_params(mid)
 
 
@@ -69,9 +69,42 @@ def test_unknown_profile_and_forbidden_override():
     r = raw()
     with pytest.raises(SentlabError, match="allowed: quick, smoke, paper"):
         resolve_profile(r, "huge")
-    r["profiles"]["smoke"]["stage_lists"] = {"train": []}
+    r["profiles"]["smoke"]["profile"] = "paper"
     with pytest.raises(SentlabError, match="cannot be overridden"):
         resolve_profile(r, "smoke")
+
+
+def test_a_profile_cannot_add_a_stage():
+    """dvc.yaml's stages are the same in every profile: a method line only in a profile would have no stage."""
+    r = raw()
+    r["profiles"]["smoke"]["methods"] = {"simcse": {}, "ct_new": {}}
+    with pytest.raises(SentlabError, match=r"profiles\.smoke\.methods` adds \['ct_new'\]"):
+        resolve_profile(r, "smoke")
+
+
+def test_a_method_with_init_from_belongs_in_methods_from():
+    r = raw()
+    r["methods"]["paser_sup"] = r["methods_from"].pop("paser_sup")
+    r["methods"]["paser_sup"].pop("from")
+    r["profiles"]["paper"]["methods"]["paser_sup"] = r["profiles"]["paper"]["methods_from"].pop("paser_sup")
+    with pytest.raises(SentlabError, match="move its line to `methods_from` as `paser_sup: {from: paser"):
+        validate(resolve_profile(r, "quick"))
+
+
+def test_method_lines_list_only_what_differs_from_the_defaults():
+    """params.yaml's method lines are differences (nanoGPT-style); data/params/methods/<id>.json has every value."""
+    from sentlab.config import resolved_files
+    from sentlab.methods import get_method
+
+    r = raw()
+    for section in ("methods", "methods_from"):
+        for mid, block in r[section].items():
+            defaults = get_method(mid).Params().model_dump()
+            same = {k: v for k, v in block.items() if k != "from" and defaults.get(k) == v}
+            assert not same, (mid, same)
+    files = resolved_files(validate(resolve_profile(r, "quick")))
+    moco = files["methods/moco.json"]["value"]
+    assert moco == get_method("moco").Params().model_dump(mode="json") and moco["queue_size"] == 256
 
 
 def test_set_profile_edits_only_the_profile_line(tmp_path):

@@ -16,8 +16,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def build(tok, **params):
     cls = get_method("ct")
     torch.manual_seed(0)
-    return cls(tiny_bert(tok, 0, initializer_range=0.2), tok, cls.Params(**params),
-               TrainParams(batch_size=8, max_length=16, lr=1e-3), seed=0)
+    return cls(tiny_bert(tok, 0, initializer_range=0.2), tok, cls.Params(**params).resolved(TrainParams(batch_size=8, max_length=16, lr=1e-3)),
+               seed=0)
 
 
 def test_ct_pair_logits_fp32_under_autocast(tok):
@@ -54,10 +54,9 @@ def test_ct_loss_is_bce_in_fp32_under_autocast(tok):
 
 def test_ct_max_length_and_eval_every(tok):
     m = build(tok, negatives=3, max_length=4).eval()
-    seen = []
-    m.tokenize = (lambda orig: lambda s, max_length=None: seen.append(max_length) or orig(s, max_length))(m.tokenize)
-    m(Batch(sentences(8)))
-    assert seen == [4]
+    assert m.params.max_length == 4
+    assert m.prepare(Batch(sentences(8))).features["enc"]["input_ids"].shape == (8, 4)
+    assert build(tok, negatives=3).prepare(Batch(sentences(8))).features["enc"]["input_ids"].shape[1] > 4
     p = Params(train=TrainParams(eval_every=20), methods={"ct": {"eval_every": 7}})
     cls = get_method("ct")
     assert resolve_train(p, cls.Params(**p.methods["ct"])).eval_every == 7

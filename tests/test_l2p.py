@@ -12,10 +12,10 @@ import torch
 from sentlab.config import TrainParams
 from sentlab.encoder import SentenceEncoder, apply_template
 from sentlab.errors import SentlabError
-from sentlab.methods import get_method
 from sentlab.methods._common import info_nce
-from sentlab.methods._perturb import (ascend, freelb_init, freelb_step, perturbable_modules, threshold,
-                                      transform_outputs, weakening_mask, word_embedding_module)
+from sentlab.methods._perturb import (Masks, MaskPerturbation, Noise, NoisePerturbation, ascend, freelb_init,
+                                      freelb_step, perturbable_modules, threshold, transform_outputs, weakening_mask,
+                                      word_embedding_module)
 from sentlab.methods.base import Batch
 from sentlab.methods.l2p import ABLATIONS, FIG2, TABLE3, L2PCSR, L2PParams, PromptBERT, PromptL2P, ablation_params
 from sentlab.train.data import Corpus
@@ -24,15 +24,23 @@ SENTS = ["a cat sat on the mat", "dogs bark loudly at night", "the stock market 
          "i like green tea", "rain is expected tomorrow in the north", "she plays the violin"]
 
 
+METHODS = {"l2p": L2PCSR, "prompt": PromptBERT, "prompt_l2p": PromptL2P}
+
+
 def make(tiny_bert, method_id="l2p", seed=3, **params):
     bert, tok = tiny_bert
-    cls = get_method(method_id)
-    return cls(copy.deepcopy(bert), tok, cls.Params(**params), TrainParams(max_length=32), seed=seed)
+    cls = METHODS[method_id]
+    return cls(copy.deepcopy(bert), tok, cls.Params(**params).resolved(TrainParams(max_length=32)), seed=seed)
 
 
-def loss_under(m, enc, state):
-    with torch.no_grad(), m._perturbed(m._transforms(state)):
-        return float(m.contrastive_loss(enc))
+def loss_under(m, views, state):
+    with torch.no_grad(), m.perturbation.applied(m.perturbation.transforms(state)):
+        return float(m.contrastive_loss(views))
+
+
+def start(m, views, draw=0):
+    """The random start (Eq. 4) prepare draws for micro-batch ``draw``."""
+    return m.perturbation.draw(views["attention_mask"].bool(), m.generator(draw))
 
 
 # --------------------------------------------------------------------------- mask arithmetic
@@ -88,11 +96,11 @@ def test_one_ascent_step_increases_the_contrastive_loss(tiny_bert):
     # exact gradient (continuous masks), small step, dropout off: first-order ascent must raise the loss
     m = make(tiny_bert, continuous=True, beta=0.05, steps=1)
     m.eval()
-    enc = m.tokenize_views(SENTS)
-    state = m._init_perturbation(enc, m._batch_generator())
-    before = loss_under(m, enc, state)
-    state, stats = m._learn_to_perturb(enc, state, torch.Generator().manual_seed(0), None)
-    after = loss_under(m, enc, state)
+    views = m.encode_views(SENTS)
+    state = start(m, views)
+    before = loss_under(m, views, state)
+    state, stats = m.learn_to_perturb(views, state, [0])
+    after = loss_under(m, views, state)
     assert stats["ascent_loss_start"].item() == pytest.approx(before, rel=1e-5)
     assert after > before
 
@@ -101,21 +109,21 @@ def test_binary_ascent_and_gradient_noise_raise_the_loss_of_a_fixed_batch(tiny_b
     for params in ({"phi": 0.3}, {"perturbation": "gradient_noise", "noise_step": 0.5}):
         m = make(tiny_bert, steps=4, **params)
         m.eval()
-        enc = m.tokenize_views(SENTS)
-        state = m._init_perturbation(enc, m._batch_generator())
-        before = loss_under(m, enc, state)
-        state, _ = m._learn_to_perturb(enc, state, torch.Generator().manual_seed(0), None)
-        assert loss_under(m, enc, state) > before, params
+        views = m.encode_views(SENTS)
+        state = start(m, views)
+        before = loss_under(m, views, state)
+        state, _ = m.learn_to_perturb(views, state, [0, 1, 2, 3])
+        assert loss_under(m, views, state) > before, params
 
 
 def test_ascent_leaves_no_gradient_on_the_encoder_and_keeps_the_global_rng(tiny_bert):
     m = make(tiny_bert)
     m.train()
-    enc = m.tokenize_views(SENTS)
-    state = m._init_perturbation(enc, m._batch_generator())
+    views = m.encode_views(SENTS)
+    state = start(m, views)
     torch.manual_seed(7)
     rng = torch.get_rng_state()
-    m._learn_to_perturb(enc, state, torch.Generator().manual_seed(0), None)
+    m.learn_to_perturb(views, state, [5, 6, 7, 8])
     assert all(p.grad is None for p in m.parameters())
     assert torch.equal(torch.get_rng_state(), rng)     # ascent dropout ran under its own seeds
 
@@ -138,22 +146,38 @@ def test_forward_p_clipped_padding_untouched_views_differ_masks_exact(tiny_bert)
         assert torch.equal(mask, expected)
     assert set(torch.cat([mk.flatten() for mk in masks]).unique().tolist()) == {0.0, 0.5, 1.0}
     real = st.real.float()
-    weak = ((1 - a_tok) * real).sum() / (real.sum() * m.n_masked)
+    weak = ((1 - a_tok) * real).sum() / (real.sum() * m.perturbation.n_masked)
     assert out["weakened_tokens"].item() == pytest.approx(weak.item(), abs=1e-7)
     assert out["weakened_features"].item() == pytest.approx((1 - a_fea).mean().item(), abs=1e-7)
     assert out["ascent_gain"].item() == pytest.approx((out["ascent_loss_end"] - out["ascent_loss_start"]).item())
 
 
-def test_same_seed_same_numbers_and_resume_state(tiny_bert):
+def test_same_seed_same_numbers_and_the_randomness_is_a_function_of_the_draw(tiny_bert):
     torch.manual_seed(11)
     a = make(tiny_bert)(Batch(SENTS))["loss"].item()
     torch.manual_seed(11)
     m = make(tiny_bert)
-    assert m(Batch(SENTS))["loss"].item() == a
-    assert m.extra_state() == {"l2p_draws": 1}
+    batch = m.prepare(Batch(SENTS, draw=0, seed=3))
+    assert m(batch)["loss"].item() == a
+    torch.manual_seed(12)
+    again = m(batch)["loss"].item()
+    torch.manual_seed(12)
+    assert m(batch)["loss"].item() == again             # the prepared start is not changed by the ascent
+    # prepare: a function of (seed, Batch.draw) alone (resume, DataLoader workers), global RNG untouched
     other = make(tiny_bert)
-    other.load_extra_state(m.extra_state())
-    assert other._draws == 1
+    rng = torch.get_rng_state()
+    f = [mm.prepare(Batch(SENTS, draw=d, seed=3)).features for mm, d in ((m, 0), (m, 5), (other, 5))]
+    assert torch.equal(torch.get_rng_state(), rng)
+    assert torch.equal(f[1]["perturbation"].p_tok, f[2]["perturbation"].p_tok)
+    assert f[1]["ascent_seeds"] == f[2]["ascent_seeds"] and len(f[1]["ascent_seeds"]) == 4
+    assert not torch.equal(f[0]["perturbation"].p_tok, f[1]["perturbation"].p_tok)
+    assert f[0]["ascent_seeds"] != f[1]["ascent_seeds"] and f[0]["step_seed"] is None
+    assert torch.equal(f[1]["perturbation"].p_fea, start(m, m.encode_views(SENTS), draw=5).p_fea)
+    # the run's old per-forward counter: the generator of the t-th forward was seeded by seed * 1_000_003 + t
+    assert m.generator(7).initial_seed() == 3 * 1_000_003 + 7
+    assert make(tiny_bert, learn=False).prepare(Batch(SENTS)).features["ascent_seeds"] == []
+    shared = make(tiny_bert, ascent_dropout="shared").prepare(Batch(SENTS)).features
+    assert shared["ascent_seeds"] == [shared["step_seed"]] * 4
 
 
 # --------------------------------------------------------------------------- inference
@@ -178,13 +202,17 @@ def test_template_wraps_sentences_and_pools_the_mask_position(tiny_bert):
     long = " ".join(["word"] * 80)
     (lid,) = m.templated_ids([long], m.params.template)
     assert tok.mask_token_id in lid and lid[-1] == tok.sep_token_id
+    n_template = len(ids[0]) - len(tok(SENTS[0])["input_ids"])
+    assert len(lid) == 32 + n_template                 # the sentence keeps max_length's budget, the template added
+    (sid,) = make(tiny_bert, "prompt", max_length=12).templated_ids([long], m.params.template)
+    assert len(sid) == 12 + n_template                 # params.max_length (the method's own, else train's)
     m.eval()
-    enc = m.tokenize_views(SENTS)
+    views = m.encode_views(SENTS)
     with torch.no_grad():
-        rep = m.represent(enc)
-        last = m.encoder(**enc).last_hidden_state
-    pos = (enc["input_ids"] == tok.mask_token_id).nonzero()
-    assert pos.shape[0] == enc["input_ids"].shape[0]    # exactly one [MASK] per row
+        rep = m.represent(views)
+        last = m.encoder(**views).last_hidden_state
+    pos = (views["input_ids"] == tok.mask_token_id).nonzero()
+    assert pos.shape[0] == views["input_ids"].shape[0]  # exactly one [MASK] per row
     assert torch.allclose(rep, last[pos[:, 0], pos[:, 1]])
     info = m.export_info()
     assert info["pooling"] == "mask" and info["template"] == m.params.template
@@ -196,9 +224,9 @@ def test_prompt_l2p_masks_the_templated_input_and_second_template(tiny_bert):
     m = make(tiny_bert, "prompt_l2p", template2='This sentence of "{sentence}" means {mask} .')
     out = m(Batch(SENTS))
     assert torch.isfinite(out["loss"]) and "weakened_tokens" in out
-    enc = m.tokenize_views(SENTS)
+    views = m.encode_views(SENTS)
     n = len(SENTS)
-    assert not torch.equal(enc["input_ids"][:n], enc["input_ids"][n:])
+    assert not torch.equal(views["input_ids"][:n], views["input_ids"][n:])
     assert m.export_info()["pooling"] == "mask"
     with pytest.raises(ValueError, match="exactly one"):
         PromptL2P.Params(template="no placeholders")
@@ -219,12 +247,13 @@ def _train(m, steps, lr):
 def _clean_loss(m):
     """Contrastive loss of the fixed batch, dropout off, under one fixed random perturbation (if any)."""
     m.eval()
-    enc = m.tokenize_views(SENTS)
+    views = m.encode_views(SENTS)
     with torch.no_grad():
         if isinstance(m, L2PCSR):
-            loss = loss_under(m, enc, m._init_perturbation(enc, torch.Generator().manual_seed(123)))
+            loss = loss_under(m, views, m.perturbation.draw(views["attention_mask"].bool(),
+                                                            torch.Generator().manual_seed(123)))
         else:
-            loss = float(m.contrastive_loss(enc))
+            loss = float(m.contrastive_loss(views))
     m.train()
     return loss
 
@@ -246,7 +275,7 @@ def test_l2p_masked_views_become_separable(tiny_bert):
         if isinstance(mod, torch.nn.Dropout):
             mod.p = 0.0
     torch.manual_seed(0)
-    m = L2PCSR(bert, tok, L2PParams(learn=False), TrainParams(max_length=32), seed=3)
+    m = L2PCSR(bert, tok, L2PParams(learn=False, max_length=32), seed=3)
     before = _clean_loss(m)
     _train(m, 20, 1e-3)
     assert _clean_loss(m) < min(before, math.log(len(SENTS))) - 0.3
@@ -265,7 +294,7 @@ def _final_masks(m):
     """The (N, L, D) multipliers the final pass applies, per masked output."""
     st = m.last_perturbation
     ones = torch.ones(st.real.shape + (m.encoder.config.hidden_size,))
-    return [fn(ones) for fn in m._transforms(st)]
+    return [fn(ones) for fn in m.perturbation.transforms(st)]
 
 
 def test_ablation_switches_change_what_is_perturbed(tiny_bert):
@@ -285,8 +314,7 @@ def test_ablation_switches_change_what_is_perturbed(tiny_bert):
     out = random(Batch(SENTS))
     assert "ascent_loss_start" not in out
     fresh = make(tiny_bert, learn=False)
-    enc = fresh.tokenize_views(SENTS)
-    init = fresh._init_perturbation(enc, fresh._batch_generator())
+    init = start(fresh, fresh.encode_views(SENTS))
     assert torch.equal(init.p_tok, random.last_perturbation.p_tok)   # masks stay the random draw
 
     cont = make(tiny_bert, continuous=True)
@@ -294,13 +322,15 @@ def test_ablation_switches_change_what_is_perturbed(tiny_bert):
     values = torch.cat([m.flatten() for m in _final_masks(cont)]).unique()
     assert len(values) > 3                             # p used directly, not {0, 0.5, 1}
 
+    assert isinstance(make(tiny_bert).perturbation, MaskPerturbation)
     noise = make(tiny_bert, perturbation="gradient_noise")
+    assert isinstance(noise.perturbation, NoisePerturbation)
     out = noise(Batch(SENTS))
     st = noise.last_perturbation
-    assert st.p_tok is None and st.delta is not None
+    assert isinstance(st, Noise) and isinstance(cont.last_perturbation, Masks)
     assert out["noise_norm"].item() == pytest.approx(st.delta.flatten(1).norm(dim=1).mean().item())
     assert torch.all(st.delta[~st.real] == 0)          # padding gets no noise
-    assert len(noise._transforms(st)) == 1             # word embeddings only
+    assert len(noise.perturbation.transforms(st)) == 1  # word embeddings only
 
 
 def test_params_and_ablation_table():
@@ -326,14 +356,13 @@ def test_params_and_ablation_table():
 def test_ascent_loss_end_is_the_loss_after_the_last_step(tiny_bert):
     m = make(tiny_bert, steps=3)
     m.eval()                                           # dropout off: the seeds do not matter
-    enc = m.tokenize_views(SENTS)
-    init = m._init_perturbation(enc, m._batch_generator())
-    two = make(tiny_bert, steps=2).eval()              # the state before the third (last) step
-    before_last, _ = two._learn_to_perturb(enc, copy.deepcopy(init), torch.Generator().manual_seed(0), None)
-    final, stats = m._learn_to_perturb(enc, copy.deepcopy(init), torch.Generator().manual_seed(0), None)
-    assert stats["ascent_loss_start"].item() == pytest.approx(loss_under(m, enc, init), rel=1e-6)
-    assert stats["ascent_loss_end"].item() == pytest.approx(loss_under(m, enc, final), rel=1e-6)
-    assert loss_under(m, enc, before_last) != pytest.approx(loss_under(m, enc, final), rel=1e-3)  # the last step counts
+    views = m.encode_views(SENTS)
+    init = start(m, views)
+    before_last, _ = m.learn_to_perturb(views, init, [0, 0])   # the state before the third (last) step
+    final, stats = m.learn_to_perturb(views, init, [0, 0, 0])
+    assert stats["ascent_loss_start"].item() == pytest.approx(loss_under(m, views, init), rel=1e-6)
+    assert stats["ascent_loss_end"].item() == pytest.approx(loss_under(m, views, final), rel=1e-6)
+    assert loss_under(m, views, before_last) != pytest.approx(loss_under(m, views, final), rel=1e-3)  # the last step counts
     assert stats["ascent_loss_end"] > stats["ascent_loss_start"]
     assert stats["ascent_gain"].item() == pytest.approx(stats["ascent_loss_end"].item() - stats["ascent_loss_start"].item())
 
@@ -350,14 +379,14 @@ def test_forward_ascent_raises_the_loss_with_dropout_on(tiny_bert):
 def test_losses_are_fp32_under_bf16_autocast(tiny_bert):
     m = make(tiny_bert)
     m.eval()
-    enc = m.tokenize_views(SENTS)
+    views = m.encode_views(SENTS)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        z = m.represent(enc)
-        loss = m.contrastive_loss(enc)
+        z = m.represent(views)
+        loss = m.contrastive_loss(views)
         out = m(Batch(SENTS))
     n = len(SENTS)
     assert loss.dtype == torch.float32
-    assert loss.item() == pytest.approx(info_nce(z[:n].float(), z[n:].float(), m.train_cfg.temperature).item(), rel=1e-6)
+    assert loss.item() == pytest.approx(info_nce(z[:n].float(), z[n:].float(), m.params.temperature).item(), rel=1e-6)
     for key in ("loss", "ascent_loss_start", "ascent_loss_end"):
         assert out[key].dtype == torch.float32, key
     st = m.last_perturbation
@@ -406,17 +435,17 @@ def test_freelb_init_and_step_have_the_norms_the_params_say():
 def test_gradient_noise_is_added_to_the_word_embeddings_and_moves_the_encoder(tiny_bert):
     m = make(tiny_bert, perturbation="gradient_noise", steps=0, noise_init=0.1)
     m.eval()
-    enc = m.tokenize_views(SENTS)
-    st = m._init_perturbation(enc, m._batch_generator())
+    views = m.encode_views(SENTS)
+    st = start(m, views)
     emb = m.encoder.embeddings
-    assert m._perturbed_modules == [emb.word_embeddings] == [word_embedding_module(m.encoder)]
-    ids = enc["input_ids"]
+    assert m.perturbation.modules == [emb.word_embeddings] == [word_embedding_module(m.encoder)]
+    ids = views["input_ids"]
     with torch.no_grad():
         clean = emb(input_ids=ids)
-        with m._perturbed(m._transforms(st)):
+        with m.perturbation.applied(m.perturbation.transforms(st)):
             noisy = emb(input_ids=ids)
-            noisy_last = m.encoder(**enc).last_hidden_state
-        clean_last = m.encoder(**enc).last_hidden_state
+            noisy_last = m.encoder(**views).last_hidden_state
+        clean_last = m.encoder(**views).last_hidden_state
         pos = emb.position_embeddings(torch.arange(ids.size(1))).unsqueeze(0)
         expected = emb.LayerNorm(emb.word_embeddings(ids) + st.delta + pos + emb.token_type_embeddings(torch.zeros_like(ids)))
     assert torch.allclose(noisy, expected, atol=1e-5)   # before the position/type embeddings and the LayerNorm
@@ -475,9 +504,10 @@ def test_paper_lr_and_its_warning(tiny_bert, caplog):
     assert paper_lr(BertConfig()) == paper_lr(BertConfig(num_hidden_layers=24)) == 3e-5
     bert, tok = tiny_bert
     with caplog.at_level("WARNING", logger="sentlab.methods.l2p"):
-        L2PCSR(copy.deepcopy(bert), tok, L2PParams(), TrainParams(lr=3e-5))
+        L2PCSR(copy.deepcopy(bert), tok, L2PParams().resolved(TrainParams(lr=3e-5)))
+        L2PCSR(copy.deepcopy(bert), tok, L2PParams(lr=3e-5).resolved(TrainParams(lr=1e-5)))  # the method's own lr
         assert not caplog.records
-        L2PCSR(copy.deepcopy(bert), tok, L2PParams(), TrainParams(lr=1e-5))
+        L2PCSR(copy.deepcopy(bert), tok, L2PParams().resolved(TrainParams(lr=1e-5)))
     assert [r.getMessage() for r in caplog.records] == [
         "l2p: the paper trains a bert encoder with lr 3e-05; this run uses lr 1e-05 (methods.l2p.lr)"]
 

@@ -36,7 +36,7 @@ def build(method_id, tok, batch_size=8, **params):
     cfg = TrainParams(batch_size=batch_size, max_length=16, lr=1e-3)
     cls = get_method(method_id)
     torch.manual_seed(0)
-    return cls(tiny_bert(tok), tok, cls.Params(**params), cfg, seed=0)
+    return cls(tiny_bert(tok), tok, cls.Params(**params).resolved(cfg), seed=0)
 
 
 # --- momentum and queue ----------------------------------------------------------
@@ -95,8 +95,8 @@ def test_moco_loss_uses_diagonal_positives(tok):
     m = build("moco", tok, queue_size=16).eval()
     batch = Batch(sentences(8))
     with torch.no_grad():
-        q = m._query(batch.sentences)
-        k = m._key(batch.sentences)
+        enc = m.encode_text(batch.sentences)
+        q, k = m._query(enc), m._key(enc)
     from sentlab.methods._common import cosine_logits
     expected = torch.nn.functional.cross_entropy(cosine_logits(q, k, 0.05), torch.arange(8))
     with torch.no_grad():
@@ -115,10 +115,12 @@ def test_augmented_keys_are_seeded(tok):
     m = build("moco_deletion", tok, queue_size=16)
     b = Batch(sentences(8))
     a1 = m._augment(b)
-    assert int(m.aug_calls) == 1
-    m.aug_calls.zero_()
-    assert m._augment(b) == a1
+    assert m._augment(b) == a1                                   # a function of (seed, draw): resumable, worker-safe
+    assert m._augment(Batch(b.sentences, draw=1)) != a1          # the next micro-batch draws anew
+    assert m._augment(Batch(b.sentences, seed=1)) != a1
     assert any(x != y for x, y in zip(a1, b.sentences))
+    keys = m.prepare(Batch(b.sentences)).features["key"]["input_ids"]
+    assert torch.equal(keys, m.encode_text(a1)["input_ids"])     # prepare() tokenises the augmented keys
     srl = build("moco_srl", tok, queue_size=16)
     sents = ["alpha bravo charlie delta echo foxtrot golf", "alpha bravo"]
     out = srl._augment(Batch(sents, extras={"frames": [frames_for(s) for s in sents]}))
@@ -173,7 +175,7 @@ def test_ptbert_key_branch_momentum_copies(tok):
     used = []
     h1 = m2.attn.register_forward_hook(lambda *a: used.append("online"))
     h2 = m2.key_attn.register_forward_hook(lambda *a: used.append("momentum"))
-    m2._key(["alpha bravo"])
+    m2._key(m2.encode_text(["alpha bravo"]))
     h1.remove(); h2.remove()
     assert used == ["momentum", "online"]
 

@@ -9,7 +9,8 @@ import torch
 from sentlab.config import TrainParams
 from sentlab.errors import SentlabError
 from sentlab.methods import get_method
-from sentlab.methods._paser_decoder import DecodingSignal, choose_phrases
+from sentlab.evaluate.reconstruction import reconstruction_report
+from sentlab.methods._paser_decoder import DecodingSignal, choose_phrases, save_heads
 from sentlab.methods.base import Batch
 
 
@@ -52,7 +53,7 @@ def _make(tiny_bert, method="paser", **kw):
     enc, tok = tiny_bert
     cls = get_method(method)
     params = cls.Params(**{"eda": "none", "decoder_heads": 2, "decoder_layers": 2, "top_k": 2, **kw})
-    return cls(enc, tok, params, TrainParams(max_length=32), seed=1)
+    return cls(enc, tok, params.resolved(TrainParams(max_length=32)), seed=1)
 
 
 def test_registered_with_contract():
@@ -208,7 +209,7 @@ def test_eda_edit_phrases_edits_s_but_not_the_target(tiny_bert):
     assert v.t_texts == [ALL_PHRASE, SENTS[1].replace("you", "thou")]  # s̃: phrases protected
     assert (v.edits_s, v.edits_masked) == ([1, 2], [0, 1])
     assert [on.tokenizer.decode(t) for t in on.targets(v)] == ["stocks fell sharply [SEP]", "two options [SEP]"]
-    out = on(Batch(sents, [0, 1], extras))  # the same draws (the call counter moves after the views)
+    out = on(Batch(sents, [0, 1], extras))  # the same draws (micro-batch 0)
     assert float(out["eda_edits_s"]) == 1.5 and float(out["eda_edits_masked"]) == 0.5
     off = _fake_sr(_make(tiny_bert, eda="rd", eda_edit_phrases=False))
     v = off.prepare_views(sents, extras, [0, 1])
@@ -297,7 +298,7 @@ def test_teacher_forcing_shifts_the_target_right(tiny_bert, monkeypatch):
         return torch.zeros(*dec_in.shape, 7)
 
     monkeypatch.setattr(m, "decoder_logits", spy)
-    _, labels = m.teacher_forcing(memory, [[5, 6, 7], [], [8, 9]])  # an empty target drops its row
+    _, labels = m.teacher_forcing(memory, m.decoder_batch([[5, 6, 7], [], [8, 9]]))  # an empty target drops its row
     assert seen["dec_in"].tolist() == [[cls, 5, 6], [cls, 8, pad]]  # [CLS] + target[:-1]
     assert seen["dec_att"].tolist() == [[1, 1, 1], [1, 1, 0]]
     assert labels.tolist() == [[5, 6, 7], [8, 9, -100]]  # labels = target
@@ -311,12 +312,13 @@ def test_decoder_is_causal_and_ignores_padding(tiny_bert):
     memory = torch.randn(1, 4, 32)
     ids = m.tokenizer.convert_tokens_to_ids(["two", "options", "for", "you"])
     with torch.no_grad():
-        a, _ = m.teacher_forcing(memory, [ids])
-        b, _ = m.teacher_forcing(memory, [ids[:2] + [m.tokenizer.convert_tokens_to_ids("train")] + ids[3:]])
+        a, _ = m.teacher_forcing(memory, m.decoder_batch([ids]))
+        other = ids[:2] + [m.tokenizer.convert_tokens_to_ids("train")] + ids[3:]
+        b, _ = m.teacher_forcing(memory, m.decoder_batch([other]))
         # changing target[2] changes decoder input 3: logits 0..2 stay, logit 3 moves
         torch.testing.assert_close(a[0, :3], b[0, :3])
         assert (a[0, 3] - b[0, 3]).abs().max() > 1e-3
-        padded, _ = m.teacher_forcing(memory.expand(2, 4, 32), [ids[:2], ids])  # row 0 padded to length 4
+        padded, _ = m.teacher_forcing(memory.expand(2, 4, 32), m.decoder_batch([ids[:2], ids]))  # row 0 padded
         torch.testing.assert_close(padded[0, :2], a[0, :2], atol=1e-5, rtol=1e-5)
 
 
@@ -332,7 +334,7 @@ def test_gen_reduction_mean_and_sum_pin_values(tiny_bert, monkeypatch):
     for red in ("mean", "sum"):
         m = _make(tiny_bert, gen_reduction=red)
         monkeypatch.setattr(m, "teacher_forcing", lambda mem, t: (logits, labels))
-        got[red] = float(m.generative_loss(torch.zeros(2, 4, 32), [[1, 2, 3], [0]])[0])
+        got[red] = float(m.generative_loss(torch.zeros(2, 4, 32), m.decoder_batch([[1, 2, 3], [0]]))[0])
     assert got["mean"] == pytest.approx(7 / 4 * math.log(2), rel=1e-6)  # (3 log 4 + log 2) / 4 tokens
     assert got["sum"] == pytest.approx(7 / 2 * math.log(2), rel=1e-6)  # (3 log 4 + log 2) / 2 sentences
 
@@ -346,8 +348,8 @@ def test_lm_head_and_losses_are_fp32_under_bf16_autocast(tiny_bert):
     want = m.lm_head(h, w)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         got = m.lm_head(h, w)
-        logits, _ = m.teacher_forcing(torch.randn(1, 4, 32), [[5, 6, 7]])
-        loss, _ = m.generative_loss(torch.randn(1, 4, 32), [[5, 6, 7]])
+        logits, _ = m.teacher_forcing(torch.randn(1, 4, 32), m.decoder_batch([[5, 6, 7]]))
+        loss, _ = m.generative_loss(torch.randn(1, 4, 32), m.decoder_batch([[5, 6, 7]]))
         enc = m.tokenize(SENTS, max_length=32)
         torch.manual_seed(1)
         mlm = m.mlm_loss(enc["input_ids"], enc["attention_mask"])
@@ -452,16 +454,14 @@ def test_top2_mean_pooling(tiny_bert):
 
 
 def test_new_modules_train_at_head_lr(tiny_bert):
-    from sentlab.train.loop import make_optimizer
-
-    m = _make(tiny_bert, head_lr=1e-3)
-    opt = make_optimizer(m, TrainParams(lr=3e-5), torch.device("cpu"))
+    m = _make(tiny_bert, head_lr=1e-3, lr=3e-5)
+    opt = m.configure_optimizers()
     by_lr = {g["lr"]: {id(p) for p in g["params"]} for g in opt.param_groups}
     assert set(by_lr) == {3e-5, 1e-3}
     assert {id(p) for p in m.encoder.parameters()} <= by_lr[3e-5]          # shared word embeddings included
     assert {id(p) for p in m.decoder.parameters() if p.requires_grad} <= by_lr[1e-3]
     assert not by_lr[3e-5] & by_lr[1e-3]
-    one = make_optimizer(_make(tiny_bert), TrainParams(lr=3e-5), torch.device("cpu"))
+    one = _make(tiny_bert, lr=3e-5).configure_optimizers()
     assert {g["lr"] for g in one.param_groups} == {3e-5}                   # head_lr None: the paper's one rate
 
 
@@ -497,7 +497,7 @@ def test_decoder_beats_frequency_baseline(tiny_bert):
     m = _make(tiny_bert, mlm_weight=0.0, m=1.0, n=1.0, decoder_dropout=0.0)
     hist = _train(m, 100, 3e-3)
     assert hist[-1]["loss_gen"] < 0.2 * hist[0]["loss_gen"]
-    rep = m.reconstruction_report(SENTS, EXTRAS, FIT_SENTS, FIT_EXTRAS, n_examples=2)
+    rep = reconstruction_report(m, SENTS, EXTRAS, FIT_SENTS, FIT_EXTRAS, n_examples=2)
     assert rep["phrases"] == 7 and len(rep["examples"]) == 2
     assert set(rep["examples"][0]) == {"sentence", "masked", "masked_phrases", "generated", "exact"}
     assert rep["examples"][1]["masked"] == "There are _ _ for you."
@@ -545,6 +545,45 @@ def test_seeded_views_are_reproducible(tiny_bert):
     assert a.s_texts == b.s_texts and a.t_texts == b.t_texts
 
 
+def test_prepare_draws_from_seed_and_micro_batch_only(tiny_bert):
+    """prepare (DataLoader workers) touches no global RNG; its EDA draws are a function of (seed, Batch.draw, row)."""
+    import random
+
+    m = _make(tiny_bert, eda="rd", eda_alpha_rd=0.5)
+    m.train()
+
+    def views(draw):
+        return m.prepare(Batch(SENTS, list(range(4)), EXTRAS, draw=draw, seed=1)).features["views"]
+
+    torch.manual_seed(0)
+    random.seed(0)
+    states = torch.get_rng_state(), random.getstate()
+    a, b, other = views(3), views(3), views(4)
+    assert torch.equal(torch.get_rng_state(), states[0]) and random.getstate() == states[1]
+    assert a.s_texts == b.s_texts and a.t_texts == b.t_texts  # a resumed run redraws micro-batch 3 alike
+    assert (a.s_texts, a.t_texts) != (other.s_texts, other.t_texts)
+    f = m.prepare(Batch(SENTS, list(range(4)), EXTRAS, draw=3)).features
+    assert all(t.device.type == "cpu" for k in ("s", "s_masked", "target") for t in f[k].values())
+    torch.testing.assert_close(f["target"]["labels"][0, :3], torch.tensor(m.targets(a)[0][:3]))
+
+
+def test_export_artifacts_writes_heads_and_heldout_check(tiny_bert, tmp_path):
+    import json
+
+    m = _make(tiny_bert, recon_heldout=500, recon_fit=20)
+    train = m.split_heldout(_corpus(40))
+    m.train()
+    m(train.batch(list(range(8))))
+    m.export_artifacts(tmp_path, tmp_path)
+    rep = json.loads((tmp_path / "reconstruction.json").read_text())
+    assert rep["heldout_corpus"] == "sts_unlabeled (held out of training)" and rep["sentences"] == 4
+    assert rep["baseline"]["fit_on"] == "20 training-corpus sentences" and m.training
+    assert (tmp_path / "paser_heads.safetensors").is_file()
+    off = _make(tiny_bert, recon_heldout=0)
+    off.export_artifacts(tmp_path / "off", tmp_path)
+    assert sorted(p.name for p in (tmp_path / "off").iterdir()) == ["paser_heads.safetensors"]
+
+
 NLI = [("A man is playing a large flute.", "A man plays music.", "Nobody is playing an instrument."),
        ("There are two options for you.", "You have a choice.", "You have no choice at all."),
        ("At least 89 dead in china earthquakes.", "People died in China.", "Nobody was hurt in China.")]
@@ -590,7 +629,7 @@ def test_paser_sup_contrastive_plus_generative(tiny_bert, tmp_path):
 def test_heads_roundtrip_for_paser_sup(tiny_bert, tmp_path):
     enc, tok = tiny_bert
     m = _make(tiny_bert)
-    path = m.save_heads(tmp_path)
+    path = save_heads(m, tmp_path)
     assert path.name == "paser_heads.safetensors"
     enc.config._name_or_path = str(tmp_path)
     sup = _make((enc, tok), "paser_sup", decoder_init="paser")
@@ -612,19 +651,19 @@ def _corpus(n=40):
 def test_split_heldout_keeps_rows_out_of_training(tiny_bert):
     m = _make(tiny_bert, recon_heldout=500, recon_fit=20)
     train = m.split_heldout(_corpus(40))
-    held, fit = m._recon_sets["heldout"], m._recon_sets["fit"]
+    held, fit = m.recon_sets
     assert len(held) == 4 and len(train) == 36  # capped at a tenth of the corpus
     assert not set(held.ids.tolist()) & set(train.ids.tolist())
     assert set(fit.ids.tolist()) <= set(train.ids.tolist()) and len(fit) == 20
     assert held.extras["rake"][0] == RAKE[(int(held.ids[0]) - 100) % 4]  # extras stay aligned with their rows
     again = _make(tiny_bert, recon_heldout=500, recon_fit=20)
     again.split_heldout(_corpus(40))
-    assert again._recon_sets["heldout"].ids.tolist() == held.ids.tolist()  # seeded: a resumed run splits alike
+    assert again.recon_sets.heldout.ids.tolist() == held.ids.tolist()  # seeded: a resumed run splits alike
     dup = _corpus(40)
     dup.texts[int(np.setdiff1d(np.arange(40), held.ids - 100)[0])] = held.texts[0]  # a copy of a held-out sentence
     assert len(_make(tiny_bert, recon_heldout=500).split_heldout(dup)) == 35  # … is not trained on either
     other = _make(tiny_bert, recon_heldout_from="other")
-    assert len(other.split_heldout(_corpus(40))) == 40 and other._recon_sets is None
+    assert len(other.split_heldout(_corpus(40))) == 40 and other.recon_sets is None
 
 
 def test_train_method_honours_own_steps_and_writes_heldout_check(tok, tmp_path, monkeypatch):

@@ -106,14 +106,14 @@ def test_profiles_train_paser_sup_on_the_right_nli_data():
     quick, paper = (load_params(REPO / "params.yaml", profile=p) for p in ("quick", "paper"))
     assert "paser_sup" in quick.train.methods and "paser_sup" in paper.train.methods
     assert (quick.prepare.nli, paper.prepare.nli) == ("sick_standin", "simcse")
-    assert quick.stage_lists.train_init == {"paser_sup": "paser"} and "paser_sup" not in quick.stage_lists.train_annotated
+    assert quick.methods_from["paser_sup"]["from"] == "paser" and "paser_sup" not in quick.methods
 
 
-def test_train_init_must_name_the_methods_init_from(tmp_path):
+def test_methods_from_must_name_the_methods_init_from(tmp_path):
     text = (REPO / "params.yaml").read_text(encoding="utf-8")
-    assert "train_init: {paser_sup: paser}" in text
-    (tmp_path / "params.yaml").write_text(text.replace("train_init: {paser_sup: paser}", "train_init: {paser_sup: simcse}"))
-    with pytest.raises(SentlabError, match="train_init.paser_sup is `simcse`.*models/paser"):
+    assert "paser_sup: {from: paser," in text
+    (tmp_path / "params.yaml").write_text(text.replace("paser_sup: {from: paser,", "paser_sup: {from: simcse,"))
+    with pytest.raises(SentlabError, match=r"`paser_sup` starts from the trained model of `paser`.*from: simcse"):
         load_params(tmp_path / "params.yaml")
 
 
@@ -123,15 +123,15 @@ def test_dvc_paser_sup_stage_reads_models_paser_and_others_do_not():
     with Repo(str(REPO)) as repo:
         stages = {s.addressing: s for s in repo.index.stages}
     deps = {name: {Path(d.def_path).as_posix().rstrip("/") for d in s.deps} for name, s in stages.items()}
-    assert stages["train_init@paser_sup"].cmd == "python pipeline/train.py paser_sup"
+    assert stages["train_from@paser_sup"].cmd == "python pipeline/train.py paser_sup"
     assert {"models/paser", "data/annotations", "data/corpus", "data/params/methods/paser_sup.json"} <= deps[
-        "train_init@paser_sup"]
-    assert "models/paser_sup" in deps["evaluate_init@paser_sup"]
+        "train_from@paser_sup"]
+    assert "models/paser_sup" in deps["evaluate_from@paser_sup"]
     for name, d in deps.items():  # no other stage depends on a model folder it does not read
-        if name.startswith(("train", "ablate")) and name != "train_init@paser_sup":
+        if name.startswith(("train", "ablate")) and name != "train_from@paser_sup":
             assert not any(x.startswith("models/") for x in d), name
-            if "data/params/methods/paser.json" in d:  # paser's params: only paser and its ablations
-                assert name == "train_annotated@paser" or name.startswith("ablate@paser"), name
+            if "data/params/methods/paser.json" in d:  # paser's params: only paser's own train stage
+                assert name == "train@paser", name
     assert "data/corpus" in deps["annotate"]
 
 

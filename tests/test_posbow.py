@@ -19,9 +19,11 @@ from sentlab.config import TrainParams
 from sentlab.errors import SentlabError
 from sentlab.methods._grad_reverse import grad_reverse
 from sentlab.methods.base import Batch
-from sentlab.data.vocab import POS_TAGS, build_bow_vocab, pos_histogram, stopword_and_punct_ids
+from sentlab.data.tags import POS_TAGS, pos_histogram
+from sentlab.data.vocab import build_bow_vocab, stopword_and_punct_ids
+from sentlab.encoder import SentenceEncoder
 from sentlab.errors import AssetMissingError
-from sentlab.methods.posbow_adv import PosBowAdv, bow_r_precision, top_tag_accuracy
+from sentlab.methods.posbow_adv import PosBowAdv, bow_nll, bow_r_precision, pos_divergence, top_tag_accuracy
 from tiny import tiny_bert
 
 SENTS = [
@@ -36,7 +38,7 @@ SENTS = [
 ]
 BATCH = Batch([s for s, _ in SENTS], list(range(len(SENTS))),
               {"tokens": [s.split() for s, _ in SENTS], "pos": [t for _, t in SENTS]})
-TRAIN_CFG = TrainParams(max_length=32, temperature=0.05)
+TRAIN_CFG = TrainParams(max_length=32, lr=1e-3)
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 @pytest.fixture
@@ -52,16 +54,27 @@ def tiny_encoder(tok, seed=0, init=0.02):
 
 def make(tok, corpus, seed=0, init=0.02, **kw):
     params = PosBowAdv.Params(bow_vocab_size=kw.pop("bow_vocab_size", 20), bow_vocab_from=corpus, **kw)
-    return PosBowAdv(tiny_encoder(tok, init=init), tok, params, TRAIN_CFG, seed=seed)
+    return PosBowAdv(tiny_encoder(tok, init=init), tok, params.resolved(TRAIN_CFG), seed=seed)
 
 
-def train(method, steps, lr=1e-3, seed=0):
-    """Steps of the loop's optimiser (its param groups: the heads at their own rates) on BATCH."""
+def pos_target(m, batch):
+    """The POS targets ``prepare`` computes for ``batch`` (CPU)."""
+    return m.prepare(batch).features["pos"]
+
+
+def heads(m):
+    """{"classifiers": C_BOW/C_POS, "discriminators": D_BOW/D_POS} of ``m``."""
+    return {"classifiers": m.classifiers, "discriminators": m.adversary.discriminators}
+
+
+def train(method, steps, seed=0, prepare=False):
+    """Steps of the method's optimiser (its groups: the heads at their own rates) on BATCH (``prepare``:
+    run :meth:`prepare` first, as the loop does)."""
     torch.manual_seed(seed)
-    opt = torch.optim.AdamW(method.param_groups(lr), lr=lr, weight_decay=0.0)
+    opt = method.configure_optimizers()
     hist = []
     for _ in range(steps):
-        out = method(BATCH)
+        out = method(method.prepare(BATCH) if prepare else BATCH)
         opt.zero_grad()
         out["loss"].backward()
         opt.step()
@@ -96,12 +109,11 @@ def test_channel_sizes_and_slicing(tok, corpus):
     assert m.export_info()["channels"] == {"bow": [0, 27], "pos": [27, 32]}
     assert m.export_info()["pooling"] == "cls"
 
-    # The channel encoders evaluated as rows are slices of the exported [CLS] embedding.
+    # The channels evaluated as rows (``channels`` in sentlab.json) are slices of the exported [CLS] embedding.
     full = m.sentence_encoder().encode(BATCH.sentences)
-    extra = m.extra_eval_encoders()
-    assert set(extra) == {"posbow_adv_bow", "posbow_adv_pos"}
-    np.testing.assert_allclose(extra["posbow_adv_bow"].encode(BATCH.sentences), full[:, :27], atol=1e-6)
-    np.testing.assert_allclose(extra["posbow_adv_pos"].encode(BATCH.sentences), full[:, 27:32], atol=1e-6)
+    for lo, hi in m.export_info()["channels"].values():
+        channel = SentenceEncoder(m.encoder, tok, pooling="cls", dims=(lo, hi), device=m.device)
+        np.testing.assert_allclose(channel.encode(BATCH.sentences), full[:, lo:hi], atol=1e-6)
 
 
 # --- targets -------------------------------------------------------------------------
@@ -170,24 +182,24 @@ def test_pos_histogram():
 # --- BOW loss: the bag's log-likelihood ---------------------------------------------------------
 def test_bow_loss_is_the_bags_negative_log_likelihood(tok, corpus):
     assert PosBowAdv.Params().bow_reduction == "sum"
-    m, mean = make(tok, corpus), make(tok, corpus, bow_reduction="mean")
     target = torch.zeros(3, 20)
     target[0, :4] = target[1, 7] = 1.0
-    assert float(m._bow_loss(torch.zeros(3, 20), target)) == pytest.approx(20 * math.log(2))  # N labels x log 2
+    assert float(bow_nll(torch.zeros(3, 20), target)) == pytest.approx(20 * math.log(2))  # N labels x log 2
     # by hand: bag {0, 2} of 3 labels, logits (2, -1, 0): -[log σ(2) + log(1 - σ(-1)) + log σ(0)]
     #        = softplus(-2) + softplus(-1) + log 2 = 0.126928 + 0.313262 + 0.693147
-    hand = m._bow_loss(torch.tensor([[2.0, -1.0, 0.0]]), torch.tensor([[1.0, 0.0, 1.0]]))
+    hand = bow_nll(torch.tensor([[2.0, -1.0, 0.0]]), torch.tensor([[1.0, 0.0, 1.0]]))
     assert float(hand) == pytest.approx(1.133337, abs=1e-6)
-    assert float(mean._bow_loss(torch.tensor([[2.0, -1.0, 0.0]]), torch.tensor([[1.0, 0.0, 1.0]]))) == \
+    assert float(bow_nll(torch.tensor([[2.0, -1.0, 0.0]]), torch.tensor([[1.0, 0.0, 1.0]]), "mean")) == \
         pytest.approx(1.133337 / 3, abs=1e-6)
     logits = torch.randn(3, 20, generator=torch.Generator().manual_seed(0))
     nll = -(target * F.logsigmoid(logits) + (1 - target) * F.logsigmoid(-logits)).sum(-1).mean()
-    torch.testing.assert_close(m._bow_loss(logits, target), nll)
-    torch.testing.assert_close(mean._bow_loss(logits, target), nll / 20)
+    torch.testing.assert_close(bow_nll(logits, target), nll)
+    torch.testing.assert_close(bow_nll(logits, target, "mean"), nll / 20)
 
     # What reaches the encoder: the BOW terms' gradients are N (= 20) times those of the mean.
+    m, mean = make(tok, corpus, adversary="grl"), make(tok, corpus, adversary="grl", bow_reduction="mean")
     m.eval(), mean.eval()
-    a, b = make(tok, corpus, adversary="grl")(BATCH), make(tok, corpus, adversary="grl", bow_reduction="mean")(BATCH)
+    a, b = m(BATCH), mean(BATCH)
     for key in ("grad_bow", "grad_adv_bow"):
         assert float(a[key] / b[key]) == pytest.approx(20, rel=1e-4), key
     for key in ("grad_pos", "grad_adv_pos"):
@@ -198,15 +210,15 @@ def test_head_logits_and_losses_are_fp32_under_autocast(tok, corpus):
     m = make(tok, corpus, adversary="grl")
     m.eval()
     seen = {}
-    for group in ("classifiers", "discriminators"):
-        for name, head in getattr(m, group).items():
-            head.register_forward_hook(lambda mod, inp, out, key=f"{group}.{name}": seen.__setitem__(key, (inp[0], out)))
+    for group, modules in heads(m).items():
+        for name, head in modules.items():
+            head.register_forward_hook(lambda mod, inp, out, key=(group, name): seen.__setitem__(key, (inp[0], out)))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = m(BATCH)
     assert len(seen) == 4
     for key, (inp, logits) in seen.items():
         assert inp.dtype == logits.dtype == torch.float32, key
-        head = m.get_submodule(key)
+        head = heads(m)[key[0]][key[1]]
         torch.testing.assert_close(logits, head(inp), rtol=0, atol=0)  # = the fp32 path outside autocast
     for key in ("loss_bow", "loss_pos", "loss_adv_bow", "loss_adv_pos", "loss"):
         assert out[key].dtype == torch.float32, key
@@ -220,18 +232,19 @@ def test_gradient_norms_are_each_terms_gradient_on_the_embeddings(tok, corpus):
     enc = m.tokenize(BATCH.sentences)
     h1, h2 = m._two_views(enc)
     bow_t = m.bow_targets(enc["input_ids"], enc["attention_mask"]).repeat(2, 1)
-    pos_t = m.pos_targets(BATCH).repeat(2, 1)
+    pos_t = pos_target(m, BATCH).repeat(2, 1)
     bow_ch, pos_ch = m.split_channels(torch.cat([h1, h2]))
 
     def norm(loss):
         grads = torch.autograd.grad(loss, (h1, h2), retain_graph=True, allow_unused=True)
         return float(torch.sqrt(sum((g ** 2).sum() for g in grads if g is not None)))
 
+    disc = m.adversary.discriminators
     want = {"grad_con": norm(m._contrastive(h1, h2, {})),
-            "grad_bow": 3.0 * norm(m._bow_loss(m.classifiers["bow"](bow_ch), bow_t)),
-            "grad_pos": norm(m._pos_loss(m.classifiers["pos"](pos_ch), pos_t)),
-            "grad_adv_bow": 0.5 * 2.0 * norm(m._bow_loss(m.discriminators["bow"](pos_ch), bow_t)),
-            "grad_adv_pos": 0.5 * norm(m._pos_loss(m.discriminators["pos"](bow_ch), pos_t))}
+            "grad_bow": 3.0 * norm(bow_nll(m.classifiers["bow"](bow_ch), bow_t)),
+            "grad_pos": norm(pos_divergence(m.classifiers["pos"](pos_ch), pos_t)),
+            "grad_adv_bow": 0.5 * 2.0 * norm(bow_nll(disc["bow"](pos_ch), bow_t)),
+            "grad_adv_pos": 0.5 * norm(pos_divergence(disc["pos"](bow_ch), pos_t))}
     for key, value in want.items():
         assert float(out[key]) == pytest.approx(value, rel=1e-4), key
     assert all(v > 0 for v in want.values())
@@ -255,12 +268,12 @@ def test_forward_logs_accuracies_and_constant_baselines(tok, corpus):
     m = make(tok, corpus, adversary="grl", aux_views="first")
     m.eval()
     seen = {}
-    for group in ("classifiers", "discriminators"):
-        for name, head in getattr(m, group).items():
+    for group, modules in heads(m).items():
+        for name, head in modules.items():
             head.register_forward_hook(lambda mod, inp, out, key=f"{group[0]}_{name}": seen.__setitem__(key, out))
     out = m(BATCH)
     enc = m.tokenize(BATCH.sentences)
-    bow_t, pos_t = m.bow_targets(enc["input_ids"], enc["attention_mask"]), m.pos_targets(BATCH)
+    bow_t, pos_t = m.bow_targets(enc["input_ids"], enc["attention_mask"]), pos_target(m, BATCH)
     for key, logits in seen.items():
         metric = bow_r_precision if key.endswith("bow") else top_tag_accuracy
         assert float(out[f"acc_{key}"]) == pytest.approx(float(metric(logits, bow_t if key.endswith("bow") else pos_t)))
@@ -299,7 +312,7 @@ def test_pos_target_counts_only_the_words_inside_the_encoder_window(tok, corpus)
     batch = Batch([" ".join(long_words), short], extras={"tokens": [long_words, short.split()],
                                                           "pos": [tags, ["DT", "NN", "VBD", "IN", "DT", "NN"]]})
     assert m.words_seen(batch.sentences, batch.extras["tokens"]) == [30, 6]
-    target = m.pos_targets(batch)
+    target = pos_target(m, batch)
     assert target[0, idx["NN"]] == pytest.approx(29 / 30) and target[0, idx["RB"]] == pytest.approx(1 / 30)
     assert target[0, idx["NNS"]] == 0  # the tail the encoder never saw (it would be 10/40 without the cut)
     torch.testing.assert_close(target[1], torch.from_numpy(pos_histogram(batch.extras["pos"][1])))
@@ -318,7 +331,7 @@ def test_discriminators_read_the_other_channel(tok, corpus):
     m.eval()  # no dropout: the channels are slices of the exported embedding
     seen = {}
     for name in ("bow", "pos"):
-        m.discriminators[name].register_forward_hook(lambda mod, inp, out, name=name: seen.__setitem__(name, inp[0]))
+        m.adversary.discriminators[name].register_forward_hook(lambda mod, inp, out, name=name: seen.__setitem__(name, inp[0]))
     m(BATCH)
     full = torch.from_numpy(m.sentence_encoder().encode(BATCH.sentences, sort_by_length=False))
     torch.testing.assert_close(seen["bow"], full[:, 27:32], atol=1e-5, rtol=0)  # D_BOW <- POS channel
@@ -335,7 +348,7 @@ def test_discriminators_read_the_other_channel(tok, corpus):
         bow_ch, pos_ch = m.split_channels(x)
         if reverse:
             bow_ch, pos_ch = grad_reverse(bow_ch, 0.7), grad_reverse(pos_ch, 0.7)
-        l_dbow, l_dpos = m._adversarial_losses(bow_ch, pos_ch, bow_t, pos_t)
+        l_dbow, l_dpos = m.adversary.losses(bow_ch, pos_ch, bow_t, pos_t)
         g_dbow, = torch.autograd.grad(l_dbow, x, retain_graph=True)
         g_dpos, = torch.autograd.grad(l_dpos, x)
         assert g_dbow[:, :27].abs().sum() == 0 and g_dbow[:, 27:].abs().sum() > 0
@@ -347,9 +360,9 @@ def test_discriminators_read_the_other_channel(tok, corpus):
 
 # --- training ------------------------------------------------------------------------------
 def test_loss_falls_with_gradient_reversal(tok, corpus):
-    m = make(tok, corpus, adversary="grl", adv_lambda=0.1)
+    m = make(tok, corpus, adversary="grl", adv_lambda=0.1, lr=3e-3)
     m.train()
-    hist = train(m, 40, lr=3e-3)
+    hist = train(m, 40)
     first, last = hist[:5], hist[-5:]
 
     def mean(rows, *keys):
@@ -374,7 +387,7 @@ def test_grl_discriminators_minimise_encoder_maximises(tok, corpus):
     for group, sign in (("discriminators", -1), ("encoder", +1)):
         m.load_state_dict(snapshot)
         with torch.no_grad():
-            for q in (m.discriminators.parameters() if group == "discriminators" else m.encoder.parameters()):
+            for q in (m.adversary.parameters() if group == "discriminators" else m.encoder.parameters()):
                 q -= 1e-2 * q.grad
             after = m(BATCH)["loss_adv"]
         assert sign * (after - base["loss_adv"]) > 0, group
@@ -385,7 +398,7 @@ def test_no_aux_no_adversary_is_simcse(tok, tmp_path):
 
     # No auxiliary tasks and no adversary: no vocabulary is needed (the corpus path is not read).
     m = make(tok, str(tmp_path / "absent.parquet"), aux_tasks=False, adversary="none")
-    s = SimCSE(tiny_encoder(tok), tok, SimCSE.Params(), TRAIN_CFG, seed=0)
+    s = SimCSE(tiny_encoder(tok), tok, SimCSE.Params().resolved(TRAIN_CFG), seed=0)
     torch.testing.assert_close(m.mlp.state_dict(), s.mlp.state_dict(), rtol=0, atol=0)  # same init as simcse
     m.train(), s.train()
     torch.manual_seed(3)
@@ -417,6 +430,19 @@ def test_deterministic_with_seed(tok, corpus):
     assert runs[0] == runs[1]
     a, b = make(tok, corpus, seed=5), make(tok, corpus, seed=6)
     assert not torch.equal(a.classifiers["bow"].weight, b.classifiers["bow"].weight)
+    # The loop's way (prepare in a DataLoader, then forward) gives the same numbers as a direct call.
+    m = make(tok, corpus, seed=5)
+    assert train(m, 3, seed=11, prepare=True) == runs[0]
+
+
+def test_prepare_is_cpu_work_and_leaves_the_batch_alone(tok, corpus):
+    m = make(tok, corpus)
+    batch = Batch(list(BATCH.sentences), extras=dict(BATCH.extras))
+    prepared = m.prepare(batch)
+    assert batch.features == {} and set(prepared.features) == {"enc", "pos"}
+    assert prepared.features["pos"].shape == (8, len(POS_TAGS)) and prepared.features["pos"].device.type == "cpu"
+    assert set(make(tok, corpus, aux_tasks=False, adversary="none").prepare(batch).features) == {"enc"}
+    assert make(tok, corpus, mlp_train=False).mlp is None
 
 
 # --- through the method-agnostic loop ---------------------------------------------------------
@@ -482,8 +508,8 @@ def test_bow_prior_bias(tok, corpus):
     m = make(tok, corpus, adversary="grl", bow_exclude_stopwords=False)
     vocab, freq = build_bow_vocab(tok, [s for s, _ in SENTS], 20, 32, show_progress=False, return_frequencies=True)
     assert freq[0] == pytest.approx(3 / 8)  # "the": 3 of the 8 sentences
-    for heads in (m.classifiers, m.discriminators):
-        torch.testing.assert_close(heads["bow"].bias, torch.logit(torch.tensor(freq, dtype=torch.float32)))
+    for group in heads(m).values():
+        torch.testing.assert_close(group["bow"].bias, torch.logit(torch.tensor(freq, dtype=torch.float32)))
     torch.testing.assert_close(m.bow_prior_logit, torch.logit(torch.tensor(freq, dtype=torch.float32)))
     assert not torch.equal(make(tok, corpus, bow_prior_bias=False).classifiers["bow"].bias, m.classifiers["bow"].bias)
 
@@ -501,9 +527,10 @@ def test_heads_train_at_their_own_lr_in_the_loops_optimiser(tok, corpus):
     assert [g["lr"] for g in groups] == [1e-3, 0.01, 0.05]
     assert [g["weight_decay"] for g in groups] == [0.0, 0.0, 0.1]
     assert [{id(q) for q in g["params"]} for g in groups] == [ids(m.encoder, m.mlp), ids(m.classifiers),
-                                                               ids(m.discriminators)]
+                                                               ids(m.adversary)]
     assert make_optimizer(make(tok, corpus), cfg, torch.device("cpu")).param_groups[1]["lr"] == 1e-3  # head_lr None
-    assert [g["lr"] for g in make(tok, corpus, adversary="none").param_groups(1e-3)] == [1e-3, 1e-3]
+    assert [g["lr"] for g in make(tok, corpus, adversary="none").configure_optimizers().param_groups] == [1e-3, 1e-3]
+    assert len(make(tok, corpus, aux_tasks=False, adversary="none").configure_optimizers().param_groups) == 1
 
     # AdamW's first step moves every parameter with a gradient by lr·sign(g): each group by its own rate
     m = make(tok, corpus, disc_lr=0.05, head_lr=0.01)
@@ -512,7 +539,7 @@ def test_heads_train_at_their_own_lr_in_the_loops_optimiser(tok, corpus):
     m.train()
     m(BATCH)["loss"].backward()
     opt.step()
-    for prefix, lr in (("encoder.", 1e-3), ("classifiers.", 0.01), ("discriminators.", 0.05)):
+    for prefix, lr in (("encoder.", 1e-3), ("classifiers.", 0.01), ("adversary.", 0.05)):
         step = max(float((v - before[k]).abs().max()) for k, v in m.state_dict().items() if k.startswith(prefix))
         assert step == pytest.approx(lr, rel=1e-3), prefix
 
@@ -521,9 +548,9 @@ def test_heads_train_at_their_own_lr_in_the_loops_optimiser(tok, corpus):
 def test_discriminators_beat_the_constant_baseline_only_at_a_discriminator_lr(tok, corpus, disc_lr):
     """At the encoder's quick-profile lr (3e-5) against a reversing encoder (lambda 1) the discriminators stay at their
     initial losses, above the constant predictor's; at disc_lr 1e-2 both go below it within 30 steps."""
-    m = make(tok, corpus, init=0.2, adversary="grl", disc_lr=disc_lr)
+    m = make(tok, corpus, init=0.2, adversary="grl", disc_lr=disc_lr, lr=3e-5)
     m.train()
-    hist = train(m, 30, lr=3e-5)
+    hist = train(m, 30)
     last = {k: float(np.mean([h[k] for h in hist[-5:]])) for k in hist[0]}
     for task in ("bow", "pos"):
         beats = last[f"loss_adv_{task}"] < last[f"loss_base_{task}"]

@@ -256,7 +256,7 @@ def test_stages_declare_resolved_params_files_not_raw_keys():
                 assert files == {"params.yaml"}
             else:
                 assert files and all(f.startswith("data/params/") for f in files), (stage.addressing, files)
-            if stage.addressing.startswith("train_init@"):
+            if stage.addressing.startswith("train_from@"):
                 assert "models/paser" in {Path(d.def_path).as_posix() for d in stage.deps}
 
 

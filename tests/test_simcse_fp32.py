@@ -34,3 +34,18 @@ def test_info_nce_under_autocast_equals_fp32_path():
         loss = info_nce(q, k, 0.05)
     assert loss.dtype == torch.float32
     assert loss.item() == pytest.approx(ref.item(), rel=0, abs=1e-7)
+
+
+def test_simcse_method_loss_is_fp32_under_autocast(tiny_bert):
+    from sentlab.methods.base import Batch
+    from sentlab.methods.simcse import SimCSE
+
+    bert, tok = tiny_bert
+    m = SimCSE(bert, tok, SimCSE.Params(max_length=16, lr=1e-3))
+    batch = Batch(["a cat sat on the mat", "dogs bark", "green ideas sleep"])
+    assert set(m.prepare(batch).features) == {"enc"} and batch.features == {}
+    m.eval()  # no dropout: the two views are equal, so the positives sit at cos 1 (logit 1/τ = 20)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = m(batch)["loss"]
+    assert loss.dtype == torch.float32
+    torch.testing.assert_close(loss, m(batch)["loss"], rtol=0, atol=0.05)

@@ -30,7 +30,7 @@ SCRIPT = textwrap.dedent('''
                                 intermediate_size=64, max_position_embeddings=64), add_pooling_layer=False)
     cfg = TrainParams(batch_size=8, max_length=16, lr=1e-3, eval_every=2, max_steps=3, device="cpu")  # global batch
     cls = get_method("moco")
-    m = cls(bert, tok, cls.Params(queue_size=16), cfg, seed=0)
+    m = cls(bert, tok, cls.Params(queue_size=16).resolved(cfg), seed=0)
     r = D.rank()
     out = {"rank": r, "queue_rows": int(m.queue.shape[0])}
     words = "alpha bravo charlie delta echo foxtrot golf hotel".split()
@@ -115,7 +115,7 @@ RESUME_SCRIPT = textwrap.dedent('''
         bert = BertModel(BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2,
                                     num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
                                     initializer_range=0.2), add_pooling_layer=False)
-        return SimCSE(bert, tok, SimCSE.Params(), cfg, seed=0)
+        return SimCSE(bert, tok, SimCSE.Params().resolved(cfg), seed=0)
 
     class Interrupt(Exception):
         pass

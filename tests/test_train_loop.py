@@ -155,7 +155,7 @@ def test_corpus_too_small_is_a_clear_error(tmp_path, tok):
 
 def test_stage_writes_marker_when_not_in_profile(tmp_path, monkeypatch):
     (tmp_path / "params.yaml").write_text(
-        "profile: quick\ntrain: {methods: []}\nstage_lists: {train: [simcse, ptbert]}\nablations: {enabled: false}\n"
+        "profile: quick\ntrain: {methods: []}\nmethods: {simcse: {}, ptbert: {}}\nablations: {enabled: false}\n"
         "profiles: {paper: {ablations: {enabled: true}}}\n")
     monkeypatch.chdir(tmp_path)
     assert stage_main(["simcse"]) == 0
@@ -194,6 +194,7 @@ def test_clipping_covers_every_param_group(tmp_path, tok):
     from torch import nn
     from torch.optim.optimizer import register_optimizer_step_pre_hook
 
+    from sentlab.methods.base import adamw
     from sentlab.methods.simcse import SimCSE
     from sentlab.train.data import Corpus
     from sentlab.train.loop import train_loop
@@ -203,17 +204,17 @@ def test_clipping_covers_every_param_group(tmp_path, tok):
             super().__init__(*a, **k)
             self.decoder = nn.Linear(4, 1)
 
-        def param_groups(self, lr):
+        def configure_optimizers(self, *, weight_decay=0.0, fused=False):
             dec = {id(p) for p in self.decoder.parameters()}
-            return [{"params": [p for p in self.trainable_parameters() if id(p) not in dec], "lr": lr},
-                    {"params": list(self.decoder.parameters()), "lr": 1e-3}]
+            return adamw([{"params": [p for p in self.trainable_parameters() if id(p) not in dec]},
+                          {"params": list(self.decoder.parameters()), "lr": 1e-3}], lr=self.params.lr)
 
         def forward(self, batch):
             return {"loss": super().forward(batch)["loss"] + 1e4 * self.decoder.weight.sum()}
 
     cfg = TrainParams(batch_size=8, max_length=16, lr=1e-3, eval_every=1, max_steps=1, device="cpu")
     torch.manual_seed(0)
-    m = TwoGroups(tiny_bert(tok, 0, initializer_range=0.2), tok, SimCSE.Params(), cfg)
+    m = TwoGroups(tiny_bert(tok, 0, initializer_range=0.2), tok, SimCSE.Params().resolved(cfg))
     seen = {}
 
     def hook(opt, args, kwargs):
@@ -234,10 +235,11 @@ def test_clipping_covers_every_param_group(tmp_path, tok):
 
 
 def test_method_epochs_batch_size_lr_reach_the_train_config(tmp_path, tok):
-    from sentlab.train.run import METHOD_TRAIN_OVERRIDES, resolve_train
     from sentlab.methods import get_method
+    from sentlab.methods.base import TRAIN_OVERRIDES
+    from sentlab.train.run import resolve_train
 
-    assert {"epochs", "batch_size", "lr", "eval_every", "max_steps"} <= set(METHOD_TRAIN_OVERRIDES)
+    assert {"epochs", "batch_size", "lr", "eval_every", "max_steps", "max_length"} <= set(TRAIN_OVERRIDES)
     p = params(max_steps=None, eval_every=100)
     for mid in ("simcse", "ct", "moco", "ptbert", "paser", "l2p", "posbow_adv"):  # every method accepts them
         mp = get_method(mid).Params(epochs=5, batch_size=16, lr=1e-5)

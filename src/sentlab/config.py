@@ -9,9 +9,10 @@ Layout of ``params.yaml``::
     annotate: {...}
     evaluate: {...}
     train: {...}              # the method-agnostic loop
-    methods: {simcse: {...}, ptbert: {...}, ...}   # one block per method, validated by
-                                                   # the method's own ``Params`` model
-    stage_lists: {...}        # which DVC stages exist (dvc.yaml's foreach reads these)
+    methods: {simcse: {}, paser: {...}, ...}   # one line per method (a train + evaluate stage each):
+                                               # what differs from its own ``Params`` defaults
+    methods_from: {paser_sup: {from: paser, ...}}  # methods that start from another's trained model
+    ablations: {enabled: ..., variants: {...}}     # one train + evaluate stage per variant
     profiles:                 # each profile's values in one place: overrides on top of
       quick: {}               # the sections above (quick = the sections as written)
       smoke: {...}
@@ -28,7 +29,7 @@ import copy
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional, Union
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -36,7 +37,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from .errors import SentlabError
 
 PROFILES = ("quick", "smoke", "paper")
-POOLINGS = ("cls", "mean", "first_last")
 
 
 class Strict(BaseModel):
@@ -103,6 +103,9 @@ class EvaluateParams(Strict):
     max_pairs: Optional[int] = Field(None, gt=0, description="None: every pair; else a seeded sample per task (smoke runs; labelled)")
     hard_subset: HardSubsetParams = HardSubsetParams()
     whitening: WhiteningParams = WhiteningParams()
+    baselines: list[Literal["cls", "mean", "first_last", "whitening"]] = Field(
+        default_factory=lambda: ["cls", "mean", "first_last", "whitening"],
+        description="pooling / whitening baselines of the backbone (one evaluate_baseline stage each)")
 
 
 class TrainParams(Strict):
@@ -115,30 +118,18 @@ class TrainParams(Strict):
     grad_accum: int = Field(1, gt=0)
     max_grad_norm: Optional[float] = Field(1.0, gt=0, description="gradient clipping (HF Trainer's default, as SimCSE/PT-BERT); None: off")
     max_length: int = Field(32, gt=0)
-    temperature: float = Field(0.05, gt=0)
     eval_every: int = Field(125, gt=0)
     checkpoint_every: Optional[int] = Field(None, gt=0, description="None: at every dev evaluation")
     dev_max_pairs: Optional[int] = Field(None, gt=0, description="None: all 1500 STS-B dev pairs")
     precision: Literal["auto", "fp32", "bf16"] = "auto"
-    length_bucketing: bool = False
     device: Literal["auto", "cpu", "cuda"] = "auto"
     num_threads: Optional[int] = Field(None, gt=0)
+    loader_workers: Union[Literal["auto"], Annotated[int, Field(ge=0)]] = Field(
+        "auto", description="DataLoader worker processes running each method's prepare() (tokenisation, augmentation) "
+                            "ahead of the step; auto: 0 on CPU (the cores are busy training), 4 per GPU; the numbers "
+                            "do not depend on it")
     nproc: int = Field(1, ge=1, description="processes (GPUs) to train on: > 1 re-runs the train stage under torchrun; "
                                              "batch_size stays the global batch, split over the processes")
-
-
-class StageLists(Strict):
-    train: list[str] = Field(default_factory=list, description="train stages that need only the corpus")
-    train_annotated: list[str] = Field(default_factory=list, description="train stages that also read data/annotations")
-    train_init: dict[str, str] = Field(
-        default_factory=dict, description="train stages that also read data/annotations and start from another "
-                                          "method's trained model: {method: the method it is initialised from}")
-    baselines: list[str] = Field(default_factory=lambda: ["cls", "mean", "first_last"])
-
-    @property
-    def trained(self) -> list[str]:
-        """Every method that has a train stage."""
-        return self.train + self.train_annotated + list(self.train_init)
 
 
 class Params(Strict):
@@ -149,26 +140,47 @@ class Params(Strict):
     annotate: AnnotateParams = AnnotateParams()
     evaluate: EvaluateParams = EvaluateParams()
     train: TrainParams = TrainParams()
-    methods: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    stage_lists: StageLists = StageLists()
+    methods: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="one line per method: the keys that differ from its Params defaults")
+    methods_from: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="methods that start from another method's trained model: "
+                                          "{<id>: {from: <that method>, <keys as in methods>}}")
     ablations: dict[str, Any] = Field(default_factory=dict)
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _check_lists(self):
-        stages = self.stage_lists.trained
+        both = sorted(set(self.methods) & set(self.methods_from))
+        if both:
+            raise ValueError(f"{both} are in both `methods` and `methods_from`; keep each method in one of them")
+        bad = [m for m, b in self.methods_from.items() if not isinstance(b, dict) or not isinstance(b.get("from"), str)]
+        if bad:
+            raise ValueError(f"methods_from.{bad[0]} must be a mapping with `from: <method id>` (the method whose "
+                             f"trained model it starts from)")
+        stages = self.trained_ids
         unknown = [m for m in self.train.methods if m not in stages]
         if unknown:
             raise ValueError(
-                f"train.methods names {unknown}, which have no train stage; "
-                f"allowed: {stages} (stage_lists.train + train_annotated + train_init)"
+                f"train.methods names {unknown}, which have no train stage; allowed: {stages} (the ids of `methods` "
+                f"and `methods_from`: add a line there for a new method)"
             )
-        orphans = [f"{m} (starts from {i})" for m, i in self.stage_lists.train_init.items()
-                   if m in self.train.methods and i not in self.train.methods]
+        orphans = [f"{m} (starts from {b['from']})" for m, b in self.methods_from.items()
+                   if m in self.train.methods and b["from"] not in self.train.methods]
         if orphans:
             raise ValueError(f"train.methods trains {orphans} but not the method it starts from; add that method to "
                              f"train.methods or drop the one that needs it")
         return self
+
+    @property
+    def trained_ids(self) -> list[str]:
+        """Every method with a train stage: the lines of ``methods`` and ``methods_from``."""
+        return list(self.methods) + list(self.methods_from)
+
+    def method_block(self, method_id: str) -> dict[str, Any]:
+        """The params.yaml line of ``method_id`` (``from`` of ``methods_from`` left out): what differs from its defaults."""
+        if method_id in self.methods_from:
+            return {k: v for k, v in (self.methods_from[method_id] or {}).items() if k != "from"}
+        return dict(self.methods.get(method_id) or {})
 
     @model_validator(mode="after")
     def _check_ablation_names(self):
@@ -183,11 +195,11 @@ class Params(Strict):
         from .methods import get_method
 
         cls = get_method(method_id)
-        raw = self.methods.get(method_id, {}) or {}
+        section = "methods_from" if method_id in self.methods_from else "methods"
         try:
-            return cls.Params(**raw)
+            return cls.Params(**self.method_block(method_id))
         except ValidationError as e:
-            raise SentlabError(_format_validation(e, cls.Params, prefix=f"methods.{method_id}")) from None
+            raise SentlabError(_format_validation(e, cls.Params, prefix=f"{section}.{method_id}")) from None
 
 
 def deep_merge(base: dict, override: dict) -> dict:
@@ -242,19 +254,22 @@ def validate(raw: dict, source: str = "params.yaml") -> Params:
     from .methods import registered
 
     known = registered()
-    for mid in params.stage_lists.trained + list(params.methods):
+    for mid in params.trained_ids:
         if mid not in known:
             raise SentlabError(
-                f"Invalid params in {source}: method `{mid}` (in stage_lists.train or methods) is not a registered method; "
+                f"Invalid params in {source}: method `{mid}` (in methods / methods_from) is not a registered method; "
                 f"allowed: {', '.join(sorted(known))}. Run `sentlab methods` for the list."
             )
-    for mid, init in params.stage_lists.train_init.items():
-        if known[mid].init_from != init:
+    for mid in params.trained_ids:
+        init, given = known[mid].init_from, (params.methods_from.get(mid) or {}).get("from")
+        if init != given:
+            where = (f"it is in `methods_from` with from: {given}" if given else "it is in `methods`")
+            fix = (f"move its line to `methods_from` as `{mid}: {{from: {init}, ...}}`" if init else
+                   "move its line to `methods`")
             raise SentlabError(
-                f"Invalid params in {source}: stage_lists.train_init.{mid} is `{init}`, but {mid} starts from the "
-                f"trained model of `{known[mid].init_from}` (its init_from); write `{mid}: {known[mid].init_from}` so "
-                f"its train stage depends on models/{known[mid].init_from}.")
-    for mid in params.methods:
+                f"Invalid params in {source}: method `{mid}` starts from "
+                f"{'the trained model of `' + init + '`' if init else 'the backbone'} (its init_from), but {where}; "
+                f"{fix}, so its train stage depends on the right model.")
         params.method_params(mid)
     _validate_ablations(params, source)
     return params
@@ -287,7 +302,7 @@ def _validate_ablations(params: Params, source: str) -> None:
                                f"{overrides!r}.")
         cls = get_method(spec["method"])
         try:
-            cls.Params(**deep_merge(params.methods.get(spec["method"]) or {}, overrides))
+            cls.Params(**deep_merge(params.method_block(spec["method"]), overrides))
         except ValidationError as e:
             raise SentlabError(_format_validation(e, cls.Params, prefix=f"{key}.set", source=source)) from None
 
@@ -316,12 +331,21 @@ def resolve_profile(raw: dict, profile: str | None = None, source: str = "params
     if profile not in PROFILES:
         raise SentlabError(f"Invalid params in {source}: `profile`: {profile!r} is not a profile; allowed: {', '.join(PROFILES)}.")
     overrides = (raw.get("profiles") or {}).get(profile) or {}
-    for forbidden in ("profile", "profiles", "stage_lists"):
+    for forbidden in ("profile", "profiles"):
         if forbidden in overrides:
             raise SentlabError(
-                f"Invalid params in {source}: `profiles.{profile}.{forbidden}` cannot be overridden by a profile "
-                f"(dvc.yaml's stage lists are fixed across profiles). Remove that key."
+                f"Invalid params in {source}: `profiles.{profile}.{forbidden}` cannot be overridden by a profile. "
+                f"Remove that key."
             )
+    for section in ("methods", "methods_from", "ablations"):  # a profile sets values; dvc.yaml's stages are fixed
+        new = set(((overrides.get(section) or {}).get("variants") if section == "ablations" else overrides.get(section)) or {})
+        have = set(((raw.get(section) or {}).get("variants") if section == "ablations" else raw.get(section)) or {})
+        if new - have:
+            key = f"{section}.variants" if section == "ablations" else section
+            raise SentlabError(
+                f"Invalid params in {source}: `profiles.{profile}.{key}` adds {sorted(new - have)}, which "
+                f"`{key}` does not list; the stages are the same in every profile, so add the line to `{key}` "
+                f"(a profile only changes values).")
     merged = deep_merge({k: v for k, v in raw.items()}, overrides)
     merged["profile"] = profile
     return merged
@@ -363,7 +387,7 @@ RESOLVED_DIR = "data/params"
 RESOLVED_SECTIONS = ("seed", "model", "prepare", "annotate", "evaluate", "train")
 # train.* keys that change no number: which methods run (each method's file says whether it is
 # trained), how often a resume state is written, the thread count, the device `auto` resolves to.
-TRAIN_RUNTIME_KEYS = ("methods", "checkpoint_every", "num_threads", "device")
+TRAIN_RUNTIME_KEYS = ("methods", "checkpoint_every", "num_threads", "device", "loader_workers")
 
 
 def resolved_files(params: Params) -> dict[str, Any]:
@@ -374,7 +398,8 @@ def resolved_files(params: Params) -> dict[str, Any]:
     DVC params files, so ``dvc exp show`` shows the values in force), never on raw params.yaml keys.
 
     * ``train.json`` holds only the keys that change a trained model (not :data:`TRAIN_RUNTIME_KEYS`);
-    * ``methods/<id>.json`` holds the method's block and ``trained``: whether ``train.methods``
+    * ``methods/<id>.json`` holds the method's Params in force (every key, its defaults included) and
+      ``trained``: whether ``train.methods``
       lists it, so editing the list re-runs only the stages of the methods it adds or removes;
     * ``ablations/variants/<name>.json`` holds the variant, the merged block of its method and
       ``enabled``: a variant re-runs when its own values change, not when the main method's
@@ -390,14 +415,16 @@ def resolved_files(params: Params) -> dict[str, Any]:
 
     files: dict[str, Any] = {f"{k}.json": entry(dumped[k]) for k in RESOLVED_SECTIONS}
     files["train.json"] = entry({k: v for k, v in dumped["train"].items() if k not in TRAIN_RUNTIME_KEYS})
-    ids = set(params.methods) | set(params.stage_lists.trained)
-    for mid in sorted(ids):
-        files[f"methods/{mid}.json"] = entry(params.methods.get(mid) or {}, trained=mid in params.train.methods)
+    for mid in sorted(params.trained_ids):
+        files[f"methods/{mid}.json"] = entry(params.method_params(mid).model_dump(mode="json"),
+                                             trained=mid in params.train.methods)
     enabled = bool(params.ablations.get("enabled", False))
     for name, spec in sorted((params.ablations.get("variants") or {}).items()):
-        block = deep_merge(params.methods.get(spec["method"]) or {}, spec.get("set") or {})
-        files[f"ablations/variants/{name}.json"] = entry(block, method=spec["method"], set=spec.get("set") or {},
-                                                         enabled=enabled)
+        from .methods import get_method
+
+        block = get_method(spec["method"]).Params(**deep_merge(params.method_block(spec["method"]), spec.get("set") or {}))
+        files[f"ablations/variants/{name}.json"] = entry(block.model_dump(mode="json"), method=spec["method"],
+                                                         set=spec.get("set") or {}, enabled=enabled)
     return files
 
 

@@ -67,7 +67,7 @@ def delete(sentence: str, rng: random.Random, rate: float = 0.1) -> str:
 SRL_ORDER = ("arg0", "predicate", "argm_neg", "arg1")
 
 
-def _span_text(span: Any) -> Optional[str]:
+def span_text(span: Any) -> Optional[str]:
     if span is None:
         return None
     text = span.get("text") if isinstance(span, Mapping) else span
@@ -85,7 +85,7 @@ def srl_rebuild(sentence: str, frames: Optional[Sequence[Mapping[str, Any]]]) ->
     parts: list[str] = []
     for frame in frames or ():
         for key in SRL_ORDER:
-            text = _span_text(frame.get(key))
+            text = span_text(frame.get(key))
             if text:
                 parts.append(text)
     return " ".join(parts) if parts else sentence

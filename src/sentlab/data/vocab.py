@@ -1,90 +1,24 @@
-"""Vocabularies and tag sets counted on a corpus: the targets of ``posbow_adv`` (SPEC §3.8).
+"""Bag-of-words vocabularies counted on a corpus: the BOW task of ``posbow_adv`` (SPEC §3.8).
 
-* Bag of words: the set of *word pieces* the encoder sees (after truncation to
-  ``max_length``), so it needs no annotation and matches any corpus the
-  tokenizer reads. :func:`build_bow_vocab` keeps the pieces with the highest
-  document frequency; :func:`stopword_and_punct_ids` marks the pieces a content
-  vocabulary leaves out (NLTK's English stop words — the annotation stage's
-  list — and pieces with no letter or digit).
-* POS: :data:`POS_TAGS` (the 45 Penn tags + ``OTHER``), :func:`pos_histogram`,
-  and :func:`words_seen`, how many annotation words of each sentence lie in the
-  encoder's ``max_length`` window (their tags are the ones the target counts).
+The bag is the set of *word pieces* the encoder sees (after truncation to ``max_length``), so it needs no
+annotation and matches any corpus the tokenizer reads. :func:`build_bow_vocab` keeps the pieces with the
+highest document frequency; :func:`stopword_and_punct_ids` marks the pieces a content vocabulary leaves out
+(NLTK's English stop words — the annotation stage's list — and pieces with no letter or digit);
+:func:`corpus_bow_vocab` does both on a Parquet corpus. The POS tag set is in :mod:`sentlab.data.tags`.
 
 Example::
 
-    ids, doc_freq = build_bow_vocab(tokenizer, sentences, 5000, 32, return_frequencies=True)
-    hist = pos_histogram(tags[: words_seen(tokenizer, [text], [tokens], 32)[0]])
+    ids, doc_freq = corpus_bow_vocab(tokenizer, "data/corpus/train.parquet", 5000, 32)
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from ..errors import AssetMissingError, SentlabError
-
-PENN_TAGS: tuple[str, ...] = (
-    "CC", "CD", "DT", "EX", "FW", "IN", "JJ", "JJR", "JJS", "LS", "MD", "NN", "NNS", "NNP", "NNPS",
-    "PDT", "POS", "PRP", "PRP$", "RB", "RBR", "RBS", "RP", "SYM", "TO", "UH", "VB", "VBD", "VBG",
-    "VBN", "VBP", "VBZ", "WDT", "WP", "WP$", "WRB",
-    "#", "$", "''", "``", ",", ".", ":", "-LRB-", "-RRB-",
-)
-"""The 45 Penn Treebank tags (36 part-of-speech tags + 9 punctuation tags)."""
-
-OTHER_TAG = "OTHER"
-POS_TAGS: tuple[str, ...] = PENN_TAGS + (OTHER_TAG,)
-"""Classes of the POS distribution: the Penn tags, then one bucket for any other tag (spaCy's HYPH, NFP, _SP …)."""
-
-POS_TAG_ALIASES = {"(": "-LRB-", ")": "-RRB-", "[": "-LRB-", "]": "-RRB-", "{": "-LRB-", "}": "-RRB-",
-                   "-LCB-": "-LRB-", "-RCB-": "-RRB-"}
-_POS_INDEX = {t: i for i, t in enumerate(POS_TAGS)}
-
-
-def pos_histogram(tags: Sequence[str]) -> np.ndarray:
-    """Normalised histogram of Penn ``tags`` over :data:`POS_TAGS` (all zeros for no tags)."""
-    h = np.zeros(len(POS_TAGS), dtype=np.float32)
-    for t in tags:
-        t = POS_TAG_ALIASES.get(t, t)
-        h[_POS_INDEX.get(t, _POS_INDEX[OTHER_TAG])] += 1.0
-    total = h.sum()
-    return h / total if total > 0 else h
-
-
-def word_starts(text: str, tokens: Sequence[str]) -> list[int]:
-    """Character offset of each annotation token in ``text`` (the tokens are the text's own characters, in order)."""
-    starts, cursor = [], 0
-    for t in tokens:
-        i = text.find(t, cursor)
-        if i < 0:
-            raise SentlabError(
-                f"posbow_adv: the annotation token {t!r} is not in the sentence {text[:80]!r} (after character "
-                f"{cursor}); the `tokens` column does not match the training corpus. Re-run the annotate stage."
-            )
-        starts.append(i)
-        cursor = i + len(t)
-    return starts
-
-
-def words_seen(tokenizer, sentences: Sequence[str], token_lists: Sequence[Sequence[str]], max_length: int) -> list[int]:
-    """How many leading annotation tokens of each sentence start inside the encoder's ``max_length`` window,
-    i.e. before the end of the last word piece the encoder sees (a word cut in the middle counts: its first
-    pieces were seen). Needs the character offsets of a fast tokenizer."""
-    if not getattr(tokenizer, "is_fast", False):
-        raise SentlabError(
-            f"posbow_adv cuts the POS target to the words inside the encoder's window with the tokenizer's "
-            f"character offsets, which only a fast tokenizer gives; {type(tokenizer).__name__} is a slow "
-            f"one. Use a model that ships a tokenizer.json (every model in params.yaml does)."
-        )
-    enc = tokenizer(list(sentences), truncation=True, max_length=max_length, return_offsets_mapping=True,
-                    return_special_tokens_mask=True)
-    seen = []
-    for text, tokens, offsets, special in zip(sentences, token_lists, enc["offset_mapping"], enc["special_tokens_mask"]):
-        end = max((e for (_, e), sp in zip(offsets, special) if not sp), default=0)
-        seen.append(bisect_left(word_starts(text, list(tokens)), end))
-    return seen
 
 
 def read_corpus_texts(path: str) -> list[str]:
@@ -165,3 +99,11 @@ def build_bow_vocab(tokenizer, sentences: Sequence[str], size: int, max_length: 
     if return_frequencies:
         return order.astype(np.int64), counts[order] / max(len(sentences), 1)
     return order.astype(np.int64)
+
+
+def corpus_bow_vocab(tokenizer, path: str, size: int, max_length: int, exclude_stopwords: bool = True):
+    """``(ids, doc_freq)``: :func:`build_bow_vocab` over the Parquet corpus ``path`` (:func:`read_corpus_texts`),
+    stop words and punctuation left out when ``exclude_stopwords`` (:func:`stopword_and_punct_ids`)."""
+    exclude = stopword_and_punct_ids(tokenizer) if exclude_stopwords else None
+    return build_bow_vocab(tokenizer, read_corpus_texts(path), size, max_length, exclude=exclude,
+                           return_frequencies=True)

@@ -1,7 +1,12 @@
 """How well PaSeR's decoder rebuilds masked phrases on held-out sentences (PaSeR Sec. 5.2, Table 7).
 
+Around a PaSeR training run (the method's ``split_heldout`` / ``export_artifacts`` hooks delegate here):
+:func:`heldout_split` keeps seeded rows of the training corpus out of training, and after it
+:func:`export_reconstruction` writes ``reconstruction.json`` next to the exported model with the final
+encoder and decoder (one consistent pair, not the best dev checkpoint).
+
 Two decodings of the same held-out phrases (no augmentation, the method's own
-phrase choice and masking):
+phrase choice and masking; random chunk choices are those of micro-batch 0):
 
 * **greedy**: autoregressive from ``[CLS]``, stopping after as many ``[SEP]``
   as phrases were masked (the masked input shows how many); the output is cut
@@ -25,17 +30,59 @@ bigram table would be an oracle):
 
 Example::
 
-    report = method.reconstruction_report(held_out_sentences, {"rake": rake, "chunks": chunks},
-                                          fit_sentences=train_sentences, fit_extras=train_extras)
-    write_json("models/paser/reconstruction.json", report)
+    report = reconstruction_report(method, held_out_sentences, {"rake": rake, "chunks": chunks},
+                                   fit_sentences=train_sentences, fit_extras=train_extras)
+    write_reconstruction("models/paser/reconstruction.json", report)
 """
 
 from __future__ import annotations
 
+import logging
+import random
 from collections import Counter, defaultdict
-from typing import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple, Optional, Sequence
 
+import numpy as np
 import torch
+
+from ..methods._paser_decoder import pad
+from ..methods.base import Batch
+
+if TYPE_CHECKING:
+    from ..train.data import Corpus
+
+log = logging.getLogger(__name__)
+EXTRA_COLUMNS = ["rake", "chunks"]
+
+
+# --- the held-out rows ---------------------------------------------------------------
+class ReconstructionSets(NamedTuple):
+    """Rows of the training corpus kept out of training, and training rows the baselines are fitted on."""
+
+    heldout: "Corpus"
+    fit: "Corpus"
+
+
+def heldout_split(corpus, params, seed: int):
+    """``(corpus to train on, ReconstructionSets or None)``: ``params.recon_heldout`` seeded random rows of
+    the training corpus (at most a tenth), and every row with the same text, are kept out of training for
+    the check; the baselines' ``params.recon_fit`` rows are drawn from the rest. None (all rows trained
+    on) when the check is off or reads the other corpus (``recon_heldout_from: other``). A function of
+    the seed and the corpus only, so a resumed run splits alike."""
+    if params.recon_heldout == 0 or params.recon_heldout_from != "corpus":
+        return corpus, None
+    n = len(corpus)
+    k = min(params.recon_heldout, n // 10)
+    if k == 0:
+        return corpus, None
+    rng = np.random.default_rng([seed, 0x9A5E])
+    held = np.sort(rng.choice(n, k, replace=False))
+    held_texts = {corpus.texts[i] for i in held}  # a duplicate of a held-out sentence is not trained on either
+    keep = np.array([i for i in np.setdiff1d(np.arange(n), held) if corpus.texts[i] not in held_texts], dtype=int)
+    fit = np.sort(rng.choice(keep, min(params.recon_fit, len(keep)), replace=False))
+    log.info("PaSeR: %d of %d %s sentences held out of training for the reconstruction check", k, n, params.corpus)
+    return corpus.subset(keep), ReconstructionSets(corpus.subset(held), corpus.subset(fit))
 
 
 def _split_phrases(ids: Sequence[int], sep: int, k: int) -> list[list[int]]:
@@ -121,6 +168,34 @@ def _views_targets(method, sentences, extras, batch_size):
         yield idx, views, method.targets(views)
 
 
+def _inputs(method, sentences, views) -> dict:
+    """The method's inputs of steps 3-5 for ``views`` (unaugmented), on its device."""
+    features = {"s": method.encode_text(views.s_texts), **method.reconstruction_inputs(views)}
+    return method.prepared(Batch(list(sentences), features=features))
+
+
+@torch.no_grad()
+def greedy_decode(method, memory: torch.Tensor, n_phrases: Sequence[int], max_new_tokens: int = 40) -> list[list[int]]:
+    """Greedy decoding from [CLS] until as many [SEP] as phrases were masked (or ``max_new_tokens``)."""
+    tok = method.tokenizer
+    seqs = [[tok.cls_token_id] for _ in range(memory.size(0))]
+    done = [k == 0 for k in n_phrases]
+    for _ in range(max_new_tokens):
+        if all(done):
+            break
+        ids, att = (t.to(memory.device) for t in pad(seqs, tok.pad_token_id))
+        logits = method.decoder_logits(memory, ids, att)
+        last = att.sum(1) - 1
+        nxt = logits[torch.arange(len(seqs), device=logits.device), last].argmax(-1).tolist()
+        for i, t in enumerate(nxt):
+            if done[i]:
+                continue
+            seqs[i].append(int(t))
+            if seqs[i][1:].count(tok.sep_token_id) >= n_phrases[i]:
+                done[i] = True
+    return [s[1:] for s in seqs]
+
+
 def _fit_baseline(method, sentences, extras, batch_size) -> FrequencyBaseline:
     phrases, targets = [], []
     for _, views, tg in _views_targets(method, sentences, extras, batch_size):
@@ -165,10 +240,11 @@ def reconstruction_report(method, sentences: Sequence[str], extras: dict, fit_se
         for idx, views, targets in tqdm(_views_targets(method, list(sentences), extras, batch_size),
                                         total=(n_sent + batch_size - 1) // batch_size, desc="reconstruction",
                                         disable=n_sent < 2000):
-            memory = method.encode_views(views)
+            inputs = _inputs(method, [sentences[i] for i in idx], views)
+            memory = method.decoding_signal(inputs)
             # teacher forcing
-            logits, labels = method.teacher_forcing(memory, targets)
-            if logits is not None:
+            if inputs["target"] is not None:
+                logits, labels = method.teacher_forcing(memory, inputs["target"])
                 pred = logits.argmax(-1)
                 valid = labels != -100
                 phrase_tok = valid & (labels != sep)
@@ -184,7 +260,7 @@ def reconstruction_report(method, sentences: Sequence[str], extras: dict, fit_se
                         prev = g
             # greedy
             ks = [len(v.phrase_token_ids) for v in views.masked]
-            gen = method.generate(memory, ks, max_new_tokens=method.max_len + max(ks + [1]) + 2)
+            gen = greedy_decode(method, memory, ks, max_new_tokens=method.params.max_length + max(ks + [1]) + 2)
             for j, i in enumerate(idx):
                 gold = views.masked[j].phrase_token_ids
                 if not gold:
@@ -235,3 +311,37 @@ def write_reconstruction(path, report: dict) -> None:
     from ..io import write_json
 
     write_json(path, report)
+
+
+def export_reconstruction(method, folder, data_root, sets: Optional[ReconstructionSets]) -> None:
+    """``folder/reconstruction.json``: :func:`reconstruction_report` of the trained ``method`` (a PaSeR).
+
+    Held-out sentences (``recon_heldout_from``): ``sets`` (rows of the training corpus kept out of
+    training by :func:`heldout_split`), or a seeded sample of the corpus this run did not train on,
+    read from ``data_root/data/annotations`` (the Wikipedia sample when training on the STS sentences,
+    and the reverse). The baselines are fitted on training sentences. Nothing when
+    ``recon_heldout`` is 0.
+    """
+    from ..annotate import read_annotations
+
+    if method.params.recon_heldout == 0:
+        return
+    root = Path(data_root) / "data" / "annotations"
+    trained_on = method.corpus_name()
+    other = "train" if trained_on != "train" else "sts_unlabeled"
+
+    def sample(corpus: str, n: int):
+        table = read_annotations(str(root / corpus), columns=EXTRA_COLUMNS)
+        rows = random.Random(method.seed).sample(range(table.num_rows), min(n, table.num_rows))
+        t = table.take(sorted(rows)).to_pydict()
+        return t["text"], {c: t[c] for c in EXTRA_COLUMNS}
+
+    if sets is not None:
+        (held, held_x), (fit, fit_x) = ((c.texts, {k: c.extras[k] for k in EXTRA_COLUMNS}) for c in sets)
+        other = f"{trained_on} (held out of training)"
+    else:
+        held, held_x = sample(other, method.params.recon_heldout)
+        fit, fit_x = sample(trained_on, method.params.recon_fit)
+    rep = reconstruction_report(method, held, held_x, fit, fit_x)
+    rep["heldout_corpus"], rep["fit_corpus"] = other, trained_on
+    write_reconstruction(Path(folder) / "reconstruction.json", rep)

@@ -1,4 +1,4 @@
-"""Pieces several methods share: the SimCSE MLP head and InfoNCE.
+"""Pieces several methods share: SimCSE's two dropout views, its MLP head and InfoNCE.
 
 Kept here once so every method's module reads like its algorithm.
 """
@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from typing import Callable
+
 from torch import nn
 
 
@@ -56,3 +58,17 @@ def in_batch_info_nce(z1: torch.Tensor, z2: torch.Tensor, temperature: float) ->
     from ..train.distributed import gather_with_grad
 
     return info_nce(gather_with_grad(z1), gather_with_grad(z2), temperature)
+
+
+def doubled(features: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """SimCSE's doubled batch ``[s_1..s_N, s_1..s_N]`` of tokenised inputs (one forward pass, two dropout masks)."""
+    return {k: torch.cat([v, v], dim=0) for k, v in features.items()}
+
+
+def two_views(encode: Callable[[dict], torch.Tensor], features: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """SimCSE's two views (Gao et al. 2021, Sec. 3): ``encode`` (token inputs -> one vector per row) run
+    once on the :func:`doubled` batch, so the two copies of sentence i differ by their dropout masks;
+    returns ``(z1, z2)``, each ``(N, d)``."""
+    z = encode(doubled(features))
+    n = z.size(0) // 2
+    return z[:n], z[n:]

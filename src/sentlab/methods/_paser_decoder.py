@@ -1,4 +1,5 @@
-"""PaSeR's training-only pieces: phrase choice, span masking, the decoding signal, the decoder, the LM head.
+"""PaSeR's training-only pieces: phrase choice, span masking, the decoding signal, the decoder, the LM head
+and the file the last three are kept in for paser_sup.
 
 Kept apart from :mod:`sentlab.methods.paser` so that module reads like the
 algorithm. Nothing here is used at inference.
@@ -6,15 +7,20 @@ algorithm. Nothing here is used at inference.
 
 from __future__ import annotations
 
+import logging
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import SentlabError
+
+log = logging.getLogger(__name__)
 
 # ``phrases`` value -> chunk labels of the annotation's ``chunks`` column. The annotation's ``VP`` label is a
 # *verb group* in both backends (verbs with their adverbs, modal, particle; no object): the regexp grammar's VP
@@ -76,6 +82,24 @@ class MaskedView:
     masked_positions: list[list[int]] = field(default_factory=list)  # token positions in s̃ per phrase
 
 
+@dataclass
+class Views:
+    """A batch's inputs for PaSeR: the (augmented) s, the masked (augmented) s̃, the decoder targets,
+    and the number of EDA edits each view of each sentence got."""
+
+    s_texts: list[str]
+    masked: list[MaskedView]
+    spans: list[list[tuple[int, int]]]
+    t_texts: list[str]
+    edits_s: list[int] = field(default_factory=list)
+    edits_masked: list[int] = field(default_factory=list)
+
+    def eda_stats(self) -> dict[str, torch.Tensor]:
+        """``eda_edits_s`` / ``eda_edits_masked``: mean EDA edits per sentence of each view (logged as train.*)."""
+        return {f"eda_edits_{k}": torch.tensor(float(np.mean(v)) if v else 0.0)
+                for k, v in (("s", self.edits_s), ("masked", self.edits_masked))}
+
+
 MASK_UNITS = ("wordpiece", "phrase")
 
 
@@ -121,6 +145,17 @@ def _one_mask_per_phrase(view: MaskedView) -> MaskedView:
                       masked_positions=[[new_at[pos[0]]] for pos in view.masked_positions])
 
 
+def pad(seqs: Sequence[Sequence[int]], value: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded ``(ids, attention_mask)`` CPU tensors of token-id lists."""
+    n = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), n), value, dtype=torch.long)
+    att = torch.zeros((len(seqs), n), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.tensor(list(s), dtype=torch.long)
+        att[i, : len(s)] = 1
+    return ids, att
+
+
 def decoder_target(phrases: Sequence[Sequence[int]], sep_id: int) -> list[int]:
     """``p_1 [SEP] p_2 [SEP] … p_k [SEP]`` (the target always ends with [SEP])."""
     out: list[int] = []
@@ -135,7 +170,7 @@ def mlm_mask(input_ids: torch.Tensor, special: torch.Tensor, tokenizer, prob: fl
     of those 80% → [MASK], 10% → a random token, 10% unchanged. Returns (inputs, labels with -100 elsewhere)."""
     labels = input_ids.clone()
     p = torch.full(labels.shape, prob)
-    p.masked_fill_(special.bool().cpu(), 0.0)
+    p.masked_fill_(special.bool().to(p.device), 0.0)  # the draws on the CPU (pass CPU ids: no read-back)
     chosen = torch.bernoulli(p, generator=generator).bool().to(input_ids.device)
     labels[~chosen] = -100
     inputs = input_ids.clone()
@@ -272,6 +307,22 @@ def _read_checkpoint_keys(model_dir: Optional[str], prefixes: tuple[str, ...]) -
     return out
 
 
+def init_lm_head(head: LMHead, encoder: nn.Module, mode: str, method_id: str) -> str:
+    """Load the backbone checkpoint's MLM head into ``head`` (``mode`` auto / pretrained) or keep it fresh;
+    returns which ("pretrained" / "fresh")."""
+    src = getattr(encoder, "name_or_path", None) or getattr(encoder.config, "_name_or_path", None)
+    if mode == "fresh":
+        return "fresh"
+    if head.load_pretrained(src):
+        return "pretrained"
+    if mode == "pretrained":
+        raise SentlabError(
+            f"methods.{method_id}.lm_head = pretrained, but the backbone checkpoint ({src}) has no MLM head weights "
+            f"(cls.predictions.* / lm_head.*). Use lm_head: fresh (or auto) for this backbone.")
+    log.warning("PaSeR: backbone %s has no MLM head weights; using a fresh head tied to the word embeddings", src)
+    return "fresh"
+
+
 # --- decoder ---------------------------------------------------------------------------
 class PhraseDecoder(nn.Module):
     """A randomly initialised Transformer decoder (post-LN, GELU: BART-style) over the 4-vector memory.
@@ -306,3 +357,38 @@ class PhraseDecoder(nn.Module):
         causal = nn.Transformer.generate_square_subsequent_mask(ids.size(1), device=ids.device, dtype=torch.bool)
         return self.layers(x, memory.to(x.dtype), tgt_mask=causal, tgt_key_padding_mask=~pad_mask.bool(),
                            tgt_is_causal=True)
+
+
+# --- the heads on disk (paser_sup's decoder_init: paser) ---------------------------------
+HEADS_FILE = "paser_heads.safetensors"
+HEADS = ("decoder.", "signal.", "lm_head.")
+
+
+def save_heads(method: nn.Module, folder) -> Path:
+    """Write the method's decoder + signal + LM head (everything but the encoder) to
+    ``folder/paser_heads.safetensors``."""
+    from safetensors.torch import save_file
+
+    from ..io import atomic_path
+
+    state = {k: v.detach().cpu().contiguous() for k, v in method.state_dict().items()
+             if not k.startswith("encoder.")}
+    path = Path(folder) / HEADS_FILE
+    with atomic_path(path) as tmp:
+        save_file(state, str(tmp))
+    return path
+
+
+def load_heads(method: nn.Module, folder) -> None:
+    """Load ``folder/paser_heads.safetensors`` into the method's decoder, signal and LM head."""
+    from safetensors.torch import load_file
+
+    path = Path(folder) / HEADS_FILE
+    if not path.is_file():
+        raise SentlabError(f"{path} not found: the paser training stage writes it next to the exported model "
+                           f"(save_heads). Train paser first, or set decoder_init: random.")
+    missing, unexpected = method.load_state_dict(load_file(str(path)), strict=False)
+    bad = [k for k in missing if k.startswith(HEADS)] + list(unexpected)
+    if bad:
+        raise SentlabError(f"{path} does not match this PaSeR configuration (keys {bad[:5]}); the decoder params "
+                           f"(decoder_layers, decoder_heads, project_masked …) must equal paser's.")

@@ -3,22 +3,26 @@
 A method owns everything specific to it: its loss, its extra modules
 (MLP heads, momentum copies, queues, decoders …), the extras it needs from the
 annotation stage, and its inference pooling. The loop in :mod:`sentlab.train`
-owns the optimiser, schedule, dev evaluation, checkpoints, resume and MLflow.
+owns the data order, the optimiser's schedule, dev evaluation, checkpoints,
+resume and MLflow. Per optimiser step (``grad_accum`` micro-batches)::
 
-Lifecycle, per optimiser step (``grad_accum`` micro-batches)::
-
-    out = method(batch)            # forward: {"loss": tensor, <scalars to log>...}
+    batch = method.prepare(batch)   # CPU work (tokenisation, augmentation), in DataLoader workers
+    out = method(batch)             # forward: {"loss": tensor, <tensors to log>...}
     out["loss"].backward()
-    optimizer.step(); scheduler.step()
-    method.after_optimizer_step()  # e.g. the momentum update of a key encoder
+    optimizer.step(); scheduler.step()   # optimizer = method.configure_optimizers(...)
+    method.after_optimizer_step()   # e.g. the momentum update of a key encoder
 
-Everything a resumed run needs (weights, momentum copies, queues as
-registered buffers) must live in ``state_dict()``; plain Python state must be
-returned by ``extra_state()`` / restored by ``load_extra_state()``.
+A method receives its own Params, resolved: the train keys it may set for itself
+(``epochs``, ``batch_size``, ``lr``, ``eval_every``, ``max_steps``, ``max_length``)
+hold the values in force (see :meth:`MethodParams.resolved`). State lives in
+``state_dict()`` only (weights, momentum copies, queues as registered buffers);
+randomness that must survive a resume is drawn from :meth:`Batch.rng`, a
+function of the seed and the micro-batch's position in the run.
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional
 
@@ -29,39 +33,90 @@ from torch import nn
 from ..encoder import SentenceEncoder
 
 
+# train.<key> a method's params block may set for itself (None there: the train block's value)
+TRAIN_OVERRIDES = ("epochs", "batch_size", "lr", "eval_every", "max_steps", "max_length")
+
+
 class MethodParams(BaseModel):
     """Base of every method's own params block (``methods.<id>`` in params.yaml).
 
-    Every method accepts the train keys of :data:`sentlab.train.run.METHOD_TRAIN_OVERRIDES`: set in
-    a method's block they replace ``train.<key>`` for that method's run (None: the train block's
-    value), e.g. PaSeR's 5 epochs or PT-BERT's dev interval of 125 steps in the paper profile.
+    Every method accepts the train keys of :data:`TRAIN_OVERRIDES`: set in a method's block they
+    replace ``train.<key>`` for that method's run (None: the train block's value), e.g. PaSeR's 5
+    epochs or PT-BERT's dev interval of 125 steps in the paper profile. The run hands the method
+    :meth:`resolved` params, so inside a method they hold the values in force.
     """
 
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
 
     epochs: Optional[int] = Field(None, gt=0, description="train.epochs for this method (None: train.epochs)")
-    batch_size: Optional[int] = Field(None, gt=0, description="train.batch_size for this method (None: train.batch_size)")
+    batch_size: Optional[int] = Field(None, gt=0, description="train.batch_size (the global batch) for this method (None: train.batch_size)")
     lr: Optional[float] = Field(None, gt=0, description="train.lr for this method (None: train.lr)")
     eval_every: Optional[int] = Field(None, gt=0, description="train.eval_every for this method (None: train.eval_every)")
     max_steps: Optional[int] = Field(None, gt=0, description="train.max_steps for this method (None: train.max_steps)")
+    max_length: Optional[int] = Field(None, gt=0, description="training max length in tokens (None: train.max_length)")
+
+    def resolved(self, train) -> "MethodParams":
+        """A copy whose :data:`TRAIN_OVERRIDES` left at None take ``train``'s values (the values in force)."""
+        fill = {k: getattr(train, k) for k in TRAIN_OVERRIDES if getattr(self, k) is None}
+        return self.model_copy(update=fill)
+
+    def train_overrides(self) -> dict:
+        """The train keys this block sets for itself (not None)."""
+        return {k: getattr(self, k) for k in TRAIN_OVERRIDES if getattr(self, k) is not None}
+
+
+class ContrastiveParams(MethodParams):
+    """A method with an InfoNCE loss over cos/τ."""
+
+    temperature: float = Field(0.05, gt=0, description="τ of the InfoNCE loss over cosine similarities (SimCSE, PT-BERT: 0.05)")
 
 
 @dataclass
 class Batch:
-    """One training batch.
+    """One training micro-batch.
 
     ``sentences`` are raw corpus sentences. ``extras`` holds per-sentence
     columns a method asked for through ``Method.corpus_columns`` (e.g. the
     annotation stage's ``frames``, ``pos``, ``rake_phrases``), each a list aligned
-    with ``sentences``. ``index`` are the corpus row ids.
+    with ``sentences``. ``index`` are the corpus row ids. ``draw`` is the
+    micro-batch's position in the run (``step · grad_accum + a``, the same on
+    every rank) and ``seed`` the run's seed: :meth:`rng` is a function of both, so
+    augmentations drawn in :meth:`Method.prepare` are the same in a DataLoader
+    worker, after a resume and on every run. ``features`` holds what
+    :meth:`Method.prepare` computed (CPU tensors, token ids …) for ``forward``.
     """
 
     sentences: list[str]
     index: list[int] = field(default_factory=list)
     extras: dict[str, list[Any]] = field(default_factory=dict)
+    draw: int = 0
+    seed: int = 0
+    features: dict[str, Any] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.sentences)
+
+    def pin_memory(self) -> "Batch":
+        """Pinned copies of the prepared tensors (the DataLoader calls this on CUDA): non-blocking host->device copies."""
+        def pin(v):
+            if isinstance(v, torch.Tensor):
+                return v.pin_memory()
+            return {k: pin(x) for k, x in v.items()} if isinstance(v, dict) else v
+        self.features = {k: pin(v) for k, v in self.features.items()}
+        return self
+
+    def rng(self, stream: str = "") -> random.Random:
+        """A ``random.Random`` for this micro-batch (``stream`` separates independent draws)."""
+        return random.Random(f"{self.seed}:{self.draw}{':' + stream if stream else ''}")
+
+
+def adamw(groups: list[dict], *, lr: float, weight_decay: float = 0.0, fused: bool = False) -> torch.optim.Optimizer:
+    """AdamW over ``groups`` (frozen parameters and empty groups left out; a group without ``lr`` takes ``lr``)."""
+    groups = [dict(g, params=[p for p in g["params"] if p.requires_grad]) for g in groups]
+    kwargs = {"lr": lr, "weight_decay": weight_decay}
+    if fused:
+        kwargs["fused"] = True
+    return torch.optim.AdamW([g for g in groups if g["params"]], **kwargs)
 
 
 class Method(nn.Module):
@@ -90,27 +145,31 @@ class Method(nn.Module):
     inference_pooling: ClassVar[str] = "cls"
     init_from: ClassVar[Optional[str]] = None
 
-    def __init__(self, encoder: nn.Module, tokenizer, params: MethodParams, train_cfg, seed: int = 0):
+    def __init__(self, encoder: nn.Module, tokenizer, params: MethodParams, seed: int = 0):
         super().__init__()
         self.encoder = encoder
         self.tokenizer = tokenizer
         self.params = params
-        self.train_cfg = train_cfg
         self.seed = seed
 
     # --- what the loop calls -------------------------------------------------
+    def prepare(self, batch: Batch) -> Batch:
+        """CPU work for one micro-batch, run in the loop's DataLoader (in worker processes when
+        ``train.loader_workers`` > 0): tokenisation and augmentation, results in ``batch.features``.
+        Must not touch the device or the global RNGs (draw from ``batch.rng()``). Default: nothing."""
+        return batch
+
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def after_optimizer_step(self) -> None:
         """Hook after each optimiser step (momentum updates, queue bookkeeping)."""
 
-    def extra_state(self) -> dict:
-        """Plain (non-tensor) state a resumed run needs; JSON-serialisable."""
-        return {}
-
-    def load_extra_state(self, state: dict) -> None:
-        pass
+    def configure_optimizers(self, *, weight_decay: float = 0.0, fused: bool = False) -> torch.optim.Optimizer:
+        """The optimiser (Lightning's hook): AdamW over the trainable parameters at ``params.lr``. A
+        method whose new modules train at their own rate returns :func:`adamw` over its own groups;
+        the loop clips every group on its own and steps it."""
+        return adamw([{"params": self.trainable_parameters()}], lr=self.params.lr, weight_decay=weight_decay, fused=fused)
 
     def corpus_name(self) -> str:
         return self.corpus
@@ -125,19 +184,28 @@ class Method(nn.Module):
         """Write training-time checks next to the exported model (``folder``), with the final
         weights still in memory; ``data_root`` holds ``data/`` (e.g. PaSeR's reconstruction check)."""
 
-    def param_groups(self, lr: float) -> list[dict]:
-        """The optimiser's parameter groups: by default one group at ``lr`` (train.lr). A method
-        whose newly initialised modules train at their own rate overrides this."""
-        return [{"params": self.trainable_parameters(), "lr": lr}]
-
     def trainable_parameters(self):
         """Parameters the optimiser updates (momentum copies excluded)."""
         return [p for p in self.parameters() if p.requires_grad]
 
+    def encode_text(self, sentences, max_length: Optional[int] = None) -> dict[str, torch.Tensor]:
+        """Token ids of ``sentences`` (CPU tensors, padded, cut at ``max_length`` or ``params.max_length``)."""
+        return dict(self.tokenizer(list(sentences), padding=True, truncation=True,
+                                   max_length=max_length or self.params.max_length, return_tensors="pt"))
+
     def tokenize(self, sentences, max_length: Optional[int] = None) -> dict[str, torch.Tensor]:
-        enc = self.tokenizer(list(sentences), padding=True, truncation=True,
-                             max_length=max_length or self.train_cfg.max_length, return_tensors="pt")
-        return {k: v.to(self.device) for k, v in enc.items()}
+        """:meth:`encode_text` on the method's device."""
+        return self.to_device(self.encode_text(sentences, max_length))
+
+    def to_device(self, features: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {k: v.to(self.device, non_blocking=True) for k, v in features.items()}
+
+    def prepared(self, batch: Batch) -> dict[str, Any]:
+        """``batch.features`` on the device; runs :meth:`prepare` first when the loop did not (direct calls)."""
+        if not batch.features:
+            batch = self.prepare(batch)
+        return {k: self.to_device(v) if isinstance(v, dict) else v.to(self.device, non_blocking=True)
+                if isinstance(v, torch.Tensor) else v for k, v in batch.features.items()}
 
     @property
     def device(self) -> torch.device:
@@ -154,7 +222,3 @@ class Method(nn.Module):
         return SentenceEncoder(self.encoder, self.tokenizer, pooling=info.get("pooling", "cls"),
                                template=info.get("template"), max_length=max_length, precision=precision,
                                name=self.id, device=self.device)
-
-    def extra_eval_encoders(self, precision: str = "fp32") -> dict[str, SentenceEncoder]:
-        """Further embeddings of one trained model to evaluate as rows (e.g. POS/BOW channels)."""
-        return {}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from typing import Literal, Optional
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -20,8 +20,6 @@ class CTParams(MethodParams):
     negatives: int = Field(7, gt=0, description="K random negatives per positive (other sentences of the batch)")
     pooling: Literal["mean", "cls"] = Field("mean", description="pooling of both copies in training and at test")
     export: Literal["second", "first"] = Field("second", description="which copy is the trained model")
-    max_length: Optional[int] = Field(None, gt=0, description="training max length in tokens (None: train.max_length)")
-    eval_every: Optional[int] = Field(None, gt=0, description="dev evaluation interval for this method (None: train.eval_every)")
 
 
 @register("ct")
@@ -50,7 +48,7 @@ class ContrastiveTension(Method):
 
     Example::
 
-        method = ContrastiveTension(bert, tok, ContrastiveTension.Params(negatives=3), train_cfg)
+        method = ContrastiveTension(bert, tok, ContrastiveTension.Params(negatives=3, max_length=32))
         method(Batch(["a", "b", "c", "d"]))["loss"].backward()
     """
 
@@ -58,8 +56,8 @@ class ContrastiveTension(Method):
     Params = CTParams
     inference_pooling = "mean"
 
-    def __init__(self, encoder, tokenizer, params: CTParams, train_cfg, seed: int = 0):
-        super().__init__(encoder, tokenizer, params, train_cfg, seed)
+    def __init__(self, encoder, tokenizer, params: CTParams, seed: int = 0):
+        super().__init__(encoder, tokenizer, params, seed)
         self.other = copy.deepcopy(encoder)
 
     @property
@@ -92,8 +90,12 @@ class ContrastiveTension(Method):
         neg = self._sample_negatives(dots.size(0), dots.device)
         return torch.cat([dots.diagonal().unsqueeze(1), dots.gather(1, neg)], dim=1)
 
+    def prepare(self, batch: Batch) -> Batch:
+        batch.features = {"enc": self.encode_text(batch.sentences)}
+        return batch
+
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
-        enc = self.tokenize(batch.sentences, max_length=self.params.max_length)
+        enc = self.prepared(batch)["enc"]
         logits = self._pair_logits(self._embed(self.model1, enc), self._embed(self.model2, enc))
         labels = torch.zeros_like(logits)
         labels[:, 0] = 1.0

@@ -1,23 +1,25 @@
 """L2P-CSR (learned weakening perturbations), PromptBERT and both together — SPEC §3.7.
 
 Three registered methods share one two-view contrastive core
-(:class:`_TwoViewContrastive`: the batch is encoded as ``[s_1..s_N, s_1..s_N]``,
-in-batch InfoNCE over cos/τ between the two halves):
+(:class:`_TwoViewContrastive`: SimCSE's doubled batch ``[s_1..s_N, s_1..s_N]``
+in one forward pass, in-batch InfoNCE over cos/τ between the two halves):
 
 * ``l2p`` — :class:`L2PCSR`, [CLS] + MLP in training, [CLS] at test;
 * ``prompt`` — :class:`PromptBERT`, the sentence inside a template, the
   [MASK] vector as the representation (training and test);
 * ``prompt_l2p`` — :class:`PromptL2P`, the template and the learned masks.
 
-The paper's ablations (Table 3) and hyper-parameter sweeps (Fig. 2) are
-params of ``methods.l2p``; :data:`ABLATIONS` lists them with the paper's
-numbers so the DVC matrix stage and the report read one definition.
+The perturbations themselves (masks, FreeLB noise, hooks) are in
+:mod:`sentlab.methods._perturb`. The paper's ablations (Table 3) and
+hyper-parameter sweeps (Fig. 2) are params of ``methods.l2p``;
+:data:`ABLATIONS` lists them with the paper's numbers so the DVC matrix stage
+and the report read one definition.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from dataclasses import dataclass
 from typing import Literal, Optional
 
 import numpy as np
@@ -27,10 +29,9 @@ from pydantic import Field, field_validator, model_validator
 from ..encoder import PROMPT_TEMPLATE, pool
 from ..errors import SentlabError
 from . import register
-from ._common import MLPHead, in_batch_info_nce
-from ._perturb import (ascend, freelb_init, freelb_step, isolated_rng, perturbable_modules, threshold,
-                       transform_outputs, weakening_mask, word_embedding_module)
-from .base import Batch, Method, MethodParams
+from ._common import MLPHead, doubled, in_batch_info_nce
+from ._perturb import PERTURBATIONS, isolated_rng
+from .base import Batch, ContrastiveParams, Method
 
 # L2P-CSR Table 3 (BERT-base, STS-B / SICK-R test Spearman x100), Fig. 2 sweeps and sentlab's own
 # rows. Each variant = overrides on top of ``methods.l2p``; ``section`` = where the report puts it.
@@ -56,7 +57,7 @@ ABLATIONS: dict[str, dict] = {
        for v in (0.01, 0.1, 0.2, 0.3)},
     **{f"layers_{k}": {"label": f"k = {k}", "overrides": {"layers": k}, "section": FIG2, "paper": None}
        for k in (0, 1, 4, 6)},
-    # at beta = 0.5 the final views of a batch of 64 sit above chance (InfoNCE ~10 vs log 64 = 4.16)
+    # the released code's ascent step
     "beta_0p1": {"label": "beta = 0.1 (released code)", "overrides": {"beta": 0.1}, "section": BETA, "paper": None},
 }
 log = logging.getLogger(__name__)
@@ -78,7 +79,7 @@ def ablation_params(base: dict, variant: str) -> "L2PParams":
 
 
 # --------------------------------------------------------------------------- params
-class _TemplateFields(MethodParams):
+class _TemplateFields(ContrastiveParams):
     template: str = Field(PROMPT_TEMPLATE, description="PromptBERT template with {sentence} and {mask}; used at test too")
     template2: Optional[str] = Field(
         None, description="template of the second view (PromptBERT's unsup. runs use a different one); None: same as `template`")
@@ -95,7 +96,7 @@ class PromptParams(_TemplateFields):
     mlp_train: bool = Field(True, description="MLP over the [MASK] vector in training (PromptBERT --mlp_only_train)")
 
 
-class L2PParams(MethodParams):
+class L2PParams(ContrastiveParams):
     max_sentences: Optional[int] = Field(
         None, gt=0, description="train on a seeded random subset of this many corpus sentences (paper: 100,000 "
                                 "Wikipedia sentences); None: the whole training corpus")
@@ -150,8 +151,8 @@ class _TwoViewContrastive(Method):
 
     inference_pooling = "cls"
 
-    def __init__(self, encoder, tokenizer, params, train_cfg, seed: int = 0):
-        super().__init__(encoder, tokenizer, params, train_cfg, seed)
+    def __init__(self, encoder, tokenizer, params, seed: int = 0):
+        super().__init__(encoder, tokenizer, params, seed)
         self.mlp = MLPHead(encoder.config.hidden_size) if params.mlp_train else None
         self._template_cache: dict[str, tuple[list[int], list[int]]] = {}
 
@@ -163,6 +164,33 @@ class _TwoViewContrastive(Method):
             return None
         return t, (getattr(self.params, "template2", None) or t)
 
+    def prepare(self, batch: Batch) -> Batch:
+        batch.features = {"views": self.encode_views(batch.sentences)}
+        return batch
+
+    def encode_views(self, sentences) -> dict[str, torch.Tensor]:
+        """CPU token ids of the doubled batch ``[view 1 of s_1..s_N, view 2 of s_1..s_N]``: SimCSE's
+        :func:`~sentlab.methods._common.doubled` batch, or the sentences in ``template`` then ``template2``."""
+        sentences = list(sentences)
+        if self.templates is None:
+            return doubled(self.encode_text(sentences))
+        t1, t2 = self.templates
+        ids = self.templated_ids(sentences, t1) + self.templated_ids(sentences, t2)
+        return dict(self.tokenizer.pad({"input_ids": ids}, padding=True, return_tensors="pt"))
+
+    def templated_ids(self, sentences, template: str) -> list[list[int]]:
+        """Token ids of ``template`` around each sentence, special tokens added.
+
+        The sentence is truncated to ``max_length`` minus the special tokens (the
+        budget it has without a template) *before* it is wrapped, as PromptBERT's
+        training code does, so the [MASK] token is never cut off.
+        """
+        before, after = self._template_pieces(template)
+        head, tail = self._special_tokens()
+        budget = max(1, self.params.max_length - len(head) - len(tail))
+        sent = self.tokenizer(list(sentences), add_special_tokens=False, truncation=True, max_length=budget)["input_ids"]
+        return [head + before + s + after + tail for s in sent]
+
     def _template_pieces(self, template: str) -> tuple[list[int], list[int]]:
         if template not in self._template_cache:
             before, after = template.split("{sentence}")
@@ -170,19 +198,6 @@ class _TwoViewContrastive(Method):
             ids = [self.tokenizer(part.format(mask=mask), add_special_tokens=False)["input_ids"] for part in (before, after)]
             self._template_cache[template] = (ids[0], ids[1])
         return self._template_cache[template]
-
-    def templated_ids(self, sentences, template: str) -> list[list[int]]:
-        """Token ids of ``template`` around each sentence, special tokens added.
-
-        The sentence is truncated to ``train.max_length`` minus the special
-        tokens (the budget it has without a template) *before* it is wrapped, as
-        PromptBERT's training code does, so the [MASK] token is never cut off.
-        """
-        before, after = self._template_pieces(template)
-        head, tail = self._special_tokens()
-        budget = max(1, self.train_cfg.max_length - len(head) - len(tail))
-        sent = self.tokenizer(list(sentences), add_special_tokens=False, truncation=True, max_length=budget)["input_ids"]
-        return [head + before + s + after + tail for s in sent]
 
     def _special_tokens(self) -> tuple[list[int], list[int]]:
         """The ids the tokenizer puts before / after a single sequence ([CLS] … [SEP] for BERT)."""
@@ -193,31 +208,20 @@ class _TwoViewContrastive(Method):
             self._template_cache["__special__"] = (with_sp[:i], with_sp[i + len(bare):])
         return self._template_cache["__special__"]
 
-    def tokenize_views(self, sentences) -> dict[str, torch.Tensor]:
-        """The doubled batch ``[view 1 of s_1..s_N, view 2 of s_1..s_N]`` (attention mask included)."""
-        sentences = list(sentences)
-        if self.templates is None:
-            return self.tokenize(sentences * 2)
-        t1, t2 = self.templates
-        ids = self.templated_ids(sentences, t1) + self.templated_ids(sentences, t2)
-        enc = self.tokenizer.pad({"input_ids": ids}, padding=True, return_tensors="pt")
-        return {k: v.to(self.device) for k, v in enc.items()}
-
-    # --- representation -------------------------------------------------------
-    def represent(self, enc: dict[str, torch.Tensor]) -> torch.Tensor:
+    # --- representation and loss ----------------------------------------------
+    def represent(self, views: dict[str, torch.Tensor]) -> torch.Tensor:
         """Training representation: [CLS] (or [MASK] with a template) of the last layer, then the MLP."""
-        out = self.encoder(**enc, return_dict=True)
+        out = self.encoder(**views, return_dict=True)
         if self.templates is not None:
-            h = pool(out, enc["attention_mask"], "mask", enc["input_ids"], self.tokenizer.mask_token_id)
+            h = pool(out, views["attention_mask"], "mask", views["input_ids"], self.tokenizer.mask_token_id)
         else:
             h = out.last_hidden_state[:, 0]
         return self.mlp(h) if self.mlp is not None else h
 
-    def contrastive_loss(self, enc: dict[str, torch.Tensor]) -> torch.Tensor:
+    def contrastive_loss(self, views: dict[str, torch.Tensor]) -> torch.Tensor:
         """In-batch InfoNCE (L2P-CSR Eq. 9) between the two halves of the doubled batch."""
-        z = self.represent(enc)
-        n = z.size(0) // 2
-        return in_batch_info_nce(z[:n], z[n:], self.train_cfg.temperature)
+        z1, z2 = self.represent(views).chunk(2)
+        return in_batch_info_nce(z1, z2, self.params.temperature)
 
     def export_info(self) -> dict:
         if self.templates is not None:
@@ -242,7 +246,7 @@ class PromptBERT(_TwoViewContrastive):
 
     Example::
 
-        m = PromptBERT(bert, tok, PromptBERT.Params(), train_cfg)
+        m = PromptBERT(bert, tok, PromptBERT.Params(max_length=32))
         m(Batch(["a cat sat", "dogs bark"]))["loss"].backward()
         m.sentence_encoder().encode(["a cat sat"])   # [MASK] pooling, same template
     """
@@ -252,21 +256,10 @@ class PromptBERT(_TwoViewContrastive):
     inference_pooling = "mask"
 
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
-        return {"loss": self.contrastive_loss(self.tokenize_views(batch.sentences))}
+        return {"loss": self.contrastive_loss(self.prepared(batch)["views"])}
 
 
 # --------------------------------------------------------------------------- L2P-CSR
-@dataclass
-class _Perturbation:
-    """The perturbation of one batch: probabilities (mask) or additive noise (gradient_noise)."""
-
-    real: torch.Tensor                      # (N, L) bool: real tokens of the 2B rows
-    rows_view: torch.Tensor                 # (N,) long: 0 for view 1, 1 for view 2
-    p_tok: Optional[torch.Tensor] = None    # (k+1, N, L); 1 at padding
-    p_fea: Optional[torch.Tensor] = None    # (k+1, S, D), S = 1 | 2 | N (feature_scope)
-    delta: Optional[torch.Tensor] = None    # (N, L, D) noise on the word embeddings (gradient_noise)
-
-
 @register("l2p")
 class L2PCSR(_TwoViewContrastive):
     """L2P-CSR: learning to perturb for contrastive sentence representations
@@ -285,6 +278,10 @@ class L2PCSR(_TwoViewContrastive):
     two views with in-batch InfoNCE (Eq. 9), [CLS] + MLP. At inference there is
     no perturbation: the hooks exist only inside :meth:`forward`.
 
+    The perturbation is a strategy (``perturbation``, :data:`~sentlab.methods._perturb.PERTURBATIONS`):
+    :class:`~sentlab.methods._perturb.MaskPerturbation` (the method) or
+    :class:`~sentlab.methods._perturb.NoisePerturbation` (Table 3 "Emb Noise").
+
     Choices where the paper is silent (params of ``methods.l2p``):
 
     * gradient: w.r.t. the *binary* masks α, applied to p (straight-through,
@@ -302,10 +299,12 @@ class L2PCSR(_TwoViewContrastive):
     * a zero-norm gradient (NaN in the code): ``zero_grad: keep`` (no move) or
       ``reset`` (p = 1, the code);
     * β = 0.5 (paper; the code's 0.1 is the documented alternative), t = 4;
-    * the ascent uses ``torch.autograd.grad`` w.r.t. the mask tensors only (no
+    * the ascent uses ``torch.autograd.grad`` w.r.t. the perturbation only (no
       gradient reaches the encoder's ``.grad``); its passes run under their own
       seeded RNG (:func:`~sentlab.methods._perturb.isolated_rng`), so the
-      global dropout stream of the encoder step does not depend on ``steps``.
+      global dropout stream of the encoder step does not depend on ``steps``
+      (``ascent_dropout: shared``: the ascent passes and the encoder step share
+      one seeded dropout realisation).
 
     Ablations (Table 3): ``feature_mask: false``, ``token_mask: false``,
     ``learn: false`` (random masks), ``perturbation: gradient_noise``,
@@ -316,19 +315,15 @@ class L2PCSR(_TwoViewContrastive):
     "Emb Noise" follows FreeLB (Zhu et al., ICLR 2020), the VAT paradigm the
     paper cites: the noise δ is added to the *word embeddings* (FreeLB's
     ``inputs_embeds``, before the position/type embeddings and the embedding
-    LayerNorm; on the normalised embedding output a δ of norm 0.1 was ~0.6%
-    of the row on BERT-base, and the LayerNorm would not see it), initialised
+    LayerNorm, which would otherwise normalise it away), initialised
     ``U(-1, 1) · noise_init / sqrt(L_i d)``, ``steps`` L2 ascent steps
     ``δ += noise_step · g/||g||`` and the projection to ``noise_max_norm``
-    (FreeLB's adv-init-mag, adv-lr, adv-max-norm). Scaling: the norms are per
+    (FreeLB's adv-init-mag, adv-lr, adv-max-norm). The norms are per
     sentence-view row, in word-embedding units and independent of the length:
-    ``||δ_i|| ≈ noise_init/√3`` at the start, each step adds at most
-    ``noise_step``, so ``||δ_i|| ≤ noise_init/√3 + steps · noise_step``
-    (≈ 0.46 at the defaults, a few % of a BERT-base row of 20–30 word
-    embeddings of norm ~1.2; ``noise_relative`` logs the ratio). As with the
-    masks the encoder then takes one step on the final views (FreeLB itself
-    accumulates the parameter gradient over the ascent steps); ``layers`` is
-    unused.
+    ``||δ_i|| ≈ noise_init/√3`` at the start and
+    ``||δ_i|| ≤ noise_init/√3 + steps · noise_step``. As with the masks the
+    encoder then takes one step on the final views (FreeLB itself accumulates
+    the parameter gradient over the ascent steps); ``layers`` is unused.
 
     Paper settings (§4.1, ``profiles.paper``): 100,000 Wikipedia sentences
     (``max_sentences``: a seeded subset of the corpus, :meth:`split_heldout`),
@@ -337,21 +332,24 @@ class L2PCSR(_TwoViewContrastive):
     150 steps; ``batch_size`` / ``lr`` / ``eval_every`` are this method's
     train overrides (:class:`~sentlab.methods.base.MethodParams`).
 
+    Randomness: the initial perturbation and the ascent passes' dropout seeds
+    of micro-batch t come from a generator seeded by (seed, ``Batch.draw`` = t),
+    drawn in :meth:`prepare`, so they are the same after a resume.
+
     Logged beside the loss: ``ascent_loss_start`` / ``ascent_loss_end`` (the
     contrastive loss of the two perturbed views before the first and after the
     last ascent step, both under the dropout of the first ascent pass and with
     the masks the ascent differentiates; one extra no-grad pass gives the
-    end), ``ascent_gain`` (end − start: what the ascent alone added; an end
-    above log N, chance for a batch of N, means the final views are worse
-    than chance: compare β = 0.5 with the ``beta_0p1`` ablation), ``weakened_tokens`` / ``weakened_features`` /
+    end), ``ascent_gain`` (end − start: what the ascent alone added; log N is
+    chance for a batch of N), ``weakened_tokens`` / ``weakened_features`` /
     ``zeroed_entries`` (fractions over real tokens, final masks), or
     ``noise_norm`` (mean ||δ_i||) and ``noise_relative`` (mean ||δ_i|| over the
     norm of the row's word embeddings) for gradient noise.
 
     Example::
 
-        m = L2PCSR(bert, tok, L2PCSR.Params(layers=2, steps=4), train_cfg, seed=42)
-        out = m(Batch(["a cat sat", "dogs bark"]))
+        m = L2PCSR(bert, tok, L2PCSR.Params(layers=2, steps=4, max_length=32), seed=42)
+        out = m(m.prepare(Batch(["a cat sat", "dogs bark"], draw=0, seed=42)))
         out["loss"].backward()      # out["weakened_tokens"], out["ascent_gain"], ...
     """
 
@@ -359,23 +357,13 @@ class L2PCSR(_TwoViewContrastive):
     Params = L2PParams
     inference_pooling = "cls"
 
-    def __init__(self, encoder, tokenizer, params, train_cfg, seed: int = 0):
-        super().__init__(encoder, tokenizer, params, train_cfg, seed)
-        self._perturbed_modules = (  # fails early on a bad backbone / k
-            [word_embedding_module(encoder)] if params.perturbation == "gradient_noise"
-            else perturbable_modules(encoder, params.layers))
-        if train_cfg.lr != paper_lr(encoder.config):
+    def __init__(self, encoder, tokenizer, params, seed: int = 0):
+        super().__init__(encoder, tokenizer, params, seed)
+        self.perturbation = PERTURBATIONS[params.perturbation](encoder, params)  # fails early on a bad backbone / k
+        if params.lr is not None and params.lr != paper_lr(encoder.config):
             log.warning("%s: the paper trains a %s encoder with lr %g; this run uses lr %g (methods.%s.lr)",
-                        self.id, encoder.config.model_type, paper_lr(encoder.config), train_cfg.lr, self.id)
-        self._draws = 0  # batches drawn so far: seeds the per-batch generator (resume-safe)
-        self.last_perturbation: Optional[_Perturbation] = None
-
-    # --- state for resume ---------------------------------------------------
-    def extra_state(self) -> dict:
-        return {"l2p_draws": self._draws}
-
-    def load_extra_state(self, state: dict) -> None:
-        self._draws = int(state.get("l2p_draws", 0))
+                        self.id, encoder.config.model_type, paper_lr(encoder.config), params.lr, self.id)
+        self.last_perturbation = None  # the final perturbation of the last batch (inspection, Fig. 3-style plots)
 
     def split_heldout(self, corpus):
         """``max_sentences`` set: the first N rows of a permutation seeded by the run seed alone
@@ -391,165 +379,63 @@ class L2PCSR(_TwoViewContrastive):
         return corpus.subset(np.sort(rows).tolist())
 
     # --- the algorithm --------------------------------------------------------
-    def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
-        enc = self.tokenize_views(batch.sentences)
-        gen = self._batch_generator()
-        state = self._init_perturbation(enc, gen)
-        shared_seed = self._seed_from(gen) if self.params.ascent_dropout == "shared" else None
-        stats: dict[str, torch.Tensor] = {}
-        if self.params.learn and self.params.steps > 0:
-            state, stats = self._learn_to_perturb(enc, state, gen, shared_seed)
-        with self._perturbed(self._transforms(state)):
-            if shared_seed is not None:
-                with isolated_rng(shared_seed, self.device):
-                    loss = self.contrastive_loss(enc)
-            else:
-                loss = self.contrastive_loss(enc)
-        self.last_perturbation = state  # the final masks of the last batch (inspection, Fig. 3-style plots)
-        return {"loss": loss, **stats, **self._perturbation_stats(state, enc)}
+    def prepare(self, batch: Batch) -> Batch:
+        """The views, the random start of the perturbation (Eq. 4) and the dropout seeds of the passes."""
+        batch = super().prepare(batch)
+        gen = self.generator(batch.draw)
+        start = self.perturbation.draw(batch.features["views"]["attention_mask"].bool(), gen)
+        step_seed = _seed_from(gen) if self.params.ascent_dropout == "shared" else None
+        steps = self.params.steps if self.params.learn else 0
+        ascent_seeds = [step_seed if step_seed is not None else _seed_from(gen) for _ in range(steps)]
+        batch.features.update(perturbation=start, ascent_seeds=ascent_seeds, step_seed=step_seed)
+        return batch
 
-    def _learn_to_perturb(self, enc, state: _Perturbation, gen: torch.Generator, shared_seed: Optional[int]):
-        """``steps`` ascent steps on the perturbation (Algorithm 1, lines 6–13). Encoder grads untouched.
+    def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
+        features = self.prepared(batch)
+        views, state = features["views"], features["perturbation"].to(self.device)  # Eq. 4's random start
+        stats: dict[str, torch.Tensor] = {}
+        if features["ascent_seeds"]:  # learning to perturb (Eqs. 5–8)
+            state, stats = self.learn_to_perturb(views, state, features["ascent_seeds"])
+        # the encoder's step: InfoNCE of the two views under the final perturbation (Eq. 9)
+        with self.perturbation.applied(self.perturbation.transforms(state)), self.dropout(features["step_seed"]):
+            loss = self.contrastive_loss(views)
+        self.last_perturbation = state
+        return {"loss": loss, **stats, **self.perturbation.stats(state, views)}
+
+    def learn_to_perturb(self, views, state, seeds: list[int]):
+        """One ascent step per dropout seed (Algorithm 1, lines 6–13); the encoder's grads untouched.
 
         Returns the final state and the ascent's losses: before the first step and after the last
         one (one more pass, no gradient), both under the first pass's dropout seed."""
-        seeds = [shared_seed if shared_seed is not None else self._seed_from(gen) for _ in range(self.params.steps)]
         start = None
         for seed in seeds:
-            loss, leaves = self._ascent_pass(enc, state, seed)
+            loss, leaves = self.ascent_pass(views, state, seed)
             grads = torch.autograd.grad(loss, list(leaves.values()))
-            state = self._ascend(state, dict(zip(leaves, grads)))
+            state = self.perturbation.step(state, dict(zip(leaves, grads)))
             start = loss.detach() if start is None else start
         with torch.no_grad():
-            end, _ = self._ascent_pass(enc, state, seeds[0])
+            end, _ = self.ascent_pass(views, state, seeds[0])
         return state, {"ascent_loss_start": start, "ascent_loss_end": end, "ascent_gain": end - start}
 
-    def _ascent_pass(self, enc, state: _Perturbation, seed: int):
-        """The contrastive loss of the two views under the ascent's perturbation, dropout seeded by ``seed``."""
-        leaves, transforms = self._ascent_leaves(state)
-        with isolated_rng(seed, self.device), self._perturbed(transforms):
-            return self.contrastive_loss(enc), leaves
+    def ascent_pass(self, views, state, seed: int):
+        """The contrastive loss of the two views under the ascent's perturbation, dropout seeded by ``seed``,
+        and the leaves it is differentiated w.r.t."""
+        leaves, transforms = self.perturbation.ascent_leaves(state)
+        with self.dropout(seed), self.perturbation.applied(transforms):
+            return self.contrastive_loss(views), leaves
 
-    # --- perturbation: init, masks, ascent ----------------------------------
-    def _batch_generator(self) -> torch.Generator:
-        g = torch.Generator().manual_seed((self.seed * 1_000_003 + self._draws) % (2**63 - 1))
-        self._draws += 1
-        return g
+    # --- randomness ------------------------------------------------------------
+    def generator(self, draw: int) -> torch.Generator:
+        """The CPU generator of micro-batch ``draw`` (``Batch.draw``): the perturbation's start and the seeds."""
+        return torch.Generator().manual_seed((self.seed * 1_000_003 + draw) % (2**63 - 1))
 
-    @staticmethod
-    def _seed_from(gen: torch.Generator) -> int:
-        return int(torch.randint(0, 2**62, (1,), generator=gen))
+    def dropout(self, seed: Optional[int]):
+        """A block whose dropout is drawn from ``seed`` without advancing the global RNG (None: the global stream)."""
+        return isolated_rng(seed, self.device) if seed is not None else contextlib.nullcontext()
 
-    @property
-    def n_masked(self) -> int:
-        """Number of masked outputs: the embedding output + the first k layers."""
-        return self.params.layers + 1
 
-    def _init_perturbation(self, enc, gen: torch.Generator) -> _Perturbation:
-        """Eq. 4: p_tok, p_fea ~ U(0, 1) (or the initial noise of the gradient_noise variant)."""
-        p = self.params
-        real = enc["attention_mask"].bool()
-        n, length = real.shape
-        d = self.encoder.config.hidden_size
-        rows_view = (torch.arange(n, device=self.device) >= n // 2).long()
-        state = _Perturbation(real=real, rows_view=rows_view)
-        if p.perturbation == "gradient_noise":
-            state.delta = freelb_init(real, d, p.noise_init, gen)
-            return state
-        if p.token_mask:
-            p_tok = torch.rand(self.n_masked, n, length, generator=gen).to(self.device)
-            state.p_tok = torch.where(real.unsqueeze(0), p_tok, torch.ones_like(p_tok))
-        if p.feature_mask:
-            scope = {"batch": 1, "view": 2, "sentence": n}[p.feature_scope]
-            state.p_fea = torch.rand(self.n_masked, scope, d, generator=gen).to(self.device)
-        return state
-
-    def _feature_rows(self, a_fea: torch.Tensor, state: _Perturbation) -> torch.Tensor:
-        """``(S, D)`` feature values of one layer → one row per sentence-view (or a broadcast row)."""
-        return a_fea[state.rows_view] if a_fea.size(0) == 2 else a_fea
-
-    def _alphas(self, state: _Perturbation, continuous: bool):
-        """Per-layer token / feature mask values (None = not masked: all ones)."""
-        f = (lambda t: t) if continuous else (lambda t: threshold(t, self.params.phi))
-        a_tok = f(state.p_tok) if state.p_tok is not None else None
-        a_fea = f(state.p_fea) if state.p_fea is not None else None
-        return a_tok, a_fea
-
-    def _transforms(self, state: _Perturbation, a_tok=None, a_fea=None):
-        """One output transform per perturbed module (Eq. 3, or + noise on the word embeddings)."""
-        if state.delta is not None:
-            delta = state.delta
-            return [lambda out: out + delta.to(out.dtype)]
-        if a_tok is None and a_fea is None:
-            a_tok, a_fea = self._alphas(state, self.params.continuous)
-        n, length = state.real.shape
-        d = self.encoder.config.hidden_size
-        transforms = []
-        for layer in range(self.n_masked):
-            tok = a_tok[layer] if a_tok is not None else torch.ones(n, length, device=self.device)
-            fea = self._feature_rows(a_fea[layer], state) if a_fea is not None else torch.ones(1, d, device=self.device)
-            mask = weakening_mask(tok, fea)
-            transforms.append(lambda out, m=mask: out * m.to(out.dtype))
-        return transforms
-
-    def _perturbed(self, transforms):
-        return transform_outputs(self._perturbed_modules, transforms)
-
-    def _ascent_leaves(self, state: _Perturbation):
-        """The tensors the ascent differentiates (Eqs. 7–8) and the transforms built from them.
-
-        binary (straight-through): leaves are the 0/1 masks α, their gradient is
-        applied to p; continuous (``ascent_grad: continuous`` or the
-        ``continuous`` ablation): leaves are the probabilities p themselves.
-        """
-        if state.delta is not None:
-            delta = state.delta.detach().clone().requires_grad_(True)
-            return {"delta": delta}, [lambda out: out + delta.to(out.dtype)]
-        continuous = self.params.continuous or self.params.ascent_grad == "continuous"
-        a_tok, a_fea = self._alphas(state, continuous)
-        leaves = {}
-        if a_tok is not None:
-            a_tok = leaves.setdefault("tok", a_tok.detach().clone().requires_grad_(True))
-        if a_fea is not None:
-            a_fea = leaves.setdefault("fea", a_fea.detach().clone().requires_grad_(True))
-        return leaves, self._transforms(state, a_tok, a_fea)
-
-    def _ascend(self, state: _Perturbation, grads: dict[str, torch.Tensor]) -> _Perturbation:
-        """Eqs. 5–6: p ← clip[0,1](p + β g/||g||₂); masks are recomputed from p at the next pass."""
-        p = self.params
-        if "delta" in grads:
-            state.delta = freelb_step(state.delta, grads["delta"], state.real, p.noise_step, p.noise_max_norm).detach()
-            return state
-        if "tok" in grads:
-            new = ascend(state.p_tok, grads["tok"], p.beta, p.token_norm, p.zero_grad)
-            state.p_tok = torch.where(state.real.unsqueeze(0), new, torch.ones_like(new)).detach()
-        if "fea" in grads:
-            state.p_fea = ascend(state.p_fea, grads["fea"], p.beta, "vector", p.zero_grad).detach()
-        return state
-
-    # --- logging ------------------------------------------------------------
-    @torch.no_grad()
-    def _perturbation_stats(self, state: _Perturbation, enc) -> dict[str, torch.Tensor]:
-        if state.delta is not None:
-            norm = state.delta.flatten(1).norm(dim=1)
-            words = self._perturbed_modules[0](enc["input_ids"]) * state.real.unsqueeze(-1)
-            return {"noise_norm": norm.mean(), "noise_relative": (norm / words.flatten(1).norm(dim=1)).mean()}
-        a_tok, a_fea = self._alphas(state, continuous=False)
-        real = state.real.float()
-        n = real.size(0)
-        weak_tok = ((1 - a_tok) * real).sum((1, 2)) / real.sum() if a_tok is not None else torch.zeros(self.n_masked, device=self.device)
-        # (layers, N) fraction of weakened real tokens per row, and (layers, N) weakened features per row
-        tok_row = ((1 - a_tok) * real).sum(2) / real.sum(1).clamp_min(1) if a_tok is not None else torch.zeros(self.n_masked, n, device=self.device)
-        if a_fea is not None:
-            fea_row = (1 - a_fea).mean(-1)
-            fea_row = fea_row[:, state.rows_view] if fea_row.size(1) == 2 else fea_row.expand(self.n_masked, n)
-        else:
-            fea_row = torch.zeros(self.n_masked, n, device=self.device)
-        return {
-            "weakened_tokens": weak_tok.mean(),
-            "weakened_features": fea_row.mean(),
-            "zeroed_entries": (tok_row * fea_row).mean(),
-        }
+def _seed_from(gen: torch.Generator) -> int:
+    return int(torch.randint(0, 2**62, (1,), generator=gen))
 
 
 # --------------------------------------------------------------------------- both

@@ -9,26 +9,24 @@ variants are small subclasses (and carry their own params: the rate).
 from __future__ import annotations
 
 import copy
-import random
 from typing import ClassVar, Optional
 
 import torch
 from pydantic import Field
 from torch import nn
 
-from ..augment import _span_text, make_augmenter
+from ..augment import span_text, make_augmenter
 from ..errors import SentlabError
-from ..train.distributed import concat_all_gather, rank, world_size
+from ..train.distributed import concat_all_gather, rank
 from . import register
 from ._common import MLPHead, info_nce
-from .base import Batch, Method, MethodParams
+from .base import Batch, ContrastiveParams, Method, MethodParams
 
 
-class MoCoParams(MethodParams):
+class MoCoParams(ContrastiveParams):
     momentum: float = Field(0.885, ge=0.0, le=1.0, description="λ in θk ← λθk + (1−λ)θq (PT-BERT Sec. 4.2)")
     queue_size: int = Field(256, gt=0, description="M: candidates per query, the current (global) batch's keys included")
     key_dropout: bool = Field(True, description="dropout on in the key encoder while it encodes keys (train mode)")
-    eval_every: Optional[int] = Field(None, gt=0, description="dev evaluation interval for this method (None: train.eval_every; PT-BERT: 125)")
 
 
 class RateParams(MoCoParams):
@@ -84,15 +82,17 @@ class MoCo(Method):
     The queue starts empty (as the authors' released code, whose queue is a
     list of batches): the first steps have fewer candidates. It is a
     registered buffer (``queue``, ``queue_len``), so checkpoints and resume
-    carry it. The augmentation RNG of batch t is ``random.Random(f"{seed}:{t}")``
-    with t the ``aug_calls`` buffer, so augmented keys are reproducible and
-    resumable.
+    carry it; its fill level is also kept as a Python int, so a step reads
+    nothing back from the GPU. Tokenisation and the key's augmentation run in
+    :meth:`prepare` (DataLoader workers); the augmentation RNG of micro-batch t
+    is :meth:`Batch.rng` (``random.Random(f"{seed}:{t}")``), so augmented keys
+    are reproducible and resumable.
 
     Inference: the query encoder's last-layer [CLS] without the MLP.
 
     Example::
 
-        m = MoCo(bert, tok, MoCo.Params(queue_size=256), train_cfg)   # train_cfg.batch_size = 64
+        m = MoCo(bert, tok, MoCo.Params(queue_size=256, batch_size=64, max_length=32))
         out = m(Batch(sentences)); out["loss"].backward(); opt.step(); m.after_optimizer_step()
     """
 
@@ -101,23 +101,27 @@ class MoCo(Method):
     inference_pooling = "cls"
     augmentation: ClassVar[str] = "none"
 
-    def __init__(self, encoder, tokenizer, params: MoCoParams, train_cfg, seed: int = 0):
-        super().__init__(encoder, tokenizer, params, train_cfg, seed)
+    def __init__(self, encoder, tokenizer, params: MoCoParams, seed: int = 0):
+        super().__init__(encoder, tokenizer, params, seed)
         hidden = encoder.config.hidden_size
         self.mlp = MLPHead(hidden)
         self.key_encoder = frozen_copy(self.encoder)
         self.key_mlp = frozen_copy(self.mlp)
-        global_batch = train_cfg.batch_size  # train.batch_size is the global batch (every rank together)
+        global_batch = params.batch_size or 0  # the global batch (every rank together)
         queue_len = params.queue_size - global_batch
         if queue_len < 0:
             raise SentlabError(
                 f"methods.{self.id}.queue_size = {params.queue_size} is smaller than the global batch "
-                f"({train_cfg.batch_size} x {world_size()} ranks = {global_batch}); the candidate set includes the "
-                f"current batch, so set methods.{self.id}.queue_size >= {global_batch} (paper: 256 for batch 64).")
+                f"(train.batch_size {global_batch}); the candidate set includes the current batch, so set "
+                f"methods.{self.id}.queue_size >= {global_batch} (paper: 256 for batch 64).")
         self.register_buffer("queue", torch.zeros(queue_len, hidden))
         self.register_buffer("queue_len", torch.zeros((), dtype=torch.long))
-        self.register_buffer("aug_calls", torch.zeros((), dtype=torch.long))
+        self._filled: Optional[int] = 0  # queue_len as a Python int (read from the buffer once after a load)
         self._augment_fn = make_augmenter(self.augmentation, getattr(params, "rate", 0.0))
+
+    def _load_from_state_dict(self, *args, **kwargs):
+        super()._load_from_state_dict(*args, **kwargs)
+        self._filled = None
 
     # --- the mechanisms --------------------------------------------------------
     def _momentum_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
@@ -135,20 +139,25 @@ class MoCo(Method):
         size = self.queue.size(0)
         if size == 0:
             return
-        n = int(self.queue_len)
+        n = self._queue_filled()
         merged = torch.cat([keys.detach().float(), self.queue[:n]], dim=0)[:size]
         self.queue[: merged.size(0)] = merged
-        self.queue_len.fill_(merged.size(0))
+        self._filled = merged.size(0)
+        self.queue_len.fill_(self._filled)
+
+    def _queue_filled(self) -> int:
+        if self._filled is None:
+            self._filled = int(self.queue_len)
+        return self._filled
 
     def _candidates(self, keys: torch.Tensor) -> torch.Tensor:
         """The current batch's keys followed by the queued keys (newest first)."""
-        return torch.cat([keys.float(), self.queue[: int(self.queue_len)]], dim=0)
+        return torch.cat([keys.float(), self.queue[: self._queue_filled()]], dim=0)
 
     def _augment(self, batch: Batch) -> list[str]:
         if self.augmentation == "none":
             return list(batch.sentences)
-        rng = random.Random(f"{self.seed}:{int(self.aug_calls)}")
-        self.aug_calls += 1
+        rng = batch.rng()
         frames = batch.extras.get("frames") or [None] * len(batch)
         return [self._augment_fn(s, rng, self._key_frames(f)) for s, f in zip(batch.sentences, frames)]
 
@@ -156,29 +165,33 @@ class MoCo(Method):
         """The annotation frames a sentence's key is built from (the SRL variant filters them)."""
         return frames
 
-    def _cls(self, encoder: nn.Module, sentences) -> torch.Tensor:
-        enc = self.tokenize(sentences)
+    def _cls(self, encoder: nn.Module, enc) -> torch.Tensor:
         return encoder(**enc, return_dict=True).last_hidden_state[:, 0]
 
-    def _query(self, sentences) -> torch.Tensor:
-        return self.mlp(self._cls(self.encoder, sentences))
+    def _query(self, enc) -> torch.Tensor:
+        return self.mlp(self._cls(self.encoder, enc))
 
     @torch.no_grad()
-    def _key(self, sentences) -> torch.Tensor:
+    def _key(self, enc) -> torch.Tensor:
         was_training = self.key_encoder.training
         self.key_encoder.train(was_training and self.params.key_dropout)
         try:
-            return self.key_mlp(self._cls(self.key_encoder, sentences))
+            return self.key_mlp(self._cls(self.key_encoder, enc))
         finally:
             self.key_encoder.train(was_training)
 
     # --- the algorithm ---------------------------------------------------------
+    def prepare(self, batch: Batch) -> Batch:
+        batch.features = {"query": self.encode_text(batch.sentences), "key": self.encode_text(self._augment(batch))}
+        return batch
+
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
-        q = self._query(batch.sentences)
-        k = concat_all_gather(self._key(self._augment(batch)).float())
+        features = self.prepared(batch)
+        q = self._query(features["query"])
+        k = concat_all_gather(self._key(features["key"]).float())
         candidates = self._candidates(k)
         positives = torch.arange(q.size(0), device=q.device) + rank() * q.size(0)
-        loss = info_nce(q, candidates, self.train_cfg.temperature, positives)
+        loss = info_nce(q, candidates, self.params.temperature, positives)
         self._dequeue_and_enqueue(k)
         return {"loss": loss, "candidates": float(candidates.size(0))}
 
@@ -238,7 +251,7 @@ class MoCoSRL(MoCo):
     core_args: ClassVar[tuple[str, ...]] = ("arg0", "arg1")
 
     def _n_args(self, frame) -> int:
-        return sum(_span_text(frame.get(a)) is not None for a in self.core_args)
+        return sum(span_text(frame.get(a)) is not None for a in self.core_args)
 
     def _key_frames(self, frames):
         return [f for f in frames or () if self._n_args(f) >= self.params.srl_min_args]

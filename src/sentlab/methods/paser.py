@@ -1,31 +1,31 @@
-"""PaSeR: phrase reconstruction as the sentence-level objective (SPEC §3.6); the supervised variant is in
-:mod:`sentlab.methods.paser_sup`."""
+"""PaSeR: phrase reconstruction as the sentence-level objective (SPEC §3.6).
+
+The supervised variant is :mod:`sentlab.methods.paser_sup`; the decoder, the decoding signal, phrase choice and
+masking are in :mod:`sentlab.methods._paser_decoder`; the held-out reconstruction check (Table 7) is
+:mod:`sentlab.evaluate.reconstruction`.
+"""
 
 from __future__ import annotations
 
 import logging
 import random
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal, Optional, Sequence
+from typing import Literal, Optional, Sequence
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from pydantic import Field
 
 from ..augment.eda import EDA
-from ..encoder import SentenceEncoder, pool
+from ..encoder import pool
 from ..errors import SentlabError
+from ..evaluate.reconstruction import export_reconstruction, heldout_split
 from . import register
-from ._paser_decoder import (DecodingSignal, LMHead, MaskedView, PhraseDecoder, choose_phrases, decoder_target,
-                             mask_spans, mlm_mask)
-from .base import Batch, Method, MethodParams
+from ._common import full_precision
+from ._paser_decoder import (DecodingSignal, LMHead, PhraseDecoder, Views, choose_phrases, decoder_target,
+                             init_lm_head, mask_spans, mlm_mask, pad, save_heads)
+from .base import Batch, Method, MethodParams, adamw
 
 log = logging.getLogger(__name__)
-
-HEADS_FILE = "paser_heads.safetensors"
-PASER_POOLINGS = ("cls", "mean", "top2_mean", "first_last")
 
 
 class PaSeRParams(MethodParams):
@@ -84,36 +84,14 @@ class PaSeRParams(MethodParams):
                             "writes it, the sum over each sentence's tokens, averaged over sentences")
     pooling: Literal["cls", "mean", "top2_mean", "first_last"] = Field(
         "cls", description="pooling of E_s, E_s̃ in training and of the exported encoder (Table 9)")
-    max_length: Optional[int] = Field(None, gt=0, description="None: train.max_length (32)")
-    max_steps: Optional[int] = Field(
-        None, gt=0, description="this method's step budget (None: train.max_steps); the random decoder needs more "
-                                "steps than a contrastive loss before it uses the signal")
     head_lr: Optional[float] = Field(
         None, gt=0, description="learning rate of the randomly initialised modules (decoder, signal, fresh LM head "
-                                "bias); None: train.lr for everything, as the paper (5 epochs at 3e-5)")
+                                "bias); None: lr for everything, as the paper (5 epochs at 3e-5)")
     recon_heldout: int = Field(500, ge=0, description="held-out sentences for the reconstruction check (0: skip)")
     recon_heldout_from: Literal["corpus", "other"] = Field(
         "corpus", description="corpus: sentences of the training corpus kept out of training (at most a tenth of "
                               "it); other: the corpus not trained on (Wikipedia for sts_unlabeled: a domain shift)")
     recon_fit: int = Field(2000, gt=0, description="training sentences the frequency baselines are fitted on")
-
-
-@dataclass
-class Views:
-    """A batch's inputs for PaSeR: the (augmented) s, the masked (augmented) s̃, the decoder targets,
-    and the number of EDA edits each view of each sentence got."""
-
-    s_texts: list[str]
-    masked: list[MaskedView]
-    spans: list[list[tuple[int, int]]]
-    t_texts: list[str]
-    edits_s: list[int] = field(default_factory=list)
-    edits_masked: list[int] = field(default_factory=list)
-
-    def eda_stats(self) -> dict[str, torch.Tensor]:
-        """``eda_edits_s`` / ``eda_edits_masked``: mean EDA edits per sentence of each view (logged as train.*)."""
-        return {f"eda_edits_{k}": torch.tensor(float(np.mean(v)) if v else 0.0)
-                for k, v in (("s", self.edits_s), ("masked", self.edits_masked))}
 
 
 @register("paser")
@@ -130,11 +108,11 @@ class PaSeR(Method):
        ``chunks`` columns (char spans). The paper draws "a random sub-tree" of
        an NLTK parse (``chunk_k`` = 1); the chunkers' ``VP`` label is a verb
        group (no object, unlike a parse-tree VP), hence ``phrases: verb_group``;
-    2. EDA on the duplicate leaving the phrase spans intact, and on ``s`` with
-       its phrase words editable too (``eda_edit_phrases``, see below)
-       (:mod:`sentlab.augment.eda`), then mask the phrases in the duplicate →
-       ``s̃`` (via the tokenizer's offsets; one [MASK] per word piece, as Table 7,
-       or per phrase: ``mask_unit``);
+    2. EDA (:mod:`sentlab.augment.eda`) on the duplicate leaving the phrase spans
+       intact, and on ``s`` with its phrase words editable too
+       (``eda_edit_phrases``), then mask the phrases in the duplicate → ``s̃``
+       (via the tokenizer's offsets; one [MASK] per word piece, as Table 7, or
+       per phrase: ``mask_unit``);
     3. the shared encoder gives ``E_s`` and ``E_s̃`` (``pooling``, [CLS] by default);
     4. decoding signal (Eq. 2) ``[E_s, E_s̃, m·|E_s−E_s̃|, n·|E_s∗E_s̃|]`` as four
        cross-attention memory vectors (:class:`DecodingSignal`; ``signal_abs_diff``
@@ -148,41 +126,40 @@ class PaSeR(Method):
        15% / 80-10-10 corruption of ``s`` in a separate forward (as SimCSE's
        ``do_mlm``).
 
+    Steps 1–2 and the tokenisation run in :meth:`prepare`; the EDA and chunk
+    draws of sentence i of micro-batch ``draw`` come from
+    ``random.Random(f"paser-{seed}-{draw}-{row}-{i}")`` (resume-safe). The MLM
+    corruption draws from torch's RNG in the forward.
+
     The output head of the decoder and of MLM is one :class:`LMHead` tied to the
     word embeddings: BERT's pretrained ``cls.predictions`` head when the
     checkpoint has it (bert-base-uncased); all-MiniLM-L6-v2 ships no MLM head,
     so there it is a fresh head (``export_info()["lm_head"]`` says which).
-    Decoder, signal and head are training-only: :meth:`sentence_encoder` is the
+    Decoder, signal and head are training-only: the inference encoder is the
     bare encoder with ``pooling``. Paper-vs-code differences are params (see
-    :class:`PaSeRParams`). After training, :meth:`reconstruction_report` measures
-    how well the decoder rebuilds held-out phrases (rows of the training corpus
-    kept out of training, :meth:`split_heldout`).
+    :class:`PaSeRParams`).
 
     ``eda_edit_phrases`` (default true; the paper and the code are silent, the
     EDA ran offline): Sec. 3.1.3 says SR on ``s`` and ``s̃`` "create[s] semantic
-    similar phrases with different tokens", i.e. it edits phrases; and with the
-    RAKE top-5 protected, 78.6% of the STS sentences have no word SR may
-    replace, so SR would barely act. The edits go to ``s`` only: ``s̃``'s phrases
-    are masked anyway, and the target stays the original phrase. The forward
-    returns (and the loop logs as ``train.*``) ``eda_edits_s`` /
-    ``eda_edits_masked``, the mean EDA edits per sentence of each view (words
-    replaced + deleted + swaps).
+    similar phrases with different tokens", i.e. it edits phrases; with every
+    phrase protected, most STS sentences have no word SR may replace. The edits
+    go to ``s`` only: ``s̃``'s phrases are masked anyway, and the target stays
+    the original phrase. The forward returns (and the loop logs as ``train.*``)
+    ``eda_edits_s`` / ``eda_edits_masked``, the mean EDA edits per sentence of
+    each view (words replaced + deleted + swaps).
 
-    Choices of the quick profile (MiniLM, 150 CPU steps), reset by the paper
-    profile: ``head_lr`` 1e-3 for the random modules, ``memory_norm`` (a
-    LayerNorm on each memory vector; it makes m and n immaterial),
-    ``decoder_layers`` 2 and ``max_steps`` 150. Measured on MiniLM (frozen
-    encoder, 60 steps, held-out teacher-forced token accuracy): without the norm
-    every decoder tried (1–6 layers, 3e-4–3e-3) stays at or near the unigram
-    plateau (0.000–0.009; it emits mostly [SEP]); with it, 6 layers at 1e-3
-    still do (0.000), 6 layers at 3e-4 reach 0.020, 2 layers at 1e-3 0.043
-    (0.102 after 150 steps).
+    Neither in the paper, for short runs of the random decoder: ``head_lr`` (the
+    decoder, signal and head at their own rate), ``memory_norm`` and a small
+    ``decoder_layers``; such a decoder also needs more steps than a contrastive
+    loss before it uses the signal (``max_steps``). After training,
+    :meth:`export_artifacts` writes the reconstruction check on held-out rows
+    (:meth:`split_heldout`) and the heads paser_sup can start from.
 
     Inputs: ``Batch.sentences`` + ``Batch.extras["rake"]`` / ``["chunks"]``.
 
     Example::
 
-        method = PaSeR(bert, tok, PaSeR.Params(eda="rd"), train_cfg)
+        method = PaSeR(bert, tok, PaSeR.Params(eda="rd", max_length=32))
         out = method(Batch(["Work with a tool."], [0],
                            {"rake": [[{"text": "tool", "score": 1.0, "start": 12, "end": 16}]], "chunks": [[]]}))
         out["loss"].backward()
@@ -194,31 +171,15 @@ class PaSeR(Method):
     corpus = "sts_unlabeled"
     inference_pooling = "cls"
 
-    def __init__(self, encoder, tokenizer, params: PaSeRParams, train_cfg, seed: int = 0):
-        super().__init__(encoder, tokenizer, params, train_cfg, seed)
+    def __init__(self, encoder, tokenizer, params: PaSeRParams, seed: int = 0):
+        super().__init__(encoder, tokenizer, params, seed)
         hidden = encoder.config.hidden_size
-        if hidden % params.decoder_heads:
-            raise SentlabError(
-                f"methods.{self.id or 'paser'}.decoder_heads = {params.decoder_heads} does not divide the encoder's hidden "
-                f"size {hidden}; pick a divisor (e.g. 12 for 384/768).")
-        if not getattr(tokenizer, "is_fast", False):
-            raise SentlabError("PaSeR needs a fast (Rust) tokenizer for the offset mapping that locates phrase spans.")
-        if params.eda_edit_phrases and params.eda_views == "shared" and params.eda != "none":
-            raise SentlabError(
-                f"methods.{self.id or 'paser'}: eda_edit_phrases edits the phrases of s but not of s̃, so the two views "
-                f"cannot share one augmentation (eda_views: shared); set eda_views: independent or "
-                f"eda_edit_phrases: false.")
+        self._check(hidden)
         self.eda = EDA(params.eda, params.eda_alpha_sr, params.eda_alpha_rd, params.eda_alpha_rs)
-        self._recon_sets = None  # {'heldout', 'fit'} corpora, set by split_heldout
-        if params.memory_norm and (params.m, params.n) != (10.0, 10.0):
-            log.warning("methods.%s: memory_norm is on, so m = %s and n = %s change nothing (LayerNorm is "
-                        "scale-invariant); set memory_norm: false to compare scales (Table 8).",
-                        self.id or "paser", params.m, params.n)
         self.signal = DecodingSignal(hidden, params.m, params.n, params.signal_abs_diff, params.signal_abs_prod,
                                      params.project_masked, params.memory_order, params.memory_type_embeddings,
                                      params.memory_norm)
-        g = torch.random.fork_rng()  # seeded init of the decoder without touching the caller's RNG stream
-        with g:
+        with torch.random.fork_rng():  # the decoder's init from the seed, without touching the caller's RNG stream
             torch.manual_seed(seed)
             self.decoder = PhraseDecoder(hidden, params.decoder_layers, params.decoder_heads,
                                          params.decoder_ffn or hidden, params.decoder_dropout,
@@ -226,63 +187,35 @@ class PaSeR(Method):
                                          getattr(encoder.config, "max_position_embeddings", 512))
             self.lm_head = LMHead(hidden, encoder.get_input_embeddings().weight.size(0),
                                   getattr(encoder.config, "layer_norm_eps", 1e-12))
-        self.lm_head_source = self._init_lm_head(params.lm_head)
-        self.register_buffer("_calls", torch.zeros((), dtype=torch.long))
+        self.lm_head_source = init_lm_head(self.lm_head, encoder, params.lm_head, self.id or "paser")
+        self.recon_sets = None  # the held-out check's rows, set by split_heldout
 
-    # --- set-up -----------------------------------------------------------------------
-    def _init_lm_head(self, mode: str) -> str:
-        src = getattr(self.encoder, "name_or_path", None) or getattr(self.encoder.config, "_name_or_path", None)
-        if mode == "fresh":
-            return "fresh"
-        if self.lm_head.load_pretrained(src):
-            return "pretrained"
-        if mode == "pretrained":
-            raise SentlabError(
-                f"methods.{self.id}.lm_head = pretrained, but the backbone checkpoint ({src}) has no MLM head weights "
-                f"(cls.predictions.* / lm_head.*). Use lm_head: fresh (or auto) for this backbone.")
-        log.warning("PaSeR: backbone %s has no MLM head weights; using a fresh head tied to the word embeddings", src)
-        return "fresh"
+    def _check(self, hidden: int) -> None:
+        p, name = self.params, self.id or "paser"
+        if hidden % p.decoder_heads:
+            raise SentlabError(f"methods.{name}.decoder_heads = {p.decoder_heads} does not divide the encoder's "
+                               f"hidden size {hidden}; pick a divisor (e.g. 12 for 384/768).")
+        if not getattr(self.tokenizer, "is_fast", False):
+            raise SentlabError("PaSeR needs a fast (Rust) tokenizer for the offset mapping that locates phrase spans.")
+        if p.eda_edit_phrases and p.eda_views == "shared" and p.eda != "none":
+            raise SentlabError(f"methods.{name}: eda_edit_phrases edits the phrases of s but not of s̃, so the two "
+                               f"views cannot share one augmentation (eda_views: shared); set eda_views: independent "
+                               f"or eda_edit_phrases: false.")
+        if p.memory_norm and (p.m, p.n) != (10.0, 10.0):
+            log.warning("methods.%s: memory_norm is on, so m = %s and n = %s change nothing (LayerNorm is "
+                        "scale-invariant); set memory_norm: false to compare scales (Table 8).", name, p.m, p.n)
 
     def corpus_name(self) -> str:
         return self.params.corpus
-
-    def split_heldout(self, corpus):
-        """Keep ``recon_heldout`` seeded random rows of the training corpus (at most a tenth), and every
-        row with the same text, out of training for the reconstruction check; draw the baselines'
-        ``recon_fit`` rows from the rest."""
-        self._recon_sets = None
-        if self.params.recon_heldout == 0 or self.params.recon_heldout_from != "corpus":
-            return corpus
-        n = len(corpus)
-        k = min(self.params.recon_heldout, n // 10)
-        if k == 0:
-            return corpus
-        rng = np.random.default_rng([self.seed, 0x9A5E])
-        held = np.sort(rng.choice(n, k, replace=False))
-        held_texts = {corpus.texts[i] for i in held}  # a duplicate of a held-out sentence is not trained on either
-        keep = np.array([i for i in np.setdiff1d(np.arange(n), held) if corpus.texts[i] not in held_texts], dtype=int)
-        fit = np.sort(rng.choice(keep, min(self.params.recon_fit, len(keep)), replace=False))
-        self._recon_sets = {"heldout": corpus.subset(held), "fit": corpus.subset(fit)}
-        log.info("PaSeR: %d of %d %s sentences held out of training for the reconstruction check", k, n,
-                 self.corpus_name())
-        return corpus.subset(keep)
-
-    @property
-    def max_len(self) -> int:
-        return self.params.max_length or self.train_cfg.max_length
 
     @property
     def phrase_count(self) -> int:
         """Phrases masked per sentence (at most): ``top_k`` for RAKE, ``chunk_k`` for chunks."""
         return self.params.top_k if self.params.phrases == "rake" else self.params.chunk_k
 
-    # --- data: phrases, augmentation, masking ------------------------------------------
-    def _rng(self, calls: int, row: Any, i: int) -> random.Random:
-        """One reproducible stream per (seed, training call, corpus row, batch slot): resume-safe (``_calls`` is a buffer)."""
-        return random.Random(f"paser-{self.seed}-{calls}-{row}-{i}")
-
+    # --- steps 1-2: phrases, augmentation, masking (CPU) ---------------------------------
     def prepare_views(self, sentences: Sequence[str], extras: dict, index: Sequence[int] = (),
-                      augment: bool = True) -> Views:
+                      augment: bool = True, draw: int = 0) -> Views:
         """Choose phrases, augment (if ``augment``), mask; one :class:`Views` for the batch.
 
         s̃ is augmented with its phrases protected, so the target is the original phrase; s with its
@@ -295,36 +228,56 @@ class PaSeR(Method):
                 f"PaSeR (phrases: {source}) needs the annotation column `{column}` in Batch.extras; run the annotate "
                 f"stage for corpus `{self.corpus_name()}` and list `{column}` in the method's corpus_columns.")
         out = Views([], [], [], [])
-        calls = int(self._calls)
         for i, s in enumerate(sentences):
-            rng = self._rng(calls, index[i] if i < len(index) else "x", i)
+            rng = random.Random(f"paser-{self.seed}-{draw}-{index[i] if i < len(index) else 'x'}-{i}")
             spans = choose_phrases(s, extras.get("rake", [None] * len(sentences))[i],
                                    extras.get("chunks", [None] * len(sentences))[i], source, self.phrase_count, rng)
-            if augment and self.eda.ops:
-                aug_t = self.eda.augment(s, rng, spans)
-                aug_s = aug_t if self.params.eda_views == "shared" else \
-                    self.eda.augment(s, rng, () if self.params.eda_edit_phrases else spans)
-                s_text, t_text, t_spans, edits = aug_s.text, aug_t.text, aug_t.spans, (aug_s.edits, aug_t.edits)
-            else:
-                s_text, t_text, t_spans, edits = s, s, spans, (0, 0)
+            s_text, t_text, t_spans, edits = self._augment(s, spans, rng) if augment else (s, s, spans, (0, 0))
             out.edits_s.append(edits[0])
             out.edits_masked.append(edits[1])
             out.s_texts.append(s_text)
             out.t_texts.append(t_text)
             out.spans.append(t_spans)
-            out.masked.append(mask_spans(self.tokenizer, t_text, t_spans, self.max_len, self.params.mask_unit))
+            out.masked.append(mask_spans(self.tokenizer, t_text, t_spans, self.params.max_length,
+                                         self.params.mask_unit))
         return out
 
-    def _pad(self, seqs: Sequence[Sequence[int]], value: int) -> tuple[torch.Tensor, torch.Tensor]:
-        n = max(len(s) for s in seqs)
-        ids = torch.full((len(seqs), n), value, dtype=torch.long)
-        att = torch.zeros((len(seqs), n), dtype=torch.long)
-        for i, s in enumerate(seqs):
-            ids[i, : len(s)] = torch.tensor(list(s), dtype=torch.long)
-            att[i, : len(s)] = 1
-        return ids.to(self.device), att.to(self.device)
+    def _augment(self, s: str, spans, rng: random.Random):
+        """EDA: ``(s's text, s̃'s text before masking, its phrase spans, (edits of s, edits of s̃))``."""
+        if not self.eda.ops:
+            return s, s, spans, (0, 0)
+        aug_t = self.eda.augment(s, rng, spans)
+        aug_s = aug_t if self.params.eda_views == "shared" else \
+            self.eda.augment(s, rng, () if self.params.eda_edit_phrases else spans)
+        return aug_s.text, aug_t.text, aug_t.spans, (aug_s.edits, aug_t.edits)
 
-    # --- the model ---------------------------------------------------------------------
+    def targets(self, views: Views) -> list[list[int]]:
+        """Each sentence's decoder target ``p_1 [SEP] … p_k [SEP]`` (empty: no phrase survived)."""
+        return [decoder_target(v.phrase_token_ids, self.tokenizer.sep_token_id) for v in views.masked]
+
+    def decoder_batch(self, targets: Sequence[Sequence[int]]) -> Optional[dict[str, torch.Tensor]]:
+        """Teacher forcing's inputs ``[CLS] + target[:-1]`` and labels ``target`` of the ``rows`` with a
+        non-empty target (CPU; None when there is none)."""
+        rows = [i for i, t in enumerate(targets) if t]
+        if not rows:
+            return None
+        ids, att = pad([[self.tokenizer.cls_token_id] + list(targets[i][:-1]) for i in rows],
+                       self.tokenizer.pad_token_id)
+        labels, _ = pad([targets[i] for i in rows], -100)
+        return {"rows": torch.tensor(rows), "input_ids": ids, "attention_mask": att, "labels": labels}
+
+    def reconstruction_inputs(self, views: Views) -> dict:
+        """The CPU inputs of steps 3-5 besides ``s``: s̃'s token ids and the decoder batch."""
+        ids, att = pad([v.input_ids for v in views.masked], self.tokenizer.pad_token_id)
+        return {"views": views, "s_masked": {"input_ids": ids, "attention_mask": att},
+                "target": self.decoder_batch(self.targets(views))}
+
+    def prepare(self, batch: Batch) -> Batch:
+        views = self.prepare_views(batch.sentences, batch.extras, batch.index, augment=self.training, draw=batch.draw)
+        batch.features = {"s": self.encode_text(views.s_texts), **self.reconstruction_inputs(views)}
+        return batch
+
+    # --- steps 3-6 ----------------------------------------------------------------------
     def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Pooled sentence vectors with ``params.pooling`` (E_s / E_s̃)."""
         hidden_states = self.params.pooling in ("first_last", "top2_mean")
@@ -332,198 +285,85 @@ class PaSeR(Method):
                            return_dict=True)
         return pool(out, attention_mask, self.params.pooling)
 
-    def encode_views(self, views: Views, e_s: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """The decoding-signal memory ``(B, 4, d)`` of a batch of views."""
+    def decoding_signal(self, features: dict, e_s: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Eq. 2's memory ``(B, 4, d)`` from ``E_s`` (``features["s"]``, or given) and ``E_s̃``."""
         if e_s is None:
-            enc = self.tokenize(views.s_texts, max_length=self.max_len)
-            e_s = self.embed(enc["input_ids"], enc["attention_mask"])
-        t_ids, t_att = self._pad([v.input_ids for v in views.masked], self.tokenizer.pad_token_id)
-        e_t = self.embed(t_ids, t_att)
-        return self.signal(e_s, e_t)
-
-    def targets(self, views: Views) -> list[list[int]]:
-        return [decoder_target(v.phrase_token_ids, self.tokenizer.sep_token_id) for v in views.masked]
+            e_s = self.embed(features["s"]["input_ids"], features["s"]["attention_mask"])
+        return self.signal(e_s, self.embed(features["s_masked"]["input_ids"], features["s_masked"]["attention_mask"]))
 
     def decoder_logits(self, memory: torch.Tensor, dec_in: torch.Tensor, dec_att: torch.Tensor) -> torch.Tensor:
         h = self.decoder(self.encoder, dec_in, dec_att, memory)
         return self.lm_head(h, self.encoder.get_input_embeddings().weight)
 
-    def teacher_forcing(self, memory: torch.Tensor, targets: Sequence[Sequence[int]]):
-        """(logits, labels) of teacher-forced decoding, rows with an empty target dropped."""
-        rows = [i for i, t in enumerate(targets) if t]
-        if not rows:
-            return None, None
-        cls = self.tokenizer.cls_token_id
-        dec_in, dec_att = self._pad([[cls] + list(targets[i][:-1]) for i in rows], self.tokenizer.pad_token_id)
-        labels, _ = self._pad([targets[i] for i in rows], -100)
-        logits = self.decoder_logits(memory[rows], dec_in, dec_att)
-        return logits, labels
+    def teacher_forcing(self, memory: torch.Tensor, dec: dict[str, torch.Tensor]):
+        """(logits, labels) of teacher-forced decoding of a :meth:`decoder_batch` (on the device)."""
+        return self.decoder_logits(memory[dec["rows"]], dec["input_ids"], dec["attention_mask"]), dec["labels"]
 
-    def generative_loss(self, memory: torch.Tensor, targets: Sequence[Sequence[int]]):
+    def generative_loss(self, memory: torch.Tensor, dec: Optional[dict[str, torch.Tensor]]):
         """Eq. 3: fp32 token cross-entropy of the teacher-forced decoder, reduced by ``gen_reduction``
         (mean: over the batch's target tokens; sum: over each sentence's, then the mean over sentences)."""
-        logits, labels = self.teacher_forcing(memory, targets)
-        if logits is None:
+        if dec is None:
             return memory.sum() * 0.0, torch.tensor(float("nan"))
-        with torch.autocast(device_type=logits.device.type, enabled=False):
+        logits, labels = self.teacher_forcing(memory, dec)
+        with full_precision(logits.device):
             nll = F.cross_entropy(logits.float().transpose(1, 2), labels, ignore_index=-100, reduction="none")
         valid = labels != -100
         loss = nll.sum() / valid.sum() if self.params.gen_reduction == "mean" else nll.sum(1).mean()
-        acc = (logits.argmax(-1)[valid] == labels[valid]).float().mean().detach()
+        acc = (((logits.argmax(-1) == labels) & valid).sum() / valid.sum()).detach()
         return loss, acc
 
     def mlm_loss(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """BERT's MLM on s (15%, 80/10/10), the head shared with the decoder; fp32 cross-entropy, mean over
-        the masked tokens."""
+        the masked tokens. Pass the CPU token ids: the corruption is drawn there (torch's RNG) and nothing
+        is read back from the device."""
         special = torch.isin(input_ids, torch.tensor(self.tokenizer.all_special_ids, device=input_ids.device))
         inputs, labels = mlm_mask(input_ids, special | (attention_mask == 0), self.tokenizer, self.params.mlm_prob)
-        if not (labels != -100).any():
-            return input_ids.new_zeros((), dtype=torch.float) * 0.0
-        hidden = self.encoder(input_ids=inputs, attention_mask=attention_mask, return_dict=True).last_hidden_state
-        sel = labels != -100
-        logits = self.lm_head(hidden[sel], self.encoder.get_input_embeddings().weight)
-        with torch.autocast(device_type=logits.device.type, enabled=False):
-            return F.cross_entropy(logits.float(), labels[sel])
+        sel = (labels != -100).flatten().nonzero().squeeze(1).to(self.device)
+        if sel.numel() == 0:
+            return torch.zeros((), device=self.device)
+        hidden = self.encoder(input_ids=inputs.to(self.device), attention_mask=attention_mask.to(self.device),
+                              return_dict=True).last_hidden_state
+        logits = self.lm_head(hidden.flatten(0, 1)[sel], self.encoder.get_input_embeddings().weight)
+        with full_precision(logits.device):
+            return F.cross_entropy(logits.float(), labels.flatten().to(self.device)[sel])
 
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
-        views = self.prepare_views(batch.sentences, batch.extras, batch.index, augment=self.training)
-        if self.training:
-            self._calls += 1
-        enc_s = self.tokenize(views.s_texts, max_length=self.max_len)
-        e_s = self.embed(enc_s["input_ids"], enc_s["attention_mask"])
-        memory = self.encode_views(views, e_s)
-        loss_gen, acc = self.generative_loss(memory, self.targets(views))
+        if not batch.features:  # a direct call: prepare here
+            batch = self.prepare(batch)
+        f, cpu = self.prepared(batch), batch.features
+        memory = self.decoding_signal(f)  # E_s, E_s̃ -> Eq. 2
+        loss_gen, acc = self.generative_loss(memory, f["target"])  # Eq. 3
         loss = self.params.gen_weight * loss_gen
-        out = {"loss_gen": loss_gen.detach(), "gen_token_acc": acc, **views.eda_stats()}
-        if self.params.mlm_weight > 0:
-            loss_mlm = self.mlm_loss(enc_s["input_ids"], enc_s["attention_mask"])
+        out = {"loss_gen": loss_gen.detach(), "gen_token_acc": acc, **f["views"].eda_stats()}
+        if self.params.mlm_weight > 0:  # Eq. 4
+            loss_mlm = self.mlm_loss(cpu["s"]["input_ids"], cpu["s"]["attention_mask"])
             loss = loss + self.params.mlm_weight * loss_mlm
             out["loss_mlm"] = loss_mlm.detach()
         out["loss"] = loss
         return out
 
-    # --- generation / reconstruction check ------------------------------------------------
-    @torch.no_grad()
-    def generate(self, memory: torch.Tensor, n_phrases: Sequence[int], max_new_tokens: int = 40) -> list[list[int]]:
-        """Greedy decoding from [CLS] until as many [SEP] as phrases were masked (or ``max_new_tokens``)."""
-        sep = self.tokenizer.sep_token_id
-        seqs = [[self.tokenizer.cls_token_id] for _ in range(memory.size(0))]
-        done = [k == 0 for k in n_phrases]
-        for _ in range(max_new_tokens):
-            if all(done):
-                break
-            ids, att = self._pad(seqs, self.tokenizer.pad_token_id)
-            logits = self.decoder_logits(memory, ids, att)
-            last = att.sum(1) - 1
-            nxt = logits[torch.arange(len(seqs), device=logits.device), last].argmax(-1).tolist()
-            for i, t in enumerate(nxt):
-                if done[i]:
-                    continue
-                seqs[i].append(int(t))
-                if seqs[i][1:].count(sep) >= n_phrases[i]:
-                    done[i] = True
-        return [s[1:] for s in seqs]
-
-    def reconstruction_report(self, sentences: Sequence[str], extras: dict, fit_sentences: Sequence[str],
-                              fit_extras: dict, n_examples: int = 8, batch_size: int = 32) -> dict:
-        """Exact match / token accuracy of the decoder on held-out phrases vs a frequency baseline.
-
-        See :func:`sentlab.evaluate.reconstruction.reconstruction_report`.
-        """
-        from ..evaluate.reconstruction import reconstruction_report
-
-        return reconstruction_report(self, sentences, extras, fit_sentences, fit_extras, n_examples, batch_size)
-
-    def param_groups(self, lr: float) -> list[dict]:
+    def configure_optimizers(self, *, weight_decay: float = 0.0, fused: bool = False) -> torch.optim.Optimizer:
         """The encoder (and the word embeddings the decoder and LM head share) at ``lr``; the randomly
-        initialised decoder, signal and head at ``head_lr`` (a choice for short CPU runs: at 3e-5 the
-        decoder needs the paper's 5 epochs before it generates anything but [SEP])."""
+        initialised modules (decoder, signal, head) at ``head_lr`` (None: ``lr``)."""
         encoder_ids = {id(p) for p in self.encoder.parameters()}
         trainable = self.trainable_parameters()
-        own = [p for p in trainable if id(p) in encoder_ids]
-        new = [p for p in trainable if id(p) not in encoder_ids]
-        return [{"params": own, "lr": lr}, {"params": new, "lr": self.params.head_lr or lr}]
+        groups = [{"params": [p for p in trainable if id(p) in encoder_ids]},
+                  {"params": [p for p in trainable if id(p) not in encoder_ids],
+                   "lr": self.params.head_lr or self.params.lr}]
+        return adamw(groups, lr=self.params.lr, weight_decay=weight_decay, fused=fused)
+
+    # --- around the run: the held-out reconstruction check, the heads for paser_sup --------
+    def split_heldout(self, corpus):
+        """Rows kept out of training for the check (:func:`~sentlab.evaluate.reconstruction.heldout_split`)."""
+        corpus, self.recon_sets = heldout_split(corpus, self.params, self.seed)
+        return corpus
 
     def export_artifacts(self, folder, data_root) -> None:
-        """``reconstruction.json`` (decoder exact match / token accuracy on held-out phrases vs the
-        frequency baseline, a few Table 7 examples) and ``paser_heads.safetensors`` (for paser_sup).
+        """``paser_heads.safetensors`` (decoder, signal, LM head: paser_sup's ``decoder_init: paser``) and
+        ``reconstruction.json`` (:func:`~sentlab.evaluate.reconstruction.export_reconstruction`)."""
+        save_heads(self, folder)
+        export_reconstruction(self, folder, data_root, self.recon_sets)
 
-        Held-out sentences (``recon_heldout_from``): rows of the training corpus kept out of training
-        (:meth:`split_heldout`), or the corpus this run did not train on (the Wikipedia sample when
-        training on the STS sentences, and the reverse). The baselines are fitted on training sentences.
-        The check uses the final decoder and encoder (one consistent pair), not the best dev checkpoint.
-        """
-        from ..annotate import read_annotations
-        from ..io import write_json
-
-        self.save_heads(folder)
-        if self.params.recon_heldout == 0:
-            return
-        root = Path(data_root) / "data" / "annotations"
-        trained_on = self.corpus_name()
-        other = "train" if trained_on != "train" else "sts_unlabeled"
-        cols = ["rake", "chunks"]
-
-        def sample(corpus: str, n: int):
-            table = read_annotations(str(root / corpus), columns=cols)
-            rows = random.Random(self.seed).sample(range(table.num_rows), min(n, table.num_rows))
-            t = table.take(sorted(rows)).to_pydict()
-            return t["text"], {c: t[c] for c in cols}
-
-        if self._recon_sets is not None:
-            (held, held_x), (fit, fit_x) = ((c.texts, {k: c.extras[k] for k in cols})
-                                            for c in (self._recon_sets["heldout"], self._recon_sets["fit"]))
-            other = f"{trained_on} (held out of training)"
-        else:
-            held, held_x = sample(other, self.params.recon_heldout)
-            fit, fit_x = sample(trained_on, self.params.recon_fit)
-        was_training = self.training
-        self.eval()
-        try:
-            rep = self.reconstruction_report(held, held_x, fit, fit_x)
-        finally:
-            self.train(was_training)
-        rep["heldout_corpus"], rep["fit_corpus"] = other, trained_on
-        write_json(Path(folder) / "reconstruction.json", rep)
-
-    # --- training heads on disk (for paser_sup's decoder_init: paser) ----------------------
-    def heads_state(self) -> dict[str, torch.Tensor]:
-        return {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()
-                if not k.startswith("encoder.") and k != "_calls"}
-
-    def save_heads(self, folder) -> Path:
-        """Write decoder + signal + LM head (not the encoder) to ``folder/paser_heads.safetensors``."""
-        from safetensors.torch import save_file
-
-        from ..io import atomic_path
-
-        path = Path(folder) / HEADS_FILE
-        with atomic_path(path) as tmp:
-            save_file(self.heads_state(), str(tmp))
-        return path
-
-    def load_heads(self, folder) -> None:
-        from safetensors.torch import load_file
-
-        path = Path(folder) / HEADS_FILE
-        if not path.is_file():
-            raise SentlabError(f"{path} not found: the paser training stage writes it next to the exported model "
-                               f"(method.save_heads). Train paser first, or set decoder_init: random.")
-        missing, unexpected = self.load_state_dict(load_file(str(path)), strict=False)
-        own = ("decoder.", "signal.", "lm_head.")
-        bad = [k for k in missing if k.startswith(own)] + list(unexpected)
-        if bad:
-            raise SentlabError(f"{path} does not match this PaSeR configuration (keys {bad[:5]}); the decoder params "
-                               f"(decoder_layers, decoder_heads, project_masked …) must equal paser's.")
-
-    # --- inference -------------------------------------------------------------------------
     def export_info(self) -> dict:
         return {"method": self.id, "pooling": self.params.pooling, "lm_head": self.lm_head_source,
                 "training_only": ["decoder", "signal", "lm_head"]}
-
-    def _encoder_with(self, pooling: str, precision: str, max_length: Optional[int]) -> SentenceEncoder:
-        return SentenceEncoder(self.encoder, self.tokenizer, pooling=pooling, max_length=max_length, precision=precision,
-                   name=f"{self.id}" if pooling == self.params.pooling else f"{self.id}-{pooling}", device=self.device)
-
-    def sentence_encoder(self, precision: str = "fp32", max_length: Optional[int] = None) -> SentenceEncoder:
-        return self._encoder_with(self.params.pooling, precision, max_length)

@@ -11,12 +11,13 @@ from pydantic import Field
 from ..errors import SentlabError
 from . import register
 from ._common import MLPHead, cosine_logits
-from .base import Batch
+from ._paser_decoder import load_heads
+from .base import Batch, ContrastiveParams
 from .paser import PaSeR, PaSeRParams
 
 
-class PaSeRSupParams(PaSeRParams):
-    """``methods.paser_sup``: SimCSE's supervised loss on NLI + α·L_generative (Eq. 5)."""
+class PaSeRSupParams(PaSeRParams, ContrastiveParams):
+    """``methods.paser_sup``: SimCSE's supervised loss on NLI (τ: ``temperature``) + α·L_generative (Eq. 5)."""
 
     corpus: Literal["nli"] = Field("nli", description="the NLI triples of data/corpus/nli.parquet (prepare.nli: "
                                                      "SimCSE's SNLI + MNLI, or the offline SICK-train stand-in)")
@@ -59,13 +60,13 @@ class PaSeRSup(PaSeR):
     corpus = "nli"
     init_from = "paser"
 
-    def __init__(self, encoder, tokenizer, params: PaSeRSupParams, train_cfg, seed: int = 0):
-        super().__init__(encoder, tokenizer, params, train_cfg, seed)
+    def __init__(self, encoder, tokenizer, params: PaSeRSupParams, seed: int = 0):
+        super().__init__(encoder, tokenizer, params, seed)
         self.mlp = MLPHead(encoder.config.hidden_size) if params.mlp_head else None
         self.nli_meta: dict[str, str] = {}  # the corpus's source / label, set by split_heldout
         if params.decoder_init == "paser":
             src = getattr(encoder, "name_or_path", None) or getattr(encoder.config, "_name_or_path", "")
-            self.load_heads(src)
+            load_heads(self, src)
 
     def split_heldout(self, corpus):
         """PaSeR's held-out split; also remembers which NLI source the corpus came from (for :meth:`export_info`)."""
@@ -78,35 +79,37 @@ class PaSeRSup(PaSeR):
     def contrastive_loss(self, h: torch.Tensor, n: int) -> torch.Tensor:
         z = self.mlp(h) if self.mlp is not None else h
         z1, z2, z3 = z[:n], z[n:2 * n], z[2 * n:]
-        logits = torch.cat([cosine_logits(z1, z2, self.train_cfg.temperature),
-                            cosine_logits(z1, z3, self.train_cfg.temperature)], dim=1)
+        logits = torch.cat([cosine_logits(z1, z2, self.params.temperature),
+                            cosine_logits(z1, z3, self.params.temperature)], dim=1)
         if self.params.hard_negative_weight:
             w = torch.zeros_like(logits)
             w[:, n:] = torch.eye(n, device=logits.device) * self.params.hard_negative_weight
             logits = logits + w
         return F.cross_entropy(logits, torch.arange(n, device=logits.device))
 
-    def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def prepare(self, batch: Batch) -> Batch:
         for col in ("positive", "hard_negative"):
             if col not in batch.extras:
                 raise SentlabError(f"paser_sup needs Batch.extras[{col!r}], a column of the NLI corpus "
                                    f"data/corpus/nli.parquet; the prepare stage writes it (prepare.nli in params.yaml).")
-        n = len(batch)
-        views = self.prepare_views(batch.sentences, batch.extras, batch.index, augment=self.training)
-        if self.training:
-            self._calls += 1
-        anchors = views.s_texts
-        enc = self.tokenize(list(anchors) + list(batch.extras["positive"]) + list(batch.extras["hard_negative"]),
-                            max_length=self.max_len)
-        h = self.embed(enc["input_ids"], enc["attention_mask"])
-        loss_con = self.contrastive_loss(h, n)
-        memory = self.encode_views(views, h[:n])
-        loss_gen, acc = self.generative_loss(memory, self.targets(views))
-        loss = loss_con + self.params.alpha * loss_gen
+        views = self.prepare_views(batch.sentences, batch.extras, batch.index, augment=self.training, draw=batch.draw)
+        triples = list(views.s_texts) + list(batch.extras["positive"]) + list(batch.extras["hard_negative"])
+        batch.features = {"triples": self.encode_text(triples), **self.reconstruction_inputs(views)}
+        return batch
+
+    def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
+        if not batch.features:  # a direct call: prepare here
+            batch = self.prepare(batch)
+        f, cpu, n = self.prepared(batch), batch.features, len(batch)
+        h = self.embed(f["triples"]["input_ids"], f["triples"]["attention_mask"])  # anchors, positives, hard neg.
+        loss_con = self.contrastive_loss(h, n)  # SimCSE-sup
+        memory = self.decoding_signal(f, e_s=h[:n])  # Eq. 2, E_s: the anchors' vectors of the contrastive forward
+        loss_gen, acc = self.generative_loss(memory, f["target"])  # Eq. 3
+        loss = loss_con + self.params.alpha * loss_gen  # Eq. 5
         out = {"loss_con": loss_con.detach(), "loss_gen": loss_gen.detach(), "gen_token_acc": acc,
-               **views.eda_stats()}
+               **f["views"].eda_stats()}
         if self.params.mlm_weight > 0:
-            loss_mlm = self.mlm_loss(enc["input_ids"][:n], enc["attention_mask"][:n])
+            loss_mlm = self.mlm_loss(cpu["triples"]["input_ids"][:n], cpu["triples"]["attention_mask"][:n])
             loss = loss + self.params.mlm_weight * loss_mlm
             out["loss_mlm"] = loss_mlm.detach()
         out["loss"] = loss

@@ -26,7 +26,6 @@ class PTBertParams(MoCoParams):
         None, ge=0.0, lt=1.0, description="dropout on attention probabilities (None: the encoder's attention_probs_dropout_prob)")
     key_second_attention: Literal["momentum", "online"] = Field(
         "momentum", description="attention of the key branch's second mapping: its momentum copy (SPEC/paper) | the online one (released code)")
-    max_length: Optional[int] = Field(None, gt=0, description="training max length (None: train.max_length; released script: 64)")
 
 
 class PseudoTokenAttention(nn.Module):
@@ -116,8 +115,8 @@ class PTBert(MoCo):
     Params = PTBertParams
     augmentation = "none"
 
-    def __init__(self, encoder, tokenizer, params: PTBertParams, train_cfg, seed: int = 0):
-        super().__init__(encoder, tokenizer, params, train_cfg, seed)
+    def __init__(self, encoder, tokenizer, params: PTBertParams, seed: int = 0):
+        super().__init__(encoder, tokenizer, params, seed)
         cfg = encoder.config
         heads = params.num_heads or cfg.num_attention_heads
         if cfg.hidden_size % heads:
@@ -133,9 +132,6 @@ class PTBert(MoCo):
     def _momentum_pairs(self):
         return super()._momentum_pairs() + [(self.pseudo, self.key_pseudo), (self.attn, self.key_attn)]
 
-    def tokenize(self, sentences, max_length=None):
-        return super().tokenize(sentences, max_length=max_length or self.params.max_length)
-
     def _pseudo_token_map(self, hidden: torch.Tensor, attention_mask: torch.Tensor, pseudo: nn.Embedding,
                           attn_first: nn.Module, attn_second: nn.Module) -> torch.Tensor:
         """The [CLS] row of h = Attn(Y W_Q, Z′ W_K, Z′ W_V), Z′ = Attn(P W_Q, Y W_K, Y W_V)."""
@@ -149,17 +145,15 @@ class PTBert(MoCo):
         h = attn_second(hidden[:, :1], z)           # Eq. 3, [CLS] query row only: (B, 1, d)
         return h[:, 0]
 
-    def _query(self, sentences) -> torch.Tensor:
-        enc = self.tokenize(sentences)
+    def _query(self, enc) -> torch.Tensor:
         hidden = self.encoder(**enc, return_dict=True).last_hidden_state
         return self.mlp(self._pseudo_token_map(hidden, enc["attention_mask"], self.pseudo, self.attn, self.attn))
 
     @torch.no_grad()
-    def _key(self, sentences) -> torch.Tensor:
+    def _key(self, enc) -> torch.Tensor:
         was_training = self.key_encoder.training
         self.key_encoder.train(was_training and self.params.key_dropout)
         try:
-            enc = self.tokenize(sentences)
             hidden = self.key_encoder(**enc, return_dict=True).last_hidden_state
             second = self.key_attn if self.params.key_second_attention == "momentum" else self.attn
             return self.key_mlp(self._pseudo_token_map(hidden, enc["attention_mask"], self.key_pseudo, self.key_attn, second))

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from dataclasses import replace
 
 import torch
-from pydantic import Field
 
 from . import register
-from ._common import MLPHead, in_batch_info_nce
-from .base import Batch, Method, MethodParams
+from ._common import MLPHead, in_batch_info_nce, two_views
+from .base import Batch, ContrastiveParams, Method
 
 
-class SimCSEParams(MethodParams):
-    max_length: Optional[int] = Field(
-        None, gt=0, description="training max length in tokens (None: train.max_length); PT-BERT Table 2 ablation 32/64/128")
-    eval_every: Optional[int] = Field(None, gt=0, description="dev evaluation interval for this method (None: train.eval_every; SimCSE: 250)")
+class SimCSEParams(ContrastiveParams):
+    """``methods.simcse`` in params.yaml: τ and the train keys a method may set for itself (the paper's
+    dev interval of 250 steps, PT-BERT Table 2's max lengths 32/64/128)."""
 
 
 @register("simcse")
@@ -34,7 +32,7 @@ class SimCSE(Method):
 
     Example::
 
-        method = SimCSE(bert, tok, SimCSE.Params(), train_cfg)
+        method = SimCSE(bert, tok, SimCSE.Params(max_length=32, temperature=0.05))
         out = method(Batch(["a cat sat", "dogs bark"]))
         out["loss"].backward()
     """
@@ -43,15 +41,17 @@ class SimCSE(Method):
     Params = SimCSEParams
     inference_pooling = "cls"
 
-    def __init__(self, encoder, tokenizer, params: SimCSEParams, train_cfg, seed: int = 0):
-        super().__init__(encoder, tokenizer, params, train_cfg, seed)
+    def __init__(self, encoder, tokenizer, params: SimCSEParams, seed: int = 0):
+        super().__init__(encoder, tokenizer, params, seed)
         self.mlp = MLPHead(encoder.config.hidden_size)
 
+    def prepare(self, batch: Batch) -> Batch:
+        return replace(batch, features={"enc": self.encode_text(batch.sentences)})
+
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
-        n = len(batch)
-        enc = self.tokenize(list(batch.sentences) * 2, max_length=self.params.max_length)
-        cls = self.encoder(**enc, return_dict=True).last_hidden_state[:, 0]
-        z = self.mlp(cls)
-        z1, z2 = z[:n], z[n:]
-        loss = in_batch_info_nce(z1, z2, self.train_cfg.temperature)
-        return {"loss": loss}
+        z1, z2 = two_views(self._embed, self.prepared(batch)["enc"])
+        return {"loss": in_batch_info_nce(z1, z2, self.params.temperature)}
+
+    def _embed(self, enc: dict[str, torch.Tensor]) -> torch.Tensor:
+        """z = MLP([CLS]) of the last layer."""
+        return self.mlp(self.encoder(**enc, return_dict=True).last_hidden_state[:, 0])

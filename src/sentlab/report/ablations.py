@@ -50,4 +50,4 @@ def trained_settings(params: Params, model: str) -> Optional[dict[str, Any]]:
         cls = get_method(method)
     except (KeyError, SentlabError):
         return None
-    return cls.Params(**deep_merge(params.methods.get(method) or {}, overrides)).model_dump()
+    return cls.Params(**deep_merge(params.method_block(method), overrides)).model_dump()

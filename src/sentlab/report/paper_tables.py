@@ -29,7 +29,7 @@ import csv
 import io
 import json
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
@@ -627,6 +627,3 @@ def all_tables(backbone: str) -> list[TableSpec]:
 def models_in_tables(specs: list[TableSpec]) -> set[str]:
     return {c.split("/")[0] for s in specs for r in s.rows for c in r.models}
 
-
-def with_rows(spec: TableSpec, rows) -> TableSpec:
-    return replace(spec, rows=tuple(rows))

@@ -6,8 +6,8 @@ outputs, written atomically as one folder):
 * ``state.pt`` — tensors only, loaded with ``torch.load(weights_only=True)``:
   the method's ``state_dict()`` (weights, momentum copies, queue buffers), the
   optimiser and scheduler state, torch's CPU (and CUDA) RNG states;
-* ``state.json`` — the step, best dev score/step, curve rows so far, the
-  method's ``extra_state()``, Python's and NumPy's RNG states.
+* ``state.json`` — the step, best dev score/step, curve rows so far,
+  Python's and NumPy's RNG states.
 
 Exported model (``models/<name>/``): the encoder's ``save_pretrained``
 (safetensors) + tokenizer + sentence-transformers module files (so
@@ -90,7 +90,7 @@ def save_resume(folder: Path, method, optimizer, scheduler, meta: dict) -> None:
         torch.save({"method": method.state_dict(), "optimizer": optimizer.state_dict(),
                     "scheduler": scheduler.state_dict(), "rng": rng_tensors[0],
                     "rng_ranks": rng_tensors}, tmp / "state.pt")
-        meta = dict(meta, rng=rng_json[0], rng_ranks=rng_json, method_extra=method.extra_state())
+        meta = dict(meta, rng=rng_json[0], rng_ranks=rng_json)
         (tmp / "state.json").write_text(json.dumps(meta), encoding="utf-8")
 
 
@@ -110,7 +110,6 @@ def load_resume(folder: Path, method, optimizer, scheduler, rank: int = 0) -> Op
     if rank < len(rng_t):
         set_rng_state_tensors(rng_t[rank])
         set_rng_state_json(rng_j[rank])
-    method.load_extra_state(meta.get("method_extra") or {})
     return meta
 
 

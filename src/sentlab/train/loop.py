@@ -16,6 +16,9 @@
   (:func:`~sentlab.train.data.epoch_order`), the last incomplete batch of an
   epoch dropped (every step sees full batches, MoCo's candidate count stays M);
   the position in the data is a function of the step, so resume needs only the step;
+  a DataLoader's ``collate_fn`` builds each micro-batch and runs the method's
+  ``prepare`` (tokenisation, augmentation) on the CPU, in ``train.loader_workers``
+  worker processes ahead of the step on a GPU (:class:`MicroBatches`);
 * a dev evaluation every ``train.eval_every`` steps and at the last step:
   ``dev_eval(method.sentence_encoder())`` → ``{"stsb_dev", "alignment",
   "uniformity"}``, logged with the mean training loss since the previous
@@ -117,23 +120,77 @@ def plan_steps(n_sentences: int, train_cfg, world: int = 1) -> tuple[int, int]:
 
 
 def make_optimizer(method, train_cfg, device: torch.device) -> torch.optim.Optimizer:
-    groups = [dict(g, params=[p for p in g["params"] if p.requires_grad]) for g in method.param_groups(train_cfg.lr)]
-    kwargs = {"lr": train_cfg.lr, "weight_decay": train_cfg.weight_decay}
-    if device.type == "cuda":
-        kwargs["fused"] = True
-    return torch.optim.AdamW([g for g in groups if g["params"]], **kwargs)
+    """The method's optimiser (:meth:`~sentlab.methods.base.Method.configure_optimizers`), fused AdamW on CUDA."""
+    return method.configure_optimizers(weight_decay=train_cfg.weight_decay, fused=device.type == "cuda")
+
+
+def loader_workers(setting, device: torch.device) -> int:
+    """``train.loader_workers``: ``auto`` = 0 on CPU (the cores are busy training), 4 on a GPU."""
+    if setting == "auto":
+        return 4 if device.type == "cuda" else 0
+    return int(setting)
+
+
+class MicroBatches(torch.utils.data.Dataset):
+    """Item ``t`` = this rank's rows of micro-batch ``t`` (``step · grad_accum + a``) of the run: a function
+    of the seed and ``t`` only, so any worker can build any item and a resumed run starts at its step."""
+
+    def __init__(self, n: int, batch_size: int, grad_accum: int, steps_per_epoch: int, seed: int, rank: int, world: int):
+        self.n, self.batch_size, self.grad_accum, self.steps_per_epoch = n, batch_size, grad_accum, steps_per_epoch
+        self.seed, self.rank, self.local = seed, rank, batch_size // world
+        self._orders: dict[int, np.ndarray] = {}
+
+    def rows(self, t: int) -> list[int]:
+        step, a = divmod(t, self.grad_accum)
+        epoch, pos = divmod(step, self.steps_per_epoch)
+        if epoch not in self._orders:
+            self._orders.clear()
+            self._orders[epoch] = epoch_order(self.n, self.seed, epoch)
+        start = (pos * self.grad_accum + a) * self.batch_size + self.rank * self.local
+        return self._orders[epoch][start: start + self.local].tolist()
+
+    def __getitem__(self, t: int) -> tuple[int, list[int]]:
+        return t, self.rows(t)
+
+
+class PrepareBatch:
+    """The DataLoader's ``collate_fn``: rows -> :class:`~sentlab.methods.base.Batch` -> ``method.prepare``."""
+
+    def __init__(self, method, corpus: Corpus, seed: int):
+        self.method, self.corpus, self.seed = method, corpus, seed
+
+    def __call__(self, item: tuple[int, list[int]]):
+        t, rows = item
+        batch = self.corpus.batch(rows)
+        batch.draw, batch.seed = t, self.seed
+        return self.method.prepare(batch)
+
+
+def micro_batch_loader(method, corpus: Corpus, train_cfg, *, seed: int, steps_per_epoch: int, start: int, end: int,
+                       rank: int, world: int, device: torch.device):
+    """Micro-batches ``start..end-1``, prepared (in worker processes when ``train.loader_workers`` > 0)."""
+    workers = loader_workers(train_cfg.loader_workers, device)
+    data = MicroBatches(len(corpus), train_cfg.batch_size, train_cfg.grad_accum, steps_per_epoch, seed, rank, world)
+    return torch.utils.data.DataLoader(
+        data, batch_size=None, sampler=range(start, end), collate_fn=PrepareBatch(method, corpus, seed),
+        num_workers=workers, pin_memory=device.type == "cuda", persistent_workers=False,
+        prefetch_factor=4 if workers else None,
+        generator=torch.Generator().manual_seed(seed))  # its base seed is not drawn from (and does not move) torch's RNG
 
 
 def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEval, ckpt_dir: Path,
                export_info: Optional[dict] = None,
                log_metrics: Optional[Callable[[dict, int], None]] = None,
                callbacks: Sequence[Callable[[int, dict], None]] = (), device: Optional[torch.device] = None,
-               max_grad_norm: Optional[float] = 1.0, progress: bool = True, desc: str = "train") -> TrainResult:
+               max_grad_norm: Optional[float] = 1.0, progress: bool = True, desc: str = "train",
+               read_every_step: Optional[bool] = None) -> TrainResult:
     """Train ``method`` on ``corpus``; see the module docstring. Returns the best dev score/step and the curve.
 
     ``callbacks`` are called as ``cb(step, record)`` after every optimiser step
     (after any evaluation/checkpoint of that step); an exception raised there
-    interrupts the run like a killed process (tests use it).
+    interrupts the run like a killed process (tests use it). ``read_every_step``
+    (default: on CPU only) reads the step's loss back at once, for the progress
+    bar and ``record["loss"]``; off, losses are read at evaluation/checkpoint steps only.
     """
     from tqdm.auto import tqdm
 
@@ -173,16 +230,12 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
 
     ckpt_every = train_cfg.checkpoint_every or train_cfg.eval_every
     grad_accum = train_cfg.grad_accum
-    local_batch = train_cfg.batch_size // world
-    orders: dict[int, np.ndarray] = {}
-
-    def micro_batch(step_idx: int, a: int):
-        epoch, pos = divmod(step_idx, steps_per_epoch)
-        if epoch not in orders:
-            orders.clear()
-            orders[epoch] = epoch_order(len(corpus), seed, epoch)
-        start = (pos * grad_accum + a) * train_cfg.batch_size + rank * local_batch
-        return corpus.batch(orders[epoch][start: start + local_batch].tolist())
+    if read_every_step is None:
+        read_every_step = device.type == "cpu"  # reading is free on the CPU: per-step numbers for the bar and callbacks
+    loader = micro_batch_loader(method, corpus, train_cfg, seed=seed, steps_per_epoch=steps_per_epoch,
+                                start=step * grad_accum, end=total_steps * grad_accum, rank=rank, world=world,
+                                device=device)
+    batches = iter(loader)
 
     window_losses: list[float] = list(meta.get("window_losses", [])) if meta else []
     window_extras: dict[str, list[float]] = {}
@@ -217,7 +270,7 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
             step_loss = torch.zeros((), device=device)
             extras: dict[str, torch.Tensor] = {}
             for a in range(grad_accum):
-                batch = micro_batch(step, a)
+                batch = next(batches)
                 sync = contextlib.nullcontext() if (a == grad_accum - 1 or model is method) else model.no_sync()
                 with sync:
                     with autocast(device, precision):
@@ -239,7 +292,7 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
             step += 1
             pending.append(step_loss)
             pending_extras.append(extras)
-            if device.type == "cpu":  # reading is free on the CPU: per-step numbers for the bar and callbacks
+            if read_every_step:
                 read_pending()
             elapsed = time.perf_counter() - t0
             bar.update(1)
@@ -282,6 +335,7 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
                 cb(step, record)
     finally:
         bar.close()
+        del batches  # stops the loader's workers
     elapsed = time.perf_counter() - t0
     return TrainResult(steps=step, best_score=best_score, best_step=best_step, curve=curve, best_dir=ckpt_dir / "best",
                        resumed_from=resumed_from, sentences_per_s=n_sent / max(elapsed, 1e-9), losses=all_losses)

@@ -34,24 +34,22 @@ from .loop import DevEval, resolve_device, seed_everything, train_loop
 log = logging.getLogger(__name__)
 
 NOT_RUN = "not run in this profile"
-# train.<key> a method's params block may set for itself (None there: train.<key>); every method's Params
-# accepts them (sentlab.methods.base.MethodParams)
-METHOD_TRAIN_OVERRIDES = ("epochs", "batch_size", "lr", "eval_every", "max_steps")
 
 
 def method_params(params: Params, method_id: str, overrides: Optional[dict] = None):
     cls = get_method(method_id)
-    raw = deep_merge(params.methods.get(method_id) or {}, overrides or {})
+    raw = deep_merge(params.method_block(method_id), overrides or {})
     try:
         return cls.Params(**raw)
     except ValidationError as e:
-        raise SentlabError(_format_validation(e, cls.Params, prefix=f"methods.{method_id}")) from None
+        section = "methods_from" if method_id in params.methods_from else "methods"
+        raise SentlabError(_format_validation(e, cls.Params, prefix=f"{section}.{method_id}")) from None
 
 
 def resolve_train(params: Params, mparams):
-    """The train block a method runs with: ``params.train`` with the method's own
-    :data:`METHOD_TRAIN_OVERRIDES` keys (those not None) in place of the train block's."""
-    own = {k: getattr(mparams, k) for k in METHOD_TRAIN_OVERRIDES if getattr(mparams, k, None) is not None}
+    """The train block a method runs with: ``params.train`` with the train keys the method's block sets for
+    itself (:data:`sentlab.methods.base.TRAIN_OVERRIDES`, those not None) in place of the train block's."""
+    own = mparams.train_overrides()
     return params.train.model_copy(update=own) if own else params.train
 
 
@@ -121,7 +119,7 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
 
     seed_everything(params.seed)  # the method's new layers (MLP, pseudo tokens) are initialised from the seed
     model, tok = encoder_factory() if encoder_factory else load_encoder(params, cls, models_dir, device)
-    method = cls(model, tok, mparams, cfg, seed=params.seed)
+    method = cls(model, tok, mparams.resolved(cfg), seed=params.seed)
 
     corpus_name = method.corpus_name()
     corpus = load_corpus(root / "data" / "corpus" / f"{corpus_name}.parquet", method.corpus_columns,

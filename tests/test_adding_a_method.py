@@ -1,0 +1,96 @@
+"""A new method is its module plus one params line (README "Adding a method").
+
+The fixture ``tests/fixtures/added_method/mean_simcse.py`` is put on ``sentlab.methods``' search
+path, as a file in ``src/sentlab/methods/`` would be, and one line ``mean_simcse: {}`` is added to
+``methods`` in a copy of params.yaml. Nothing else is edited: ``sentlab methods`` lists it, DVC has
+its train and evaluate stages, its training run is an MLflow run, and the report lists its model.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import mlflow
+import pytest
+import yaml
+
+import sentlab.methods as M
+from sentlab.config import load_params, resolved_files
+from test_protocol import _table
+from test_train_loop import factory, fake_dev_eval, make_root
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "added_method"
+
+
+@pytest.fixture
+def added(monkeypatch):
+    M.registered()  # the real methods first: they register once, in the real registry
+    monkeypatch.setattr(M, "__path__", [*M.__path__, str(FIXTURE)])
+    monkeypatch.setattr(M, "_REGISTRY", dict(M._REGISTRY))
+    monkeypatch.setattr(M, "_LOADED", False)
+    yield M.registered()["mean_simcse"]
+    sys.modules.pop("sentlab.methods.mean_simcse", None)
+
+
+def with_line(tmp_path: Path) -> Path:
+    raw = yaml.safe_load((REPO / "params.yaml").read_text())
+    raw["methods"]["mean_simcse"] = {}          # the one params line
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    shutil.copy(REPO / "dvc.yaml", tmp_path / "dvc.yaml")
+    return tmp_path / "params.yaml"
+
+
+def test_sentlab_methods_and_params_pick_it_up(added, tmp_path, capsys):
+    from sentlab.cli import main
+
+    assert main(["methods"]) == 0
+    assert "mean_simcse" in capsys.readouterr().out
+    params = load_params(with_line(tmp_path))
+    assert params.method_params("mean_simcse").temperature == 0.05
+    files = resolved_files(params)
+    assert files["methods/mean_simcse.json"]["value"]["temperature"] == 0.05
+    assert files["methods/mean_simcse.json"]["trained"] is False   # a stage, not trained until train.methods lists it
+
+
+def test_dvc_has_its_train_and_evaluate_stages(tmp_path):
+    with_line(tmp_path)
+    dvc = str(Path(sys.executable).with_name("dvc"))
+    subprocess.run([dvc, "init", "--no-scm", "-q"], cwd=tmp_path, check=True)
+    out = subprocess.run([dvc, "stage", "list"], cwd=tmp_path, check=True, capture_output=True, text=True).stdout
+    stages = {line.split()[0] for line in out.splitlines() if line.strip()}
+    assert {"train@mean_simcse", "evaluate@mean_simcse"} <= stages
+
+
+def test_it_trains_logs_to_mlflow_and_reaches_the_report(added, tmp_path, tok, monkeypatch):
+    from sentlab.evaluate.runner import evaluate_encoders
+    from sentlab.report.build import build_report
+    from sentlab.train.run import train_method
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    params = load_params(with_line(tmp_path)).model_copy(deep=True)
+    params.train = params.train.model_copy(update=dict(batch_size=8, max_length=16, max_steps=2, eval_every=1,
+                                                       device="cpu", methods=["mean_simcse"]))
+    root = make_root(tmp_path / "root")
+    info = train_method(params, "mean_simcse", root=root, dev_eval=fake_dev_eval(), encoder_factory=factory(tok),
+                        tracking=True, progress=False)
+    assert (info["status"], info["pooling"], info["steps"]) == ("trained", "mean", 2)
+    runs = mlflow.search_runs(experiment_names=["sentlab"], filter_string="tags.method = 'mean_simcse'",
+                              output_format="list")
+    assert len(runs) == 1 and runs[0].data.params["method.temperature"] == "0.05"
+
+    from sentlab.assets import load_model
+    from sentlab.encoder import SentenceEncoder
+
+    model, tk = load_model(str(root / "models" / "mean_simcse"))
+    enc = SentenceEncoder(model, tk, pooling="mean", name="mean_simcse")
+    metrics = dict(evaluate_encoders({"mean_simcse": enc}, _table(), params), model="mean_simcse", kind="trained")
+    (root / "reports" / "metrics").mkdir(parents=True)
+    (root / "reports" / "metrics" / "mean_simcse.json").write_text(json.dumps(metrics))
+    build_report(root, backbone="tiny", profile="quick")
+    index = (root / "reports" / "index.md").read_text()
+    assert "Evaluated models (1): `mean_simcse`" in index
