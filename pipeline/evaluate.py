@@ -8,6 +8,10 @@ A trained model's metrics JSON holds its ``method`` block: the method params it 
 (:func:`~sentlab.evaluate.runner.trained_method_block`: the Params in force, which this stage
 declares as DVC params like the train stage), and every JSON the device and precision it was
 evaluated with.
+Every evaluated model's per-pair cosines go to reports/cosines/<name>.parquet (the report's CIs, paired
+tests and protocol table read them) and its metrics JSON holds the 95 % bootstrap CI of each task.
+A model that was not trained gets its "not run" metrics, a placeholder figure and an empty cosines
+table (under ``dvc repro`` without importing torch: :mod:`sentlab.markers`).
 With ``evaluate.diagnostics`` (SPEC §2) the metrics JSON also holds alignment/uniformity,
 the hard length subset and the cosine density table, and the density figure is written to
 reports/figures/<name>_density.png.
@@ -19,12 +23,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from sentlab.config import load_params
-from sentlab.data.sts import read_sts_table
-from sentlab.errors import SentlabError
-from sentlab.evaluate.figures import note_figure
-from sentlab.evaluate.runner import (evaluate_and_record, read_model_info, trained_method_block, whitening_encoder,
-                                     write_not_run)
+from sentlab.markers import eval_not_run, fast_eval_marker
 from sentlab.pipeline_util import run_stage
 
 
@@ -33,6 +32,12 @@ FIGURES = Path("reports/figures")
 
 
 def main() -> None:
+    from sentlab.config import load_params
+    from sentlab.data.sts import read_sts_table
+    from sentlab.errors import SentlabError
+    from sentlab.evaluate.figures import note_figure
+    from sentlab.evaluate.runner import evaluate_and_record, read_model_info, trained_method_block, whitening_encoder
+
     ap = argparse.ArgumentParser()
     ap.add_argument("kind", choices=["baseline", "trained"])
     ap.add_argument("name")
@@ -47,16 +52,11 @@ def main() -> None:
         name = f"base-{args.name}" if args.kind == "baseline" else args.name
         note_figure(FIGURES / f"{name}_density.png", name, "evaluate.diagnostics is false")
     if args.kind == "baseline":
-        name = f"base-{args.name}"
-        out = Path(f"reports/metrics/{name}.json")
-        if args.name == "whitening":
-            enc, embeddings, info = whitening_encoder(params, table, name=name)
-            evaluate_and_record(name, params.model.backbone, enc.pooling, params, table, out, kind="baseline",
-                                extra_params={"whitening": info}, figures_dir=figures, encoders={name: enc},
-                                embeddings=embeddings, extra_metrics={"whitening": info})
-            return
-        evaluate_and_record(name, params.model.backbone, args.name, params, table, out, kind="baseline",
-                            figures_dir=figures)
+        from sentlab.evaluate.cache import embedding_cache
+
+        # one forward pass of the backbone serves every baseline pooling (sentlab.evaluate.cache)
+        with embedding_cache(share_poolings=baseline_poolings(params)):
+            evaluate_baseline(args.name, params, table, figures)
         return
     model_dir = Path("models") / args.name
     info = read_model_info(model_dir)
@@ -65,8 +65,7 @@ def main() -> None:
                            f"Run `dvc repro train@{args.name}`.")
     out = Path(f"reports/metrics/{args.name}.json")
     if info.get("status") != "trained":
-        write_not_run(args.name, params, out, info.get("status", "not trained"))
-        note_figure(FIGURES / f"{args.name}_density.png", args.name, info.get("status", "not trained"))
+        eval_not_run(args.name, info.get("status", "not trained"), params.model.backbone, params.profile)
         return
     # the method block it was trained with: the report files each row by what the model really was
     block = trained_method_block(params, args.name, info["method"])
@@ -75,5 +74,29 @@ def main() -> None:
                         extra_metrics={"method_id": info["method"], "method": block})
 
 
+def baseline_poolings(params) -> list[str]:
+    """The backbone poolings the profile's baseline stages need (whitening's fit pooling included)."""
+    bases = list(params.evaluate.baselines)
+    fit = [params.evaluate.whitening.pooling] if "whitening" in bases else []
+    return list(dict.fromkeys([b for b in bases if b != "whitening"] + fit))
+
+
+def evaluate_baseline(kind: str, params, table, figures) -> None:
+    """One baseline stage: the backbone with pooling ``kind``, or BERT-whitening -> base-<kind>."""
+    from sentlab.evaluate.runner import evaluate_and_record, whitening_encoder
+
+    name = f"base-{kind}"
+    out = Path(f"reports/metrics/{name}.json")
+    if kind == "whitening":
+        enc, embeddings, info = whitening_encoder(params, table, name=name)
+        evaluate_and_record(name, params.model.backbone, enc.pooling, params, table, out, kind="baseline",
+                            extra_params={"whitening": info}, figures_dir=figures, encoders={name: enc},
+                            embeddings=embeddings, extra_metrics={"whitening": info})
+        return
+    evaluate_and_record(name, params.model.backbone, kind, params, table, out, kind="baseline", figures_dir=figures)
+
+
 if __name__ == "__main__":
+    if fast_eval_marker(sys.argv[1:]):
+        sys.exit(0)
     sys.exit(run_stage(main))

@@ -13,6 +13,7 @@ Layout of ``params.yaml``::
                                                # what differs from its own ``Params`` defaults
     methods_from: {paser_sup: {from: paser, ...}}  # methods that start from another's trained model
     ablations: {enabled: ..., variants: {...}}     # one train + evaluate stage per variant
+    seeds: {pool: [...], count: 1, per_method: {...}}   # more seeds per method (train_seed@<m>-<s> stages)
     profiles:                 # each profile's values in one place: overrides on top of
       quick: {}               # the sections above (quick = the sections as written)
       smoke: {...}
@@ -132,6 +133,37 @@ class TrainParams(Strict):
                                              "batch_size stays the global batch, split over the processes")
 
 
+class SeedsParams(Strict):
+    """Seeds as an axis of the pipeline. Every method trains with ``seed`` (stage ``train@<m>`` ->
+    ``models/<m>``); a method trains ``n`` seeds in all, where ``n`` is ``per_method[<m>]`` or
+    ``count``: ``seed``, then the first ``n - 1`` of ``pool`` (stage ``train_seed@<m>-<s>`` ->
+    ``models/<m>-s<s>``). ``pool`` is the stage lines (dvc.yaml's matrix: one stage per method of
+    ``methods`` and seed of the pool), the same in every profile; seeds a profile does not train
+    write "not run" markers. Changing ``n`` re-runs only the stages of the seeds it adds or removes."""
+    pool: list[int] = Field(default_factory=lambda: [43, 44, 45, 46],
+                            description="the extra seeds that have stages (train_seed@<method>-<seed>)")
+    count: int = Field(1, ge=1, description="seeds every method trains (1: `seed` only)")
+    per_method: dict[str, Annotated[int, Field(ge=1)]] = Field(
+        default_factory=dict, description="a method's own seed count, e.g. {simcse: 3}")
+
+    @model_validator(mode="after")
+    def _check_pool(self):
+        if len(set(self.pool)) != len(self.pool):
+            raise ValueError(f"seeds.pool {self.pool} repeats a seed; list each once")
+        most = max([self.count, *self.per_method.values()])
+        if most - 1 > len(self.pool):
+            raise ValueError(f"seeds: a method trains {most} seeds but seeds.pool has {len(self.pool)} extra seeds "
+                             f"(+ `seed`); add seeds to seeds.pool (each is a stage line) or lower the count")
+        return self
+
+    def count_for(self, method_id: str) -> int:
+        return self.per_method.get(method_id, self.count)
+
+    def extra_seeds(self, method_id: str) -> list[int]:
+        """The pool seeds ``method_id`` trains besides ``seed``."""
+        return self.pool[: self.count_for(method_id) - 1]
+
+
 class Params(Strict):
     profile: Literal["quick", "smoke", "paper"] = "quick"
     seed: int = 42
@@ -146,6 +178,7 @@ class Params(Strict):
         default_factory=dict, description="methods that start from another method's trained model: "
                                           "{<id>: {from: <that method>, <keys as in methods>}}")
     ablations: dict[str, Any] = Field(default_factory=dict)
+    seeds: SeedsParams = SeedsParams()
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -164,6 +197,14 @@ class Params(Strict):
                 f"train.methods names {unknown}, which have no train stage; allowed: {stages} (the ids of `methods` "
                 f"and `methods_from`: add a line there for a new method)"
             )
+        if self.seed in self.seeds.pool:
+            raise ValueError(f"seeds.pool {self.seeds.pool} contains `seed` ({self.seed}), which every method trains "
+                             f"already (models/<method>); drop it from the pool")
+        no_stage = sorted(set(self.seeds.per_method) - set(self.methods))
+        if no_stage:
+            raise ValueError(f"seeds.per_method names {no_stage}, which have no seed stages: only the methods of "
+                             f"`methods` do (not `methods_from`, whose seeds would need a trained model per seed of "
+                             f"the method they start from)")
         orphans = [f"{m} (starts from {b['from']})" for m, b in self.methods_from.items()
                    if m in self.train.methods and b["from"] not in self.train.methods]
         if orphans:
@@ -346,6 +387,12 @@ def resolve_profile(raw: dict, profile: str | None = None, source: str = "params
                 f"Invalid params in {source}: `profiles.{profile}.{key}` adds {sorted(new - have)}, which "
                 f"`{key}` does not list; the stages are the same in every profile, so add the line to `{key}` "
                 f"(a profile only changes values).")
+    pool = (overrides.get("seeds") or {}).get("pool")
+    if pool is not None and pool != (raw.get("seeds") or {}).get("pool", SeedsParams().pool):
+        raise SentlabError(
+            f"Invalid params in {source}: `profiles.{profile}.seeds.pool` changes the seed pool, whose seeds are "
+            f"stage lines (train_seed@<method>-<seed>) the same in every profile; edit `seeds.pool` itself and set "
+            f"the profile's `seeds.count` / `seeds.per_method` to choose how many of them it trains.")
     merged = deep_merge({k: v for k, v in raw.items()}, overrides)
     merged["profile"] = profile
     return merged
@@ -401,6 +448,9 @@ def resolved_files(params: Params) -> dict[str, Any]:
     * ``methods/<id>.json`` holds the method's Params in force (every key, its defaults included) and
       ``trained``: whether ``train.methods``
       lists it, so editing the list re-runs only the stages of the methods it adds or removes;
+    * ``seeds/<id>-<seed>.json`` holds one seed stage's method and seed and ``trained`` (the method is
+      trained and the seed is among its :meth:`SeedsParams.extra_seeds`): adding a seed re-runs only
+      its own stages; ``seeds`` is in no other file, so the earlier seeds' outputs stay current;
     * ``ablations/variants/<name>.json`` holds the variant, the merged block of its method and
       ``enabled``: a variant re-runs when its own values change, not when the main method's
       ``trained`` flag does.
@@ -425,6 +475,11 @@ def resolved_files(params: Params) -> dict[str, Any]:
         block = get_method(spec["method"]).Params(**deep_merge(params.method_block(spec["method"]), spec.get("set") or {}))
         files[f"ablations/variants/{name}.json"] = entry(block.model_dump(mode="json"), method=spec["method"],
                                                          set=spec.get("set") or {}, enabled=enabled)
+    for mid in sorted(params.methods):
+        extra = params.seeds.extra_seeds(mid)
+        for s in params.seeds.pool:
+            files[f"seeds/{mid}-{s}.json"] = entry({"method": mid, "seed": s},
+                                                   trained=mid in params.train.methods and s in extra)
     return files
 
 

@@ -43,20 +43,15 @@ def provenance_tags() -> dict[str, str]:
     """Tags tying a run to the code and the DVC experiment that produced it: the git commit and
     dirty flag of the repository, and DVC's experiment name and baseline commit when run by
     ``dvc exp run``."""
-    import subprocess
+    from .fingerprint import git_state
 
     tags: dict[str, str] = {}
     root = store_root()
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path.cwd(), capture_output=True, text=True,
-                                timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=Path.cwd(),
-                               capture_output=True, text=True, timeout=30, check=True).stdout.strip()
-        tags["mlflow.source.git.commit"] = commit
-        tags["sentlab.git_commit"] = commit
-        tags["sentlab.git_dirty"] = str(bool(dirty)).lower()
-    except (OSError, subprocess.SubprocessError):
-        tags["sentlab.git_commit"] = "unknown (not a git checkout)"
+    git = git_state()
+    if git["dirty"] != "unknown":
+        tags["mlflow.source.git.commit"] = git["commit"]
+        tags["sentlab.git_dirty"] = git["dirty"]
+    tags["sentlab.git_commit"] = git["commit"]
     for env, tag in (("DVC_EXP_NAME", "sentlab.dvc_exp_name"), ("DVC_EXP_BASELINE_REV", "sentlab.dvc_exp_baseline"),
                      ("DVC_STAGE", "sentlab.dvc_stage")):
         if os.environ.get(env):
@@ -243,6 +238,29 @@ def start_parent(name: str | None = None, params: Mapping[str, Any] | None = Non
     for k, v in flat.items():
         c.log_param(r.info.run_id, k, v)
     return r.info.run_id
+
+
+def method_parent(model: str) -> str | None:
+    """The run grouping every seed of ``model`` (tags ``sentlab.stage = method``, ``sentlab.model``), under
+    the pipeline's parent run when there is one; created on first use. The seeds' training runs nest
+    under it and the report logs the seed aggregate (mean, std, n per task) on it. None when the store
+    cannot be reached (a side channel: training goes on)."""
+    parent = os.environ.get(PARENT_ENV)
+    query = f"tags.`sentlab.stage` = 'method' and tags.`sentlab.model` = '{model}'"
+    if parent:
+        query += f" and tags.mlflow.parentRunId = '{parent}'"
+    try:
+        c = client()
+        found = c.search_runs([experiment_id()], query, order_by=["attributes.start_time DESC"], max_results=1)
+        if found:
+            return found[0].info.run_id
+        tags = {"sentlab.stage": "method", "sentlab.model": model, **({"mlflow.parentRunId": parent} if parent else {})}
+        run = c.create_run(experiment_id(), run_name=f"{model} (all seeds)", tags=tags)
+        c.set_terminated(run.info.run_id)
+        return run.info.run_id
+    except Exception as e:  # noqa: BLE001 - the store is a side channel
+        logging.getLogger(__name__).warning("MLflow: could not find or create the method run of %s (%s)", model, e)
+        return None
 
 
 def end_parent(run_id: str, status: str = "FINISHED") -> None:

@@ -17,6 +17,7 @@ import torch
 from ..assets import load_model
 from ..encoder import SentenceEncoder
 from ..errors import SentlabError
+from .cosines import bootstrap_intervals, bootstrap_path, confidence_intervals, write_bootstrap, write_cosines
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ def diagnose(table, lookup, params, name: str, figures_dir: Optional[Path] = Non
 
 
 def evaluate_encoders(encoders: dict[str, SentenceEncoder], table, params, figures_dir: Optional[Path] = None,
-                      embeddings: Optional[dict] = None) -> dict:
+                      embeddings: Optional[dict] = None, lookups: Optional[dict] = None) -> dict:
     """Evaluate the main encoder (first) and any extra rows; one metrics dict.
 
     The main encoder's results are the flat top-level keys; extra rows (e.g.
@@ -100,6 +101,7 @@ def evaluate_encoders(encoders: dict[str, SentenceEncoder], table, params, figur
     each row also gets ``diagnostics`` (computed from the embeddings the
     evaluation already made); only the main row's density figure is drawn.
     ``embeddings`` (main row only) is a precomputed lookup (the whitening baseline).
+    ``lookups``, when given, receives each row's sentence -> embedding lookup by name.
     """
     from .protocol import evaluate_table
 
@@ -112,6 +114,8 @@ def evaluate_encoders(encoders: dict[str, SentenceEncoder], table, params, figur
                                      return_embeddings=True, embeddings=given)
         if i == 0:
             main_enc, main_lookup = enc, lookup
+        if lookups is not None:
+            lookups[name] = lookup
         if ep.diagnostics:
             res["diagnostics"] = diagnose(table, lookup, params, name, figures_dir if i == 0 else None)
         if i == 0:
@@ -170,12 +174,15 @@ def whitening_encoder(params, table, name: str = "base-whitening") -> tuple[Sent
 def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, table, out_path: Path,
                         kind: str, extra_params: Optional[dict] = None, figures_dir: Optional[Path] = None,
                         encoders: Optional[dict[str, SentenceEncoder]] = None, embeddings: Optional[dict] = None,
-                        extra_metrics: Optional[dict] = None) -> dict:
+                        extra_metrics: Optional[dict] = None, cosines_dir: Optional[Path] = None) -> dict:
     """Evaluate, write ``out_path`` atomically, log an MLflow run named ``name``.
 
     ``encoders`` (prebuilt, e.g. the whitening baseline) replaces building them from ``model``;
     ``extra_metrics`` are stored in the JSON (e.g. how the whitening was fitted, a trained model's
-    ``method`` block). The JSON records the device and precision (:func:`precision_record`).
+    ``method`` block). The JSON records the device and precision (:func:`precision_record`), the
+    95 % bootstrap CI of each task (``ci95``) and the environment fingerprint; the per-pair cosines
+    (and, as ``<name>.bootstrap.parquet``, the bootstrap distributions behind ``ci95``) go to ``cosines_dir/<name>.parquet`` (:func:`pair_cosine_table`; default: ``reports/cosines`` beside
+    ``reports/metrics``, else a ``cosines`` folder beside ``out_path``).
     """
     from .. import tracking
     from ..io import write_json
@@ -184,13 +191,27 @@ def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, t
     if encoders is None:
         encoders = build_encoders(model, pooling=pooling, precision=params.evaluate.precision,
                                   max_length=params.evaluate.max_length, name=name, device=params.evaluate.device)
-    metrics = evaluate_encoders(encoders, table, params, figures_dir=figures_dir, embeddings=embeddings)
+    lookups: dict = {}
+    metrics = evaluate_encoders(encoders, table, params, figures_dir=figures_dir, embeddings=embeddings, lookups=lookups)
+    frame = pair_cosine_table(encoders[name], lookups[name], table, params)
+    from .protocol import TASKS as _TASKS
+
+    intervals = bootstrap_intervals(frame, [*_TASKS, "STSBenchmark-dev"], seed=params.seed)
+    from ..fingerprint import environment_fingerprint
+    from .protocol import TASKS
+
     metrics = {"model": name, "kind": kind, "backbone": params.model.backbone, "profile": params.profile,
-               "status": "evaluated", **precision_record(encoders[name]), **(extra_metrics or {}), **metrics}
+               "status": "evaluated", **precision_record(encoders[name]), **(extra_metrics or {}), **metrics,
+               "ci95": confidence_intervals(frame, TASKS, intervals=intervals), "bootstrap_seed": params.seed,
+               "fingerprint": environment_fingerprint(encoders[name].device, encoders[name].precision,
+                                                      data_files=[Path("data/sts/sts.parquet")])}
     run_params = {"model": model, "pooling": pooling or encoders[name].pooling, "kind": kind,
                   "profile": params.profile, "evaluate": params.evaluate.model_dump(), **(extra_params or {})}
-    skip = ("per_task", "extra_rows", "diagnostics", "whitening", "method")
-    with tracking.run(f"eval/{name}", params=run_params, tags={"sentlab.stage": "evaluate", "sentlab.model": name}) as ml:
+    skip = ("per_task", "extra_rows", "diagnostics", "whitening", "method", "ci95", "fingerprint", "bootstrap_seed")
+    from ..fingerprint import fingerprint_tags
+
+    with tracking.run(f"eval/{name}", params=run_params, tags={"sentlab.stage": "evaluate", "sentlab.model": name,
+                                                                **fingerprint_tags(metrics["fingerprint"])}) as ml:
         tracking.log_metrics({k: v for k, v in metrics.items() if k not in skip})
         if "diagnostics" in metrics:
             tracking.log_metrics(flat_diagnostics(metrics["diagnostics"]))
@@ -205,8 +226,28 @@ def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, t
         train_run = tracking.find_training_run(name, info.get("run_key")) if info and info.get("run_key") else None
         if train_run is not None:  # the test results beside the dev curve of the run that trained the model
             tracking.log_to_run(train_run, {k: v for k, v in metrics.items() if k not in skip})
+    out_path = Path(out_path)
+    if cosines_dir is None:
+        cosines_dir = out_path.parent.parent / "cosines" if out_path.parent.name == "metrics" else out_path.parent / "cosines"
+    write_cosines(Path(cosines_dir) / f"{name}.parquet", frame)
+    write_bootstrap(bootstrap_path(Path(cosines_dir) / f"{name}.parquet"), intervals, params.seed)
     write_json(out_path, metrics)
     return metrics
+
+
+def pair_cosine_table(encoder: SentenceEncoder, lookup: dict, table, params):
+    """The per-pair cosines of the seven tasks, STS-B dev and every SICK pair (:mod:`.cosines`): the
+    evaluation's own embeddings, plus the SICK train/trial sentences it had not encoded."""
+    from .cosines import SICK_ALL, cosine_frame, sick_all
+    from .protocol import TASKS, embed_unique, sample_pairs, select_splits
+
+    ep = params.evaluate
+    splits = select_splits(table, [*TASKS, "STSBenchmark-dev"], ep.max_pairs)
+    splits[SICK_ALL] = sample_pairs(sick_all(table), ep.max_pairs)
+    missing = [s for s in dict.fromkeys((*splits[SICK_ALL].sentence1, *splits[SICK_ALL].sentence2)) if s not in lookup]
+    if missing:
+        lookup = {**lookup, **embed_unique(encoder, missing, batch_size=ep.batch_size)}
+    return cosine_frame(splits, lookup)
 
 
 
@@ -219,11 +260,3 @@ def trained_method_block(params, name: str, method_id: str) -> dict:
 
     overrides = ablation_spec(params, name)[1] if name in ((params.ablations or {}).get("variants") or {}) else {}
     return method_params(params, method_id, overrides).model_dump(mode="json")
-
-def write_not_run(name: str, params, out_path: Path, reason: str = NOT_RUN) -> dict:
-    from ..io import write_json
-
-    metrics = {"model": name, "kind": "trained", "backbone": params.model.backbone, "profile": params.profile,
-               "status": reason}
-    write_json(out_path, metrics)
-    return metrics

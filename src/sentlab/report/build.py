@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..io import write_text
-from . import diagnostics_tables, examples, figures
+from . import diagnostics_tables, examples, figures, protocol_table, significance
 from .paper_tables import (EVALUATED, Resolved, TableSpec, all_tables, load_metrics, models_in_tables,
                            render_rows, to_csv, to_latex, to_markdown)
 
@@ -46,6 +46,7 @@ class Report:
     figures: dict[str, figures.FigureResult] = field(default_factory=dict)
     unused_models: list[str] = field(default_factory=list)
     warnings: dict[str, str] = field(default_factory=dict)
+    seed_groups: dict[str, list[str]] = field(default_factory=dict)   # model -> its evaluated seed runs
 
 
 def _write(root: Path, rel: Path, text: str, report: Report, context: str) -> None:
@@ -70,11 +71,15 @@ def build_report(root: Path | str = ".", backbone: str = "", profile: str = "") 
     models_dir = root / "models"
 
     specs = all_tables(backbone)
+    stats_ctx = significance.Context(metrics, root / "reports/cosines")
     for spec in specs:
         rows = render_rows(spec, metrics, models_dir)
+        reference = significance.annotate(rows, stats_ctx, spec.columns)
         rep.tables[spec.id] = (spec, rows)
         ctx = f"{spec.title} — {spec.source}; {_filled(rows)}"
-        _write(root, TABLES / f"{spec.id}.md", to_markdown(spec, rows, backbone, profile, warnings), rep, ctx)
+        legend = significance.legend(reference, any(getattr(r.marks, "seeds", None) for r in rows)) \
+            if any(r.marks is not None for r in rows) else ""
+        _write(root, TABLES / f"{spec.id}.md", to_markdown(spec, rows, backbone, profile, warnings, legend), rep, ctx)
         _write(root, TABLES / f"{spec.id}.csv", to_csv(spec, rows, backbone, profile, warnings), rep,
                f"{spec.title}: one line per cell (reproduced, paper, diff, status)")
         if spec.main:
@@ -95,6 +100,11 @@ def build_report(root: Path | str = ".", backbone: str = "", profile: str = "") 
         _write(root, TABLES / name, text, rep, diag_ctx.get(name, name))
 
     curves, missing = figures.load_curves(root / "reports/curves", models_dir)
+    md, csv_text = protocol_table.render(metrics, stats_ctx, curves, backbone, profile)
+    _write(root, TABLES / "protocol_sensitivity.md", md, rep,
+           "Protocol sensitivity: STS12–16 all/mean/wmean, SICK-R test vs all pairs, best-dev vs last dev score")
+    _write(root, TABLES / "protocol_sensitivity.csv", csv_text, rep, "Protocol sensitivity, one line per model")
+    rep.seed_groups = {k: v for k, v in stats_ctx.groups.items() if len(v) > 1}
     for name in ("ptbert", "simcse"):
         if name not in curves and name not in missing:
             missing[name] = "no reports/curves/%s.csv: %s" % (name, figures.curve_status(name, models_dir))
@@ -132,12 +142,16 @@ def write_index(rep: Report, metrics: dict[str, dict]) -> None:
              f"Regenerate with `dvc repro report` (or `make repro PROFILE=…`).", ""]
     if rep.warnings:
         lines += [f"> **Data warning — {t}:** {w}." for t, w in rep.warnings.items()] + [""]
+    lines += environment_lines(metrics)
     ev = sorted(k for k, m in metrics.items() if m.get("status", EVALUATED) == EVALUATED)
     other = sorted(k for k in metrics if k not in ev)
     lines += [f"Evaluated models ({len(ev)}): " + (", ".join(f"`{k}`" for k in ev) or "none") + ".",
               f"Not evaluated ({len(other)}): " + (", ".join(f"`{k}` ({metrics[k].get('status')})" for k in other)
                                                      or "none") + ".", ""]
-    groups = [("PT-BERT (ACL 2022)", ("ptbert_",)), ("PaSeR (EMNLP 2022)", ("paser_",)), ("L2P-CSR", ("l2p_",)),
+    if rep.seed_groups:
+        lines += ["Seeds: " + "; ".join(f"`{k}` × {len(v)} ({', '.join(v)})" for k, v in sorted(rep.seed_groups.items()))
+                  + ". Their rows show mean ± std (n); see each table's last line for the tests.", ""]
+    groups = [("Protocol sensitivity", ("protocol_sensitivity",)), ("PT-BERT (ACL 2022)", ("ptbert_",)), ("PaSeR (EMNLP 2022)", ("paser_",)), ("L2P-CSR", ("l2p_",)),
               ("SimCSE + POS/BOW adversarial", ("posbow_",)),
               ("Diagnostics (SPEC §2)", ("diagnostics", "hard_subset", "alignment_uniformity", "cosine_density")),
               ("Training curves", ("dev_curves",))]
@@ -163,6 +177,47 @@ def write_index(rep: Report, metrics: dict[str, dict]) -> None:
                   + ", ".join(f"`{m}`" for m in rep.unused_models) + " (see their metrics JSON).", ""]
     write_text(root / INDEX, "\n".join(lines).rstrip() + "\n")
     rep.files[INDEX.as_posix()] = "this index"
+
+
+def environment_lines(metrics: dict[str, dict]) -> list[str]:
+    """The report header's environment: the fingerprint the evaluations recorded (commit, versions,
+    device, precision), with every value on which the evaluated models disagree listed per model."""
+    fps = {k: m["fingerprint"] for k, m in metrics.items() if isinstance(m.get("fingerprint"), dict)}
+    if not fps:
+        return []
+    keys = [k for k in next(iter(fps.values())) if k not in ("data_sha256",)]
+    same = {k: v for k, v in next(iter(fps.values())).items() if k in keys and all(f.get(k) == v for f in fps.values())}
+    out = ["Environment (recorded by every evaluation): " + ", ".join(f"{k} `{v}`" for k, v in same.items()) + "."]
+    differ = [k for k in keys if k not in same]
+    for k in differ:
+        out.append(f"- {k} differs: " + ", ".join(f"`{m}` {f.get(k)}" for m, f in sorted(fps.items())))
+    return out + [""]
+
+
+def log_seed_aggregates(rep: Report, metrics: dict[str, dict]) -> dict[str, str]:
+    """Log, on the MLflow run grouping each model's seeds (:func:`sentlab.tracking.method_parent`),
+    the mean, std and n of every STS column over its evaluated seeds. Returns ``{model: run id}``."""
+    import numpy as np
+
+    from .. import tracking
+    from .paper_tables import STS7, extract
+
+    done = {}
+    for model, names in sorted(rep.seed_groups.items()):
+        run_id = tracking.method_parent(model)
+        if run_id is None:
+            continue
+        vals = [extract(metrics[n], "sts")[0] for n in names]
+        agg = {}
+        for col in (*STS7, "Avg"):
+            xs = [v[col] for v in vals if v.get(col) is not None]
+            if xs:
+                agg.update({f"seeds.{col}.mean": float(np.mean(xs)), f"seeds.{col}.n": float(len(xs))})
+                if len(xs) > 1:
+                    agg[f"seeds.{col}.std"] = float(np.std(xs, ddof=1))
+        tracking.log_to_run(run_id, agg, prefix="")
+        done[model] = run_id
+    return done
 
 
 # --- MLflow -----------------------------------------------------------------------------------------
@@ -234,4 +289,5 @@ def log_to_mlflow(rep: Report, parent_run_id: Optional[str] = None) -> dict[str,
     if not parent_run_id:
         tracking.end_parent(target)
     done["parent"] = target
+    done.update({f"seeds:{k}": v for k, v in log_seed_aggregates(rep, load_metrics(rep.root / "reports/metrics")).items()})
     return done

@@ -76,6 +76,7 @@ class Resolved:
     profile: str = ""
     method: dict = field(default_factory=dict)   # the method block the model was trained with
     trained_with: str = ""                # the table's settings keys of ``method``, as text
+    marks: Optional[object] = None        # seeds / CI / significance (:class:`sentlab.report.significance.Marks`)
 
     @property
     def evaluated(self) -> bool:
@@ -216,17 +217,38 @@ def _diff(r, p) -> Optional[float]:
 
 
 def cell_values(res: Resolved, col: str) -> tuple[Optional[float], Optional[float], Optional[float]]:
+    """(reproduced, paper, Δ); reproduced is the mean over the seeds when the row's model ran several."""
     r = res.values.get(col) if res.evaluated else None
+    seeds = getattr(res.marks, "seeds", {}) or {}
+    if r is not None and col in seeds:
+        r = seeds[col].mean
     p = (res.spec.paper or {}).get(col)
     return r, p, _diff(r, p)
 
 
+def _reproduced_text(res: Resolved, col: str, r: Optional[float], digits: int) -> str:
+    """The reproduced number: mean ± std (n) over seeds, or the value [95 % CI]; ``*`` when it differs
+    significantly from the table's reference row."""
+    m = res.marks
+    if r is None or m is None:
+        return _f(r, digits)
+    if col in m.seeds:
+        text = m.seeds[col].text(digits)
+    elif col in m.ci:
+        lo, hi = m.ci[col]
+        text = f"{_f(r, digits)} [{lo:.1f}, {hi:.1f}]"
+    else:
+        text = _f(r, digits)
+    sig = m.sig.get(col)
+    return text + ("*" if sig is not None and sig.significant else "")
+
+
 def cell_text(res: Resolved, col: str, digits: int = 2) -> str:
     r, p, d = cell_values(res, col)
-    rs = _f(r, digits)
+    rs = _reproduced_text(res, col, r, digits)
     if p is None:
         return rs if r is not None else "–"
-    ps = _f(p, digits)
+    ps = _f(p, digits) + ("†" if res.marks is not None and col in res.marks.outside else "")
     if r is None:
         return f"– / {ps}"
     return f"{rs} / {ps} ({d:+.{digits}f})"
@@ -294,7 +316,8 @@ def header_text(spec: TableSpec, backbone: str, profile: str, warnings: dict[str
     return "\n".join(lines)
 
 
-def to_markdown(spec: TableSpec, rows: list[Resolved], backbone: str, profile: str, warnings: dict[str, str]) -> str:
+def to_markdown(spec: TableSpec, rows: list[Resolved], backbone: str, profile: str, warnings: dict[str, str],
+                legend: str = "") -> str:
     head = ["Row", *[LABELS.get(c, c) for c in spec.columns], "Note"]
     out = [f"# {spec.title}", "", header_text(spec, backbone, profile, warnings), ""]
     section = None
@@ -306,11 +329,28 @@ def to_markdown(spec: TableSpec, rows: list[Resolved], backbone: str, profile: s
         cells = [cell_text(res, c, spec.digits) for c in spec.columns]
         out.append("| " + " | ".join(x.replace("|", "\\|") for x in [res.spec.label, *cells,
                                                                       _row_note(res, backbone, profile)]) + " |")
+    if legend:
+        out += ["", legend]
     return "\n".join(out) + "\n"
 
 
 CSV_HEADER = ["table", "section", "row", "model", "column", "reproduced", "paper", "diff", "status", "backbone",
-              "profile", "expects", "trained_with", "note"]
+              "profile", "expects", "trained_with", "note", "seeds", "std", "low", "high", "paper_outside",
+              "reference", "p_vs_reference", "test"]
+
+
+def _stat_fields(res: Resolved, col: str) -> list:
+    """seeds, std, low, high (the seed prediction interval or the bootstrap CI), paper outside it,
+    reference row, p and test of the difference from it."""
+    m = res.marks
+    if m is None:
+        return ["", "", "", "", "", "", "", ""]
+    sd = m.seeds.get(col)
+    lo, hi = (sd.low, sd.high) if sd else tuple(m.ci.get(col) or ("", ""))
+    diff = m.sig.get(col)
+    return [sd.n if sd else 1, round(sd.std, 4) if sd else "", "" if lo == "" else round(lo, 4),
+            "" if hi == "" else round(hi, 4), col in m.outside, m.reference or "",
+            "" if diff is None else round(diff.p, 6), "" if diff is None else diff.test]
 
 
 def csv_records(spec: TableSpec, rows: list[Resolved], backbone: str, profile: str,
@@ -324,7 +364,7 @@ def csv_records(spec: TableSpec, rows: list[Resolved], backbone: str, profile: s
                          "" if d is None else round(d, 4), res.status,
                          res.backbone or (backbone if res.spec.models else ""),
                          res.profile or (profile if res.spec.models else ""), settings_text(res.spec.expects),
-                         res.trained_with, res.spec.note])
+                         res.trained_with, res.spec.note, *_stat_fields(res, c)])
     return recs
 
 

@@ -16,8 +16,6 @@ Exported model (``models/<name>/``): the encoder's ``save_pretrained``
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import random
 import shutil
@@ -29,7 +27,7 @@ import torch
 
 from ..io import atomic_path, write_text
 
-CURVE_COLUMNS = ("step", "stsb_dev", "alignment", "uniformity", "loss")
+from ..markers import CURVE_COLUMNS, write_curve, write_marker  # noqa: F401 - re-exported (train loop, run)
 
 
 # --- RNG ---------------------------------------------------------------------
@@ -114,15 +112,6 @@ def load_resume(folder: Path, method, optimizer, scheduler, rank: int = 0) -> Op
 
 
 # --- curves ------------------------------------------------------------------
-def write_curve(path: Path, rows: list[dict]) -> None:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(CURVE_COLUMNS), lineterminator="\n", extrasaction="ignore")
-    w.writeheader()
-    for r in rows:
-        w.writerow({k: r.get(k, "") for k in CURVE_COLUMNS})
-    write_text(path, buf.getvalue())
-
-
 # --- exported model ------------------------------------------------------------
 ST_POOLING = {"cls": "pooling_mode_cls_token", "mean": "pooling_mode_mean_tokens"}
 
@@ -176,14 +165,6 @@ def publish(src: Path, dest: Path, updates: dict) -> None:
         info = json.loads((tmp / "sentlab.json").read_text(encoding="utf-8"))
         info.update(updates)
         (tmp / "sentlab.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-
-
-def write_marker(models_dir: Path, curves_dir: Path, name: str, method_id: str, reason: str) -> None:
-    """``models/<name>/sentlab.json`` with a status and an empty curve file (header only)."""
-    with atomic_path(models_dir / name, is_dir=True) as tmp:
-        (tmp / "sentlab.json").write_text(json.dumps({"method": method_id, "name": name, "status": reason}, indent=2) + "\n",
-                                          encoding="utf-8")
-    write_curve(curves_dir / f"{name}.csv", [])
 
 
 __all__ = ["save_resume", "load_resume", "write_curve", "export_model", "publish", "write_marker", "CURVE_COLUMNS"]

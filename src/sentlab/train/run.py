@@ -2,6 +2,8 @@
 
 Outputs of a run named ``name`` (the method id, or ``<method>_<variant>`` for an ablation):
 
+A run with another seed (``--seed S``, params.yaml ``seeds``) is named ``<method>-s<S>``.
+
 * ``models/<name>/`` — the best checkpoint (HF folder, safetensors, tokenizer,
   sentence-transformers module files, ``sentlab.json`` with status "trained");
 * ``reports/curves/<name>.csv`` — step, stsb_dev, alignment, uniformity, loss;
@@ -100,10 +102,12 @@ def load_encoder(params: Params, cls, models_dir: Path, device: torch.device):
 def train_method(params: Params, method_id: str, *, name: Optional[str] = None, overrides: Optional[dict] = None,
                  root: str | Path = ".", dev_eval: Optional[DevEval] = None, tracking: bool = True,
                  callbacks: Sequence[Callable] = (), encoder_factory: Optional[Callable] = None,
-                 keep_checkpoint: bool = False, progress: bool = True) -> dict:
+                 keep_checkpoint: bool = False, progress: bool = True, group: Optional[str] = None) -> dict:
     """Train ``method_id`` with ``params`` and export the best model. Returns ``sentlab.json``'s content.
 
     ``encoder_factory`` (tests) replaces the backbone loading: ``() -> (model, tokenizer)``.
+    ``group`` names the model its seeds share (``simcse`` for ``simcse-s43``; default ``name``): the
+    MLflow run of every seed nests under the method run of that name.
     """
     root = Path(root)
     name = name or method_id
@@ -134,7 +138,12 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
             if stale.is_dir() and stale.name != key:
                 log.warning("removing the stale resume checkpoint %s (other params)", stale)
                 shutil.rmtree(stale, ignore_errors=True)
-    info = dict(method.export_info(), name=name, status="trained")
+    from ..fingerprint import environment_fingerprint
+
+    info = dict(method.export_info(), name=name, status="trained", seed=params.seed,
+                fingerprint=environment_fingerprint(device=device, precision=cfg.precision,
+                                                    data_files=[root / "data" / "corpus" / f"{corpus_name}.parquet",
+                                                                root / "data" / "sts" / "sts.parquet"]))
     logged = {"seed": params.seed, "profile": params.profile, "backbone": params.model.backbone,
               "train": cfg.model_dump(), "method": {"id": method_id, **mparams.model_dump()}, "run_key": key,
               "corpus": {"name": corpus_name, "sentences": len(corpus)}}
@@ -150,8 +159,14 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
 
         run_name = T.run_name(method_id, mparams.model_dump(), variant=None if name == method_id else name,
                               train=cfg.model_dump())
-        with T.run(run_name, params=logged, tags={"stage": "train", "method": method_id, "profile": params.profile,
-                                                  "sentlab.model": name, "sentlab.run_key": key}) as mlflow:
+        from ..fingerprint import fingerprint_tags
+
+        tags = {"stage": "train", "method": method_id, "profile": params.profile, "sentlab.model": name,
+                "sentlab.group": group or name, "sentlab.run_key": key, "sentlab.seed": str(params.seed),
+                **fingerprint_tags(info["fingerprint"])}
+        # every seed of a method nests under one run of the method (the report logs the seed aggregate there)
+        with T.run(f"{run_name} seed={params.seed}", params=logged, tags=tags,
+                   parent_run_id=T.method_parent(group or name)) as mlflow:
             result = _train(T.log_metrics)
             mlflow.log_metrics({"best_stsb_dev": result.best_score, "best_step": float(result.best_step or 0),
                                 "train_sentences_per_s": result.sentences_per_s})
@@ -195,6 +210,9 @@ def add_train_arguments(ap) -> None:
                     "runs only when ablations.enabled is true in the active profile")
     ap.add_argument("--set", dest="overrides", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
                     help="override a key of methods.<method> (YAML value), e.g. --set pseudo_len=64")
+    ap.add_argument("--seed", type=int, default=None, help="train with this seed of params.yaml `seeds.pool` "
+                    "instead of `seed`; output models/<method>-s<seed> (trained when the method's seed count "
+                    "includes it, else a 'not run' marker)")
     ap.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
     ap.add_argument("--keep-checkpoint", action="store_true", help="keep checkpoints/<name>/ after success")
 
@@ -233,6 +251,8 @@ def run_from_args(args, params: Params) -> int:
         method_id = args.method
         overrides = parse_overrides(args.overrides)
         name = f"{method_id}_{args.variant}" if args.variant else method_id
+        if args.seed is not None:
+            name = f"{name}-s{args.seed}"
     else:
         raise SentlabError("Name a method (`sentlab methods` lists them) or an ablation variant (--ablation NAME).")
     method_params(params, method_id, overrides)  # a typo in an override fails even when the stage is switched off
@@ -242,11 +262,18 @@ def run_from_args(args, params: Params) -> int:
         reason = NOT_RUN if not enabled else None
     else:
         reason = NOT_RUN if method_id not in params.train.methods else None
+    if args.seed is not None and reason is None:
+        if args.seed not in params.seeds.pool:
+            raise SentlabError(f"--seed {args.seed} is not in params.yaml `seeds.pool` {params.seeds.pool}; the seed "
+                               f"stages are train_seed@<method>-<seed> for the pool's seeds (add it there).")
+        if args.seed not in params.seeds.extra_seeds(method_id):
+            reason = NOT_RUN
+        params = params.model_copy(update={"seed": args.seed})
     if reason:
         write_marker(root / "models", root / "reports" / "curves", name, method_id, reason)
         print(f"{name}: {reason} (profile {params.profile}); wrote models/{name}/sentlab.json and an empty curve.")
         return 0
     final = train_method(params, method_id, name=name, overrides=overrides,
-                         keep_checkpoint=args.keep_checkpoint)
+                         keep_checkpoint=args.keep_checkpoint, group=name.rsplit("-s", 1)[0] if args.seed is not None else name)
     print(f"{name}: best STS-B dev {final['best_stsb_dev']:.2f} at step {final['best_step']} -> models/{name}")
     return 0

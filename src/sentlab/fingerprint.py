@@ -1,0 +1,109 @@
+"""The environment a number was produced in: recorded on every training and evaluation run.
+
+:func:`environment_fingerprint` goes into ``models/<name>/sentlab.json``, the metrics JSON, the
+MLflow run (as ``env.*`` tags) and the report header: sentlab's git commit and dirty flag, the
+versions of Python / torch / transformers / tokenizers / sentence-transformers, the device's name,
+CUDA and cuDNN versions, the precision, the determinism settings, and the sha256 of every data file
+the run read. "Seed, hardware, library versions" — the usual answer when a number does not
+reproduce — becomes something one can diff.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import subprocess
+import sys
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+from typing import Iterable, Optional
+
+PACKAGES = ("torch", "transformers", "tokenizers", "sentence-transformers", "numpy", "scipy")
+
+
+def git_state(cwd: str | os.PathLike | None = None) -> dict[str, str]:
+    """``{"commit", "dirty"}`` of the checkout (``"unknown (not a git checkout)"`` outside one);
+    dirty means tracked files differ from the commit."""
+    cwd = Path(cwd or Path.cwd())
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10,
+                                check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd, capture_output=True,
+                               text=True, timeout=30, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": "unknown (not a git checkout)", "dirty": "unknown"}
+    return {"commit": commit, "dirty": str(bool(dirty)).lower()}
+
+
+def _version(pkg: str) -> str:
+    try:
+        return metadata.version(pkg)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+@lru_cache(maxsize=None)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def file_hashes(paths: Iterable[str | os.PathLike]) -> dict[str, str]:
+    """sha256 of each file (every file under a folder), keyed by its path; a missing path says so."""
+    out: dict[str, str] = {}
+    for p in paths:
+        p = Path(p)
+        files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
+        for f in files:
+            if not f.is_file():
+                out[f.as_posix()] = "missing"
+                continue
+            st = f.stat()
+            out[f.as_posix()] = _sha256(str(f), st.st_size, st.st_mtime_ns)
+    return out
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def environment_fingerprint(device=None, precision: Optional[str] = None,
+                            data_files: Iterable[str | os.PathLike] = ()) -> dict:
+    """The environment of one run (see the module docstring); JSON-serialisable."""
+    import torch
+
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+    cuda = dev.type == "cuda" and torch.cuda.is_available()
+    git = git_state()
+    return {
+        "sentlab_commit": git["commit"], "sentlab_dirty": git["dirty"],
+        "python": sys.version.split()[0],
+        **{pkg.replace("-", "_"): _version(pkg) for pkg in PACKAGES},
+        "device": dev.type,
+        "device_name": torch.cuda.get_device_name(dev) if cuda else _cpu_name(),
+        "cuda": torch.version.cuda or "none", "cudnn": str(torch.backends.cudnn.version() or "none"),
+        "precision": precision or "fp32",
+        "deterministic_algorithms": str(torch.are_deterministic_algorithms_enabled()).lower(),
+        "cudnn_deterministic": str(torch.backends.cudnn.deterministic).lower(),
+        "cudnn_benchmark": str(torch.backends.cudnn.benchmark).lower(),
+        "threads": torch.get_num_threads(),
+        "data_sha256": file_hashes(data_files),
+    }
+
+
+def fingerprint_tags(fp: dict) -> dict[str, str]:
+    """MLflow tags ``env.<key>`` (the data hashes as ``env.data.<file>``)."""
+    tags = {f"env.{k}": str(v) for k, v in fp.items() if k != "data_sha256"}
+    tags.update({f"env.data.{Path(k).name}": v for k, v in (fp.get("data_sha256") or {}).items()})
+    return tags
