@@ -17,7 +17,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 export HF_HUB_DISABLE_TELEMETRY = 1
 export TOKENIZERS_PARALLELISM = false
 
-.PHONY: env repro test smoke clean-env bench mlflow-ui
+.PHONY: env repro test smoke clean-env bench mlflow-ui preflight
 
 env: $(VENV)/.installed
 
@@ -39,6 +39,11 @@ repro: env
 
 smoke:
 	$(MAKE) repro PROFILE=smoke
+
+# Every stage of PROFILE on a tiny slice in a scratch copy (the workspace, dvc.lock and mlflow.db are not
+# touched): ok / failed / needs an asset per stage, with time and memory projected for the full run.
+preflight: env
+	$(PY) -m sentlab.cli preflight --profile $(PROFILE)
 
 test: env
 	$(PY) -m pytest -q

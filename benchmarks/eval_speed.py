@@ -1,7 +1,7 @@
 """Evaluation speed: sentlab's evaluator vs a SentEval-style loop, measured side by side.
 
     python benchmarks/eval_speed.py [--model HUB_ID] [--pooling mean] [--bf16] [--diagnostics]
-                                    [--no-reference] [--max-pairs N]
+                                    [--no-reference] [--max-pairs N] [--levers N] [--threads T]
 
 sentlab: every distinct sentence of the seven tasks encoded once, in length-sorted
 batches. SentEval-style: each task's pairs encoded batch by batch in file order,
@@ -13,24 +13,33 @@ dev), then evaluation + alignment/uniformity + hard subset + density table + den
 from the same embeddings; the diagnostics share is also timed on its own. --max-pairs
 evaluates a seeded sample of each task (for a shared CPU; say so when quoting numbers);
 --no-reference skips the SentEval-style loop.
+
+--levers N times each encoding lever side by side on a seeded sample of N distinct evaluation
+sentences (rounds interleaved, the fastest of --rounds kept, so a shared CPU's noise hits every
+lever alike): the previous encoder (character-length sort, fixed batches of --batch-size,
+``torch.no_grad``), then ``torch.inference_mode``, token-count sort with one tokenisation,
+and token budgets per batch; each lever's max |Δ| against the previous encoder's embeddings.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from sentlab.assets import load_model, resolve_data  # noqa: E402
-from sentlab.data.sts import TASKS, parse_all  # noqa: E402
-from sentlab.encoder import SentenceEncoder  # noqa: E402
-from sentlab.evaluate.protocol import evaluate_table, senteval_style  # noqa: E402
+from sentlab.data.sts import TASKS, eval_split, parse_all  # noqa: E402
+from sentlab.encoder import NEEDS_HIDDEN_STATES, SentenceEncoder, pool  # noqa: E402
+from sentlab.evaluate.protocol import (evaluate_table, pool_sentences, sample_pairs, select_splits,  # noqa: E402
+                                       senteval_style)
 
 
 def main() -> None:
@@ -43,6 +52,11 @@ def main() -> None:
     ap.add_argument("--diagnostics", action="store_true", help="time evaluation + diagnostics vs evaluation alone")
     ap.add_argument("--no-reference", action="store_true", help="skip the SentEval-style loop")
     ap.add_argument("--max-pairs", type=int, default=None, help="seeded sample of pairs per task (shared CPU)")
+    ap.add_argument("--levers", type=int, default=None, metavar="N",
+                    help="time each encoding lever on a seeded sample of N evaluation sentences")
+    ap.add_argument("--rounds", type=int, default=3, help="--levers: interleaved rounds (fastest kept)")
+    ap.add_argument("--budgets", type=int, nargs="+", default=[512, 1024, 2048, 4096, 8192],
+                    help="--levers: token budgets to time")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -55,34 +69,103 @@ def main() -> None:
     enc = SentenceEncoder(model, tok, pooling=args.pooling, name="bench")
 
     print(f"torch threads: {torch.get_num_threads()}; model {args.model}, pooling {args.pooling}, batch {args.batch_size}")
+    if args.levers:
+        levers(args, enc, table)
     if not args.no_reference:
         reference(args, enc, model, tok, table)
     if args.diagnostics:
         diagnostics_cost(args, enc, table)
 
 
+def sampled_table(table, n):
+    """The STS table cut to the seeded sample of ``n`` pairs of each task (what --max-pairs evaluates)."""
+    import pandas as pd
+
+    return pd.concat([sample_pairs(eval_split(table, t), n) for t in TASKS])
+
+
 def reference(args, enc, model, tok, table) -> None:
-    t0 = time.perf_counter()
+    if args.max_pairs:
+        table = sampled_table(table, args.max_pairs)
+        print(f"(a seeded sample of {args.max_pairs} pairs per task, both sides)")
+    t0, c0 = time.perf_counter(), time.process_time()
     ref = senteval_style(enc, table, batch_size=args.batch_size)
-    t_ref = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    t_ref, c_ref = time.perf_counter() - t0, time.process_time() - c0
+    t0, c0 = time.perf_counter(), time.process_time()
     ours = evaluate_table(enc, table, batch_size=args.batch_size, with_dev=False)
-    t_ours = time.perf_counter() - t0
+    t_ours, c_ours = time.perf_counter() - t0, time.process_time() - c0
     diff = max(abs(ours[t] - ref[t]) for t in TASKS)
-    print(f"SentEval-style loop (fp32):   {t_ref:8.1f} s")
-    print(f"sentlab evaluator   (fp32):   {t_ours:8.1f} s   speed-up {t_ref / t_ours:5.2f}x   "
-          f"max |Δ Spearman| {diff:.6f} (identical to 4 decimals: {diff < 5e-5})")
+    print(f"SentEval-style loop (fp32):   {t_ref:8.1f} s   (CPU {c_ref:8.1f} s)")
+    print(f"sentlab evaluator   (fp32):   {t_ours:8.1f} s   (CPU {c_ours:8.1f} s)   speed-up {t_ref / t_ours:5.2f}x "
+          f"(CPU {c_ref / c_ours:5.2f}x)   max |Δ Spearman| {diff:.6f} (identical to 4 decimals: {diff < 5e-5}; "
+          f"within 0.01: {diff < 0.01})")
     if args.bf16:
         enc16 = SentenceEncoder(model, tok, pooling=args.pooling, name="bench-bf16", precision="bf16")
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         b16 = evaluate_table(enc16, table, batch_size=args.batch_size, with_dev=False)
-        t16 = time.perf_counter() - t0
+        t16, c16 = time.perf_counter() - t0, time.process_time() - c0
         d16 = max(abs(b16[t] - ref[t]) for t in TASKS)
-        print(f"sentlab evaluator   (bf16):   {t16:8.1f} s   speed-up {t_ref / t16:5.2f}x   "
+        print(f"sentlab evaluator   (bf16):   {t16:8.1f} s   (CPU {c16:8.1f} s)   speed-up {t_ref / t16:5.2f}x "
+              f"(CPU {c_ref / c16:5.2f}x)   "
               f"max |Δ Spearman| {d16:.4f} (approximate)")
     print("per task (sentlab fp32 / SentEval-style):")
     for t in TASKS:
         print(f"  {t:16s} {ours[t]:8.4f} {ref[t]:8.4f}")
+
+
+def previous_encode(enc: SentenceEncoder, sentences: list[str], batch_size: int, inference_mode: bool = False):
+    """The encoder before token-count batching: character-length sort, fixed batches, each batch
+    tokenised on its own, under ``torch.no_grad`` (or ``torch.inference_mode``)."""
+    order = np.argsort([-len(s) for s in sentences], kind="stable")
+    ctx = torch.inference_mode if inference_mode else torch.no_grad
+    out = np.empty((len(sentences), enc.model.config.hidden_size), dtype=np.float32)
+    with ctx():
+        for start in range(0, len(order), batch_size):
+            idx = order[start: start + batch_size]
+            batch = enc.tokenizer([sentences[i] for i in idx], padding=True, truncation=True,
+                                  max_length=enc.effective_max_length, return_tensors="pt")
+            hidden = enc.model(**batch, output_hidden_states=enc.pooling in NEEDS_HIDDEN_STATES, return_dict=True)
+            out[idx] = pool(hidden, batch["attention_mask"], enc.pooling).float().numpy()
+    return out
+
+
+def levers(args, enc: SentenceEncoder, table) -> None:
+    """Each encoding lever timed side by side on the same sentences (see the module docstring)."""
+    pool_all = pool_sentences(select_splits(table, list(TASKS)))
+    rng = np.random.default_rng(0)
+    sample = [pool_all[i] for i in np.sort(rng.choice(len(pool_all), min(args.levers, len(pool_all)), replace=False))]
+    bs = args.batch_size
+    variants = {
+        "previous (char sort, no_grad)": lambda: previous_encode(enc, sample, bs),
+        "+ inference_mode": lambda: previous_encode(enc, sample, bs, inference_mode=True),
+        "+ token sort, tokenise once": lambda: dataclasses.replace(enc, token_budget=10**9).encode(
+            sample, bs, show_progress_bar=False),
+    }
+    for budget in args.budgets:
+        variants[f"+ token budget {budget} (no batch cap)"] = (
+            lambda b=budget: dataclasses.replace(enc, token_budget=b).encode(sample, batch_size=10**6,
+                                                                             show_progress_bar=False))
+    variants[f"default (budget {enc.token_budget}, batch {bs})"] = lambda: enc.encode(sample, batch_size=bs,
+                                                                                      show_progress_bar=False)
+    times = {k: [] for k in variants}
+    cpu = {k: [] for k in variants}
+    ref = None
+    diffs = {}
+    for _ in range(args.rounds):
+        for name, fn in variants.items():
+            t0, c0 = time.perf_counter(), time.process_time()
+            emb = fn()
+            times[name].append(time.perf_counter() - t0)
+            cpu[name].append(time.process_time() - c0)
+            ref = emb if ref is None else ref
+            diffs[name] = float(np.abs(emb - ref).max())
+    print(f"encoding levers: {len(sample)} sentences, {torch.get_num_threads()} thread(s), {args.rounds} interleaved "
+          f"round(s), fastest kept; CPU time (process) is the fairer figure on a shared machine")
+    base, base_cpu = min(times["previous (char sort, no_grad)"]), min(cpu["previous (char sort, no_grad)"])
+    for name in variants:
+        t, c = min(times[name]), min(cpu[name])
+        print(f"  {name:38s} wall {t:7.2f} s {base / t:5.2f}x   CPU {c:7.2f} s {base_cpu / c:5.2f}x   "
+              f"max |Δ emb| {diffs[name]:.2e}")
 
 
 def diagnostics_cost(args, enc, table) -> None:

@@ -14,9 +14,15 @@ the GPU's dense bf16 peak (``--peak-tflops``, 790 for an H200) using
 6 · trainable params · tokens FLOPs per step (the momentum key encoder's
 extra forward, 2 · N · tokens, is not counted), peak CUDA memory.
 
+fp32 vs bf16 on CPU (``--compare-precision``): per method, fp32 and bf16 autocast runs of the
+same seed and the same ``--steps``, steps/s side by side, then the STS-B dev Spearman (fp32
+evaluation, ``--dev-pairs`` seeded genre-stratified pairs; 0 = all 1,500) of each trained model:
+whether bf16 autocast (fp32 logits, SPEC §3) pays on a CPU with native bf16 (AVX-512 BF16/AMX).
+
 Usage::
 
     python benchmarks/train_speed.py                       # CPU, default methods
+    python benchmarks/train_speed.py --compare-precision --methods simcse --steps 20
     python benchmarks/train_speed.py --bf16 --steps 5      # CPU with bf16 autocast
     python benchmarks/train_speed.py --methods simcse,ptbert --json out.json
 """
@@ -69,7 +75,8 @@ def build_backbone(device: str):
     return model, tok, "all-MiniLM-L6-v2"
 
 
-def child(method_id: str, steps: int, device: str, precision: str, threads: int | None) -> dict:
+def child(method_id: str, steps: int, device: str, precision: str, threads: int | None,
+          dev_pairs: int | None = None) -> dict:
     import numpy as np
     import torch
 
@@ -112,14 +119,29 @@ def child(method_id: str, steps: int, device: str, precision: str, threads: int 
         with tempfile.TemporaryDirectory() as tmp:
             train_loop(method, corpus, cfg, seed=0, dev_eval=lambda e: {"stsb_dev": 0.0}, ckpt_dir=Path(tmp),
                        callbacks=[tick], progress=False)
+        if dev_pairs is not None:
+            dev = stsb_dev(method, dev_pairs)
     dt = (times[steps] - times[0]) / steps
     out = {"method": method_id, "backbone": backbone, "device": device, "precision": precision, "steps": steps,
            "s_per_step": dt, "sentences_per_s": 64 / dt, "tokens_per_s": tokens / dt, "trainable_params": n_params,
            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if dev_pairs is not None and method_id != "plain":
+        out["stsb_dev"] = dev
     if device == "cuda":
         out["peak_cuda_mb"] = torch.cuda.max_memory_allocated() / 2**20
         out["model_flops_per_s"] = 6 * n_params * tokens / dt
     return out
+
+
+def stsb_dev(method, dev_pairs: int) -> float:
+    """STS-B dev Spearman x 100 of the trained model, evaluated in fp32 (``dev_pairs`` 0: every pair)."""
+    from sentlab.assets import resolve_data
+    from sentlab.data.sts import parse_all
+    from sentlab.evaluate.protocol import evaluate_dev
+
+    table = parse_all(resolve_data("senteval_sts").root, resolve_data("sick").root)
+    enc = method.sentence_encoder(precision="fp32")
+    return evaluate_dev(enc, table, max_pairs=dev_pairs or None)["stsb_dev"]
 
 
 def plain_simcse(model, tok, texts, cfg, device, precision, tick, n_steps):
@@ -158,6 +180,8 @@ def run_child(method_id: str, args, device: str, precision: str) -> dict:
            "--precision", precision]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
+    if args.compare_precision and method_id != "plain":
+        cmd += ["--dev-pairs", str(args.dev_pairs)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, TOKENIZERS_PARALLELISM="false"))
     if proc.returncode != 0:
         return {"method": method_id, "error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed"}
@@ -173,13 +197,20 @@ def main() -> int:
     ap.add_argument("--peak-tflops", type=float, default=790.0, help="dense bf16 peak of the GPU (H200: ~790)")
     ap.add_argument("--no-cuda", action="store_true")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--compare-precision", action="store_true",
+                    help="CPU fp32 vs bf16 autocast per method: steps/s and STS-B dev after --steps, same seed")
+    ap.add_argument("--dev-pairs", type=int, default=0, help="--compare-precision: STS-B dev pairs (0: all)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--device", default="cpu", help=argparse.SUPPRESS)
     ap.add_argument("--precision", default="fp32", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    args.dev_pairs_given = "--dev-pairs" in sys.argv
     if args.child:
-        print(json.dumps(child(args.child, args.steps, args.device, args.precision, args.threads)))
+        print(json.dumps(child(args.child, args.steps, args.device, args.precision, args.threads,
+                               args.dev_pairs if args.dev_pairs_given else None)))
         return 0
+    if args.compare_precision:
+        return compare_precision(args)
 
     import torch
 
@@ -212,6 +243,31 @@ def main() -> int:
         results += rows
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+def compare_precision(args) -> int:
+    """fp32 vs bf16 autocast training on the CPU, side by side, with each model's STS-B dev."""
+    rows = []
+    print(f"CPU: {os.cpu_count()} logical cores (load average {os.getloadavg()[0]:.1f}; a shared machine inflates "
+          f"times); {args.steps} timed steps, batch 64, max length 32, seed 0; STS-B dev in fp32 "
+          f"({args.dev_pairs or 'all'} pairs)")
+    print(f"{'method':<14}{'precision':>10}{'steps/s':>9}{'s/step':>9}{'speed-up':>10}{'STS-B dev':>11}{'Δ dev':>8}"
+          f"{'peak RSS MB':>13}")
+    for m in args.methods.split(","):
+        pair = {p: run_child(m, args, "cpu", p) for p in ("fp32", "bf16")}
+        for p, r in pair.items():
+            if "error" in r:
+                print(f"{m:<14}{p:>10}  error: {r['error']}")
+                continue
+            base = pair["fp32"]
+            speed = base["s_per_step"] / r["s_per_step"] if "s_per_step" in base else float("nan")
+            ddev = r["stsb_dev"] - base["stsb_dev"] if "stsb_dev" in base else float("nan")
+            print(f"{m:<14}{p:>10}{1 / r['s_per_step']:>9.3f}{r['s_per_step']:>9.2f}{speed:>10.2f}"
+                  f"{r['stsb_dev']:>11.2f}{ddev:>8.2f}{r['peak_rss_mb']:>13.0f}")
+            rows.append(r)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
     return 0
 
 

@@ -36,7 +36,7 @@ def main() -> None:
     from sentlab.data.sts import read_sts_table
     from sentlab.errors import SentlabError
     from sentlab.evaluate.figures import note_figure
-    from sentlab.evaluate.runner import evaluate_and_record, read_model_info, trained_method_block, whitening_encoder
+    from sentlab.evaluate.runner import evaluate_and_record, read_model_info, trained_method_block
 
     ap = argparse.ArgumentParser()
     ap.add_argument("kind", choices=["baseline", "trained"])

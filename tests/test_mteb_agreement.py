@@ -35,3 +35,50 @@ def test_sick_test_split_is_the_4927_english_pairs(mirror):
     assert len(sick) == 4927
     text = "".join(sick.sentence1.head(200))
     assert sum(c.isascii() for c in text) / len(text) > 0.99     # the English SentEval files
+
+
+def _mteb_stsb_task(table):
+    """MTEB's own STSBenchmark task class with its data set built from the local mirror (no hub):
+    the STS-B test pairs sentlab evaluates, scores 0–5 as MTEB's copy has them."""
+    from datasets import Dataset
+    from mteb.tasks.sts.eng.sts_benchmark_sts import STSBenchmarkSTS
+
+    from sentlab.data.sts import eval_split
+
+    test = eval_split(table, "STSBenchmark")
+    task = STSBenchmarkSTS()
+    task.dataset = {"default": {"test": Dataset.from_dict({"sentence1": list(test.sentence1),
+                                                           "sentence2": list(test.sentence2),
+                                                           "score": [float(s) for s in test.score]})}}
+    task.data_loaded = True
+    return task, len(test)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "mask"])
+def test_mteb_sts_evaluator_agrees_with_sentlab_evaluate(mirror, tok, one_thread, pooling):
+    """MTEB's STS evaluator (``AnySTSEvaluator``: MTEB's dataloader batches, MTEB's call of
+    ``SentenceEncoder.encode`` and ``similarity_pairwise``; ``AbsTaskSTS``'s score normalisation and
+    Spearman) scores a sentlab encoder as `sentlab evaluate` does, within 0.01, on all 1,379 STS-B
+    test pairs. A tiny random BERT keeps it fast (the numbers are low; the agreement is the point);
+    ``mask`` runs the PromptBERT template path.
+
+    (The evaluator is called directly: ``AbsTask.evaluate`` also demands MTEB's ``mteb_model_meta``
+    property, a model registry record sentlab's encoder does not carry.)"""
+    pytest.importorskip("mteb", reason="needs the `mteb` package (optional: pip install mteb, or the test extra)")
+    from mteb._evaluators.any_sts_evaluator import AnySTSEvaluator
+    from mteb.timing import TimingStack
+    from tiny import tiny_bert
+
+    table = parse_all(mirror, mirror)
+    enc = SentenceEncoder(tiny_bert(tok, initializer_range=0.2, max_position_embeddings=512), tok, pooling=pooling)
+    task, n = _mteb_stsb_task(table)
+    data = task.dataset["default"]["test"]
+    evaluator = AnySTSEvaluator(data, task.column_names, task_metadata=task.metadata, hf_split="test",
+                                hf_subset="default", input1_prompt_type=None, input2_prompt_type=None,
+                                timer=TimingStack())
+    raw = evaluator(enc, encode_kwargs={"batch_size": 128})
+    scores = task._calculate_scores(raw, [task._normalize(x) for x in data["score"]])
+    ours = evaluate_table(enc, table, tasks=("STSBenchmark",), with_dev=False)
+    assert n == 1379
+    assert 100 * scores["cosine_spearman"] == pytest.approx(ours["STSBenchmark"], abs=0.01)
+    assert 100 * scores["spearman"] == pytest.approx(ours["STSBenchmark"], abs=0.01)  # via enc.similarity_pairwise

@@ -70,6 +70,21 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     assert len(runs) == 1 and runs[0].data.metrics["test.Avg"] == pytest.approx(simcse["Avg"], abs=1e-6)
     assert "stsb_dev" in runs[0].data.metrics
 
+    # Seeds: smoke trains simcse with a second seed; both runs nest under the method's run, which carries
+    # the seed aggregate; the table shows mean ± std (2) and says which test.
+    seed_run = client.search_runs([client.get_experiment_by_name(EXPERIMENT).experiment_id],
+                                  "tags.stage = 'train' and tags.`sentlab.model` = 'simcse-s43'")
+    s43 = json.loads((repo / "reports/metrics/simcse-s43.json").read_text())
+    assert s43["status"] == "evaluated" and s43["Avg"] != simcse["Avg"]
+    assert seed_run[0].data.tags["mlflow.parentRunId"] == runs[0].data.tags["mlflow.parentRunId"]
+    group = client.get_run(runs[0].data.tags["mlflow.parentRunId"])
+    assert group.data.tags["sentlab.stage"] == "method" and group.data.tags["sentlab.model"] == "simcse"
+    assert group.data.metrics["seeds.Avg.mean"] == pytest.approx((simcse["Avg"] + s43["Avg"]) / 2, abs=1e-6)
+    assert group.data.metrics["seeds.Avg.n"] == 2
+    assert "(2)" in table and ("Welch" in table or "paired bootstrap" in table)
+    assert json.loads((repo / "models/ptbert-s43/sentlab.json").read_text())["status"] == "not run in this profile"
+    assert (repo / "reports/tables/protocol_sensitivity.md").is_file()
+
     # A second repro does nothing.
     again = subprocess.run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
     assert again.returncode == 0
@@ -85,3 +100,15 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     assert ran == ["Running stage 'resolve_params':"], edited.stdout[-3000:]
     shown = subprocess.run(dvc + ["metrics", "show"], cwd=repo, env=env, capture_output=True, text=True)
     assert "base-mean.json" in shown.stdout and "STS12" in shown.stdout
+
+    # Adding a seed re-runs only that seed's stages (and the report): the earlier seeds' outputs stay.
+    raw = yaml.safe_load((repo / "params.yaml").read_text())
+    raw["profiles"]["smoke"]["seeds"]["per_method"]["simcse"] = 3
+    (repo / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    added = subprocess.run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
+    assert added.returncode == 0, added.stdout[-3000:] + added.stderr[-3000:]
+    ran = [ln for ln in added.stdout.splitlines() if ln.startswith("Running stage")]
+    expected = {f"Running stage '{s}':" for s in ("resolve_params", "train_seed@simcse-44", "evaluate_seed@simcse-44",
+                                                  "report")}
+    assert set(ran) - {"Running stage 'export':"} == expected, added.stdout[-3000:]   # (export reads every model)
+    assert json.loads((repo / "reports/metrics/simcse-s43.json").read_text()) == s43

@@ -189,7 +189,9 @@ def test_editing_train_methods_changes_only_the_methods_added_or_removed():
     assert base["methods/simcse.json"]["trained"] is True and base["methods/ct.json"]["trained"] is False
     r["train"]["methods"] = [m for m in r["train"]["methods"] if m != "simcse"] + ["ct"]
     changed = _resolved(r)
-    assert sorted(k for k in base if base[k] != changed[k]) == ["methods/ct.json", "methods/simcse.json"]
+    # ... and the seed stages of the method removed (simcse's extra seeds become "not run" markers)
+    assert sorted(k for k in base if base[k] != changed[k]) == ["methods/ct.json", "methods/simcse.json",
+                                                                "seeds/simcse-43.json", "seeds/simcse-44.json"]
 
 
 def test_ablation_file_holds_its_merged_block_and_not_the_main_methods_selection():

@@ -13,7 +13,7 @@ import sys
 
 
 # Modules that add subcommands through ``register_cli(subparsers)``.
-PLUGINS: list[str] = ["sentlab.annotate.cli", "sentlab.train.cli", "sentlab.report.cli"]
+PLUGINS: list[str] = ["sentlab.annotate.cli", "sentlab.train.cli", "sentlab.report.cli", "sentlab.preflight"]
 
 
 def _cmd_evaluate(args) -> int:
@@ -110,9 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     e = sub.add_parser("evaluate", help="STS evaluation (SPEC §2) of a model: 7 tasks + STS-B dev")
-    e.add_argument("--model", required=True, help="hub id or folder (a trained models/<method> or any HF model)")
+    e.add_argument("--model", required=True, help="hub id or folder (a trained models/<method>, any sentence-transformers model folder, "
+                        "or any HF model)")
     e.add_argument("--pooling", choices=["cls", "mean", "first_last", "mask"], default=None,
-                   help="default: the trained model's own (sentlab.json), else cls")
+                   help="default: the trained model's own (sentlab.json), else a sentence-transformers folder's own "
+                        "(modules.json: Pooling cls/mean, sentlab's modules, its default prompt), else cls")
     e.add_argument("--json", help="write the flat metrics JSON here")
     e.add_argument("--sts", default="data/sts/sts.parquet", help="STS table written by the prepare stage")
     e.add_argument("--params", default=None, help="params.yaml to take evaluate.* defaults from")

@@ -29,6 +29,11 @@ import torch
 POOLINGS = ("cls", "mean", "first_last", "top2_mean", "mask")
 NEEDS_HIDDEN_STATES = ("first_last", "top2_mean")
 PROMPT_TEMPLATE = 'This sentence : "{sentence}" means {mask} .'
+# Padded tokens per batch at most (sentences × longest in the batch; ``batch_size`` caps the sentences):
+# long sentences come in smaller batches, whose activations stay in the CPU's caches. Chosen with
+# benchmarks/eval_speed.py --levers (2,000 STS sentences, MiniLM-L6, 1 thread: 2048 was 1.53x the
+# previous encoder, 4096 1.41x, 8192 1.06x, 16384 0.93x).
+DEFAULT_TOKEN_BUDGET = 2048
 
 
 def masked_mean(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -116,6 +121,7 @@ class SentenceEncoder:
     post: Optional[Callable[[np.ndarray], np.ndarray]] = None
     name: str = "model"
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    token_budget: int = DEFAULT_TOKEN_BUDGET
 
     def __post_init__(self):
         if self.pooling not in POOLINGS:
@@ -131,21 +137,97 @@ class SentenceEncoder:
         tok_max = getattr(self.tokenizer, "model_max_length", cfg_max) or cfg_max
         return int(min(cfg_max, tok_max))
 
-    @torch.no_grad()
-    def encode_batch(self, sentences: Sequence[str]) -> torch.Tensor:
-        """Pooled embeddings of one batch, as a float32 tensor (no sorting, no progress bar)."""
+    def _texts_for_model(self, sentences: Sequence[str]) -> list[str]:
         texts = list(sentences)
         if self.template is not None:
             texts = apply_template(texts, self.tokenizer.mask_token, self.template)
+        return texts
+
+    def _forward_pool(self, enc, texts: Sequence[str], poolings: Sequence[str]) -> dict[str, torch.Tensor]:
+        """One forward pass of a tokenised batch, pooled every way in ``poolings`` (float32, ``dims`` cut).
+
+        The hidden states are requested only when a pooling needs them; the last layer is the
+        same computation either way, so a pooling gives the same bits alone or beside others."""
+        enc = {k: v.to(self.device) for k, v in enc.items()}
+        with torch.inference_mode(), autocast(self.device, self.precision):
+            out = self.model(**enc, output_hidden_states=any(p in NEEDS_HIDDEN_STATES for p in poolings),
+                             return_dict=True)
+        pooled = {}
+        with torch.inference_mode():
+            for p in poolings:
+                emb = pool(out, enc["attention_mask"], p, enc["input_ids"],
+                           getattr(self.tokenizer, "mask_token_id", None), texts).float()
+                if self.dims is not None:
+                    emb = emb[:, self.dims[0]: self.dims[1]]
+                pooled[p] = emb
+        return pooled
+
+    def encode_batch(self, sentences: Sequence[str]) -> torch.Tensor:
+        """Pooled embeddings of one batch, as a float32 tensor (no sorting, no progress bar)."""
+        texts = self._texts_for_model(sentences)
         enc = self.tokenizer(texts, padding=True, truncation=True, max_length=self.effective_max_length,
-                             return_tensors="pt").to(self.device)
-        with autocast(self.device, self.precision):
-            out = self.model(**enc, output_hidden_states=(self.pooling in NEEDS_HIDDEN_STATES), return_dict=True)
-        emb = pool(out, enc["attention_mask"], self.pooling, enc["input_ids"],
-                   getattr(self.tokenizer, "mask_token_id", None), texts).float()
-        if self.dims is not None:
-            emb = emb[:, self.dims[0]: self.dims[1]]
-        return emb
+                             return_tensors="pt")
+        return self._forward_pool(dict(enc), texts, [self.pooling])[self.pooling]
+
+    def encode_poolings(self, sentences: Sequence[str], poolings: Sequence[str], batch_size: int = 128,
+                        show_progress_bar: bool | None = None) -> dict[str, np.ndarray]:
+        """Raw pooled embeddings (no ``post``) of ``sentences`` for several poolings from ONE forward pass
+        per batch: ``{pooling: (n, d) float32 array}`` in input order.
+
+        Each array is bit-identical to ``dataclasses.replace(self, pooling=p, post=None).encode(...)``
+        (same tokenisation and batches; the pooling is applied to the same outputs). The poolings must
+        share this encoder's input text, so ``mask`` (which adds a template) cannot be mixed with others.
+        """
+        poolings = list(dict.fromkeys(poolings))
+        for p in poolings:
+            if p not in POOLINGS:
+                raise ValueError(f"unknown pooling {p!r}; allowed: {', '.join(POOLINGS)}")
+        if ("mask" in poolings or self.template is not None) and poolings != [self.pooling]:
+            raise ValueError("encode_poolings: a template (mask pooling) changes the input text; it cannot share a "
+                             f"forward pass with other poolings ({poolings})")
+        return self._encode_sorted(_texts(sentences), poolings, batch_size, show_progress_bar)
+
+    def token_batches(self, texts: Sequence[str], batch_size: int) -> tuple[dict, list[np.ndarray]]:
+        """Tokenise ``texts`` once (no padding) and cut them into batches: sorted by token count
+        (longest first, ties in input order), at most ``batch_size`` sentences and at most
+        ``token_budget`` padded tokens each. Returns the tokenisation and the index arrays."""
+        enc = self.tokenizer(list(texts), truncation=True, max_length=self.effective_max_length, padding=False)
+        lengths = np.fromiter((len(ids) for ids in enc["input_ids"]), dtype=np.int64, count=len(texts))
+        order = np.argsort(-lengths, kind="stable")
+        batches, start = [], 0
+        while start < len(order):
+            longest = int(lengths[order[start]])
+            n = max(1, min(batch_size, self.token_budget // max(longest, 1)))
+            batches.append(order[start: start + n])
+            start += n
+        return enc, batches
+
+    def _encode_sorted(self, texts: list[str], poolings: list[str], batch_size: int,
+                       show_progress_bar: bool | None) -> dict[str, np.ndarray]:
+        """Token-count batching (:meth:`token_batches`) over raw ``texts``; results in input order."""
+        from tqdm.auto import tqdm
+
+        n = len(texts)
+        if n == 0:
+            return {p: np.zeros((0, 0), dtype=np.float32) for p in poolings}
+        model_texts = self._texts_for_model(texts)
+        enc, batches = self.token_batches(model_texts, batch_size)
+        keys = [k for k in ("input_ids", "token_type_ids", "attention_mask") if k in enc]
+        out: dict[str, np.ndarray] = {}
+        was_training = self.model.training
+        self.model.eval()
+        disable = (not show_progress_bar) if show_progress_bar is not None else n < 2000
+        try:
+            for idx in tqdm(batches, desc=f"encode {self.name}", unit="batch", disable=disable):
+                feats = self.tokenizer.pad({k: [enc[k][i] for i in idx] for k in keys}, return_tensors="pt")
+                pooled = self._forward_pool(dict(feats), [model_texts[i] for i in idx], poolings)
+                for p, emb in pooled.items():
+                    if p not in out:
+                        out[p] = np.empty((n, emb.shape[1]), dtype=np.float32)
+                    out[p][idx] = emb.cpu().numpy()
+        finally:
+            self.model.train(was_training)
+        return out
 
     def encode(self, sentences, batch_size: int = 128, show_progress_bar: bool | None = None,
                sort_by_length: bool = True, convert_to_numpy: bool = True, convert_to_tensor: bool = False,
@@ -153,9 +235,11 @@ class SentenceEncoder:
                **kwargs):
         """Encode ``sentences`` (in their order) into an ``(n, d)`` float32 array.
 
-        Sentences are sorted by length so each batch pads little; the result is
-        returned in the input order. The call conventions of sentence-transformers
-        and MTEB are accepted:
+        Sentences are tokenised once, sorted by token count and cut into batches of at most
+        ``batch_size`` sentences and ``token_budget`` padded tokens (:meth:`token_batches`), so
+        each batch pads almost nothing; the result is returned in the input order.
+        ``sort_by_length=False`` encodes fixed batches of ``batch_size`` in input order instead.
+        The call conventions of sentence-transformers and MTEB are accepted:
 
         * a single string gives a ``(d,)`` vector, a list an ``(n, d)`` array;
         * MTEB ≥ 2 passes a ``DataLoader`` of batches ``{"text": [...]}``: its texts are encoded;
@@ -166,8 +250,6 @@ class SentenceEncoder:
           ``hf_split``, ``hf_subset`` are accepted and ignored: a sentlab encoder has no named
           prompts (its template, if any, is fixed by the method).
         """
-        from tqdm.auto import tqdm
-
         if isinstance(sentences, str):
             return self.encode([sentences], batch_size=batch_size, show_progress_bar=show_progress_bar,
                                sort_by_length=sort_by_length, convert_to_numpy=convert_to_numpy,
@@ -180,20 +262,10 @@ class SentenceEncoder:
         if n == 0:
             out = np.zeros((0, 0), dtype=np.float32)
         else:
-            order = np.argsort([-len(s) for s in sentences], kind="stable") if sort_by_length else np.arange(n)
-            was_training = self.model.training
-            self.model.eval()
-            chunks = []
-            disable = (not show_progress_bar) if show_progress_bar is not None else n < 2000
-            try:
-                for start in tqdm(range(0, n, batch_size), desc=f"encode {self.name}", unit="batch", disable=disable):
-                    idx = order[start: start + batch_size]
-                    chunks.append(self.encode_batch([sentences[i] for i in idx]).cpu().numpy())
-            finally:
-                self.model.train(was_training)
-            emb = np.concatenate(chunks, 0)
-            out = np.empty_like(emb)
-            out[order] = emb
+            if sort_by_length:
+                out = self._encode_sorted(sentences, [self.pooling], batch_size, show_progress_bar)[self.pooling]
+            else:
+                out = self._encode_in_order(sentences, batch_size)
             if self.post is not None:
                 out = self.post(out).astype(np.float32)
         if normalize_embeddings and len(out):
@@ -201,6 +273,17 @@ class SentenceEncoder:
         if convert_to_tensor or not convert_to_numpy:
             return torch.from_numpy(np.ascontiguousarray(out))
         return out
+
+    def _encode_in_order(self, sentences: list[str], batch_size: int) -> np.ndarray:
+        """Fixed batches of ``batch_size`` in input order (SentEval's way; ``sort_by_length=False``)."""
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            chunks = [self.encode_batch(sentences[i: i + batch_size]).cpu().numpy()
+                      for i in range(0, len(sentences), batch_size)]
+        finally:
+            self.model.train(was_training)
+        return np.concatenate(chunks, 0)
 
     # sentence-transformers / MTEB similarity interface: cosine, as the protocol (SPEC §2).
     similarity_fn_name = "cosine"

@@ -33,7 +33,8 @@ def code_fingerprint(package_dir: Path = PACKAGE_DIR) -> str:
 # depend on that one file, so DVC re-runs a stage exactly when code it runs changed, with a
 # dvc.lock entry of one line instead of one per module.
 STAGE_ENTRIES = {"prepare": "pipeline/prepare.py", "annotate": "pipeline/annotate.py", "train": "pipeline/train.py",
-                 "evaluate": "pipeline/evaluate.py", "report": "pipeline/report.py"}
+                 "evaluate": "pipeline/evaluate.py", "report": "pipeline/report.py",
+                 "export": "pipeline/export.py"}
 
 
 def _module_file(name: str) -> Path | None:

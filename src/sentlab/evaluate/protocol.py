@@ -7,9 +7,9 @@
 * STS-B and SICK-R: their test splits; STS-B dev for model selection;
 * Avg.: the plain mean of the seven.
 
-Speed: the sentences of all tasks are pooled, deduplicated, sorted by length
-and encoded once (``SentenceEncoder.encode``); per-pair cosines are then
-gathered from that one matrix. Spearman comes from :func:`scipy.stats.spearmanr`.
+Speed: the sentences of all tasks are pooled, deduplicated, tokenised once, sorted by
+token count and encoded once in token-budgeted batches (``SentenceEncoder.encode``);
+per-pair cosines are then gathered from that one matrix. Spearman comes from :func:`scipy.stats.spearmanr`.
 """
 
 from __future__ import annotations
@@ -42,9 +42,19 @@ def spearman100(pred: Sequence[float], gold: Sequence[float]) -> float:
 
 
 def embed_unique(encoder, sentences: Iterable[str], batch_size: int = 128) -> dict[str, np.ndarray]:
-    """Encode each distinct sentence once; returns sentence -> embedding."""
+    """Encode each distinct sentence once; returns sentence -> embedding.
+
+    Inside :func:`sentlab.evaluate.cache.embedding_cache` a sentlab encoder's embeddings come from
+    (and go to) the content-addressed embedding cache, bit-identical to encoding them here."""
+    from ..encoder import SentenceEncoder
+    from .cache import active_cache
+
     uniq = list(dict.fromkeys(sentences))
-    emb = encoder.encode(uniq, batch_size=batch_size, show_progress_bar=True)
+    cache = active_cache()
+    if cache is not None and isinstance(encoder, SentenceEncoder):
+        emb = cache.embed(encoder, uniq, batch_size=batch_size)
+    else:
+        emb = encoder.encode(uniq, batch_size=batch_size, show_progress_bar=True)
     return dict(zip(uniq, emb))
 
 

@@ -63,6 +63,14 @@ def build_encoders(model: str, pooling: Optional[str] = None, precision: str = "
     ``precision`` as :func:`resolve_device_precision`."""
     dev, precision = resolve_device_precision(device, precision)
     info = read_model_info(Path(model)) if Path(model).is_dir() else None
+    if info is None and pooling is None and Path(model).is_dir():  # any sentence-transformers folder: pool as its modules do
+        from ..export.st import st_pooling_info
+
+        info = st_pooling_info(Path(model))
+        if info is not None:
+            name = name or Path(model).name
+            model = str(Path(model) / info["subfolder"])
+            max_length = max_length or info.get("max_length")
     net, tok = load_model(model, device=dev.type)
     net.eval()
     name = name or Path(model).name

@@ -56,6 +56,7 @@ def row(name: str, m: dict, cosines, curve: Optional[list]) -> list:
         pts = [(r["step"], r["stsb_dev"]) for r in curve if r.get("stsb_dev") is not None]
         if pts:
             best, last = max(pts, key=lambda x: x[1]), pts[-1]
+            best, last = (int(best[0]), best[1]), (int(last[0]), last[1])
     return [name, avg(alls), avg(means), avg(wmeans), gaps[worst] if gaps and gaps[worst] >= 0 else None,
             STS5[worst] if gaps and gaps[worst] >= 0 else "", sick_test, sick_all,
             None if sick_all is None or sick_test is None else sick_all - sick_test, _num(m.get("Avg")), avg_all,

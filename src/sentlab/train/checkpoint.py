@@ -10,8 +10,9 @@ outputs, written atomically as one folder):
   Python's and NumPy's RNG states.
 
 Exported model (``models/<name>/``): the encoder's ``save_pretrained``
-(safetensors) + tokenizer + sentence-transformers module files (so
-``SentenceTransformer(path)`` pools the same way) + ``sentlab.json``.
+(safetensors) + tokenizer + ``sentlab.json``; the published copy also gets the
+sentence-transformers files (:mod:`sentlab.export.st`), so ``SentenceTransformer(path)``
+gives sentlab's embeddings for every pooling, template and channel.
 """
 
 from __future__ import annotations
@@ -111,27 +112,24 @@ def load_resume(folder: Path, method, optimizer, scheduler, rank: int = 0) -> Op
     return meta
 
 
-# --- curves ------------------------------------------------------------------
 # --- exported model ------------------------------------------------------------
-ST_POOLING = {"cls": "pooling_mode_cls_token", "mean": "pooling_mode_mean_tokens"}
+def _max_length(folder: Path) -> int:
+    """The token limit sentlab's encoder uses for the model in ``folder`` (no ``max_length`` given):
+    the smaller of the model's positions and the tokenizer's ``model_max_length``."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    cfg_max = getattr(AutoConfig.from_pretrained(folder), "max_position_embeddings", 512)
+    tok_max = AutoTokenizer.from_pretrained(folder).model_max_length or cfg_max
+    return int(min(cfg_max, tok_max))
 
 
-def _sentence_transformers_files(folder: Path, pooling: str, hidden: int, max_length: int) -> bool:
-    """modules.json + 1_Pooling so ``SentenceTransformer(folder)`` pools as ``pooling`` (cls/mean only)."""
-    if pooling not in ST_POOLING:
-        return False
-    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
-    (folder / "modules.json").write_text(json.dumps(modules, indent=2), encoding="utf-8")
-    (folder / "sentence_bert_config.json").write_text(
-        json.dumps({"max_seq_length": max_length, "do_lower_case": False}, indent=2), encoding="utf-8")
-    pool_cfg = {"word_embedding_dimension": hidden, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": False,
-                "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False,
-                "pooling_mode_weightedmean_tokens": False, "pooling_mode_lasttoken": False, "include_prompt": True}
-    pool_cfg[ST_POOLING[pooling]] = True
-    (folder / "1_Pooling").mkdir(exist_ok=True)
-    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pool_cfg, indent=2), encoding="utf-8")
-    return True
+def sentence_transformers_files(folder: Path, info: dict) -> None:
+    """Make ``folder`` (weights + tokenizer) a sentence-transformers model that pools as ``info``
+    (``pooling``, ``template``, ``channels`` of ``sentlab.json``): :mod:`sentlab.export.st`, written
+    with sentence-transformers' own ``save``."""
+    from ..export.st import write_sentence_transformers
+
+    write_sentence_transformers(folder, info, _max_length(folder))
 
 
 def export_model(folder: Path, method, info: dict) -> None:
@@ -151,20 +149,19 @@ def _export(folder: Path, method, info: dict) -> None:
     with atomic_path(folder, is_dir=True) as tmp:
         method.encoder.save_pretrained(tmp, safe_serialization=True)
         method.tokenizer.save_pretrained(tmp)
-        enc = method.sentence_encoder()
-        st = _sentence_transformers_files(tmp, info.get("pooling", "cls"), method.encoder.config.hidden_size,
-                                          enc.effective_max_length)
-        (tmp / "sentlab.json").write_text(json.dumps(dict(info, sentence_transformers=st), indent=2) + "\n",
-                                          encoding="utf-8")
+        (tmp / "sentlab.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
 
 
 def publish(src: Path, dest: Path, updates: dict) -> None:
-    """Copy an exported folder to ``dest`` atomically, updating its ``sentlab.json``."""
+    """Copy an exported folder to ``dest`` atomically, updating its ``sentlab.json``; the copy is a
+    sentence-transformers model (:func:`sentence_transformers_files`) pooling as sentlab's encoder does."""
     with atomic_path(dest, is_dir=True) as tmp:
         shutil.copytree(src, tmp, dirs_exist_ok=True)
         info = json.loads((tmp / "sentlab.json").read_text(encoding="utf-8"))
         info.update(updates)
+        sentence_transformers_files(tmp, info)
+        info["sentence_transformers"] = True
         (tmp / "sentlab.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
 
 
-__all__ = ["save_resume", "load_resume", "write_curve", "export_model", "publish", "write_marker", "CURVE_COLUMNS"]
+__all__ = ["save_resume", "load_resume", "write_curve", "export_model", "publish", "sentence_transformers_files", "write_marker", "CURVE_COLUMNS"]

@@ -1,0 +1,105 @@
+"""Stage `export`: every trained model as a shareable folder -> exports/<model>/.
+
+For each ``models/<m>`` that trained (``sentlab.json`` status ``trained``): the sentence-transformers
+folder (weights hard-linked from ``models/<m>``, copied where links are not possible) plus
+``README.md``, its model card (:mod:`sentlab.export.card`: method and paper, the seven STS results of
+``reports/metrics/<m>.json``, the params in force, the environment fingerprint when recorded, the
+command that reproduces it, the citation). ``exports/index.md`` lists what was exported and what not.
+The card lives here, not in ``models/<m>``: DVC forbids a stage writing into another stage's output.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from sentlab.config import load_params
+from sentlab.errors import SentlabError
+from sentlab.export.card import model_card
+from sentlab.io import atomic_path
+from sentlab.pipeline_util import run_stage
+
+log = logging.getLogger("export")
+MODELS, METRICS, PARAMS, OUT = Path("models"), Path("reports/metrics"), Path("data/params"), Path("exports")
+
+
+def _read(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SentlabError(f"{path} is missing: the stage that writes it has not run. Run `dvc repro export`, "
+                           f"which runs it first.") from None
+    except ValueError as e:
+        raise SentlabError(f"{path} is not valid JSON ({e}); re-run the stage that writes it.") from None
+
+
+def _value(resolved: dict):
+    """The values of a ``data/params/<key>.json`` file (``{"profile": ..., "value": ...}``)."""
+    return resolved.get("value", resolved) if isinstance(resolved, dict) else resolved
+
+
+def _link_tree(src: Path, dest: Path) -> None:
+    """``dest`` as a copy of ``src``, its files hard-linked (no second copy of the weights on disk)."""
+    def link(s, d):
+        try:
+            os.link(s, d)
+        except OSError:
+            shutil.copy2(s, d)
+    shutil.copytree(src, dest, copy_function=link)
+
+
+def train_stage(params, name: str) -> str:
+    """The DVC stage that trains ``name``."""
+    if name in (params.methods_from or {}):
+        return f"train_from@{name}"
+    if name in ((params.ablations or {}).get("variants") or {}):
+        return f"ablate@{name}"
+    return f"train@{name}"
+
+
+def export_one(params, folder: Path, dest: Path) -> None:
+    from sentlab.methods import registered
+
+    info = _read(folder / "sentlab.json")
+    name = folder.name
+    metrics = _read(METRICS / f"{name}.json")
+    method_id = info["method"]
+    in_force = metrics.get("method") or _value(_read(PARAMS / "methods" / f"{method_id}.json"))
+    train = _value(_read(PARAMS / "train.json")) if (PARAMS / "train.json").is_file() else None
+    cls = registered().get(method_id)
+    _link_tree(folder, dest)
+    card = model_card(name, info, metrics, in_force, train, params.profile, params.model.backbone,
+                      train_stage(params, name), summary=getattr(cls, "summary", "") if cls else "")
+    (dest / "README.md").write_text(card, encoding="utf-8")
+
+
+def main() -> None:
+    params = load_params()
+    done, skipped = [], []
+    with atomic_path(OUT, is_dir=True) as tmp:
+        for folder in sorted(p for p in MODELS.iterdir() if (p / "sentlab.json").is_file()):
+            info = _read(folder / "sentlab.json")
+            if info.get("status") != "trained":
+                skipped.append((folder.name, info.get("status", "not trained")))
+                continue
+            if not (folder / "modules.json").is_file():
+                raise SentlabError(f"{folder} has no modules.json: it was trained before models became "
+                                   f"sentence-transformers folders. Re-run its train stage "
+                                   f"(`dvc repro -f {train_stage(params, folder.name)}`).")
+            export_one(params, folder, tmp / folder.name)
+            done.append(folder.name)
+        lines = ["# Exported models\n", "| model | folder |", "|---|---|"]
+        lines += [f"| {n} | [exports/{n}]({n}/README.md) |" for n in done]
+        if skipped:
+            lines += ["", "Not exported (not trained in this profile):", ""]
+            lines += [f"- {n}: {why}" for n, why in skipped]
+        (tmp / "index.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"export: {len(done)} models -> exports/ ({len(skipped)} not trained)")
+
+
+if __name__ == "__main__":
+    sys.exit(run_stage(main))

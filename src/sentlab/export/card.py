@@ -1,0 +1,197 @@
+"""The model card of an exported model: ``README.md`` in the Hugging Face format.
+
+YAML front matter (``library_name``, ``tags``, ``base_model`` and ``model-index`` with the seven STS
+results, so the Hub shows them), then: the method and its paper, how to load it, the seven STS
+results + Avg (with seeds and confidence intervals when the metrics record them), the params in
+force, the environment fingerprint (when recorded), the command that reproduces it and the citation.
+Everything comes from the pipeline's own outputs (``sentlab.json``, ``reports/metrics/<m>.json``,
+``data/params``); nothing is typed in by hand.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+import yaml
+
+from .st import needs_sentlab
+
+TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
+
+# method id -> (paper, BibTeX or None). The BibTeX entries are the published versions; a paper the
+# project only has as a manuscript (shared/papers/) is named without one.
+_SIMCSE = ("Gao, Yao and Chen: SimCSE: Simple Contrastive Learning of Sentence Embeddings (EMNLP 2021)",
+           "@inproceedings{gao2021simcse,\n  title = {{SimCSE}: Simple Contrastive Learning of Sentence Embeddings},\n"
+           "  author = {Gao, Tianyu and Yao, Xingcheng and Chen, Danqi},\n"
+           "  booktitle = {Proceedings of the 2021 Conference on Empirical Methods in Natural Language Processing},\n"
+           "  year = {2021}\n}")
+_PTBERT = ("Tan et al.: A Sentence is Worth 128 Pseudo Tokens: A Semantic-Aware Contrastive Learning Framework "
+           "for Sentence Embeddings (Findings of ACL 2022)",
+           "@inproceedings{tan2022ptbert,\n  title = {A Sentence is Worth 128 Pseudo Tokens: A Semantic-Aware "
+           "Contrastive Learning Framework for Sentence Embeddings},\n"
+           "  author = {Tan, Haochen and Shao, Wei and Wu, Han and Yang, Ke and Song, Linqi},\n"
+           "  booktitle = {Findings of the Association for Computational Linguistics: ACL 2022},\n  year = {2022}\n}")
+_PASER = ("Wu and Zhao: Sentence Representation Learning with Generative Objective rather than Contrastive "
+          "Objective (EMNLP 2022)",
+          "@inproceedings{wu2022paser,\n  title = {Sentence Representation Learning with Generative Objective rather "
+          "than Contrastive Objective},\n  author = {Wu, Bohong and Zhao, Hai},\n"
+          "  booktitle = {Proceedings of the 2022 Conference on Empirical Methods in Natural Language Processing},\n"
+          "  year = {2022}\n}")
+_L2P = ("Learning to Perturb for Contrastive Learning of Unsupervised Sentence Representations (L2P-CSR; "
+        "manuscript under review, shared/papers/l2p_csr.md)", None)
+_PROMPT = ("Jiang et al.: PromptBERT: Improving BERT Sentence Embeddings with Prompts (EMNLP 2022)",
+           "@inproceedings{jiang2022promptbert,\n  title = {{PromptBERT}: Improving {BERT} Sentence Embeddings with "
+           "Prompts},\n  author = {Jiang, Ting and Jiao, Jian and Huang, Shaohan and Zhang, Zihan and Wang, Deqing and "
+           "Zhuang, Fuzhen and Wei, Furu and Huang, Haizhen and Deng, Denvy and Zhang, Qi},\n"
+           "  booktitle = {Proceedings of the 2022 Conference on Empirical Methods in Natural Language Processing},\n"
+           "  year = {2022}\n}")
+PAPERS: dict[str, tuple[str, Optional[str]]] = {
+    "simcse": _SIMCSE,
+    "ct": ("Carlsson et al.: Semantic Re-tuning with Contrastive Tension (ICLR 2021)",
+           "@inproceedings{carlsson2021ct,\n  title = {Semantic Re-tuning with Contrastive Tension},\n"
+           "  author = {Carlsson, Fredrik and Gyllensten, Amaru Cuba and Gogoulou, Evangelia and Hellqvist, Erik "
+           "Yl{\\\"i}p{\\\"a}{\\\"a} and Sahlgren, Magnus},\n"
+           "  booktitle = {International Conference on Learning Representations},\n  year = {2021}\n}"),
+    "moco": _PTBERT, "moco_reorder": _PTBERT, "moco_duplication": _PTBERT, "moco_deletion": _PTBERT,
+    "moco_srl": _PTBERT, "ptbert": _PTBERT,
+    "paser": _PASER, "paser_sup": _PASER,
+    "l2p": _L2P, "prompt_l2p": _L2P, "prompt": _PROMPT,
+    "posbow_adv": ("Improving sentence embeddings with POS and bag-of-words auxiliary tasks and adversarial "
+                   "disentangling (manuscript, shared/papers/simcse_pos_bow_adversarial.md), built on SimCSE",
+                   _SIMCSE[1]),
+}
+
+
+def _paper(method_id: str) -> tuple[str, Optional[str]]:
+    return PAPERS.get(method_id, (f"method `{method_id}` (see its module docstring in sentlab)", None))
+
+
+def _front_matter(name: str, info: dict, metrics: dict, backbone: str) -> str:
+    results = [{"task": {"type": "sentence-similarity", "name": "Semantic Textual Similarity"},
+                "dataset": {"name": task, "type": task, "split": "test"},
+                "metrics": [{"type": "spearman_cosine", "value": round(float(metrics[task]), 2),
+                             "name": "Spearman correlation of cosine similarity (x100)"}]}
+               for task in TASKS if isinstance(metrics.get(task), (int, float))]
+    meta = {"library_name": "sentence-transformers", "pipeline_tag": "sentence-similarity",
+            "tags": ["sentence-transformers", "sentence-similarity", "feature-extraction", "sentlab",
+                     str(info.get("method", name))],
+            "base_model": backbone, "language": ["en"],
+            "model-index": [{"name": name, "results": results}]}
+    return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n"
+
+
+def _usage(name: str, info: dict) -> str:
+    extra = needs_sentlab(info)
+    lines = ["```python", "from sentence_transformers import SentenceTransformer", ""]
+    if extra:
+        lines.append(f'model = SentenceTransformer("exports/{name}", trust_remote_code=True)  # needs `pip install sentlab`')
+    else:
+        lines.append(f'model = SentenceTransformer("exports/{name}")')
+    lines.append('emb = model.encode(["A man is playing a guitar.", "Someone plays an instrument."])')
+    lines.append("print(model.similarity(emb, emb))")
+    for ch in info.get("channels") or {}:
+        lines.append(f'emb_{ch} = model.encode(["A man is playing a guitar."], channel="{ch}")  # the {ch} channel')
+    lines.append("```")
+    text = "\n".join(lines)
+    pooling = info.get("pooling", "cls")
+    how = {"cls": "the last layer's [CLS] vector", "mean": "the mean of the last layer's token vectors",
+           "first_last": "the mean of the embedding output's and the last layer's token averages",
+           "top2_mean": "the mean of the last two layers' token averages",
+           "mask": "the last layer's vector at the template's [MASK] token"}.get(pooling, pooling)
+    notes = [f"Pooling: `{pooling}`, {how}."]
+    if info.get("template"):
+        notes.append(f"Template: `{info['template']}` (its part before `{{sentence}}` is the default prompt in "
+                     f"`config_sentence_transformers.json`; sentlab's `TemplateTransformer` appends the rest).")
+    if info.get("channels"):
+        notes.append("Channels (slices of the embedding, `encode(..., channel=NAME)`): "
+                     + ", ".join(f"`{k}` = dims [{v[0]}, {v[1]})" for k, v in info["channels"].items()) + ".")
+    if extra:
+        notes.append("This pooling has no sentence-transformers module, so the folder uses sentlab's "
+                     "(`sentlab.export.modules`): `pip install sentlab` and pass `trust_remote_code=True`, which "
+                     "sentence-transformers >= 6 requires to import a module class from another package "
+                     "(no code is downloaded).")
+    return text + "\n\n" + "\n".join(f"- {n}" for n in notes) + "\n"
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:.2f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else ("–" if v is None else str(v))
+
+
+def _ci_cell(ci: Any) -> str:
+    """A confidence interval as recorded: ``[lo, hi]``, ``{"lo"/"low": .., "hi"/"high": ..}`` or as given."""
+    if isinstance(ci, (list, tuple)) and len(ci) == 2:
+        return f"[{_fmt(ci[0])}, {_fmt(ci[1])}]"
+    if isinstance(ci, dict):
+        lo, hi = ci.get("lo", ci.get("low")), ci.get("hi", ci.get("high"))
+        if lo is not None and hi is not None:
+            return f"[{_fmt(lo)}, {_fmt(hi)}]"
+    return _fmt(ci) if not isinstance(ci, (dict, list)) else json.dumps(ci)
+
+
+def _results(metrics: dict) -> str:
+    keys = [*TASKS, "Avg"]
+    head = "| row | " + " | ".join(k.replace("STSBenchmark", "STS-B").replace("SICKRelatedness", "SICK-R")
+                                    for k in keys) + " |"
+    rows = [head, "|" + "---|" * (len(keys) + 1),
+            f"| {metrics.get('model', 'model')} | " + " | ".join(_fmt(metrics.get(k)) for k in keys) + " |"]
+    for row, res in (metrics.get("extra_rows") or {}).items():
+        rows.append(f"| {row} | " + " | ".join(_fmt(res.get(k)) for k in keys) + " |")
+    ci = metrics.get("ci")
+    if isinstance(ci, dict):
+        rows.append("| 95% CI | " + " | ".join(_ci_cell(ci[k]) if k in ci else "–" for k in keys) + " |")
+    out = "\n".join(rows) + "\n\nSpearman correlation × 100 between the cosine of the two sentence embeddings and " \
+                            "the gold score (SPEC §2: SentEval's \"all\" setting for STS12–16, the test splits of " \
+                            "STS-B and SICK-R)."
+    if "stsb_dev" in metrics:
+        out += f" STS-B dev: {_fmt(metrics['stsb_dev'])}."
+    if "seeds" in metrics:
+        out += f"\n\nSeeds: `{json.dumps(metrics['seeds'])}`."
+    if ci is not None and not isinstance(ci, dict):
+        out += f"\n\nConfidence intervals: `{json.dumps(ci)}`."
+    if metrics.get("numerics"):
+        out += f" Embeddings computed on {metrics.get('device', '?')}, {metrics['numerics']}."
+    return out + "\n"
+
+
+def _yaml_block(obj: Any) -> str:
+    return "```yaml\n" + yaml.safe_dump(obj, sort_keys=False, allow_unicode=True).rstrip() + "\n```\n"
+
+
+def model_card(name: str, info: dict, metrics: dict, params_in_force: dict, train_params: Optional[dict],
+               profile: str, backbone: str, stage: str, summary: str = "") -> str:
+    """The ``README.md`` text of model ``name``.
+
+    ``info``: its ``sentlab.json``; ``metrics``: ``reports/metrics/<name>.json``; ``params_in_force``:
+    the method's Params the model trained with; ``train_params``: ``data/params/train.json``;
+    ``stage``: its DVC train stage (``train@simcse``); ``summary``: the method's one-line summary.
+    """
+    method_id = str(info.get("method", name))
+    paper, bibtex = _paper(method_id)
+    fingerprint = info.get("fingerprint") or metrics.get("fingerprint")
+    parts = [_front_matter(name, info, metrics, backbone),
+             f"# sentlab `{name}`\n",
+             f"A sentence encoder trained by sentlab with **{method_id}**"
+             + (f" ({summary})" if summary else "") + f", from `{backbone}`, profile `{profile}`.\n",
+             f"Paper: {paper}.\n",
+             "## Usage\n", _usage(name, info),
+             "## Results (SPEC §2 protocol)\n", _results(metrics),
+             "## Params in force\n",
+             f"The method's params (`data/params/methods/{method_id}.json` merged with the model's variant, if any):\n",
+             _yaml_block(params_in_force)]
+    if train_params:
+        parts += ["Training loop (`data/params/train.json`):\n", _yaml_block(train_params)]
+    run = {k: info[k] for k in ("run_key", "best_stsb_dev", "best_step", "steps", "resumed_from_step") if k in info}
+    if run:
+        parts += ["Training run (`sentlab.json`):\n", _yaml_block(run)]
+    if fingerprint:
+        parts += ["## Environment\n", _yaml_block(fingerprint)]
+    parts += ["## Reproduce\n",
+              "```bash\n"
+              f"make repro PROFILE={profile}          # the whole pipeline, or only this model:\n"
+              f"dvc repro {stage} && dvc repro export\n"
+              f"sentlab evaluate --model exports/{name}   # the seven STS numbers again\n"
+              "```\n",
+              "## Citation\n"]
+    parts.append("```bibtex\n" + bibtex + "\n```\n" if bibtex else f"{paper}: no published BibTeX entry recorded.\n")
+    return "\n".join(parts)

@@ -1,0 +1,129 @@
+"""The content-addressed embedding cache (sentlab.evaluate.cache) and the shared forward pass.
+
+A hit must be bit-identical to a fresh encode, a changed model / pooling / setting / sentence
+list must miss, and one forward pass must serve every shared pooling.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from tiny import sentences
+
+from sentlab.encoder import SentenceEncoder
+from sentlab.evaluate.cache import EmbeddingCache, embedding_cache
+from sentlab.evaluate.protocol import embed_unique
+
+SHARED = ("cls", "mean", "first_last")
+SENTS = sentences(40, seed=3)
+
+
+class CountingModel(torch.nn.Module):
+    """Wraps a model and counts its forward passes."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+        self.config = inner.config
+        self.calls = 0
+
+    def forward(self, **kw):
+        self.calls += 1
+        return self.inner(**kw)
+
+
+@pytest.fixture
+def model(tiny_bert, one_thread):
+    net, tok = tiny_bert
+    return CountingModel(net.eval()), tok
+
+
+def _enc(model, pooling="mean", **kw):
+    net, tok = model
+    return SentenceEncoder(net, tok, pooling=pooling, **kw)
+
+
+def test_hit_is_bit_identical_to_a_fresh_encode_and_shares_one_pass(model, tmp_path):
+    fresh = {p: _enc(model, p).encode(SENTS, batch_size=8) for p in SHARED}
+    net = model[0]
+    cache = EmbeddingCache(tmp_path, share_poolings=SHARED)
+    net.calls = 0
+    first = cache.embed(_enc(model, "mean"), SENTS, batch_size=8)
+    passes = net.calls
+    assert (cache.misses, cache.hits) == (1, 0)
+    assert len(list(tmp_path.glob("*.npy"))) == 3          # mean, cls and first_last stored from that pass
+    assert passes == len(_enc(model).token_batches(SENTS, 8)[1])   # one forward pass per batch, not three
+    for p in SHARED:
+        got = cache.embed(_enc(model, p), SENTS, batch_size=8)
+        assert got.dtype == np.float32 and np.array_equal(got, fresh[p]), p   # bit-identical
+    assert net.calls == passes and cache.hits == 3          # the hits ran no model
+    assert np.array_equal(first, fresh["mean"])
+
+
+def test_changed_model_pooling_settings_or_sentences_miss(model, tmp_path):
+    cache = EmbeddingCache(tmp_path, share_poolings=("mean",))
+    enc = _enc(model, "mean")
+    key = cache.key(enc, SENTS, 8)
+    assert cache.key(_enc(model, "mean"), SENTS, 8) == key            # same content, same key
+    assert cache.key(_enc(model, "cls"), SENTS, 8) != key
+    assert cache.key(_enc(model, "mean", max_length=16), SENTS, 8) != key
+    assert cache.key(_enc(model, "mean", precision="bf16"), SENTS, 8) != key
+    assert cache.key(_enc(model, "mean", dims=(0, 16)), SENTS, 8) != key
+    assert cache.key(enc, SENTS, 16) != key
+    assert cache.key(enc, SENTS[:-1], 8) != key
+    assert cache.key(enc, SENTS[::-1], 8) != key
+    cache.embed(enc, SENTS, 8)
+    with torch.no_grad():
+        model[0].inner.encoder.layer[0].output.dense.weight[0, 0] += 1e-3   # a retrained model
+    changed = cache.key(enc, SENTS, 8)
+    assert changed != key
+    again = cache.embed(enc, SENTS, 8)
+    assert cache.misses == 2 and np.array_equal(again, enc.encode(SENTS, batch_size=8))
+
+
+def test_post_is_applied_after_loading_and_not_stored(model, tmp_path):
+    scale = lambda x: x * 2  # noqa: E731  (a stand-in for a whitening transform)
+    cache = EmbeddingCache(tmp_path)
+    raw = cache.embed(_enc(model, "mean"), SENTS, 8)
+    post = cache.embed(dataclasses.replace(_enc(model, "mean"), post=scale), SENTS, 8)
+    assert cache.hits == 1 and np.array_equal(post, raw * 2)
+
+
+def test_a_corrupt_entry_is_encoded_again_and_replaced(model, tmp_path, caplog):
+    cache = EmbeddingCache(tmp_path)
+    enc = _enc(model, "cls")
+    want = cache.embed(enc, SENTS, 8)
+    path = tmp_path / f"{cache.key(enc, SENTS, 8)}.npy"
+    path.write_bytes(path.read_bytes()[:100])                              # a truncated file
+    got = cache.embed(enc, SENTS, 8)
+    assert "unreadable" in caplog.text and cache.misses == 2 and np.array_equal(got, want)
+    assert np.array_equal(np.load(path, allow_pickle=False), want)         # replaced by a whole one
+    assert not list(tmp_path.glob(".*.tmp"))                               # no temporary left behind
+
+
+def test_embed_unique_uses_the_active_cache_only_inside_the_block(model, tmp_path, monkeypatch):
+    monkeypatch.delenv("SENTLAB_EMBEDDING_CACHE", raising=False)
+    enc = _enc(model, "first_last")
+    with embedding_cache(share_poolings=SHARED, root=tmp_path) as cache:
+        a = embed_unique(enc, SENTS + SENTS[:5], batch_size=8)
+        b = embed_unique(_enc(model, "cls"), SENTS, batch_size=8)
+    assert (cache.misses, cache.hits) == (1, 1) and len(a) == len(SENTS) == len(b)
+    fresh = enc.encode(SENTS, batch_size=8)
+    assert all(np.array_equal(a[s], fresh[i]) for i, s in enumerate(SENTS))
+    embed_unique(enc, SENTS, batch_size=8)                                 # outside: no cache
+    assert cache.misses + cache.hits == 2
+    monkeypatch.setenv("SENTLAB_EMBEDDING_CACHE", "off")
+    with embedding_cache(share_poolings=SHARED) as off:
+        assert off is None
+
+
+def test_mask_pooling_runs_alone(model, tmp_path):
+    cache = EmbeddingCache(tmp_path, share_poolings=SHARED)
+    enc = _enc(model, "mask")
+    got = cache.embed(enc, SENTS[:6], 4)
+    assert len(list(tmp_path.glob("*.npy"))) == 1 and np.array_equal(got, enc.encode(SENTS[:6], batch_size=4))
+    with pytest.raises(ValueError, match="template"):
+        enc.encode_poolings(SENTS[:2], ["mask", "cls"])

@@ -1,0 +1,224 @@
+"""`sentlab preflight`: the stages of a profile on a tiny slice in a scratch copy (sentlab.preflight),
+and the kept paper backbones (sentlab.backbones)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Every kind of stage the smoke profile has, once: params, data, annotations, a trained method, a "not run in
+# this profile" marker, the evaluation of each, a pooling baseline (their upstream stages come along).
+SUBSET = r"^(train@simcse|train@ct|evaluate@simcse|evaluate@ct|evaluate_baseline@cls)$"
+TINY = {"size": 300, "steps": 2, "batch_size": 8, "dev_max_pairs": 20, "max_pairs": 20}
+
+
+def _copy_repo(dest: Path) -> None:
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
+                           capture_output=True).stdout.decode().split("\0")
+    for f in filter(None, files):
+        if (REPO / f).is_file():
+            (dest / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / f, dest / f)
+    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
+
+
+def _snapshot(root: Path) -> dict[str, str]:
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and ".git" not in p.relative_to(root).parts:
+            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+@pytest.fixture
+def workspace(tmp_path, mirror, monkeypatch):
+    """A copy of the repository with pipeline outputs, a DVC lock and an MLflow store in it (which the
+    preflight must leave alone)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    _copy_repo(ws)
+    for rel, text in {"data/params/seed.json": "{}\n", "models/simcse/sentlab.json": '{"status": "trained"}\n',
+                      "reports/metrics/simcse.json": "{}\n", "mlflow.db": "not a real db\n"}.items():
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text(text)
+    monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(mirror))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'outside.db'}")
+    return ws
+
+
+@pytest.mark.slow
+def test_smoke_preflight_all_ok_and_workspace_untouched(workspace, tmp_path):
+    """The smoke profile's stages come out ok, with their measures, and the workspace is byte-identical.
+
+    A representative subset (SUBSET: one stage of every kind, with everything upstream of it) keeps this
+    under a minute on the 2-core CI machine: every stage of the smoke profile already runs end to end in
+    tests/test_pipeline_smoke.py, and `make preflight PROFILE=smoke` runs them all through this same code."""
+    from sentlab.preflight import preflight
+
+    before = _snapshot(workspace)
+    rc, rows, meta = preflight(workspace, "smoke", scratch=tmp_path / "scratch", sl=TINY, stages_filter=SUBSET,
+                               quiet=True)
+    assert _snapshot(workspace) == before
+    by = {r.stage: r for r in rows}
+    assert [r.stage for r in rows][:3] == ["resolve_params", "prepare", "annotate"]  # DVC's order
+    assert set(by) >= {"train@simcse", "train@ct", "evaluate@simcse", "evaluate@ct", "evaluate_baseline@cls"}
+    assert rc == 0, [(r.stage, r.status, r.error) for r in rows if r.status != "ok"]
+    simcse = by["train@simcse"]
+    assert simcse.steps == TINY["steps"] and simcse.batch == TINY["batch_size"] and simcse.sec_per_step > 0
+    assert simcse.full_steps == 4  # the smoke profile's train.max_steps, not the slice's
+    assert by["train@ct"].steps is None  # a marker: no training
+    ev = by["evaluate@simcse"]
+    assert ev.sentences > 0 and ev.sec_per_sentence > 0 and ev.peak_rss_mb > 100
+    assert ev.projected_s >= ev.seconds * 0.5
+    report = json.loads((tmp_path / "scratch/reports/preflight/preflight.json").read_text())
+    assert [r["stage"] for r in report["rows"]] == [r.stage for r in rows]
+    assert "| train@simcse | ok |" in (tmp_path / "scratch/reports/preflight/preflight.md").read_text()
+    sliced = yaml.safe_load((tmp_path / "scratch/params.yaml").read_text())
+    assert sliced["profile"] == "smoke" and sliced["profiles"]["smoke"]["train"]["max_steps"] == TINY["steps"]
+    assert (tmp_path / "scratch/mlflow.db").is_file()  # MLflow went to the scratch folder
+
+
+def test_planted_broken_stage_fails_with_its_error(workspace, tmp_path):
+    """An unknown method in params: its stage comes out failed with the one-paragraph error, the stages
+    after it blocked, the CLI exits non-zero, and the workspace is unchanged."""
+    raw = yaml.safe_load((workspace / "params.yaml").read_text())
+    raw["profiles"]["smoke"]["train"]["methods"].append("no_such_method")
+    (workspace / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    before = _snapshot(workspace)
+    env = dict(os.environ)
+    run = subprocess.run([sys.executable, "-m", "sentlab.cli", "preflight", "--profile", "smoke", "--workspace",
+                          str(workspace), "--scratch", str(tmp_path / "scratch")], capture_output=True, text=True,
+                         env=env, cwd=tmp_path)
+    assert run.returncode == 1, run.stderr[-2000:]
+    report = json.loads((tmp_path / "scratch/reports/preflight/preflight.json").read_text())
+    row = report["rows"][0]
+    assert row["status"] == "failed" and "no_such_method" in row["error"] and "train.methods" in row["error"]
+    assert "| failed |" in run.stdout
+    assert _snapshot(workspace) == before
+
+
+def test_slice_overrides_reach_every_method_block():
+    """The slice's step budget wins over a method's own (the paper's PaSeR: 5 epochs, max_steps null) and a
+    method's max_sentences is capped at the slice corpus; the profile's other values stay."""
+    from sentlab.config import read_yaml, resolve_profile, validate
+    from sentlab.preflight import slice_overrides
+    from sentlab.train.run import method_params, resolve_train
+
+    raw = read_yaml(REPO / "params.yaml")
+    sl = {"size": 600, "steps": 3, "batch_size": 8, "dev_max_pairs": 16, "max_pairs": 10}
+    raw["profiles"]["paper"] = slice_overrides(raw, "paper", sl)
+    p = validate(resolve_profile(raw, "paper"))
+    assert p.model.backbone == "bert-base-uncased" and p.prepare.size == 600 and p.evaluate.max_pairs == 10
+    for mid in p.trained_ids:
+        cfg = resolve_train(p, method_params(p, mid))
+        assert (cfg.max_steps, cfg.eval_every, cfg.batch_size) == (3, 3, 8), mid
+    raw2 = read_yaml(REPO / "params.yaml")
+    raw2["profiles"]["paper"] = slice_overrides(raw2, "paper", {**sl, "batch_size": 4})
+    p2 = validate(resolve_profile(raw2, "paper"))
+    assert resolve_train(p2, method_params(p2, "ct")).batch_size == 8  # 1 + CT's 7 negatives
+    assert resolve_train(p2, method_params(p2, "simcse")).batch_size == 4
+    assert method_params(p, "l2p").max_sentences == 300
+    assert method_params(p, "paser").eda == "sr" and method_params(p, "paser").decoder_layers == 6
+
+
+def test_asset_messages_name_the_fetch_command():
+    from sentlab.preflight import classify_asset, standin_for
+
+    assert classify_asset("NLTK resource 'wordnet' (corpora/wordnet) is not installed.") == (
+        "NLTK wordnet", "python -m nltk.downloader wordnet")
+    asset, cmd = classify_asset("Data asset 'nli' (SimCSE's NLI triples) was not found")
+    assert asset == "nli" and cmd.startswith("curl -L") and "nli_for_simcse.csv" in cmd
+    assert classify_asset("Model 'roberta-base' was not found") == ("hub model roberta-base",
+                                                                   "huggingface-cli download roberta-base")
+    from sentlab.config import read_yaml
+
+    edit, _ = standin_for("NLTK wordnet", read_yaml(REPO / "params.yaml"), "paper")
+    assert edit["methods"]["paser"]["eda"] == "rd"
+    assert edit["ablations"]["variants"]["paser_aug_sr_rs"]["set"]["eda"] == "rs"
+
+
+# --- the kept backbones ---------------------------------------------------------------------------------
+SENTENCES = ["Hello world!", "The quick brown fox jumps over the lazy dog.", "Café déjà vu — naïve résumé",
+             "Tokyo 東京 is big; don't split can't.", "A man is playing a guitar.", "Unaffable  preprocessing\t",
+             "1,234.56 dollars (USD) & 7% tax", "ÉCOLE Normale Supérieure", "#hashtag @user https://x.org/a?b=1"]
+
+
+def test_bert_base_uncased_tokenizer_reproduced_id_for_id(mirror):
+    """What is compared: the offline rebuild (sentlab.backbones: MiniLM's uncased vocab, bert-base-uncased's
+    tokenizer_config settings), saved and reloaded through AutoTokenizer, against (1) the `tokenizers`
+    library's own BertWordPieceTokenizer over the same vocab.txt (lowercase, accents stripped as BERT uncased
+    does, CJK split), (2) MiniLM's own shipped tokenizer, id for id over every distinct sentence of STS-B dev
+    plus edge cases (accents, CJK, URLs), and (3) ids published for bert-base-uncased ([CLS] 101, hello 7592,
+    world 2088, ! 999, [SEP] 102, [MASK] 103)."""
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import AutoTokenizer
+
+    from sentlab.assets import resolve_model
+    from sentlab.backbones import build_tokenizer
+    from sentlab.data.sts import parse_all
+
+    tok = build_tokenizer("bert-base-uncased")
+    saved = Path(os.environ.get("TMPDIR", "/tmp")) / f"bbu-tok-{os.getpid()}"
+    tok.save_pretrained(saved)
+    tok = AutoTokenizer.from_pretrained(saved)
+    shutil.rmtree(saved)
+    minilm = Path(resolve_model("sentence-transformers/all-MiniLM-L6-v2"))
+    wordpiece = BertWordPieceTokenizer(str(minilm / "vocab.txt"), lowercase=True, strip_accents=None,
+                                       clean_text=True, handle_chinese_chars=True)
+    shipped = AutoTokenizer.from_pretrained(minilm)
+    table = parse_all(mirror, mirror)
+    dev = table[(table.task == "STSBenchmark") & (table.split == "dev")]
+    sents = list(dict.fromkeys([*SENTENCES, *dev.sentence1, *dev.sentence2]))
+    assert len(sents) > 2500
+    ids = tok(sents)["input_ids"]
+    assert ids == [e.ids for e in wordpiece.encode_batch(sents)] == shipped(sents)["input_ids"]
+    assert tok("Hello world!")["input_ids"] == [101, 7592, 2088, 999, 102]
+    assert (tok.vocab_size, tok.mask_token_id, tok.pad_token_id, tok.model_max_length) == (30522, 103, 0, 512)
+
+
+def test_backbone_configs_and_random_init(tmp_path):
+    """The kept configs build bert-base / roberta-base shapes; a random bert-base loads through the normal
+    loader only when substituted; roberta-base has no offline tokenizer and says how to get it."""
+    from sentlab import assets, backbones
+    from sentlab.errors import AssetMissingError
+
+    assert backbones.known() == ["bert-base-uncased", "roberta-base"]
+    c = backbones.architecture_config("roberta-base")
+    assert (c.model_type, c.hidden_size, c.num_hidden_layers, c.vocab_size, c.max_position_embeddings) == (
+        "roberta", 768, 12, 50265, 514)
+    with pytest.raises(AssetMissingError, match="huggingface-cli download roberta-base"):
+        backbones.build_tokenizer("roberta-base")
+    b = backbones.architecture_config("bert-base-uncased")
+    assert (b.hidden_size, b.num_hidden_layers, b.num_attention_heads, b.intermediate_size, b.vocab_size) == (
+        768, 12, 12, 3072, 30522)
+    assert not assets._SUBSTITUTES  # real runs: nothing substituted
+
+
+def test_random_backbone_used_only_when_substituted(tmp_path, monkeypatch):
+    from sentlab import assets, backbones
+
+    small = dict(backbones.spec("bert-base-uncased"))
+    small["config"] = {**small["config"], "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                       "intermediate_size": 37}
+    monkeypatch.setattr(backbones, "spec", lambda hub_id: small)
+    folder = backbones.build_random_backbone("bert-base-uncased", tmp_path / "bbu")
+    assert json.loads((folder / "sentlab_random_init.json").read_text())["hub_id"] == "bert-base-uncased"
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(assets, "_SUBSTITUTES", {})
+    try:
+        assets.substitute_models({"bert-base-uncased": folder})
+        model, tok = assets.load_model("bert-base-uncased")
+        assert model.config.hidden_size == 32 and tok("hello")["input_ids"] == [101, 7592, 102]
+    finally:
+        assets.substitute_models({})
