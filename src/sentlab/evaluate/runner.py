@@ -202,11 +202,10 @@ def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, t
     lookups: dict = {}
     metrics = evaluate_encoders(encoders, table, params, figures_dir=figures_dir, embeddings=embeddings, lookups=lookups)
     frame = pair_cosine_table(encoders[name], lookups[name], table, params)
-    from .protocol import TASKS as _TASKS
-
-    intervals = bootstrap_intervals(frame, [*_TASKS, "STSBenchmark-dev"], seed=params.seed)
-    from ..fingerprint import environment_fingerprint
     from .protocol import TASKS
+
+    intervals = bootstrap_intervals(frame, [*TASKS, "STSBenchmark-dev"], seed=params.seed)
+    from ..fingerprint import environment_fingerprint
 
     metrics = {"model": name, "kind": kind, "backbone": params.model.backbone, "profile": params.profile,
                "status": "evaluated", **precision_record(encoders[name]), **(extra_metrics or {}), **metrics,
