@@ -52,6 +52,7 @@ bench: env
 	$(PY) benchmarks/eval_speed.py
 
 mlflow-ui: env
+	@echo "open $$($(PY) -c 'from sentlab.tracking import ui_link; print(ui_link())')"
 	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db --port 5000
 
 clean-env:

@@ -109,7 +109,7 @@ def child(method_id: str, steps: int, device: str, precision: str, threads: int 
 
         cls = get_method(method_id)
         params = cls.Params(**({"negatives": 7} if method_id == "ct" else {}))
-        method = cls(model, tok, params, cfg, seed=0)
+        method = cls(model, tok, params.resolved(cfg), seed=0)
         corpus = Corpus(ids=np.arange(len(texts)), texts=texts)
         if method.corpus_columns:
             corpus.extras = {c: [[] for _ in texts] for c in method.corpus_columns}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -90,43 +91,64 @@ def wait_for_text(driver, texts: list[str], timeout: float = 60) -> str:
     raise SystemExit(f"the page {driver.current_url} never showed {missing}")
 
 
+def close_assistant(driver) -> None:
+    """Close MLflow's assistant side panel (it covers a third of the page in a screenshot) when it is open."""
+    for button in driver.find_elements("css selector", "button[aria-label='Close']"):
+        try:
+            button.click()
+            time.sleep(1)
+        except Exception:  # noqa: BLE001 - not clickable (another dialog's): leave it
+            pass
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--store", type=Path, default=Path("mlflow.db"))
     ap.add_argument("--out", type=Path, default=Path("docs/img"))
     args = ap.parse_args(argv)
+    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{args.store.resolve()}"
+    from sentlab.tracking import runs_view_path, ui_link
+
+    ui_link()  # a store written before the runs view existed gets its experiment tags
     exp_id, runs = training_runs(args.store)
     with_tests = [r for r in runs if all(c in r.data.metrics for c in TEST_COLUMNS)]
     if len(runs) < 2 or not with_tests:
         raise SystemExit(f"need two finished training runs with a dev curve, one of them evaluated (test.* "
                          f"metrics), in {args.store}; found {len(runs)} runs, {len(with_tests)} evaluated")
-    pair = (with_tests + [r for r in runs if r not in with_tests])[:2]
+    # two methods' curves when there are two (the newest evaluated run, then the newest of another method)
+    first = with_tests[0]
+    others = [r for r in with_tests + runs if r is not first]
+    other = next((r for r in others if r.data.tags.get("method") != first.data.tags.get("method")), others[0])
+    pair = [first, other]
     port = free_port()
     server = start_server(args.store, port)
     args.out.mkdir(parents=True, exist_ok=True)
-    driver = browser()
+    driver = browser(2200, 1000)
     base = f"http://127.0.0.1:{port}"
     try:
-        # 1. the experiment as a link opens it: MLflow picks the tab from the experiment kind
-        driver.get(f"{base}/#/experiments/{exp_id}")
+        # 1. the link `make mlflow-ui` prints (sentlab.tracking.ui_link): the runs table, not GenAI traces, with
+        # the training runs ranked by test.Avg and the seven STS results + Avg as columns
+        driver.get(base + runs_view_path(exp_id))
         time.sleep(5)
         landed = driver.current_url
-        if "traces" in landed.lower() or "/runs" not in landed:
+        if "traces" in landed.lower() or "overview" in landed.lower() or "/runs" not in landed:
             raise SystemExit(f"the experiment opened on {landed}, not its runs table")
-        # only the training runs, with the test columns in view
-        query = urllib.parse.quote("tags.stage = 'train'")
-        driver.get(f"{base}/#/experiments/{exp_id}/runs?searchFilter={query}")
-        body = wait_for_text(driver, [with_tests[0].info.run_name.split(" ")[0], "test.Avg"])
-        print(f"runs table: opened on {landed}; test columns shown: "
-              f"{[c for c in TEST_COLUMNS if c in body]}")
+        body = wait_for_text(driver, [with_tests[0].info.run_name[:12], "test.Avg"])
+        shown = [c for c in TEST_COLUMNS if c in body]
+        print(f"runs table: opened on {landed}; test columns shown: {shown}")
+        if len(shown) < len(TEST_COLUMNS) - 1:  # the last may be cut at the window's edge
+            raise SystemExit(f"the runs table shows {shown}, not the seven STS results and Avg")
+        close_assistant(driver)
         driver.save_screenshot(str(args.out / "runs_table.png"))
         # 2. two training runs' stsb_dev curves side by side
         ids = json.dumps([r.info.run_id for r in pair])
         url = (f"{base}/#/metric?runs={urllib.parse.quote(ids)}&metric=%22stsb_dev%22"
-               f"&experiments={urllib.parse.quote(json.dumps([exp_id]))}&plot_metric_keys=%5B%22stsb_dev%22%5D")
+               f"&experiments={urllib.parse.quote(json.dumps([exp_id]))}&plot_metric_keys=%5B%22stsb_dev%22%5D"
+               f"&x_axis=step&show_point=true&workflowType=machine_learning")
         driver.get(url)
         wait_for_text(driver, ["stsb_dev"])
         time.sleep(4)  # the plot draws after the data arrive
+        close_assistant(driver)
         driver.save_screenshot(str(args.out / "stsb_dev_compare.png"))
         print(f"compared: {[r.info.run_name for r in pair]}")
     finally:

@@ -366,7 +366,14 @@ def test_sentlab_evaluate_logs_to_mlflow_and_records_its_numerics(mirror, tmp_pa
                               "attributes.run_name = 'eval/tinybert'")
     assert len(runs) == 1 and runs[0].data.metrics["Avg"] == pytest.approx(m["Avg"], abs=1e-9)
     # the experiment is marked as model training: MLflow 3's UI opens on this runs table
-    assert client.get_experiment_by_name(EXPERIMENT).tags["mlflow.experimentKind"] == "custom_model_development"
+    tags = client.get_experiment_by_name(EXPERIMENT).tags
+    assert tags["mlflow.experimentKind"] == "custom_model_development"
+    # and carries the runs view the README links (sentlab.tracking.runs_view_path): training runs, ranked by test.Avg, test columns
+    view = json.loads(tags["mlflow.sharedViewState.sentlab"])
+    assert view["orderByKey"] == "metrics.`test.Avg`" and view["searchFilter"] == "tags.stage = 'train'"
+    assert [c for c in view["selectedColumns"] if c.startswith("metrics.`test.")] == [
+        f"metrics.`test.{k}`" for k in ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark",
+                                        "SICKRelatedness", "Avg")]
 
 
 def test_a_profile_switch_or_an_edit_made_with_the_profiles_key_is_not_refused():

@@ -122,7 +122,9 @@ class TrainParams(Strict):
     eval_every: int = Field(125, gt=0)
     checkpoint_every: Optional[int] = Field(None, gt=0, description="None: at every dev evaluation")
     dev_max_pairs: Optional[int] = Field(None, gt=0, description="None: all 1500 STS-B dev pairs")
-    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    precision: Literal["auto", "fp32", "bf16"] = Field(
+        "auto", description="auto: bf16 autocast on CUDA and on CPUs with native bf16 (AVX-512 BF16/AMX), else fp32; "
+                            "logits and losses stay fp32; evaluation precision is evaluate.precision")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     num_threads: Optional[int] = Field(None, gt=0)
     loader_workers: Union[Literal["auto"], Annotated[int, Field(ge=0)]] = Field(

@@ -497,7 +497,7 @@ def _sts_counts(scratch: Path) -> dict:
     return {f"{a}/{b}": int(n) for (a, b), n in t.groupby(["task", "split"]).size().items()}
 
 
-def project(rows: list[Row], stages: dict[str, Stage], real, sl: dict, scratch: Path) -> None:
+def project(rows: list[Row], real, sl: dict, scratch: Path) -> None:
     """Fill each row's projection for the full run of the real profile (``real``: its Params)."""
     from .train.loop import plan_steps
     from .train.run import ablation_spec, method_params, resolve_train
@@ -689,14 +689,14 @@ def preflight(workspace: Path, profile: Optional[str] = None, *, out: Optional[P
             row.fetch = missing_backbone[1]
         status[st.name] = row
         rows.append(row)
+        if real is not None:  # projected as it comes: a partial table (a long run stopped early) has its figures
+            project([row], real, sl, scratch)
         if not quiet:
             print(f"preflight: {st.name}: {row.status} ({row.seconds:.1f}s)" + (f": {row.error[:200]}" if row.error
                   else ""), file=sys.stderr, flush=True)
         if not keep_weights:
             _prune_weights(scratch, st, consumers, status)
         _write(rows, {**meta, "partial": f"{len(rows)} of {len(stages)} stages so far"}, out_dir)
-    if real is not None:
-        project(rows, {s.name: s for s in stages}, real, sl, scratch)
     meta["substitutes"] = substitutes
     return _finish(rows, meta, out_dir, quiet)
 

@@ -33,7 +33,10 @@
   same ``ckpt_dir`` continues from it and, on CPU, ends with the same numbers
   as an uninterrupted run; every rank saves (its RNG state is gathered) and
   resumes with its own RNG state;
-* precision: ``auto`` = bf16 autocast on CUDA, fp32 on CPU; ``bf16`` allowed on CPU;
+* precision: ``auto`` = bf16 autocast on CUDA and on CPUs with native bf16 (AVX-512 BF16 or AMX:
+  1.5-1.7x the steps/s of fp32 on this project's 2-core CPU, STS-B dev within 0.01 after 20 steps,
+  ``benchmarks/train_speed.py --compare-precision``), else fp32; ``fp32``/``bf16`` force it. Logits
+  and losses stay fp32 under autocast (SPEC §3); evaluation is fp32 on CPU whatever training used;
 * several processes under ``torchrun`` (``train.nproc``): DDP, rank r takes rows
   ``[r·B/W, (r+1)·B/W)`` of each global micro-batch; only rank 0 evaluates, logs and writes.
 """
@@ -82,9 +85,20 @@ def resolve_device(device: str) -> torch.device:
     return torch.device("cpu")
 
 
+def cpu_has_native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether this CPU computes bf16 natively (AVX-512 BF16 or AMX-BF16 in /proc/cpuinfo's flags); elsewhere
+    (other OSes, older CPUs) bf16 autocast is emulated and slower than fp32, so ``auto`` stays fp32 there."""
+    try:
+        flags = cpuinfo.read_text(errors="replace")
+    except OSError:
+        return False
+    return any(f in flags.split() for f in ("avx512_bf16", "amx_bf16"))
+
+
 def resolve_precision(precision: str, device: torch.device) -> str:
+    """``auto``: bf16 on CUDA and on a CPU with native bf16 (:func:`cpu_has_native_bf16`), else fp32."""
     if precision == "auto":
-        return "bf16" if device.type == "cuda" else "fp32"
+        return "bf16" if device.type == "cuda" or cpu_has_native_bf16() else "fp32"
     return precision
 
 

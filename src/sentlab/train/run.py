@@ -31,7 +31,7 @@ from ..methods import get_method
 from . import distributed as D
 from .checkpoint import publish, write_curve, write_marker
 from .data import load_corpus
-from .loop import DevEval, resolve_device, seed_everything, train_loop
+from .loop import DevEval, resolve_device, resolve_precision, seed_everything, train_loop
 
 log = logging.getLogger(__name__)
 
@@ -140,12 +140,13 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
                 shutil.rmtree(stale, ignore_errors=True)
     from ..fingerprint import environment_fingerprint
 
+    precision = resolve_precision(cfg.precision, device)  # `auto` resolved: what the loop uses
     info = dict(method.export_info(), name=name, status="trained", seed=params.seed,
-                fingerprint=environment_fingerprint(device=device, precision=cfg.precision,
+                fingerprint=environment_fingerprint(device=device, precision=precision,
                                                     data_files=[root / "data" / "corpus" / f"{corpus_name}.parquet",
                                                                 root / "data" / "sts" / "sts.parquet"]))
     logged = {"seed": params.seed, "profile": params.profile, "backbone": params.model.backbone,
-              "train": cfg.model_dump(), "method": {"id": method_id, **mparams.model_dump()}, "run_key": key,
+              "train": cfg.model_dump(), "precision": precision, "method": {"id": method_id, **mparams.model_dump()}, "run_key": key,
               "corpus": {"name": corpus_name, "sentences": len(corpus)}}
 
     def _train(log_fn):
