@@ -61,12 +61,26 @@ def train_stage(params, name: str) -> str:
     return f"train@{name}"
 
 
+def seed_metrics(name: str) -> dict:
+    """``{"<name>-s<seed>": metrics}`` of the model's other seeds that were evaluated (the card's seed rows)."""
+    out = {}
+    for f in sorted(METRICS.glob(f"{name}-s*.json")):
+        if f.stem[len(name) + 2:].isdigit():
+            m = _read(f)
+            if m.get("status") == "evaluated":
+                out[f.stem] = m
+    return out
+
+
 def export_one(params, folder: Path, dest: Path) -> None:
     from sentlab.methods import registered
 
     info = _read(folder / "sentlab.json")
     name = folder.name
     metrics = _read(METRICS / f"{name}.json")
+    seeds = seed_metrics(name)
+    if seeds:
+        metrics = dict(metrics, seed_rows=seeds)
     method_id = info["method"]
     in_force = metrics.get("method") or _value(_read(PARAMS / "methods" / f"{method_id}.json"))
     train = _value(_read(PARAMS / "train.json")) if (PARAMS / "train.json").is_file() else None

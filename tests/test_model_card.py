@@ -8,7 +8,7 @@ import yaml
 from sentlab.export.card import TASKS, model_card
 
 METRICS = {"model": "posbow_adv", "STS12": 60.5, "STS13": 70.25, "STS14": 65.0, "STS15": 75.0, "STS16": 72.0,
-           "STSBenchmark": 71.0, "SICKRelatedness": 66.0, "Avg": 68.54, "stsb_dev": 77.7,
+           "STSBenchmark": 71.0, "SICKRelatedness": 66.0, "Avg": 68.54, "STSBenchmark-dev": 77.7,
            "extra_rows": {"posbow_adv_pos": {"STS12": 30.0, "Avg": 31.0}}}
 INFO = {"method": "posbow_adv", "pooling": "cls", "channels": {"bow": [0, 192], "pos": [192, 384]},
         "run_key": "abc123", "best_stsb_dev": 77.7, "best_step": 40}
@@ -42,8 +42,36 @@ def test_card_body_names_method_results_params_command_and_citation():
 
 
 def test_seeds_ci_and_fingerprint_are_rendered_when_recorded():
-    card = _card(seeds=[1, 2, 3], ci={"STS12": [59.0, 62.0], "Avg": {"lo": 67.0, "hi": 70.0}},
+    """The keys the pipeline writes: the evaluate stage's `ci95`, `STSBenchmark-dev`; the export stage's
+    `seed_rows` (reports/metrics/<m>-s<seed>.json of the other seeds)."""
+    s43 = {**{k: METRICS[k] + 1.0 for k in TASKS}, "Avg": 69.54}
+    s44 = {**{k: METRICS[k] + 2.0 for k in TASKS}, "Avg": 70.54}
+    card = _card(ci95={"STS12": [59.0, 62.0], "Avg": [67.0, 70.0]}, seed_rows={"posbow_adv-s43": s43,
+                                                                              "posbow_adv-s44": s44},
                  fingerprint={"torch": "2.13.0", "cpu": "x86_64"})
     assert "| 95% CI | [59.00, 62.00] | – |" in card and "[67.00, 70.00] |" in card
-    assert "Seeds: `[1, 2, 3]`." in card
+    assert "| posbow_adv-s43 | 61.50 | 71.25 |" in card
+    # mean ± sample std over the 3 seeds: STS12 60.5/61.5/62.5 -> 61.50 ± 1.00; Avg 68.54/69.54/70.54
+    assert "| mean ± std (3 seeds) | 61.50 ± 1.00 | 71.25 ± 1.00 |" in card and "69.54 ± 1.00 |" in card
+    assert "`posbow_adv-s43`, `posbow_adv-s44`" in card and "STS-B dev: 77.70." in card
     assert "## Environment" in card and "torch: 2.13.0" in card
+
+
+def test_export_stage_passes_the_evaluated_seeds_of_a_model(tmp_path, monkeypatch):
+    """pipeline/export.py: the card of `simcse` gets simcse-s43's row (evaluated), not a not-run seed's marker
+    nor another model whose name starts alike."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("export_stage", Path(__file__).parents[1] / "pipeline" / "export.py")
+    export = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(export)
+    metrics = tmp_path / "metrics"
+    metrics.mkdir()
+    for name, status in (("simcse", "evaluated"), ("simcse-s43", "evaluated"), ("simcse-s44", "not run in this profile"),
+                         ("simcse-sup", "evaluated"), ("simcse-s43-x", "evaluated")):
+        (metrics / f"{name}.json").write_text(json.dumps({"status": status, "Avg": 1.0}))
+    monkeypatch.setattr(export, "METRICS", metrics)
+    assert list(export.seed_metrics("simcse")) == ["simcse-s43"]
+    assert export.seed_metrics("simcse-s43") == {}

@@ -11,6 +11,7 @@ Everything comes from the pipeline's own outputs (``sentlab.json``, ``reports/me
 from __future__ import annotations
 
 import json
+import statistics
 from typing import Any, Optional
 
 import yaml
@@ -137,16 +138,32 @@ def _results(metrics: dict) -> str:
             f"| {metrics.get('model', 'model')} | " + " | ".join(_fmt(metrics.get(k)) for k in keys) + " |"]
     for row, res in (metrics.get("extra_rows") or {}).items():
         rows.append(f"| {row} | " + " | ".join(_fmt(res.get(k)) for k in keys) + " |")
-    ci = metrics.get("ci")
+    # the evaluate stage's percentile-bootstrap interval of this model (reports/metrics/<m>.json `ci95`)
+    ci = metrics.get("ci95", metrics.get("ci"))
     if isinstance(ci, dict):
         rows.append("| 95% CI | " + " | ".join(_ci_cell(ci[k]) if k in ci else "–" for k in keys) + " |")
+    seeds = metrics.get("seed_rows") or {}
+    for row, res in seeds.items():
+        rows.append(f"| {row} | " + " | ".join(_fmt(res.get(k)) for k in keys) + " |")
+    if seeds:
+        runs = [metrics, *seeds.values()]
+        cells = []
+        for k in keys:
+            vals = [r[k] for r in runs if isinstance(r.get(k), (int, float))]
+            cells.append(f"{statistics.mean(vals):.2f} ± {statistics.stdev(vals):.2f}" if len(vals) > 1 else "–")
+        rows.append(f"| mean ± std ({len(runs)} seeds) | " + " | ".join(cells) + " |")
     out = "\n".join(rows) + "\n\nSpearman correlation × 100 between the cosine of the two sentence embeddings and " \
                             "the gold score (SPEC §2: SentEval's \"all\" setting for STS12–16, the test splits of " \
                             "STS-B and SICK-R)."
-    if "stsb_dev" in metrics:
-        out += f" STS-B dev: {_fmt(metrics['stsb_dev'])}."
-    if "seeds" in metrics:
-        out += f"\n\nSeeds: `{json.dumps(metrics['seeds'])}`."
+    dev = metrics.get("STSBenchmark-dev", metrics.get("stsb_dev"))
+    if dev is not None:
+        out += f" STS-B dev: {_fmt(dev)}."
+    if isinstance(ci, dict):
+        out += " 95% CI: percentile bootstrap over the test pairs (the evaluate stage's `ci95`)."
+    if seeds:
+        out += (f"\n\nSeeds: this model and {len(seeds)} more run(s) of the same params with other seeds "
+                f"({', '.join(f'`{r}`' for r in seeds)}, under `models/`); mean ± std (sample std) over the "
+                f"{len(seeds) + 1}.")
     if ci is not None and not isinstance(ci, dict):
         out += f"\n\nConfidence intervals: `{json.dumps(ci)}`."
     if metrics.get("numerics"):
