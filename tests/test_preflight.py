@@ -119,7 +119,8 @@ def test_slice_overrides_reach_every_method_block():
     sl = {"size": 600, "steps": 3, "batch_size": 8, "dev_max_pairs": 16, "max_pairs": 10}
     raw["profiles"]["paper"] = slice_overrides(raw, "paper", sl)
     p = validate(resolve_profile(raw, "paper"))
-    assert p.model.backbone == "bert-base-uncased" and p.prepare.size == 600 and p.evaluate.max_pairs == 10
+    assert p.model.backbone == "bert-base-uncased" and p.prepare.size == 600
+    assert p.evaluate.max_pairs == 72   # raised for whitening's fit: 1.5 x 768 dims / 16 sentences per pair count
     for mid in p.trained_ids:
         cfg = resolve_train(p, method_params(p, mid))
         assert (cfg.max_steps, cfg.eval_every, cfg.batch_size) == (3, 3, 8), mid
@@ -222,3 +223,48 @@ def test_random_backbone_used_only_when_substituted(tmp_path, monkeypatch):
         assert model.config.hidden_size == 32 and tok("hello")["input_ids"] == [101, 7592, 102]
     finally:
         assets.substitute_models({})
+
+
+def test_slice_keeps_whitening_fit_pool_above_the_backbone_width():
+    """The paper preflight's whitening baseline failed on the slice (628 fit sentences for bert-base's 768
+    dimensions: a singular covariance), a failure of the slice, not of the profile: the slice evaluates
+    enough pairs for the fit; without a whitening baseline fitted on the STS pool it keeps its own."""
+    from sentlab.config import read_yaml
+    from sentlab.preflight import slice_overrides
+
+    sl = {"size": 600, "steps": 3, "batch_size": 8, "dev_max_pairs": 16, "max_pairs": 10}
+    raw = read_yaml(REPO / "params.yaml")
+    assert slice_overrides(raw, "paper", sl)["evaluate"]["max_pairs"] == 72        # bert-base-uncased: 768
+    assert slice_overrides(raw, "paper", {**sl, "max_pairs": 100})["evaluate"]["max_pairs"] == 100
+    assert slice_overrides(raw, "smoke", sl)["evaluate"]["max_pairs"] == 36         # all-MiniLM-L6-v2: 384
+    raw["evaluate"]["whitening"]["fit_on"] = "corpus"
+    assert slice_overrides(raw, "paper", sl)["evaluate"]["max_pairs"] == 10
+    raw["evaluate"]["whitening"]["fit_on"] = "sts_pool"
+    raw["evaluate"]["baselines"] = ["cls", "mean"]
+    assert slice_overrides(raw, "paper", sl)["evaluate"]["max_pairs"] == 10
+
+
+def test_random_substitute_embeddings_span_every_dimension():
+    """A fresh LayerNorm makes every hidden state sum to zero: the random substitute's first_last embeddings
+    (the mean of two LayerNorm outputs) had rank width - 1 and whitening failed on them in the paper preflight.
+    With LayerNorms spread as in a trained model the two layers' constraints differ: full rank."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    from sentlab.backbones import spread_layer_norms
+
+    def rank(model):
+        torch.manual_seed(1)
+        ids = torch.randint(5, 100, (300, 12))
+        with torch.no_grad():
+            hs = model(input_ids=ids, output_hidden_states=True).hidden_states
+        h = ((hs[0] + hs[-1]) / 2).mean(1)      # first_last, the whitening baseline's pooling
+        cov = torch.cov(h.double().T)
+        return int(torch.linalg.matrix_rank(cov, rtol=1e-10))
+
+    torch.manual_seed(0)
+    model = BertModel(BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                 intermediate_size=64)).eval()
+    assert rank(model) == 31
+    spread_layer_norms(model)
+    assert rank(model) == 32

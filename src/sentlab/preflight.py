@@ -9,7 +9,8 @@ What it does, in order:
 2. **Tiny slice.** The scratch ``params.yaml`` gets the chosen profile and, in ``profiles.<profile>``,
    the slice: ``prepare.size``, a few training steps (``train.max_steps`` and every method block's
    own ``max_steps``, one dev evaluation at the end), a small batch, few STS-B dev pairs
-   (``train.dev_max_pairs``) and few pairs per evaluation task (``evaluate.max_pairs``); a method's
+   (``train.dev_max_pairs``) and few pairs per evaluation task (``evaluate.max_pairs``: raised, when the
+   profile fits whitening on the STS pool, to 1.5x the backbone's width in fit sentences); a method's
    ``max_sentences`` is capped at the slice's corpus; ``train.nproc`` is 1. Everything else is the
    profile's own: the backbone, the methods, the ablation variants, their settings.
 3. **Every stage, in DVC order.** The stages are what ``dvc`` makes of the scratch ``dvc.yaml``
@@ -46,6 +47,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 import re
 import shlex
@@ -138,7 +140,8 @@ def slice_overrides(raw: dict, profile: str, sl: dict) -> dict:
     steps = sl["steps"]
     train = {"max_steps": steps, "eval_every": steps, "batch_size": sl["batch_size"], "grad_accum": 1,
              "dev_max_pairs": sl["dev_max_pairs"], "nproc": 1, "epochs": 1}
-    cap = {"prepare": {"size": size}, "train": train, "evaluate": {"max_pairs": sl["max_pairs"]}}
+    cap = {"prepare": {"size": size}, "train": train,
+           "evaluate": {"max_pairs": max(sl["max_pairs"], whitening_min_pairs(merged))}}
     assert set(train) <= set(TrainParams.model_fields)
     for section in ("methods", "methods_from"):
         for mid, block in (merged.get(section) or {}).items():
@@ -152,6 +155,35 @@ def slice_overrides(raw: dict, profile: str, sl: dict) -> dict:
                 own["max_sentences"] = min(int(block["max_sentences"]), size // 2)
             cap.setdefault(section, {})[mid] = own
     return deep_merge(prof, cap)
+
+
+def whitening_min_pairs(merged: dict) -> int:
+    """Pairs per task the slice needs so that whitening's ``sts_pool`` fit (the distinct sentences of the
+    evaluated pairs of 7 tasks + STS-B dev: at most 16 per pair count) has 1.5x more sentences than the backbone
+    has dimensions (else the covariance is singular: a failure of the slice, not of the profile); 0 when the
+    profile has no such baseline or the backbone's width is unknown here."""
+    ev = merged.get("evaluate") or {}
+    wh = ev.get("whitening") or {}
+    if "whitening" not in (ev.get("baselines") or []) or wh.get("fit_on", "sts_pool") != "sts_pool":
+        return 0
+    hidden = backbone_width(str((merged.get("model") or {}).get("backbone", "")))
+    return math.ceil(1.5 * hidden / 16) if hidden else 0
+
+
+def backbone_width(backbone: str) -> Optional[int]:
+    """``hidden_size`` of ``backbone``: its kept architecture config, else its config.json when it is here."""
+    from . import backbones
+
+    kept = backbones.spec(backbone)
+    if kept is not None:
+        return int(kept["config"]["hidden_size"])
+    try:
+        from .assets import resolve_model
+
+        cfg = json.loads((Path(resolve_model(backbone)) / "config.json").read_text(encoding="utf-8"))
+        return int(cfg["hidden_size"])
+    except Exception:  # noqa: BLE001 - not here: the stages that load it say so in their rows
+        return None
 
 
 def _method_default(mid: str, block: Optional[dict], key: str):

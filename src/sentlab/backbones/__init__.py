@@ -76,6 +76,21 @@ def build_tokenizer(hub_id: str):
     return BertTokenizerFast(vocab=vocab, **recipe["settings"])
 
 
+def spread_layer_norms(model, scale: float = 0.1) -> None:
+    """Draw every LayerNorm's weight around 1 and bias around 0 (N(1, scale), N(0, scale)), as in a trained
+    model. With fresh LayerNorms (weight 1, bias 0) every layer's output sums to zero over its dimensions, so
+    first_last embeddings (the mean of two layers) span one dimension less than the width and whitening's
+    covariance is singular: a failure of the substitute, not of the profile (the paper preflight found it).
+    Spread LayerNorms put each layer on its own hyperplane, and their mean spans every dimension."""
+    import torch
+
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.LayerNorm) and m.elementwise_affine:
+                m.weight.normal_(1.0, scale)
+                m.bias.normal_(0.0, scale)
+
+
 def build_random_backbone(hub_id: str, dest: str | Path, seed: int = 0) -> Path:
     """Write a randomly initialised ``hub_id``-shaped model (its pre-training heads included, as the hub
     checkpoint has them) and its offline tokenizer to ``dest`` (a Hugging Face folder, safetensors).
@@ -90,6 +105,7 @@ def build_random_backbone(hub_id: str, dest: str | Path, seed: int = 0) -> Path:
     config = architecture_config(hub_id)
     torch.manual_seed(seed)
     model = AutoModelForMaskedLM.from_config(config)
+    spread_layer_norms(model)
     with atomic_path(dest, is_dir=True) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
