@@ -268,3 +268,18 @@ def test_random_substitute_embeddings_span_every_dimension():
     assert rank(model) == 31
     spread_layer_norms(model)
     assert rank(model) == 32
+
+
+def test_annotate_memory_projection_follows_the_shard_not_the_corpus(tmp_path):
+    """The paper preflight projected 199 GB for annotate (the slice's growth x 833 for 10^6 sentences); the stage
+    annotates shard by shard, so its memory grows with annotate.shard_size (50,000 in the paper profile);
+    its time with the corpus."""
+    from sentlab.config import read_yaml, resolve_profile, validate
+    from sentlab.preflight import Row, project
+
+    real = validate(resolve_profile(read_yaml(REPO / "params.yaml"), "paper"))
+    row = Row(stage="annotate", cmd="python pipeline/annotate.py", status="ok", seconds=10.0,
+              probe={"peak_rss_mb": 500.0, "start_rss_mb": 300.0})
+    project([row], real, {"size": 1000}, tmp_path)
+    assert row.projected_s == pytest.approx(10.0 * 1000)                    # 10^6 / 1000 sentences
+    assert row.projected_peak_mb == pytest.approx(300.0 + 200.0 * 50)      # 50,000 / 1000 per shard

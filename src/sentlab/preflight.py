@@ -576,9 +576,13 @@ def project(rows: list[Row], real, sl: dict, scratch: Path) -> None:
             row.projected_peak_mb = p.get("peak_rss_mb")
         elif row.stage in ("prepare", "annotate"):
             row.projected_s = row.seconds * size_ratio
+            mem_ratio = size_ratio
+            if row.stage == "annotate":  # annotation holds one shard at a time: memory follows the shard size
+                shard = real.annotate.shard_size
+                mem_ratio = min(real.prepare.size, shard) / max(1, min(sl["size"], real.prepare.size, shard))
             start = p.get("start_rss_mb") or 0.0
             if p.get("peak_rss_mb"):
-                row.projected_peak_mb = start + (p["peak_rss_mb"] - start) * size_ratio
+                row.projected_peak_mb = start + (p["peak_rss_mb"] - start) * mem_ratio
         else:
             row.projected_s, row.projected_peak_mb = row.seconds, p.get("peak_rss_mb")
 
