@@ -2,12 +2,14 @@
 
     python scripts/mlflow_screenshots.py [--store mlflow.db] [--out docs/img]
 
-Starts ``mlflow server`` on the store, opens the ``sentlab`` experiment in headless Chromium and
-checks what the README promises: the experiment opens on the runs table (not MLflow 3's GenAI
-"Traces" overview: the experiment-kind tag of :mod:`sentlab.tracking`), and the training runs carry
-the seven STS test results and Avg as columns (``test.STS12`` … ``test.Avg``, logged on the training
-run by the evaluate stage). Writes ``runs_table.png`` and ``stsb_dev_compare.png`` (two training
-runs' ``stsb_dev`` curves) to ``--out``; exits non-zero, naming the check, when one fails.
+Starts ``mlflow server`` on the store, opens the link ``make mlflow-ui`` prints
+(:func:`sentlab.tracking.ui_link`: the experiment's shared runs view, with MLflow 3's sidebar set to
+"Model training") in headless Chromium and checks what the README promises: it lands on the runs table
+(not the GenAI "Traces" overview), and the training runs carry the seven STS test results and Avg as
+columns (``test.STS12`` … ``test.Avg``, logged on the training run by the evaluate stage). Writes
+``runs_table.png`` and ``stsb_dev_compare.png`` (two training runs' ``stsb_dev`` curves, two methods when
+the store has two) to ``--out``; exits non-zero, naming the check, when one fails. A store written
+before the runs view existed gets the experiment's tags first.
 
 Needs Chromium and its driver (Debian: ``apt-get install chromium chromium-driver``) and
 ``pip install selenium``; a store with finished training runs (``make repro``, or the smoke profile).
