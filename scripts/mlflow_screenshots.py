@@ -28,8 +28,9 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-TEST_COLUMNS = [f"test.{k}" for k in ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark",
-                                      "SICKRelatedness", "Avg")]
+from sentlab.data.sts import TASKS
+
+TEST_COLUMNS = [f"test.{k}" for k in (*TASKS, "Avg")]
 
 
 def free_port() -> int:

@@ -20,19 +20,24 @@ EXPERIMENT = os.environ.get("SENTLAB_MLFLOW_EXPERIMENT", "sentlab")
 # MLflow 3's experiment-kind tag: model training, so the UI lands on the runs table
 EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
 
-# The runs view a researcher compares in (MLflow's shared-view experiment tag, opened by RUNS_VIEW_PATH): the
-# training runs, flat (each seed its own row), ranked by test.Avg, the seven STS results, Avg and the best dev as
-# columns. MLflow >= 3.1x decides GenAI vs model training from the sidebar's workflow type (GenAI by default,
-# remembered in the browser) rather than the experiment kind: the link sets it.
+# The runs view a researcher compares in (MLflow's shared-view experiment tag, opened by :func:`runs_view_path`).
+# MLflow >= 3.1x decides GenAI vs model training from the sidebar's workflow type (GenAI by default, remembered in
+# the browser) rather than the experiment kind: the link sets it.
 RUNS_VIEW_KEY = "sentlab"
 RUNS_VIEW_TAG = f"mlflow.sharedViewState.{RUNS_VIEW_KEY}"
-TEST_KEYS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness", "Avg")
-RUNS_VIEW = {"searchFilter": "tags.stage = 'train'", "orderByKey": "metrics.`test.Avg`", "orderByAsc": False,
-             "startTime": "ALL", "lifecycleFilter": "Active", "datasetsFilter": [], "modelVersionFilter": "All Runs",
-             "selectedColumns": ["attributes.`Run Name`"] + [f"metrics.`test.{k}`" for k in TEST_KEYS]
-                                + ["metrics.`best_stsb_dev`"],
-             "runsExpanded": {}, "runsPinned": [], "runsHidden": [], "runListHidden": False, "viewMaximized": False,
-             "isAccordionReordered": False, "groupBy": None, "groupsExpanded": {}}
+
+
+def runs_view() -> dict:
+    """The training runs, flat (each seed its own row), ranked by test.Avg, with the seven STS results, Avg and the
+    best dev as columns."""
+    from .data.sts import TASKS
+
+    return {"searchFilter": "tags.stage = 'train'", "orderByKey": "metrics.`test.Avg`", "orderByAsc": False,
+            "startTime": "ALL", "lifecycleFilter": "Active", "datasetsFilter": [], "modelVersionFilter": "All Runs",
+            "selectedColumns": ["attributes.`Run Name`"] + [f"metrics.`test.{k}`" for k in (*TASKS, "Avg")]
+                               + ["metrics.`best_stsb_dev`"],
+            "runsExpanded": {}, "runsPinned": [], "runsHidden": [], "runListHidden": False, "viewMaximized": False,
+            "isAccordionReordered": False, "groupBy": None, "groupsExpanded": {}}
 
 
 def runs_view_path(experiment_id: str) -> str:
@@ -106,7 +111,7 @@ def _mlflow():
 
     mlflow.set_tracking_uri(tracking_uri())
     exp = mlflow.set_experiment(EXPERIMENT)
-    view = json.dumps(RUNS_VIEW, sort_keys=True)
+    view = json.dumps(runs_view(), sort_keys=True)
     for tag, value in ((EXPERIMENT_KIND_TAG, EXPERIMENT_KIND), (RUNS_VIEW_TAG, view)):
         if exp.tags.get(tag) != value:  # the UI opens on the runs table with the test columns, not GenAI traces
             mlflow.MlflowClient().set_experiment_tag(exp.experiment_id, tag, value)
