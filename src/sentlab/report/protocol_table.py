@@ -23,6 +23,7 @@ import numpy as np
 
 from ..evaluate.cosines import SICK_ALL, task_arrays
 from ..evaluate.stats import spearman_vec
+from .diagnostics_tables import _fmt
 
 STS5 = ("STS12", "STS13", "STS14", "STS15", "STS16")
 STS7 = (*STS5, "STSBenchmark", "SICKRelatedness")
@@ -61,14 +62,6 @@ def row(name: str, m: dict, cosines, curve: Optional[list]) -> list:
             STS5[worst] if gaps and gaps[worst] >= 0 else "", sick_test, sick_all,
             None if sick_all is None or sick_test is None else sick_all - sick_test, _num(m.get("Avg")), avg_all,
             best[1] if best else None, best[0] if best else None, last[1] if last else None, last[0] if last else None]
-
-
-def _fmt(v) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        return f"{v:.2f}"
-    return str(v)
 
 
 def render(metrics: dict[str, dict], ctx, curves: dict[str, list], backbone: str, profile: str) -> tuple[str, str]:
