@@ -23,6 +23,7 @@ Usage::
 
     python benchmarks/train_speed.py                       # CPU, default methods
     python benchmarks/train_speed.py --compare-precision --methods simcse --steps 20
+    python benchmarks/train_speed.py --compare-attention --methods simcse,moco,ptbert,l2p --steps 10
     python benchmarks/train_speed.py --bf16 --steps 5      # CPU with bf16 autocast
     python benchmarks/train_speed.py --methods simcse,ptbert --json out.json
 """
@@ -39,6 +40,7 @@ import tempfile
 import time
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parents[1]
 DEFAULT_METHODS = "simcse,ct,moco,moco_deletion,ptbert"
 
 
@@ -76,16 +78,22 @@ def build_backbone(device: str):
 
 
 def child(method_id: str, steps: int, device: str, precision: str, threads: int | None,
-          dev_pairs: int | None = None) -> dict:
+          dev_pairs: int | None = None, attention: str = "auto", optimizer: str = "fused") -> dict:
     import numpy as np
     import torch
 
     from sentlab.config import TrainParams
+    from sentlab.train import loop
+
+    if optimizer == "foreach":  # the loop before issue 15 on CPU: multi-tensor (not fused) AdamW
+        loop.make_optimizer = lambda method, cfg, dev: method.configure_optimizers(weight_decay=cfg.weight_decay)
 
     if threads:
         torch.set_num_threads(threads)
     torch.manual_seed(0)
     model, tok, backbone = build_backbone(device)
+    attention = loop.resolve_attention(attention, torch.device(device))
+    loop.set_attention(model, attention)
     cfg = TrainParams(batch_size=64, max_length=32, lr=3e-5, eval_every=10_000, max_steps=steps + 2, device=device,
                       precision=precision)
     # steps + 2 optimiser steps: the first is the warm-up, the last (which the loop follows with its final dev
@@ -123,6 +131,7 @@ def child(method_id: str, steps: int, device: str, precision: str, threads: int 
             dev = stsb_dev(method, dev_pairs)
     dt = (times[steps] - times[0]) / steps
     out = {"method": method_id, "backbone": backbone, "device": device, "precision": precision, "steps": steps,
+           "attention": attention, "optimizer": optimizer,
            "s_per_step": dt, "sentences_per_s": 64 / dt, "tokens_per_s": tokens / dt, "trainable_params": n_params,
            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     if dev_pairs is not None and method_id != "plain":
@@ -175,9 +184,10 @@ def plain_simcse(model, tok, texts, cfg, device, precision, tick, n_steps):
     return sum(p.numel() for p in params), tokens
 
 
-def run_child(method_id: str, args, device: str, precision: str) -> dict:
+def run_child(method_id: str, args, device: str, precision: str, attention: str = "auto",
+              optimizer: str = "fused") -> dict:
     cmd = [sys.executable, __file__, "--child", method_id, "--steps", str(args.steps), "--device", device,
-           "--precision", precision]
+           "--precision", precision, "--attention", attention, "--optimizer", optimizer]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
     if args.compare_precision and method_id != "plain":
@@ -200,17 +210,28 @@ def main() -> int:
     ap.add_argument("--compare-precision", action="store_true",
                     help="CPU fp32 vs bf16 autocast per method: steps/s and STS-B dev after --steps, same seed")
     ap.add_argument("--dev-pairs", type=int, default=0, help="--compare-precision: STS-B dev pairs (0: all)")
+    ap.add_argument("--compare-attention", action="store_true",
+                    help="CPU: per method the training step before issue 15 (SDPA attention, multi-tensor AdamW) "
+                         "beside the current one (eager attention, fused AdamW), interleaved step by step")
+    ap.add_argument("--attention", default="auto", help=argparse.SUPPRESS)
+    ap.add_argument("--optimizer", default="fused", help=argparse.SUPPRESS)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--child-interleaved", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--device", default="cpu", help=argparse.SUPPRESS)
     ap.add_argument("--precision", default="fp32", help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.dev_pairs_given = "--dev-pairs" in sys.argv
+    if args.child_interleaved:
+        print(json.dumps(interleaved_child(args.child_interleaved, args.steps)))
+        return 0
     if args.child:
         print(json.dumps(child(args.child, args.steps, args.device, args.precision, args.threads,
-                               args.dev_pairs if args.dev_pairs_given else None)))
+                               args.dev_pairs if args.dev_pairs_given else None, args.attention, args.optimizer)))
         return 0
     if args.compare_precision:
         return compare_precision(args)
+    if args.compare_attention:
+        return compare_attention(args)
 
     import torch
 
@@ -266,6 +287,92 @@ def compare_precision(args) -> int:
             print(f"{m:<14}{p:>10}{1 / r['s_per_step']:>9.3f}{r['s_per_step']:>9.2f}{speed:>10.2f}"
                   f"{r['stsb_dev']:>11.2f}{ddev:>8.2f}{r['peak_rss_mb']:>13.0f}")
             rows.append(r)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+ATTENTION_CONFIGS = (("sdpa", "foreach"), ("eager", "foreach"), ("eager", "fused"))
+
+
+def interleaved_child(method_id: str, steps: int) -> dict:
+    """One process, one model: each step's batch is trained once per configuration of
+    :data:`ATTENTION_CONFIGS` in turn (attention kernel switched in place, each configuration its own AdamW
+    state), so machine drift hits every configuration alike. The median step time per configuration."""
+    import statistics
+
+    import numpy as np
+    import torch
+
+    from sentlab.config import TrainParams
+    from sentlab.methods import get_method
+    from sentlab.methods.base import Batch
+    from sentlab.train.data import load_corpus
+    from sentlab.train.loop import cpu_has_native_bf16, set_attention
+
+    torch.manual_seed(0)
+    model, tok, backbone = build_backbone("cpu")
+    precision = "bf16" if cpu_has_native_bf16() else "fp32"
+    cls = get_method(method_id)
+    # the quick profile's PaSeR block (params.yaml) for PaSeR; defaults otherwise
+    quick = {"paser": dict(eda="rd", head_lr=1e-3, memory_norm=True, decoder_layers=2)}.get(method_id, {})
+    method = cls(model, tok, cls.Params(**quick).resolved(TrainParams(batch_size=64, max_length=32,
+                                                                      precision=precision)), seed=0)
+    method.train()
+    corpus_name = method.corpus_name()
+    if method.corpus_columns:  # the phrase / frame annotations a dvc repro wrote (PaSeR's decoder needs phrases)
+        ann = REPO / "data" / "annotations" / corpus_name
+        if not ann.is_dir():
+            raise SystemExit(f"{method_id} needs {ann} (its {', '.join(method.corpus_columns)} annotations): run "
+                             f"`dvc repro annotate` first")
+        corpus = load_corpus(REPO / "data" / "corpus" / f"{corpus_name}.parquet", method.corpus_columns, ann)
+    else:
+        from sentlab.train.data import Corpus
+
+        texts = corpus_sentences(64 * (steps + 1))
+        corpus = Corpus(ids=np.arange(len(texts)), texts=texts)
+    optimizers = {opt: method.configure_optimizers(fused=opt == "fused") for opt in ("foreach", "fused")}
+    times: dict = {c: [] for c in ATTENTION_CONFIGS}
+    params = [p for p in method.parameters() if p.requires_grad]
+    for step in range(steps + 1):  # step 0 warms every configuration up, untimed
+        for attention, opt in ATTENTION_CONFIGS:
+            for module in method.modules():  # the backbone and any copy of it (MoCo's key encoder)
+                if hasattr(module, "set_attn_implementation") and hasattr(module, "config"):
+                    set_attention(module, attention)
+            batch = method.prepare(corpus.batch(list(range(step * 64, (step + 1) * 64))))
+            t0 = time.perf_counter()
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+                out = method(batch)
+            out["loss"].backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            optimizers[opt].step()
+            optimizers[opt].zero_grad(set_to_none=True)
+            method.after_optimizer_step()  # MoCo's momentum update, the queue (as the loop does)
+            if step:
+                times[(attention, opt)].append(time.perf_counter() - t0)
+    return {"method": method_id, "backbone": backbone, "precision": precision, "steps": steps,
+            "median_s_per_step": {f"{a}+{o}": statistics.median(v) for (a, o), v in times.items()}}
+
+
+def compare_attention(args) -> int:
+    """The CPU training step before and after issue 15's levers, interleaved in one process per method: SDPA
+    attention with multi-tensor AdamW (before), eager attention, eager attention with fused AdamW (now)."""
+    rows = []
+    print(f"CPU: {os.cpu_count()} logical cores (load average {os.getloadavg()[0]:.1f}); {args.steps} timed steps "
+          f"per configuration, interleaved step by step; batch 64, max length 32, seed 0, bf16 autocast where "
+          f"the CPU has native bf16")
+    print(f"{'method':<14}" + "".join(f"{a + '+' + o:>16}" for a, o in ATTENTION_CONFIGS) + f"{'speed-up':>10}")
+    for m in args.methods.split(","):
+        cmd = [sys.executable, __file__, "--child-interleaved", m, "--steps", str(args.steps)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, TOKENIZERS_PARALLELISM="false"))
+        if proc.returncode != 0:
+            print(f"{m:<14}  error: {(proc.stderr.strip().splitlines() or ['failed'])[-1]}")
+            continue
+        r = json.loads(proc.stdout.strip().splitlines()[-1])
+        t = r["median_s_per_step"]
+        before, now = t["sdpa+foreach"], t["eager+fused"]
+        print(f"{m:<14}" + "".join(f"{t[a + '+' + o]:>15.3f}s" for a, o in ATTENTION_CONFIGS) + f"{before / now:>10.2f}")
+        rows.append(r)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
     return 0

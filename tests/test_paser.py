@@ -305,6 +305,30 @@ def test_teacher_forcing_shifts_the_target_right(tiny_bert, monkeypatch):
     torch.testing.assert_close(seen["mem"], memory[[0, 2]])
 
 
+def test_greedy_decoding_applies_the_vocabulary_head_at_the_last_position_only(tiny_bert, monkeypatch):
+    """Issue 15: a greedy step needs the last position's logits; the head over the vocabulary runs on B rows,
+    not B x T (the reconstruction check took 90 s of the quick PaSeR stage), with the same logits."""
+    from sentlab.evaluate.reconstruction import greedy_decode
+
+    m = _make(tiny_bert)
+    m.eval()
+    torch.manual_seed(0)
+    memory = torch.randn(3, 4, 32)
+    ids = torch.tensor([[m.tokenizer.cls_token_id, 5, 6], [m.tokenizer.cls_token_id, 8, 0], [m.tokenizer.cls_token_id, 0, 0]])
+    att = (ids != 0).long()
+    last = att.sum(1) - 1
+    with torch.no_grad():
+        full = m.decoder_logits(memory, ids, att)
+        at_last = m.decoder_logits(memory, ids, att, positions=last)
+    torch.testing.assert_close(at_last, full[torch.arange(3), last])
+    rows = []
+    real_head = m.lm_head.forward
+    monkeypatch.setattr(m.lm_head, "forward", lambda h, w: rows.append(tuple(h.shape)) or real_head(h, w))
+    out = greedy_decode(m, memory, [1, 1, 2], max_new_tokens=4)
+    assert len(out) == 3 and all(1 <= len(s) <= 4 for s in out)
+    assert rows and all(r == (3, 32) for r in rows)  # one position per row at every step
+
+
 def test_decoder_is_causal_and_ignores_padding(tiny_bert):
     m = _make(tiny_bert)
     m.eval()

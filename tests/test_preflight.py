@@ -131,6 +131,11 @@ def test_slice_overrides_reach_every_method_block():
     assert resolve_train(p2, method_params(p2, "simcse")).batch_size == 4
     assert method_params(p, "l2p").max_sentences == 300
     assert method_params(p, "paser").eda == "sr" and method_params(p, "paser").decoder_layers == 6
+    # PaSeR's reconstruction check at the slice's scale (500 / 2,000 at full size), for both PaSeR stages
+    for mid in ("paser", "paser_sup"):
+        mp = method_params(p, mid)
+        assert (mp.recon_heldout, mp.recon_fit) == (40, 200), mid
+    assert method_params(validate(resolve_profile(read_yaml(REPO / "params.yaml"), "paper")), "paser").recon_heldout == 500
 
 
 def test_asset_messages_name_the_fetch_command():

@@ -162,6 +162,34 @@ def test_auto_precision_is_bf16_only_on_a_cpu_with_native_bf16(tmp_path, monkeyp
     assert loop.resolve_precision("auto", torch.device("cuda")) == "bf16"
 
 
+def test_cpu_training_uses_eager_attention_and_fused_adamw(tmp_path, tok, monkeypatch):
+    """Issue 15: on CPU `train.attention: auto` switches the backbone (and MoCo's key copy) to eager attention
+    (PyTorch's CPU SDPA backward is slow at sentence lengths) and AdamW is the fused kernel; the choice is in
+    sentlab.json; an explicit `sdpa` is kept; CUDA stays on sdpa."""
+    from sentlab.train import loop
+
+    assert loop.resolve_attention("auto", torch.device("cpu")) == "eager"
+    assert loop.resolve_attention("auto", torch.device("cuda")) == "sdpa"
+    assert loop.resolve_attention("sdpa", torch.device("cpu")) == "sdpa"
+    seen = {}
+    real_make = loop.make_optimizer
+
+    def spy(method, cfg, device):
+        opt = real_make(method, cfg, device)
+        seen["fused"] = opt.defaults.get("fused")
+        seen["attn"] = {m.config._attn_implementation for m in method.modules() if hasattr(m, "set_attn_implementation")}
+        return opt
+
+    monkeypatch.setattr(loop, "make_optimizer", spy)
+    for setting, expected in (("auto", "eager"), ("sdpa", "sdpa")):
+        root = make_root(tmp_path / setting)
+        info = train_method(params(max_steps=2, eval_every=2, attention=setting), "moco", root=root,
+                            dev_eval=fake_dev_eval(), encoder_factory=factory(tok), tracking=False, progress=False)
+        assert info["attention"] == expected
+        assert seen["attn"] == {expected}  # the query encoder and the momentum key encoder
+        assert seen["fused"] is True
+
+
 def test_corpus_too_small_is_a_clear_error(tmp_path, tok):
     from sentlab.errors import SentlabError
     root = make_root(tmp_path, n=6)

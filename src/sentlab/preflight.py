@@ -68,6 +68,11 @@ from .errors import SentlabError
 # The slice (CLI flags change them).
 SLICE = {"size": 1200, "steps": 3, "batch_size": 8, "dev_max_pairs": 40, "max_pairs": 40}
 
+# PaSeR's held-out reconstruction check (greedy decoding of ``recon_heldout`` sentences, frequency baselines
+# fitted on ``recon_fit``) at the slice's scale: at the paper's 500 / 2,000 the check took 3-5 min of each PaSeR
+# stage on a CPU (a random decoder never emits [SEP], so every sentence decodes the full 40 tokens).
+RECON_SLICE = {"recon_heldout": 40, "recon_fit": 200}
+
 # Upstream sizes of the corpora a full run trains on, for the projection when the data here is a sample:
 # SimCSE's wiki1m_for_simcse.txt has 10^6 lines, its nli_for_simcse.csv 275,601 triples (SimCSE §4.1, 5.1).
 UPSTREAM_ROWS = {"train": 1_000_000, "nli": 275_601}
@@ -153,6 +158,10 @@ def slice_overrides(raw: dict, profile: str, sl: dict) -> dict:
                 own["batch_size"] = negatives + 1
             if (block or {}).get("max_sentences"):
                 own["max_sentences"] = min(int(block["max_sentences"]), size // 2)
+            for key, cap_n in RECON_SLICE.items():  # PaSeR's reconstruction check after training: a slice of it
+                value = _method_default(mid, block, key)
+                if value:
+                    own[key] = min(int(value), cap_n)
             cap.setdefault(section, {})[mid] = own
     return deep_merge(prof, cap)
 
@@ -194,7 +203,8 @@ def _method_default(mid: str, block: Optional[dict], key: str):
     if cls is None:
         return None
     try:
-        return getattr(cls.Params(**(block or {})), key, None)
+        own = {k: v for k, v in (block or {}).items() if k != "from"}  # methods_from: `from` names the parent
+        return getattr(cls.Params(**own), key, None)
     except Exception:  # noqa: BLE001 - an invalid block is resolve_params' row to report
         return None
 

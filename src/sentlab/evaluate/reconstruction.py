@@ -184,9 +184,7 @@ def greedy_decode(method, memory: torch.Tensor, n_phrases: Sequence[int], max_ne
         if all(done):
             break
         ids, att = (t.to(memory.device) for t in pad(seqs, tok.pad_token_id))
-        logits = method.decoder_logits(memory, ids, att)
-        last = att.sum(1) - 1
-        nxt = logits[torch.arange(len(seqs), device=logits.device), last].argmax(-1).tolist()
+        nxt = method.decoder_logits(memory, ids, att, positions=att.sum(1) - 1).argmax(-1).tolist()  # last token
         for i, t in enumerate(nxt):
             if done[i]:
                 continue

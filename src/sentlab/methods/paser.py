@@ -291,8 +291,14 @@ class PaSeR(Method):
             e_s = self.embed(features["s"]["input_ids"], features["s"]["attention_mask"])
         return self.signal(e_s, self.embed(features["s_masked"]["input_ids"], features["s_masked"]["attention_mask"]))
 
-    def decoder_logits(self, memory: torch.Tensor, dec_in: torch.Tensor, dec_att: torch.Tensor) -> torch.Tensor:
+    def decoder_logits(self, memory: torch.Tensor, dec_in: torch.Tensor, dec_att: torch.Tensor,
+                       positions: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Vocabulary logits ``(B, T, V)`` of the decoder; with ``positions`` (one index per row) only those
+        rows' positions ``(B, V)``: greedy decoding needs the last one, and the head over ~30k words is most
+        of a decoding step's cost."""
         h = self.decoder(self.encoder, dec_in, dec_att, memory)
+        if positions is not None:
+            h = h[torch.arange(h.size(0), device=h.device), positions]
         return self.lm_head(h, self.encoder.get_input_embeddings().weight)
 
     def teacher_forcing(self, memory: torch.Tensor, dec: dict[str, torch.Tensor]):

@@ -31,7 +31,7 @@ from ..methods import get_method
 from . import distributed as D
 from .checkpoint import publish, write_curve, write_marker
 from .data import load_corpus
-from .loop import DevEval, resolve_device, resolve_precision, seed_everything, train_loop
+from .loop import DevEval, resolve_attention, resolve_device, resolve_precision, seed_everything, set_attention, train_loop
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +123,8 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
 
     seed_everything(params.seed)  # the method's new layers (MLP, pseudo tokens) are initialised from the seed
     model, tok = encoder_factory() if encoder_factory else load_encoder(params, cls, models_dir, device)
+    attention = resolve_attention(cfg.attention, device)
+    set_attention(model, attention)  # before the method copies it (MoCo's key encoder)
     method = cls(model, tok, mparams.resolved(cfg), seed=params.seed)
 
     corpus_name = method.corpus_name()
@@ -142,11 +144,12 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
 
     precision = resolve_precision(cfg.precision, device)  # `auto` resolved: what the loop uses
     info = dict(method.export_info(), name=name, status="trained", seed=params.seed,
+                attention=attention,
                 fingerprint=environment_fingerprint(device=device, precision=precision,
                                                     data_files=[root / "data" / "corpus" / f"{corpus_name}.parquet",
                                                                 root / "data" / "sts" / "sts.parquet"]))
     logged = {"seed": params.seed, "profile": params.profile, "backbone": params.model.backbone,
-              "train": cfg.model_dump(), "precision": precision, "method": {"id": method_id, **mparams.model_dump()}, "run_key": key,
+              "train": cfg.model_dump(), "precision": precision, "attention": attention, "method": {"id": method_id, **mparams.model_dump()}, "run_key": key,
               "corpus": {"name": corpus_name, "sentences": len(corpus)}}
 
     def _train(log_fn):
