@@ -2,6 +2,7 @@
 
     python benchmarks/stage_times.py [--profile quick] [--workdir DIR] [--readme README.md] [--no-readme]
                                      [--no-second-run] [--keep]
+    python benchmarks/stage_times.py --from-log WORKDIR   # the table again from a kept run
 
 Copies the working tree (tracked and untracked-but-not-ignored files, as a fresh clone of it
 would hold; no data/, models/, reports/, dvc.lock, DVC cache or MLflow store) into a scratch
@@ -37,6 +38,7 @@ import tempfile
 import time
 from collections import OrderedDict
 from pathlib import Path
+from typing import Optional
 
 REPO = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- stage-times:begin -->", "<!-- stage-times:end -->"
@@ -93,11 +95,42 @@ def stage_durations(starts: list[tuple[str, float]], total: float) -> list[tuple
     return head + [(name, end - t) for (name, t), end in zip(starts, ends)]
 
 
+def output_name(stage: str) -> str:
+    """The model / metrics name a foreach stage writes: ``train_seed@simcse-43`` -> ``simcse-s43`` (seed stages
+    name their outputs ``<method>-s<seed>``), otherwise the stage's key."""
+    kind, key = stage.split("@", 1)
+    if kind in ("train_seed", "evaluate_seed"):
+        method, _, seed = key.rpartition("-")
+        if method and seed.isdigit():
+            return f"{method}-s{seed}"
+    return key
+
+
+def log_starts(log_path: Path) -> tuple[float, list[tuple[str, float]], Optional[float]]:
+    """(end time, [(stage, start)] + the wrap-up mark) from a kept ``repro.log`` (``[  t] line`` rows)."""
+    starts: list[tuple[str, float]] = []
+    last_lock, end = None, 0.0
+    for line in log_path.read_text(errors="replace").splitlines():
+        m = re.match(r"\[\s*([0-9.]+)\] (.*)", line)
+        if not m:
+            continue
+        now, text = float(m.group(1)), m.group(2)
+        end = now
+        r = RUNNING.search(text)
+        if r:
+            starts.append((r.group(1) or r.group(2), now))
+        elif "lock file" in text:
+            last_lock = now
+    if starts and last_lock is not None and last_lock > starts[-1][1]:
+        starts.append((WRAPUP, last_lock))
+    return end, starts, last_lock
+
+
 def is_marker(stage: str, root: Path) -> bool:
     """Whether a stage only wrote a "not run in this profile" marker (its status file says so)."""
     if "@" not in stage:
         return False
-    key = stage.split("@", 1)[1]
+    key = output_name(stage)
     for f in (root / "models" / key / "sentlab.json", root / "reports" / "metrics" / f"{key}.json"):
         if f.is_file():
             try:
@@ -122,7 +155,8 @@ def group_table(durations: list[tuple[str, float]], root: Path) -> "OrderedDict[
     return groups
 
 
-def render(groups, total: float, peak_kb: int, profile: str, second: float | None, rc: int) -> str:
+def render(groups, total: float, peak_kb: int, profile: str, second: float | None, rc: int,
+           slowest: Optional[list[tuple[str, float]]] = None) -> str:
     """The README section: one row per stage group, then the total."""
     when = _dt.date.today().isoformat()
     cpu = os.cpu_count()
@@ -139,6 +173,10 @@ def render(groups, total: float, peak_kb: int, profile: str, second: float | Non
     status = "" if rc == 0 else f" (dvc repro FAILED, exit {rc})"
     lines.append(f"| **total**{status} | {n} | **{total:.0f}** ({total / 60:.1f} min) | 100 % |")
     lines.append("")
+    if slowest:
+        top = sorted((d for d in slowest if d[0] not in (STARTUP, WRAPUP)), key=lambda d: -d[1])[:8]
+        lines.append("Slowest stages: " + ", ".join(f"`{n}` {t:.0f} s" for n, t in top) + ".")
+        lines.append("")
     lines.append(f"Peak memory (largest process): {peak_kb / 1024 ** 2:.2f} GB."
                  + (f" A second `dvc repro` with nothing changed: {second:.1f} s." if second is not None else ""))
     lines.append(END)
@@ -166,7 +204,12 @@ def main() -> None:
     ap.add_argument("--no-readme", action="store_true", help="print the table only")
     ap.add_argument("--no-second-run", action="store_true", help="skip the nothing-changed `dvc repro`")
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    ap.add_argument("--peak-gb", type=float, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--from-log", type=Path, default=None, metavar="WORKDIR",
+                    help="no run: render the table again from a kept --workdir (its repro.log, repro2.log and repo/)")
     args = ap.parse_args()
+    if args.from_log:
+        return rerender(args)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="sentlab-stage-times-"))
     repo = work / "repo"
     if repo.exists():
@@ -185,8 +228,8 @@ def main() -> None:
         _, second, again = run_streaming([sys.executable, "-m", "dvc", "repro"], repo, env, work / "repro2.log")
         if again:
             print(f"warning: the second dvc repro ran {len(again)} stage(s): {[s for s, _ in again][:5]}")
-    groups = group_table(stage_durations(starts, total), repo)
-    section = render(groups, total, peak_kb, args.profile, second, rc)
+    durations = stage_durations(starts, total)
+    section = render(group_table(durations, repo), total, peak_kb, args.profile, second, rc, slowest=durations)
     print(section)
     if not args.no_readme and rc == 0:
         update_readme(args.readme, section)
@@ -196,6 +239,27 @@ def main() -> None:
     else:
         print(f"scratch copy kept in {work} (log: {work / 'repro.log'})")
     sys.exit(rc)
+
+
+def rerender(args) -> None:
+    """The table of a kept run (``--workdir ... --keep``), e.g. after a change to the grouping. The peak memory
+    is not in the log: it is read from the README section being replaced (``--peak-gb`` overrides)."""
+    work = args.from_log
+    total, starts, _ = log_starts(work / "repro.log")
+    readme = args.readme.read_text()
+    m = re.search(r"nothing changed: ([0-9.]+) s", readme)  # the measured wall time, else the log's last line
+    second = float(m.group(1)) if m else (log_starts(work / "repro2.log")[0] if (work / "repro2.log").is_file() else None)
+    peak_gb = args.peak_gb
+    if peak_gb is None:
+        m = re.search(r"Peak memory \(largest process\): ([0-9.]+) GB", readme)
+        peak_gb = float(m.group(1)) if m else 0.0
+    durations = stage_durations(starts, total)
+    section = render(group_table(durations, work / "repo"), total, int(peak_gb * 1024 ** 2), args.profile, second, 0,
+                     slowest=durations)
+    print(section)
+    if not args.no_readme:
+        update_readme(args.readme, section)
+        print(f"updated {args.readme}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,36 @@
+"""benchmarks/stage_times.py's grouping: which stages were "not run" markers, from what they wrote."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("stage_times", REPO / "benchmarks" / "stage_times.py")
+stage_times = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(stage_times)
+
+
+def test_seed_stages_are_grouped_by_the_model_they_wrote(tmp_path):
+    """A seed stage's key is `<method>-<seed>` but its outputs are `<method>-s<seed>`: a not-run seed is a
+    marker, a trained one stays in `train_seed@*` (the first table counted 104 seed markers as trainings)."""
+    assert stage_times.output_name("train_seed@simcse-43") == "simcse-s43"
+    assert stage_times.output_name("evaluate_seed@moco_srl-46") == "moco_srl-s46"
+    assert stage_times.output_name("ablate@ptbert_m64") == "ptbert_m64"
+    for name, status in (("simcse-s43", "trained"), ("ct-s43", "not run in this profile")):
+        (tmp_path / "models" / name).mkdir(parents=True)
+        (tmp_path / "models" / name / "sentlab.json").write_text(json.dumps({"status": status}))
+    (tmp_path / "reports" / "metrics").mkdir(parents=True)
+    (tmp_path / "reports" / "metrics" / "ct-s43.json").write_text(json.dumps({"status": "not run in this profile"}))
+    durations = [("train_seed@simcse-43", 90.0), ("train_seed@ct-43", 0.8), ("evaluate_seed@ct-43", 3.0)]
+    groups = stage_times.group_table(durations, tmp_path)
+    assert dict(groups) == {"train_seed@*": [90.0], stage_times.MARKERS: [0.8, 3.0]}
+
+
+def test_a_kept_log_renders_the_same_stage_times(tmp_path):
+    (tmp_path / "repro.log").write_text(
+        "[      2.0] Running stage 'prepare':\n[      5.0] Updating lock file 'dvc.lock'\n"
+        "[      5.5] Running stage 'train@simcse':\n[     95.5] Updating lock file 'dvc.lock'\n[     96.0] done\n")
+    end, starts, _ = stage_times.log_starts(tmp_path / "repro.log")
+    assert end == 96.0 and starts == [("prepare", 2.0), ("train@simcse", 5.5), (stage_times.WRAPUP, 95.5)]
+    durations = stage_times.stage_durations(starts, end)
+    assert durations == [(stage_times.STARTUP, 2.0), ("prepare", 3.5), ("train@simcse", 90.0), (stage_times.WRAPUP, 0.5)]
