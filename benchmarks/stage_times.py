@@ -47,6 +47,7 @@ RUNNING = re.compile(r"Running stage '([^']+)'|Stage '([^']+)' is cached")
 MARKERS = "markers (not run in this profile)"
 STARTUP = "dvc start-up"
 WRAPUP = "dvc wrap-up"
+RUN_JSON = "run.json"  # in --workdir: what the log does not hold (peak memory, the second run, exit code)
 
 
 def copy_worktree(src: Path, dest: Path) -> None:
@@ -63,28 +64,17 @@ def copy_worktree(src: Path, dest: Path) -> None:
 
 
 def run_streaming(cmd: list[str], cwd: Path, env: dict, log_path: Path) -> tuple[int, float, list[tuple[str, float]]]:
-    """Run ``cmd`` echoing its output (and saving it, timestamped, to ``log_path``); returns (exit code,
-    wall seconds, [(stage, seconds since start at its "Running stage" line)] + [(WRAPUP, time of the last
-    "Updating lock file" line)])."""
-    starts: list[tuple[str, float]] = []
-    last_lock = None
+    """Run ``cmd`` echoing its output and saving it, timestamped, to ``log_path``; returns (exit code, wall
+    seconds, the stage starts :func:`log_starts` reads from that log)."""
     t0 = time.perf_counter()
     with open(log_path, "w") as log, subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
                                                       stderr=subprocess.STDOUT, text=True, bufsize=1) as proc:
         for line in proc.stdout:
-            now = time.perf_counter() - t0
             sys.stdout.write(line)
             sys.stdout.flush()
-            log.write(f"[{now:9.1f}] {line}")
-            m = RUNNING.search(line)
-            if m:
-                starts.append((m.group(1) or m.group(2), now))
-            elif "lock file" in line:
-                last_lock = now
+            log.write(f"[{time.perf_counter() - t0:9.1f}] {line}")
         rc = proc.wait()
-    if starts and last_lock is not None and last_lock > starts[-1][1]:
-        starts.append((WRAPUP, last_lock))  # the last stage ends at its lock update; DVC's wrap-up after
-    return rc, time.perf_counter() - t0, starts
+    return rc, time.perf_counter() - t0, log_starts(log_path)[1]
 
 
 def stage_durations(starts: list[tuple[str, float]], total: float) -> list[tuple[str, float]]:
@@ -106,8 +96,9 @@ def output_name(stage: str) -> str:
     return key
 
 
-def log_starts(log_path: Path) -> tuple[float, list[tuple[str, float]], Optional[float]]:
-    """(end time, [(stage, start)] + the wrap-up mark) from a kept ``repro.log`` (``[  t] line`` rows)."""
+def log_starts(log_path: Path) -> tuple[float, list[tuple[str, float]]]:
+    """(time of the last line, [(stage, seconds since start at its "Running stage" line)] + [(WRAPUP, time of
+    the last "Updating lock file" line)]) from a ``repro.log`` written by :func:`run_streaming` (``[  t] line``)."""
     starts: list[tuple[str, float]] = []
     last_lock, end = None, 0.0
     for line in log_path.read_text(errors="replace").splitlines():
@@ -122,8 +113,8 @@ def log_starts(log_path: Path) -> tuple[float, list[tuple[str, float]], Optional
         elif "lock file" in text:
             last_lock = now
     if starts and last_lock is not None and last_lock > starts[-1][1]:
-        starts.append((WRAPUP, last_lock))
-    return end, starts, last_lock
+        starts.append((WRAPUP, last_lock))  # the last stage ends at its lock update; DVC's wrap-up after
+    return end, starts
 
 
 def is_marker(stage: str, root: Path) -> bool:
@@ -204,9 +195,8 @@ def main() -> None:
     ap.add_argument("--no-readme", action="store_true", help="print the table only")
     ap.add_argument("--no-second-run", action="store_true", help="skip the nothing-changed `dvc repro`")
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
-    ap.add_argument("--peak-gb", type=float, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--from-log", type=Path, default=None, metavar="WORKDIR",
-                    help="no run: render the table again from a kept --workdir (its repro.log, repro2.log and repo/)")
+                    help="no run: render the table again from a kept --workdir (its repro.log, run.json and repo/)")
     args = ap.parse_args()
     if args.from_log:
         return rerender(args)
@@ -228,6 +218,7 @@ def main() -> None:
         _, second, again = run_streaming([sys.executable, "-m", "dvc", "repro"], repo, env, work / "repro2.log")
         if again:
             print(f"warning: the second dvc repro ran {len(again)} stage(s): {[s for s, _ in again][:5]}")
+    (work / RUN_JSON).write_text(json.dumps({"rc": rc, "total_s": total, "peak_kb": peak_kb, "second_s": second}))
     durations = stage_durations(starts, total)
     section = render(group_table(durations, repo), total, peak_kb, args.profile, second, rc, slowest=durations)
     print(section)
@@ -242,22 +233,20 @@ def main() -> None:
 
 
 def rerender(args) -> None:
-    """The table of a kept run (``--workdir ... --keep``), e.g. after a change to the grouping. The peak memory
-    is not in the log: it is read from the README section being replaced (``--peak-gb`` overrides)."""
+    """The table of a kept run (``--workdir ... --keep``), e.g. after a change to the grouping: the stage times
+    from its ``repro.log``, the peak memory and the second run's time from its ``run.json``."""
     work = args.from_log
-    total, starts, _ = log_starts(work / "repro.log")
-    readme = args.readme.read_text()
-    m = re.search(r"nothing changed: ([0-9.]+) s", readme)  # the measured wall time, else the log's last line
-    second = float(m.group(1)) if m else (log_starts(work / "repro2.log")[0] if (work / "repro2.log").is_file() else None)
-    peak_gb = args.peak_gb
-    if peak_gb is None:
-        m = re.search(r"Peak memory \(largest process\): ([0-9.]+) GB", readme)
-        peak_gb = float(m.group(1)) if m else 0.0
+    try:
+        run = json.loads((work / RUN_JSON).read_text())
+    except (OSError, ValueError) as e:
+        sys.exit(f"{work / RUN_JSON} is missing or unreadable ({e}): it is written at the end of a run with --workdir "
+                 f"and --keep; re-render only such a run.")
+    total, starts = log_starts(work / "repro.log")
     durations = stage_durations(starts, total)
-    section = render(group_table(durations, work / "repo"), total, int(peak_gb * 1024 ** 2), args.profile, second, 0,
-                     slowest=durations)
+    section = render(group_table(durations, work / "repo"), total, run["peak_kb"], args.profile, run["second_s"],
+                     run["rc"], slowest=durations)
     print(section)
-    if not args.no_readme:
+    if not args.no_readme and run["rc"] == 0:
         update_readme(args.readme, section)
         print(f"updated {args.readme}")
 

@@ -78,22 +78,19 @@ def build_backbone(device: str):
 
 
 def child(method_id: str, steps: int, device: str, precision: str, threads: int | None,
-          dev_pairs: int | None = None, attention: str = "auto", optimizer: str = "fused") -> dict:
+          dev_pairs: int | None = None) -> dict:
     import numpy as np
     import torch
 
     from sentlab.config import TrainParams
-    from sentlab.train import loop
-
-    if optimizer == "foreach":  # the loop before issue 15 on CPU: multi-tensor (not fused) AdamW
-        loop.make_optimizer = lambda method, cfg, dev: method.configure_optimizers(weight_decay=cfg.weight_decay)
+    from sentlab.train.loop import resolve_attention
 
     if threads:
         torch.set_num_threads(threads)
     torch.manual_seed(0)
     model, tok, backbone = build_backbone(device)
-    attention = loop.resolve_attention(attention, torch.device(device))
-    loop.set_attention(model, attention)
+    attention = resolve_attention("auto", torch.device(device))  # as train.attention: auto (the loop's optimiser too)
+    model.set_attn_implementation(attention)
     cfg = TrainParams(batch_size=64, max_length=32, lr=3e-5, eval_every=10_000, max_steps=steps + 2, device=device,
                       precision=precision)
     # steps + 2 optimiser steps: the first is the warm-up, the last (which the loop follows with its final dev
@@ -131,7 +128,7 @@ def child(method_id: str, steps: int, device: str, precision: str, threads: int 
             dev = stsb_dev(method, dev_pairs)
     dt = (times[steps] - times[0]) / steps
     out = {"method": method_id, "backbone": backbone, "device": device, "precision": precision, "steps": steps,
-           "attention": attention, "optimizer": optimizer,
+           "attention": attention,
            "s_per_step": dt, "sentences_per_s": 64 / dt, "tokens_per_s": tokens / dt, "trainable_params": n_params,
            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     if dev_pairs is not None and method_id != "plain":
@@ -184,10 +181,9 @@ def plain_simcse(model, tok, texts, cfg, device, precision, tick, n_steps):
     return sum(p.numel() for p in params), tokens
 
 
-def run_child(method_id: str, args, device: str, precision: str, attention: str = "auto",
-              optimizer: str = "fused") -> dict:
+def run_child(method_id: str, args, device: str, precision: str) -> dict:
     cmd = [sys.executable, __file__, "--child", method_id, "--steps", str(args.steps), "--device", device,
-           "--precision", precision, "--attention", attention, "--optimizer", optimizer]
+           "--precision", precision]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
     if args.compare_precision and method_id != "plain":
@@ -213,8 +209,6 @@ def main() -> int:
     ap.add_argument("--compare-attention", action="store_true",
                     help="CPU: per method the training step before issue 15 (SDPA attention, multi-tensor AdamW) "
                          "beside the current one (eager attention, fused AdamW), interleaved step by step")
-    ap.add_argument("--attention", default="auto", help=argparse.SUPPRESS)
-    ap.add_argument("--optimizer", default="fused", help=argparse.SUPPRESS)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child-interleaved", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--device", default="cpu", help=argparse.SUPPRESS)
@@ -226,7 +220,7 @@ def main() -> int:
         return 0
     if args.child:
         print(json.dumps(child(args.child, args.steps, args.device, args.precision, args.threads,
-                               args.dev_pairs if args.dev_pairs_given else None, args.attention, args.optimizer)))
+                               args.dev_pairs if args.dev_pairs_given else None)))
         return 0
     if args.compare_precision:
         return compare_precision(args)
@@ -298,7 +292,8 @@ ATTENTION_CONFIGS = (("sdpa", "foreach"), ("eager", "foreach"), ("eager", "fused
 def interleaved_child(method_id: str, steps: int) -> dict:
     """One process, one model: each step's batch is trained once per configuration of
     :data:`ATTENTION_CONFIGS` in turn (attention kernel switched in place, each configuration its own AdamW
-    state), so machine drift hits every configuration alike. The median step time per configuration."""
+    state), so machine drift hits every configuration alike. The median step time per configuration, and the
+    median time of the optimiser step alone per AdamW kind."""
     import statistics
 
     import numpy as np
@@ -308,7 +303,7 @@ def interleaved_child(method_id: str, steps: int) -> dict:
     from sentlab.methods import get_method
     from sentlab.methods.base import Batch
     from sentlab.train.data import load_corpus
-    from sentlab.train.loop import cpu_has_native_bf16, set_attention
+    from sentlab.train.loop import cpu_has_native_bf16
 
     torch.manual_seed(0)
     model, tok, backbone = build_backbone("cpu")
@@ -333,25 +328,30 @@ def interleaved_child(method_id: str, steps: int) -> dict:
         corpus = Corpus(ids=np.arange(len(texts)), texts=texts)
     optimizers = {opt: method.configure_optimizers(fused=opt == "fused") for opt in ("foreach", "fused")}
     times: dict = {c: [] for c in ATTENTION_CONFIGS}
+    opt_times: dict = {o: [] for o in optimizers}
     params = [p for p in method.parameters() if p.requires_grad]
     for step in range(steps + 1):  # step 0 warms every configuration up, untimed
         for attention, opt in ATTENTION_CONFIGS:
             for module in method.modules():  # the backbone and any copy of it (MoCo's key encoder)
                 if hasattr(module, "set_attn_implementation") and hasattr(module, "config"):
-                    set_attention(module, attention)
+                    module.set_attn_implementation(attention)
             batch = method.prepare(corpus.batch(list(range(step * 64, (step + 1) * 64))))
             t0 = time.perf_counter()
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
                 out = method(batch)
             out["loss"].backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
+            t_opt = time.perf_counter()
             optimizers[opt].step()
+            t_opt = time.perf_counter() - t_opt
             optimizers[opt].zero_grad(set_to_none=True)
             method.after_optimizer_step()  # MoCo's momentum update, the queue (as the loop does)
             if step:
                 times[(attention, opt)].append(time.perf_counter() - t0)
+                opt_times[opt].append(t_opt)
     return {"method": method_id, "backbone": backbone, "precision": precision, "steps": steps,
-            "median_s_per_step": {f"{a}+{o}": statistics.median(v) for (a, o), v in times.items()}}
+            "median_s_per_step": {f"{a}+{o}": statistics.median(v) for (a, o), v in times.items()},
+            "median_adamw_ms": {o: 1000 * statistics.median(v) for o, v in opt_times.items()}}
 
 
 def compare_attention(args) -> int:
@@ -361,7 +361,8 @@ def compare_attention(args) -> int:
     print(f"CPU: {os.cpu_count()} logical cores (load average {os.getloadavg()[0]:.1f}); {args.steps} timed steps "
           f"per configuration, interleaved step by step; batch 64, max length 32, seed 0, bf16 autocast where "
           f"the CPU has native bf16")
-    print(f"{'method':<14}" + "".join(f"{a + '+' + o:>16}" for a, o in ATTENTION_CONFIGS) + f"{'speed-up':>10}")
+    print(f"{'method':<14}" + "".join(f"{a + '+' + o:>16}" for a, o in ATTENTION_CONFIGS) + f"{'speed-up':>10}"
+          + f"{'AdamW foreach':>15}{'fused':>8}")
     for m in args.methods.split(","):
         cmd = [sys.executable, __file__, "--child-interleaved", m, "--steps", str(args.steps)]
         proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, TOKENIZERS_PARALLELISM="false"))
@@ -371,7 +372,9 @@ def compare_attention(args) -> int:
         r = json.loads(proc.stdout.strip().splitlines()[-1])
         t = r["median_s_per_step"]
         before, now = t["sdpa+foreach"], t["eager+fused"]
-        print(f"{m:<14}" + "".join(f"{t[a + '+' + o]:>15.3f}s" for a, o in ATTENTION_CONFIGS) + f"{before / now:>10.2f}")
+        adam = r["median_adamw_ms"]
+        print(f"{m:<14}" + "".join(f"{t[a + '+' + o]:>15.3f}s" for a, o in ATTENTION_CONFIGS) + f"{before / now:>10.2f}"
+              + f"{adam['foreach']:>13.0f}ms{adam['fused']:>6.0f}ms")
         rows.append(r)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))

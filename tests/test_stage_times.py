@@ -30,7 +30,25 @@ def test_a_kept_log_renders_the_same_stage_times(tmp_path):
     (tmp_path / "repro.log").write_text(
         "[      2.0] Running stage 'prepare':\n[      5.0] Updating lock file 'dvc.lock'\n"
         "[      5.5] Running stage 'train@simcse':\n[     95.5] Updating lock file 'dvc.lock'\n[     96.0] done\n")
-    end, starts, _ = stage_times.log_starts(tmp_path / "repro.log")
+    end, starts = stage_times.log_starts(tmp_path / "repro.log")
     assert end == 96.0 and starts == [("prepare", 2.0), ("train@simcse", 5.5), (stage_times.WRAPUP, 95.5)]
     durations = stage_times.stage_durations(starts, end)
     assert durations == [(stage_times.STARTUP, 2.0), ("prepare", 3.5), ("train@simcse", 90.0), (stage_times.WRAPUP, 0.5)]
+
+
+def test_rerender_needs_the_runs_own_figures(tmp_path, capsys):
+    """--from-log takes peak memory and the second run's time from the run's run.json, never from another
+    run's README section: without it, a clear error."""
+    import argparse
+
+    import pytest
+
+    (tmp_path / "repro.log").write_text("[      2.0] Running stage 'prepare':\n[      5.0] done\n")
+    args = argparse.Namespace(from_log=tmp_path, profile="quick", readme=tmp_path / "README.md", no_readme=True)
+    with pytest.raises(SystemExit, match="run.json is missing"):
+        stage_times.rerender(args)
+    (tmp_path / "run.json").write_text('{"rc": 0, "total_s": 5.0, "peak_kb": 2097152, "second_s": 7.5}')
+    stage_times.rerender(args)
+    out = capsys.readouterr().out
+    assert "Peak memory (largest process): 2.00 GB. A second `dvc repro` with nothing changed: 7.5 s." in out
+    assert "| `prepare` | 1 | 3 | 60 % |" in out

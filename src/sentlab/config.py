@@ -128,9 +128,8 @@ class TrainParams(Strict):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     attention: Literal["auto", "eager", "sdpa"] = Field(
         "auto", description="the backbone's attention kernel while training: auto = eager on CPU (PyTorch's CPU SDPA "
-                            "backward is slower at sentence lengths: with fused AdamW 1.02-1.21x the steps/s on the "
-                            "2-core CPU, benchmarks/train_speed.py --compare-attention), sdpa on CUDA; the same "
-                            "maths, round-off apart; evaluation keeps the model's default")
+                            "backward is slower at sentence lengths; benchmarks/train_speed.py --compare-attention), "
+                            "sdpa on CUDA; the same maths, round-off apart; evaluation keeps the model's default")
     num_threads: Optional[int] = Field(None, gt=0)
     loader_workers: Union[Literal["auto"], Annotated[int, Field(ge=0)]] = Field(
         "auto", description="DataLoader worker processes running each method's prepare() (tokenisation, augmentation) "

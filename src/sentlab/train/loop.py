@@ -135,26 +135,17 @@ def plan_steps(n_sentences: int, train_cfg, world: int = 1) -> tuple[int, int]:
 
 def make_optimizer(method, train_cfg, device: torch.device) -> torch.optim.Optimizer:
     """The method's optimiser (:meth:`~sentlab.methods.base.Method.configure_optimizers`): fused AdamW on CUDA and
-    on CPU (the same update in one kernel: 15 ms instead of 77 ms per step for MiniLM-L6's 22.7M parameters on
-    this 2-core CPU, ``benchmarks/train_speed.py --compare-attention`` prints it)."""
+    on CPU (the same update in one kernel; ``benchmarks/train_speed.py --compare-attention`` times both)."""
     return method.configure_optimizers(weight_decay=train_cfg.weight_decay, fused=device.type in ("cuda", "cpu"))
 
 
 def resolve_attention(setting: str, device: torch.device) -> str:
     """``train.attention``: ``auto`` = ``eager`` on CPU (PyTorch's fused CPU attention has a slower backward at
-    sentence lengths: 1.02-1.21x the steps/s with fused AdamW, ``benchmarks/train_speed.py
-    --compare-attention``), ``sdpa`` elsewhere; an explicit value is kept."""
+    sentence lengths; ``benchmarks/train_speed.py --compare-attention``), ``sdpa`` elsewhere; an explicit value
+    is kept."""
     if setting == "auto":
         return "eager" if device.type == "cpu" else "sdpa"
     return setting
-
-
-def set_attention(model: torch.nn.Module, attention: str) -> None:
-    """Switch a Hugging Face backbone to ``attention`` (``eager`` / ``sdpa``); not saved with the model, so the
-    exported folder loads with the library's default. A model without the switch is left as it is."""
-    setter = getattr(model, "set_attn_implementation", None)
-    if setter is not None:
-        setter(attention)
 
 
 def loader_workers(setting, device: torch.device) -> int:

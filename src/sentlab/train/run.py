@@ -31,7 +31,7 @@ from ..methods import get_method
 from . import distributed as D
 from .checkpoint import publish, write_curve, write_marker
 from .data import load_corpus
-from .loop import DevEval, resolve_attention, resolve_device, resolve_precision, seed_everything, set_attention, train_loop
+from .loop import DevEval, resolve_attention, resolve_device, resolve_precision, seed_everything, train_loop
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,8 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
     seed_everything(params.seed)  # the method's new layers (MLP, pseudo tokens) are initialised from the seed
     model, tok = encoder_factory() if encoder_factory else load_encoder(params, cls, models_dir, device)
     attention = resolve_attention(cfg.attention, device)
-    set_attention(model, attention)  # before the method copies it (MoCo's key encoder)
+    # before the method copies it (MoCo's key encoder); not saved: the exported folder loads with the default
+    model.set_attn_implementation(attention)
     method = cls(model, tok, mparams.resolved(cfg), seed=params.seed)
 
     corpus_name = method.corpus_name()
