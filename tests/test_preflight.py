@@ -17,8 +17,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 
 # Every kind of stage the smoke profile has, once: params, data, annotations, a trained method, a "not run in
-# this profile" marker, the evaluation of each, a pooling baseline (their upstream stages come along).
-SUBSET = r"^(train@simcse|train@ct|evaluate@simcse|evaluate@ct|evaluate_baseline@cls)$"
+# this profile" marker, a trained seed, the evaluation of each, a pooling baseline (their upstream stages come along).
+SUBSET = (r"^(train@simcse|train@ct|evaluate@simcse|evaluate@ct|train_seed@simcse-43|evaluate_seed@simcse-43"
+          r"|evaluate_baseline@cls)$")
 TINY = {"size": 300, "steps": 2, "batch_size": 8, "dev_max_pairs": 20, "max_pairs": 20}
 
 
@@ -78,6 +79,9 @@ def test_smoke_preflight_all_ok_and_workspace_untouched(workspace, tmp_path):
     assert simcse.steps == TINY["steps"] and simcse.batch == TINY["batch_size"] and simcse.sec_per_step > 0
     assert simcse.full_steps == 4  # the smoke profile's train.max_steps, not the slice's
     assert by["train@ct"].steps is None  # a marker: no training
+    seed = by["train_seed@simcse-43"]  # projected as simcse (its stage name is not a method id)
+    assert seed.steps == TINY["steps"] and seed.full_steps == 4 and seed.projected_s > 0, seed
+    assert by["evaluate_seed@simcse-43"].sentences > 0
     ev = by["evaluate@simcse"]
     assert ev.sentences > 0 and ev.sec_per_sentence > 0 and ev.peak_rss_mb > 100
     assert ev.projected_s >= ev.seconds * 0.5
@@ -87,6 +91,23 @@ def test_smoke_preflight_all_ok_and_workspace_untouched(workspace, tmp_path):
     sliced = yaml.safe_load((tmp_path / "scratch/params.yaml").read_text())
     assert sliced["profile"] == "smoke" and sliced["profiles"]["smoke"]["train"]["max_steps"] == TINY["steps"]
     assert (tmp_path / "scratch/mlflow.db").is_file()  # MLflow went to the scratch folder
+
+
+def test_train_target_reads_the_stage_command_not_its_name():
+    """A seed stage's name is `<method>-<seed>` and an ablation's is the variant: the projection takes the method
+    and its overrides from the command's arguments (a seed stage of the paper preflight crashed the whole run
+    with "Unknown method 'simcse-43'")."""
+    from sentlab.config import load_params
+    from sentlab.preflight import train_target
+
+    real = load_params(REPO / "params.yaml", profile="paper")
+    assert train_target("python pipeline/train.py simcse --seed 43", real) == ("simcse", {})
+    assert train_target("python pipeline/train.py paser_sup", real) == ("paser_sup", {})
+    assert train_target("python pipeline/train.py --ablation ptbert_q192", real) == ("ptbert", {"queue_size": 192})
+    assert train_target("python pipeline/train.py ptbert --variant x --set pseudo_len=64", real) == (
+        "ptbert", {"pseudo_len": 64})
+    with pytest.raises(ValueError):
+        train_target("python pipeline/evaluate.py trained simcse", real)
 
 
 def test_planted_broken_stage_fails_with_its_error(workspace, tmp_path):

@@ -45,6 +45,7 @@ What it does, in order:
 
 from __future__ import annotations
 
+import argparse
 import copy
 import json
 import math
@@ -542,7 +543,7 @@ def _sts_counts(scratch: Path) -> dict:
 def project(rows: list[Row], real, sl: dict, scratch: Path) -> None:
     """Fill each row's projection for the full run of the real profile (``real``: its Params)."""
     from .train.loop import plan_steps
-    from .train.run import ablation_spec, method_params, resolve_train
+    from .train.run import method_params, resolve_train
 
     counts = _sts_counts(scratch)
     test = {k: v for k, v in counts.items() if not k.endswith("/dev") and not k.endswith("/train")}
@@ -551,22 +552,19 @@ def project(rows: list[Row], real, sl: dict, scratch: Path) -> None:
     eval_ratio = (sum(min(v, mp) if mp else v for v in test.values()) /
                   max(1, sum(min(v, sl["max_pairs"]) for v in test.values()))) if test else 1.0
     size_ratio = min(real.prepare.size, UPSTREAM_ROWS["train"]) / max(1, min(sl["size"], real.prepare.size))
-    variants = (real.ablations or {}).get("variants") or {}
     for row in rows:
         p = row.probe
         if row.status != "ok" or not p:
             continue
-        name = row.stage.split("@", 1)[1] if "@" in row.stage else ""
         plans = p.get("plans") or []
-        if plans and p.get("sec_per_step") and name:
-            mid, over = (ablation_spec(real, name) if name in variants else (name, {}))
-            mparams = method_params(real, mid, over)
-            cfg = resolve_train(real, mparams)
+        if plans and p.get("sec_per_step"):
             slice_plan = plans[-1]
-            corpus_full = _full_corpus(mparams, real, slice_plan, sl)
-            try:
+            try:  # collect, never stop: a row without a projection says why
+                mparams = method_params(real, *train_target(row.cmd, real))
+                cfg = resolve_train(real, mparams)
+                corpus_full = _full_corpus(mparams, real, slice_plan, sl)
                 _, total = plan_steps(corpus_full, cfg)
-            except SentlabError as e:
+            except (SentlabError, ValueError, argparse.ArgumentError) as e:
                 row.note = (row.note + "; " if row.note else "") + f"projection: {e}"
                 continue
             batch_ratio = (cfg.batch_size * cfg.grad_accum) / (slice_plan["batch_size"] * slice_plan["grad_accum"])
@@ -595,6 +593,28 @@ def project(rows: list[Row], real, sl: dict, scratch: Path) -> None:
                 row.projected_peak_mb = start + (p["peak_rss_mb"] - start) * mem_ratio
         else:
             row.projected_s, row.projected_peak_mb = row.seconds, p.get("peak_rss_mb")
+
+
+def train_target(cmd: str, real) -> tuple[str, dict]:
+    """(method id, overrides of its block) that a ``pipeline/train.py`` stage command trains, read from its
+    arguments as the stage reads them — not from the stage name, which for a seed stage is ``<method>-<seed>``
+    (``train_seed@simcse-43``) and for an ablation the variant."""
+    import argparse
+
+    from .train.run import ablation_spec, add_train_arguments, parse_overrides
+
+    argv = shlex.split(cmd)
+    script = [i for i, a in enumerate(argv) if a.endswith("train.py")]
+    if not script:
+        raise ValueError(f"`{cmd}` is not a pipeline/train.py command")
+    ap = argparse.ArgumentParser(exit_on_error=False)
+    add_train_arguments(ap)
+    args = ap.parse_args(argv[script[0] + 1:])
+    if args.ablation:
+        return ablation_spec(real, args.ablation)
+    if not args.method:
+        raise ValueError(f"no method in the stage command `{cmd}`")
+    return args.method, parse_overrides(args.overrides)
 
 
 def _evals(p: dict, sl: dict) -> int:
