@@ -35,6 +35,7 @@ def main() -> None:
     from sentlab.config import load_params
     from sentlab.data.sts import read_sts_table
     from sentlab.errors import SentlabError
+    from sentlab.evaluate.cache import embedding_cache
     from sentlab.evaluate.figures import note_figure
     from sentlab.evaluate.runner import evaluate_and_record, read_model_info, trained_method_block
 
@@ -52,8 +53,6 @@ def main() -> None:
         name = f"base-{args.name}" if args.kind == "baseline" else args.name
         note_figure(FIGURES / f"{name}_density.png", name, "evaluate.diagnostics is false")
     if args.kind == "baseline":
-        from sentlab.evaluate.cache import embedding_cache
-
         # one forward pass of the backbone serves every baseline pooling (sentlab.evaluate.cache)
         with embedding_cache(share_poolings=baseline_poolings(params)):
             evaluate_baseline(args.name, params, table, figures)
@@ -69,9 +68,10 @@ def main() -> None:
         return
     # the method block it was trained with: the report files each row by what the model really was
     block = trained_method_block(params, args.name, info["method"])
-    evaluate_and_record(args.name, str(model_dir), None, params, table, out, kind="trained",
-                        extra_params={"method": {"id": info["method"], **block}}, figures_dir=figures,
-                        extra_metrics={"method_id": info["method"], "method": block})
+    with embedding_cache():  # a re-run of this stage for an evaluate param or code change encodes nothing again
+        evaluate_and_record(args.name, str(model_dir), None, params, table, out, kind="trained",
+                            extra_params={"method": {"id": info["method"], **block}}, figures_dir=figures,
+                            extra_metrics={"method_id": info["method"], "method": block})
 
 
 def baseline_poolings(params) -> list[str]:

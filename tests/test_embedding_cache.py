@@ -127,3 +127,45 @@ def test_mask_pooling_runs_alone(model, tmp_path):
     assert len(list(tmp_path.glob("*.npy"))) == 1 and np.array_equal(got, enc.encode(SENTS[:6], batch_size=4))
     with pytest.raises(ValueError, match="template"):
         enc.encode_poolings(SENTS[:2], ["mask", "cls"])
+
+
+def test_least_recently_used_entries_go_when_the_folder_is_over_its_bound(model, tmp_path):
+    """Over ``max_bytes`` the entries least recently stored or hit are deleted (with their .json); a hit keeps an
+    old entry; the entry just stored stays."""
+    import os
+
+    enc = _enc(model)
+    lists = [SENTS[i * 10:(i + 1) * 10] for i in range(4)]
+    cache = EmbeddingCache(root=tmp_path)
+    for i, sents in enumerate(lists[:3]):
+        cache.embed(enc, sents, batch_size=8)
+    entries = sorted(tmp_path.glob("*.npy"), key=lambda f: f.stat().st_mtime_ns)
+    one = entries[0].stat().st_size
+    for age, f in enumerate(entries):  # stored 300, 200, 100 s ago (mtime granularity plays no part)
+        t = f.stat().st_mtime - 300 + 100 * age
+        os.utime(f, (t, t))
+    first = entries[0]
+    cache.embed(enc, lists[0], batch_size=8)  # a hit: the oldest entry is now the most recently used
+    assert cache.hits == 1
+    cache.max_bytes = 3 * one
+    cache.embed(enc, lists[3], batch_size=8)  # a fourth entry: one must go, the least recently used
+    left = set(tmp_path.glob("*.npy"))
+    assert len(left) == 3 and first in left and entries[1] not in left and entries[2] in left
+    assert not entries[1].with_suffix(".json").exists()
+    cache.max_bytes = one // 2  # smaller than one entry: the one just stored stays, the others go
+    cache.embed(enc, SENTS[:5], batch_size=8)
+    assert len(list(tmp_path.glob("*.npy"))) == 1
+
+
+def test_cache_bound_from_the_environment(monkeypatch, tmp_path):
+    from sentlab.errors import SentlabError
+    from sentlab.evaluate.cache import max_cache_bytes
+
+    monkeypatch.delenv("SENTLAB_EMBEDDING_CACHE_MAX_GB", raising=False)
+    assert max_cache_bytes() == 10 * 10**9
+    monkeypatch.setenv("SENTLAB_EMBEDDING_CACHE_MAX_GB", "0.5")
+    with embedding_cache(root=tmp_path) as cache:
+        assert cache.max_bytes == 5 * 10**8
+    monkeypatch.setenv("SENTLAB_EMBEDDING_CACHE_MAX_GB", "lots")
+    with pytest.raises(SentlabError, match="SENTLAB_EMBEDDING_CACHE_MAX_GB='lots'"):
+        max_cache_bytes()

@@ -103,6 +103,18 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     assert json.loads((repo / "models/ptbert-s43/sentlab.json").read_text())["status"] == "not run in this profile"
     assert (repo / "reports/tables/protocol_sensitivity.md").is_file()
 
+    # The trained model's evaluation stored its embeddings (sentlab.evaluate.cache): the stage run again (as DVC
+    # does after an evaluate param or code change) encodes nothing and writes the same metrics.
+    cache = repo / ".sentlab_cache/embeddings"
+    entries = {f.name for f in cache.glob("*.npy")}
+    assert "simcse" in {json.loads(f.read_text())["name"] for f in cache.glob("*.json")}
+    rerun = subprocess.run([sys.executable, "pipeline/evaluate.py", "trained", "simcse"], cwd=repo, env=env,
+                           capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "embedding cache hit: simcse" in rerun.stderr, rerun.stderr[-3000:]
+    assert {f.name for f in cache.glob("*.npy")} == entries
+    assert json.loads((repo / "reports/metrics/simcse.json").read_text())["Avg"] == simcse["Avg"]
+
     # A second repro does nothing.
     again = subprocess.run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
     assert again.returncode == 0

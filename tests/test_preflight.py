@@ -110,6 +110,28 @@ def test_train_target_reads_the_stage_command_not_its_name():
         train_target("python pipeline/evaluate.py trained simcse", real)
 
 
+def test_a_model_is_evaluated_right_after_its_training_so_its_weights_can_go():
+    """In DVC's order every training precedes every evaluation: the paper preflight held all its bert-base models at
+    once and filled the disk (ENOSPC at the 58th stage). consumers_first keeps DVC's order but runs a model's
+    readers as soon as it exists — a valid order still (every stage after its upstream)."""
+    from sentlab.preflight import Stage, consumers_first
+
+    def stage(name, upstream=(), outs=(), deps=()):
+        return Stage(name, f"run {name}", list(upstream), list(outs), list(deps))
+
+    dvc_order = [stage("prepare", outs=["data/sts"]),
+                 stage("train@a", ["prepare"], ["models/a", "reports/curves/a.csv"], ["data/sts"]),
+                 stage("train@b", ["prepare"], ["models/b"], ["data/sts"]),
+                 stage("train_from@c", ["prepare", "train@a"], ["models/c"], ["models/a"]),
+                 stage("evaluate@a", ["prepare", "train@a"], [], ["data/sts", "models/a"]),
+                 stage("evaluate@b", ["prepare", "train@b"], [], ["data/sts", "models/b"]),
+                 stage("evaluate_from@c", ["prepare", "train_from@c"], [], ["models/c"]),
+                 stage("report", ["evaluate@a", "evaluate@b", "evaluate_from@c"], [], ["models"])]
+    order = [s.name for s in consumers_first(dvc_order)]
+    assert order == ["prepare", "train@a", "train_from@c", "evaluate_from@c", "evaluate@a", "train@b", "evaluate@b",
+                     "report"]
+
+
 def test_planted_broken_stage_fails_with_its_error(workspace, tmp_path):
     """An unknown method in params: its stage comes out failed with the one-paragraph error, the stages
     after it blocked, the CLI exits non-zero, and the workspace is unchanged."""

@@ -14,7 +14,10 @@ What it does, in order:
    ``max_sentences`` is capped at the slice's corpus; ``train.nproc`` is 1. Everything else is the
    profile's own: the backbone, the methods, the ablation variants, their settings.
 3. **Every stage, in DVC order.** The stages are what ``dvc`` makes of the scratch ``dvc.yaml``
-   (:func:`dvc.repo.reproduce.plan_repro`, the order ``dvc repro`` runs them), whatever they are.
+   (:func:`dvc.repo.reproduce.plan_repro`, the order ``dvc repro`` runs them), whatever they are —
+   except that a stage reading a trained model (its evaluation) runs right after the training, so that
+   the model's weights can be deleted then (:func:`consumers_first`; in DVC's order every training
+   comes first, and the paper profile's 124 bert-base models would need ~60 GB of disk at once).
    A ``python script.py …`` stage runs in a process forked from a server that has already imported
    torch and transformers (a "not run in this profile" marker stage then costs a fraction of a
    second); anything else runs as a subprocess.
@@ -707,6 +710,7 @@ def preflight(workspace: Path, profile: Optional[str] = None, *, out: Optional[P
     stages = dvc_stages(scratch)
     if stages_filter:
         stages = _with_upstream(stages, stages_filter)
+    stages = consumers_first(stages)
     runner = StageRunner(scratch, env, substitutes)
     out_dir = out or scratch / "reports" / "preflight"
     status: dict[str, Row] = {}
@@ -835,6 +839,32 @@ def _with_upstream(stages: list[Stage], pattern: str) -> list[Stage]:
                 want.add(u)
                 todo.append(u)
     return [s for s in stages if s.name in want]
+
+
+def consumers_first(stages: list[Stage]) -> list[Stage]:
+    """DVC's order, except that the stages reading a model (its evaluation, a method trained from it) run as soon
+    as it is trained, so that its weights can go (:func:`_prune_weights`). In DVC's order every training comes
+    before every evaluation: a paper preflight would hold all 124 bert-base models at once (~60 GB)."""
+    by_model: dict[str, list[Stage]] = {}
+    for s in stages:
+        for d in s.deps:
+            if d.startswith("models/") and d.count("/") == 1:
+                by_model.setdefault(d, []).append(s)
+    out: list[Stage] = []
+    done: set[str] = set()
+
+    def emit(s: Stage) -> None:
+        out.append(s)
+        done.add(s.name)
+        for model in s.outs:
+            for c in by_model.get(model, []):
+                if c.name not in done and all(u in done for u in c.upstream):
+                    emit(c)
+
+    for s in stages:
+        if s.name not in done:
+            emit(s)
+    return out
 
 
 def _consumers(stages: list[Stage]) -> dict[str, set[str]]:

@@ -1,10 +1,14 @@
 """A content-addressed cache of pooled sentence embeddings: a model encodes a sentence list once.
 
-The four baseline stages (``evaluate_baseline@cls/mean/first_last/whitening``) evaluate the
-same backbone on the same ~26.7k sentences with different poolings. With the cache active
-(:func:`embedding_cache`), the first of them runs ONE forward pass per batch, pools it every way
-in ``share_poolings`` and stores each; the other stages load their embeddings instead of
-encoding again (whitening's fit on ``first_last`` included).
+Every evaluate stage encodes through it (:func:`embedding_cache` in ``pipeline/evaluate.py``):
+
+* the four baseline stages (``evaluate_baseline@cls/mean/first_last/whitening``) evaluate the
+  same backbone on the same ~26.7k sentences with different poolings: the first of them runs ONE
+  forward pass per batch, pools it every way in ``share_poolings`` and stores each; the other stages
+  load their embeddings instead of encoding again (whitening's fit on ``first_last`` included);
+* a trained model's stage stores its embeddings, so a re-run of the stage for anything but the model
+  and its encoding (an evaluate param such as ``hard_subset`` or ``diagnostics``, the evaluation or
+  statistics code) loads them instead of encoding the ~29.5k sentences again.
 
 Key (:meth:`EmbeddingCache.key`): the sha256 of
 
@@ -20,7 +24,10 @@ What is stored is the raw pooled embedding; an encoder's ``post`` (whitening) is
 loading. Entries are ``<root>/<key>.npy`` (float32, written to a temporary sibling and renamed,
 read back with ``np.load(allow_pickle=False)``) plus ``<key>.json`` saying what they hold. The
 root is ``.sentlab_cache/embeddings`` (git- and DVC-ignored; delete it any time), or
-``$SENTLAB_EMBEDDING_CACHE``; ``SENTLAB_EMBEDDING_CACHE=off`` turns the cache off.
+``$SENTLAB_EMBEDDING_CACHE``; ``SENTLAB_EMBEDDING_CACHE=off`` turns the cache off. The folder is
+kept under ``$SENTLAB_EMBEDDING_CACHE_MAX_GB`` (default 10; a quick-profile model's entry is ~45 MB,
+a bert-base paper model's ~90 MB): after each store the least recently used entries (a hit counts as
+a use) are deleted until it fits. Neither variable changes a number, so neither is a param.
 """
 
 from __future__ import annotations
@@ -46,6 +53,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_ROOT = Path(".sentlab_cache/embeddings")
 ENV = "SENTLAB_EMBEDDING_CACHE"
+MAX_GB_ENV = "SENTLAB_EMBEDDING_CACHE_MAX_GB"
+DEFAULT_MAX_GB = 10.0
 _ENCODER_SOURCE = Path(__file__).resolve().parents[1] / "encoder.py"
 _active: contextvars.ContextVar[Optional["EmbeddingCache"]] = contextvars.ContextVar("sentlab_embedding_cache",
                                                                                        default=None)
@@ -100,6 +109,7 @@ class EmbeddingCache:
 
     root: Path = DEFAULT_ROOT
     share_poolings: tuple[str, ...] = ()
+    max_bytes: Optional[int] = None   # None: no bound (embedding_cache() sets it from $SENTLAB_EMBEDDING_CACHE_MAX_GB)
     hits: int = 0
     misses: int = 0
 
@@ -150,6 +160,8 @@ class EmbeddingCache:
             log.warning("embedding cache entry %s holds %s %s, not %d float32 rows: encoding again and replacing it",
                         path, arr.dtype, arr.shape, n)
             return None
+        with contextlib.suppress(OSError):
+            os.utime(path)  # a use: the least recently used entries go first when the folder is over its bound
         return arr
 
     def _store(self, key: str, emb: np.ndarray, encoder: SentenceEncoder, batch_size: int) -> None:
@@ -165,6 +177,43 @@ class EmbeddingCache:
             raise
         write_json(root / f"{key}.json", {"shape": list(emb.shape), "name": encoder.name,
                                           **encoding_settings(encoder, batch_size)})
+        self._evict(keep=key)
+
+    def _evict(self, keep: str) -> None:
+        """Delete the least recently used entries (and their .json) until the folder is under ``max_bytes``;
+        ``keep`` (the entry just stored) stays even when it alone is over the bound."""
+        if self.max_bytes is None:
+            return
+        entries = []
+        for f in Path(self.root).glob("*.npy"):
+            with contextlib.suppress(OSError):
+                st = f.stat()
+                entries.append((st.st_mtime, st.st_size, f))
+        total = sum(size for _, size, _ in entries)
+        for _, size, f in sorted(entries, key=lambda e: e[0]):
+            if total <= self.max_bytes:
+                break
+            if f.stem == keep:
+                continue
+            f.unlink(missing_ok=True)
+            f.with_suffix(".json").unlink(missing_ok=True)
+            total -= size
+            log.info("embedding cache over %.1f GB: removed the least recently used entry %s", self.max_bytes / 1e9, f)
+
+
+def max_cache_bytes() -> int:
+    """The cache folder's bound in bytes: ``$SENTLAB_EMBEDDING_CACHE_MAX_GB`` (default 10)."""
+    from ..errors import SentlabError
+
+    raw = os.environ.get(MAX_GB_ENV, "").strip()
+    try:
+        gb = float(raw) if raw else DEFAULT_MAX_GB
+    except ValueError:
+        gb = -1.0
+    if not gb >= 0:
+        raise SentlabError(f"{MAX_GB_ENV}={raw!r} is not a size in GB; set it to a number >= 0 (e.g. 10), or unset it "
+                           f"for the default {DEFAULT_MAX_GB:g} GB ({ENV}=off turns the embedding cache off).")
+    return int(gb * 1e9)
 
 
 def active_cache() -> Optional[EmbeddingCache]:
@@ -181,7 +230,8 @@ def embedding_cache(share_poolings: Sequence[str] = (), root: Optional[Path] = N
     if root is None and env.lower() == "off":
         yield None
         return
-    cache = EmbeddingCache(root=Path(root or env or DEFAULT_ROOT), share_poolings=tuple(share_poolings))
+    cache = EmbeddingCache(root=Path(root or env or DEFAULT_ROOT), share_poolings=tuple(share_poolings),
+                           max_bytes=max_cache_bytes())
     token = _active.set(cache)
     try:
         yield cache
