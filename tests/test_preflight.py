@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 # Every kind of stage the smoke profile has, once: params, data, annotations, a trained method, a "not run in
 # this profile" marker, a trained seed, the evaluation of each, a pooling baseline (their upstream stages come along).
 SUBSET = (r"^(train@simcse|train@ct|evaluate@simcse|evaluate@ct|train_seed@simcse-43|evaluate_seed@simcse-43"
-          r"|evaluate_baseline@cls)$")
+          r"|evaluate_baseline@cls|evaluate_baseline@whitening)$")
 TINY = {"size": 300, "steps": 2, "batch_size": 8, "dev_max_pairs": 20, "max_pairs": 20}
 
 
@@ -82,6 +82,11 @@ def test_smoke_preflight_all_ok_and_workspace_untouched(workspace, tmp_path):
     seed = by["train_seed@simcse-43"]  # projected as simcse (its stage name is not a method id)
     assert seed.steps == TINY["steps"] and seed.full_steps == 4 and seed.projected_s > 0, seed
     assert by["evaluate_seed@simcse-43"].sentences > 0
+    # whitening alone runs with enough pairs for its fit (MiniLM: 384 dims -> 36 pairs per task), the others with
+    # the slice's, and the scratch params are the slice's again afterwards
+    assert by["evaluate_baseline@whitening"].eval_pairs == 36 and by["evaluate@simcse"].eval_pairs is None
+    assert by["evaluate_baseline@whitening"].sentences > by["evaluate@simcse"].sentences
+    assert by["evaluate_baseline@cls"].sentences > 0  # encoded through the embedding cache: still timed
     ev = by["evaluate@simcse"]
     assert ev.sentences > 0 and ev.sec_per_sentence > 0 and ev.peak_rss_mb > 100
     assert ev.projected_s >= ev.seconds * 0.5
@@ -90,6 +95,7 @@ def test_smoke_preflight_all_ok_and_workspace_untouched(workspace, tmp_path):
     assert "| train@simcse | ok |" in (tmp_path / "scratch/reports/preflight/preflight.md").read_text()
     sliced = yaml.safe_load((tmp_path / "scratch/params.yaml").read_text())
     assert sliced["profile"] == "smoke" and sliced["profiles"]["smoke"]["train"]["max_steps"] == TINY["steps"]
+    assert sliced["profiles"]["smoke"]["evaluate"]["max_pairs"] == TINY["max_pairs"]
     assert (tmp_path / "scratch/mlflow.db").is_file()  # MLflow went to the scratch folder
 
 
@@ -163,7 +169,7 @@ def test_slice_overrides_reach_every_method_block():
     raw["profiles"]["paper"] = slice_overrides(raw, "paper", sl)
     p = validate(resolve_profile(raw, "paper"))
     assert p.model.backbone == "bert-base-uncased" and p.prepare.size == 600
-    assert p.evaluate.max_pairs == 72   # raised for whitening's fit: 1.5 x 768 dims / 16 sentences per pair count
+    assert p.evaluate.max_pairs == 10   # the slice's own: only the whitening stage runs with more (whitening_min_pairs)
     for mid in p.trained_ids:
         cfg = resolve_train(p, method_params(p, mid))
         assert (cfg.max_steps, cfg.eval_every, cfg.batch_size) == (3, 3, 8), mid
@@ -273,23 +279,24 @@ def test_random_backbone_used_only_when_substituted(tmp_path, monkeypatch):
         assets.substitute_models({})
 
 
-def test_slice_keeps_whitening_fit_pool_above_the_backbone_width():
+def test_whitening_alone_gets_the_pairs_its_fit_needs():
     """The paper preflight's whitening baseline failed on the slice (628 fit sentences for bert-base's 768
-    dimensions: a singular covariance), a failure of the slice, not of the profile: the slice evaluates
-    enough pairs for the fit; without a whitening baseline fitted on the STS pool it keeps its own."""
-    from sentlab.config import read_yaml
-    from sentlab.preflight import slice_overrides
+    dimensions: a singular covariance), a failure of the slice, not of the profile. Its stage runs with enough
+    pairs for the fit (whitening_min_pairs); the slice keeps its own for every other evaluation (raising it for
+    all of them doubled each bert-base evaluation); without a whitening baseline fitted on the STS pool: 0."""
+    from sentlab.config import read_yaml, resolve_profile
+    from sentlab.preflight import slice_overrides, whitening_min_pairs
 
     sl = {"size": 600, "steps": 3, "batch_size": 8, "dev_max_pairs": 16, "max_pairs": 10}
     raw = read_yaml(REPO / "params.yaml")
-    assert slice_overrides(raw, "paper", sl)["evaluate"]["max_pairs"] == 72        # bert-base-uncased: 768
-    assert slice_overrides(raw, "paper", {**sl, "max_pairs": 100})["evaluate"]["max_pairs"] == 100
-    assert slice_overrides(raw, "smoke", sl)["evaluate"]["max_pairs"] == 36         # all-MiniLM-L6-v2: 384
-    raw["evaluate"]["whitening"]["fit_on"] = "corpus"
+    assert whitening_min_pairs(resolve_profile(raw, "paper")) == 72      # bert-base-uncased: 768
+    assert whitening_min_pairs(resolve_profile(raw, "smoke")) == 36      # all-MiniLM-L6-v2: 384
     assert slice_overrides(raw, "paper", sl)["evaluate"]["max_pairs"] == 10
+    raw["evaluate"]["whitening"]["fit_on"] = "corpus"
+    assert whitening_min_pairs(resolve_profile(raw, "paper")) == 0
     raw["evaluate"]["whitening"]["fit_on"] = "sts_pool"
     raw["evaluate"]["baselines"] = ["cls", "mean"]
-    assert slice_overrides(raw, "paper", sl)["evaluate"]["max_pairs"] == 10
+    assert whitening_min_pairs(resolve_profile(raw, "paper")) == 0
 
 
 def test_random_substitute_embeddings_span_every_dimension():

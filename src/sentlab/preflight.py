@@ -9,8 +9,9 @@ What it does, in order:
 2. **Tiny slice.** The scratch ``params.yaml`` gets the chosen profile and, in ``profiles.<profile>``,
    the slice: ``prepare.size``, a few training steps (``train.max_steps`` and every method block's
    own ``max_steps``, one dev evaluation at the end), a small batch, few STS-B dev pairs
-   (``train.dev_max_pairs``) and few pairs per evaluation task (``evaluate.max_pairs``: raised, when the
-   profile fits whitening on the STS pool, to 1.5x the backbone's width in fit sentences); a method's
+   (``train.dev_max_pairs``) and few pairs per evaluation task (``evaluate.max_pairs``; the whitening
+   baseline's stage alone, when the profile fits it on the STS pool, runs with enough pairs for 1.5x the
+   backbone's width in fit sentences: :func:`whitening_min_pairs`); a method's
    ``max_sentences`` is capped at the slice's corpus; ``train.nproc`` is 1. Everything else is the
    profile's own: the backbone, the methods, the ablation variants, their settings.
 3. **Every stage, in DVC order.** The stages are what ``dvc`` makes of the scratch ``dvc.yaml``
@@ -104,6 +105,7 @@ class Row:
     batch: Optional[int] = None      # slice batch (x grad_accum)
     sec_per_step: Optional[float] = None
     sentences: Optional[int] = None  # sentences encoded (evaluation, or dev evaluation in training)
+    eval_pairs: Optional[int] = None  # evaluate.max_pairs the stage ran with (the slice's, or whitening's floor)
     sec_per_sentence: Optional[float] = None
     peak_rss_mb: Optional[float] = None
     cuda_peak_mb: Optional[float] = None
@@ -149,8 +151,7 @@ def slice_overrides(raw: dict, profile: str, sl: dict) -> dict:
     steps = sl["steps"]
     train = {"max_steps": steps, "eval_every": steps, "batch_size": sl["batch_size"], "grad_accum": 1,
              "dev_max_pairs": sl["dev_max_pairs"], "nproc": 1, "epochs": 1}
-    cap = {"prepare": {"size": size}, "train": train,
-           "evaluate": {"max_pairs": max(sl["max_pairs"], whitening_min_pairs(merged))}}
+    cap = {"prepare": {"size": size}, "train": train, "evaluate": {"max_pairs": sl["max_pairs"]}}
     assert set(train) <= set(TrainParams.model_fields)
     for section in ("methods", "methods_from"):
         for mid, block in (merged.get(section) or {}).items():
@@ -170,11 +171,15 @@ def slice_overrides(raw: dict, profile: str, sl: dict) -> dict:
     return deep_merge(prof, cap)
 
 
+WHITENING_STAGE = "evaluate_baseline@whitening"
+
+
 def whitening_min_pairs(merged: dict) -> int:
-    """Pairs per task the slice needs so that whitening's ``sts_pool`` fit (the distinct sentences of the
-    evaluated pairs of 7 tasks + STS-B dev: at most 16 per pair count) has 1.5x more sentences than the backbone
-    has dimensions (else the covariance is singular: a failure of the slice, not of the profile); 0 when the
-    profile has no such baseline or the backbone's width is unknown here."""
+    """Pairs per task the whitening baseline's stage needs so that its ``sts_pool`` fit (the distinct sentences
+    of the evaluated pairs of 7 tasks + STS-B dev: at most 16 per pair count) has 1.5x more sentences than the
+    backbone has dimensions (else the covariance is singular: a failure of the slice, not of the profile); 0
+    when the profile has no such baseline or the backbone's width is unknown here. Only that stage runs with
+    them (:func:`preflight`): at 72 pairs per task every bert-base evaluation took twice as long."""
     ev = merged.get("evaluate") or {}
     wh = ev.get("whitening") or {}
     if "whitening" not in (ev.get("baselines") or []) or wh.get("fit_on", "sts_pool") != "sts_pool":
@@ -273,17 +278,19 @@ class Probe:
         import sentlab.train.loop as L
 
         register_optimizer_step_post_hook(self._on_step)
-        encode, plan = E.SentenceEncoder.encode, L.plan_steps
+        plan = L.plan_steps
         probe = self
 
-        def timed_encode(enc, sentences, *a, **k):
-            t = time.perf_counter()
-            out = encode(enc, sentences, *a, **k)
-            if enc.device.type == "cuda":
-                torch.cuda.synchronize()
-            probe.enc_seconds += time.perf_counter() - t
-            probe.enc_sentences += len(sentences)
-            return out
+        def timed(encode):  # the encoder's two forward loops: encode() and the embedding cache's encode_poolings()
+            def inner(enc, sentences, *a, **k):
+                t = time.perf_counter()
+                out = encode(enc, sentences, *a, **k)
+                if enc.device.type == "cuda":
+                    torch.cuda.synchronize()
+                probe.enc_seconds += time.perf_counter() - t
+                probe.enc_sentences += len(sentences)
+                return out
+            return inner
 
         def recorded_plan(n, cfg, world=1):
             r = plan(n, cfg, world)
@@ -291,7 +298,8 @@ class Probe:
                                 "steps_per_epoch": r[0], "total_steps": r[1]})
             return r
 
-        E.SentenceEncoder.encode = timed_encode
+        E.SentenceEncoder._encode_sorted = timed(E.SentenceEncoder._encode_sorted)
+        E.SentenceEncoder._encode_in_order = timed(E.SentenceEncoder._encode_in_order)
         L.plan_steps = recorded_plan
 
     def _on_step(self, optimizer, args, kwargs) -> None:
@@ -552,8 +560,10 @@ def project(rows: list[Row], real, sl: dict, scratch: Path) -> None:
     test = {k: v for k, v in counts.items() if not k.endswith("/dev") and not k.endswith("/train")}
     dev_full = real.train.dev_max_pairs or counts.get("STSBenchmark/dev", 0)
     mp = real.evaluate.max_pairs
-    eval_ratio = (sum(min(v, mp) if mp else v for v in test.values()) /
-                  max(1, sum(min(v, sl["max_pairs"]) for v in test.values()))) if test else 1.0
+    full_pairs = sum(min(v, mp) if mp else v for v in test.values())
+
+    def eval_ratio(pairs: int) -> float:  # the full run's evaluated pairs over the slice's (at the row's max_pairs)
+        return full_pairs / max(1, sum(min(v, pairs) for v in test.values())) if test else 1.0
     size_ratio = min(real.prepare.size, UPSTREAM_ROWS["train"]) / max(1, min(sl["size"], real.prepare.size))
     for row in rows:
         p = row.probe
@@ -583,7 +593,7 @@ def project(rows: list[Row], real, sl: dict, scratch: Path) -> None:
                 row.projected_cuda_mb = p["cuda_peak_mb"] * batch_ratio  # an upper bound: weights do not scale
         elif p.get("enc_sentences") and row.stage.startswith("evaluate"):
             fixed = max(0.0, row.seconds - p["enc_seconds"])
-            row.projected_s = fixed + p["enc_seconds"] * eval_ratio
+            row.projected_s = fixed + p["enc_seconds"] * eval_ratio(row.eval_pairs or sl["max_pairs"])
             row.projected_peak_mb = p.get("peak_rss_mb")
         elif row.stage in ("prepare", "annotate"):
             row.projected_s = row.seconds * size_ratio
@@ -717,6 +727,7 @@ def preflight(workspace: Path, profile: Optional[str] = None, *, out: Optional[P
     affected: set[str] = set()          # methods / variants whose params a stand-in changed
     standins: dict[str, tuple[str, str]] = {}
     consumers = _consumers(stages)
+    whitening_pairs = whitening_min_pairs(resolve_profile(raw, profile))
     meta = {"profile": profile, "backbone": how, "device": _device(), "slice": sl, "scratch": str(scratch),
             "workspace": str(workspace)}
     for st in stages:
@@ -725,6 +736,12 @@ def preflight(workspace: Path, profile: Optional[str] = None, *, out: Optional[P
                and not status[u].note.startswith("continued")]
         if bad:
             row.status, row.error = "blocked", f"not run: {', '.join(bad)} did not succeed"
+        elif st.name == WHITENING_STAGE and whitening_pairs > sl["max_pairs"]:
+            _with_params(runner, scratch, profile, sl, _merge(extra, {"evaluate": {"max_pairs": whitening_pairs}}),
+                         lambda: _run_one(runner, st, row), restore=extra)
+            row.eval_pairs = whitening_pairs
+            row.note = (f"run with {whitening_pairs} pairs per task (the other evaluations: {sl['max_pairs']}): "
+                        f"its fit on the STS pool needs 1.5x the backbone's width in sentences")
         else:
             _run_one(runner, st, row)
             if row.status == "needs asset":
@@ -769,6 +786,19 @@ def preflight(workspace: Path, profile: Optional[str] = None, *, out: Optional[P
         _write(rows, {**meta, "partial": f"{len(rows)} of {len(stages)} stages so far"}, out_dir)
     meta["substitutes"] = substitutes
     return _finish(rows, meta, out_dir, quiet)
+
+
+def _with_params(runner: "StageRunner", scratch: Path, profile: str, sl: dict, extra: dict, run, restore: dict) -> None:
+    """``run()`` with the scratch params' profile block = the slice + ``extra`` (resolve_params run before it),
+    then the block with ``restore`` instead (and resolve_params again)."""
+    params = Stage("resolve_params", "python pipeline/params.py", [], [], [])
+    write_slice_params(scratch, profile, sl, extra)
+    _run_one(runner, params, Row("resolve_params", params.cmd))
+    try:
+        run()
+    finally:
+        write_slice_params(scratch, profile, sl, restore)
+        _run_one(runner, params, Row("resolve_params", params.cmd))
 
 
 def _run_one(runner: StageRunner, st: Stage, row: Row) -> None:
