@@ -106,13 +106,13 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     # The trained model's evaluation stored its embeddings (sentlab.evaluate.cache): the stage run again (as DVC
     # does after an evaluate param or code change) encodes nothing and writes the same metrics.
     cache = repo / ".sentlab_cache/embeddings"
-    entries = {f.name for f in cache.glob("*.npy")}
+    entries = {f.name: f.stat().st_ino for f in cache.glob("*.npy")}   # a miss would replace a file (a new inode)
     assert "simcse" in {json.loads(f.read_text())["name"] for f in cache.glob("*.json")}
-    rerun = subprocess.run([sys.executable, "pipeline/evaluate.py", "trained", "simcse"], cwd=repo, env=env,
-                           capture_output=True, text=True)
+    rerun = subprocess.run([sys.executable, "pipeline/evaluate.py", "trained", "simcse"], cwd=repo,
+                           env={**env, "SENTLAB_LOG": "INFO"}, capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert "embedding cache hit: simcse" in rerun.stderr, rerun.stderr[-3000:]
-    assert {f.name for f in cache.glob("*.npy")} == entries
+    assert {f.name: f.stat().st_ino for f in cache.glob("*.npy")} == entries
     assert json.loads((repo / "reports/metrics/simcse.json").read_text())["Avg"] == simcse["Avg"]
 
     # A second repro does nothing.
