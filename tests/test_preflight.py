@@ -116,6 +116,18 @@ def test_train_target_reads_the_stage_command_not_its_name():
         train_target("python pipeline/evaluate.py trained simcse", real)
 
 
+def test_a_seed_stage_is_attributed_to_its_methods_params_file():
+    """A stand-in (WordNet -> rd for PaSeR's EDA) edits methods/paser.json; every stage training with that file must
+    say it ran with the stand-in. The paper preflight showed train_seed@paser-43..46 as plain "ok": they were matched
+    by stage name (``paser-43``), and ``paser`` itself was left out of the affected files."""
+    from sentlab.preflight import params_file_of
+
+    assert params_file_of("python pipeline/train.py paser") == "paser"
+    assert params_file_of("python pipeline/train.py paser --seed 43") == "paser"
+    assert params_file_of("python pipeline/train.py --ablation paser_aug_sr") == "paser_aug_sr"
+    assert params_file_of("python pipeline/evaluate.py trained paser-s43") is None
+
+
 def test_a_model_is_evaluated_right_after_its_training_so_its_weights_can_go():
     """In DVC's order every training precedes every evaluation: the paper preflight held all its bert-base models at
     once and filled the disk (ENOSPC at the 58th stage). consumers_first keeps DVC's order but runs a model's

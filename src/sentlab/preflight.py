@@ -608,13 +608,9 @@ def project(rows: list[Row], real, sl: dict, scratch: Path) -> None:
             row.projected_s, row.projected_peak_mb = row.seconds, p.get("peak_rss_mb")
 
 
-def train_target(cmd: str, real) -> tuple[str, dict]:
-    """(method id, overrides of its block) that a ``pipeline/train.py`` stage command trains, read from its
-    arguments as the stage reads them — not from the stage name, which for a seed stage is ``<method>-<seed>``
-    (``train_seed@simcse-43``) and for an ablation the variant."""
-    import argparse
-
-    from .train.run import ablation_spec, add_train_arguments, parse_overrides
+def _train_args(cmd: str) -> argparse.Namespace:
+    """The arguments of a ``pipeline/train.py`` stage command, parsed as the stage parses them."""
+    from .train.run import add_train_arguments
 
     argv = shlex.split(cmd)
     script = [i for i, a in enumerate(argv) if a.endswith("train.py")]
@@ -622,12 +618,31 @@ def train_target(cmd: str, real) -> tuple[str, dict]:
         raise ValueError(f"`{cmd}` is not a pipeline/train.py command")
     ap = argparse.ArgumentParser(exit_on_error=False)
     add_train_arguments(ap)
-    args = ap.parse_args(argv[script[0] + 1:])
+    return ap.parse_args(argv[script[0] + 1:])
+
+
+def train_target(cmd: str, real) -> tuple[str, dict]:
+    """(method id, overrides of its block) that a ``pipeline/train.py`` stage command trains, read from its
+    arguments as the stage reads them — not from the stage name, which for a seed stage is ``<method>-<seed>``
+    (``train_seed@simcse-43``) and for an ablation the variant."""
+    from .train.run import ablation_spec, parse_overrides
+
+    args = _train_args(cmd)
     if args.ablation:
         return ablation_spec(real, args.ablation)
     if not args.method:
         raise ValueError(f"no method in the stage command `{cmd}`")
     return args.method, parse_overrides(args.overrides)
+
+
+def params_file_of(cmd: str) -> Optional[str]:
+    """The method or ablation-variant params file (its stem) a train stage command trains with: ``paser`` for
+    ``train@paser`` and every ``train_seed@paser-<seed>``, the variant for ``ablate@<variant>``; None otherwise."""
+    try:
+        args = _train_args(cmd)
+    except (ValueError, argparse.ArgumentError):
+        return None
+    return args.ablation or args.method
 
 
 def _evals(p: dict, sl: dict) -> int:
@@ -752,7 +767,7 @@ def preflight(workspace: Path, profile: Optional[str] = None, *, out: Optional[P
                     before = _method_files(scratch)
                     write_slice_params(scratch, profile, sl, extra)
                     after = _method_files(scratch)
-                    affected |= {k for k in after if after[k] != before.get(k)} - {st.name.split("@", 1)[-1]}
+                    affected |= {k for k in after if after[k] != before.get(k)}  # this stage's row says it already
                     params_row = Row("resolve_params", "python pipeline/params.py")
                     _run_one(runner, Stage("resolve_params", "python pipeline/params.py", [], [], []), params_row)
                     again = Row(st.name, st.cmd, model=how)
@@ -763,7 +778,7 @@ def preflight(workspace: Path, profile: Optional[str] = None, *, out: Optional[P
                         row.probe, row.sec_per_step, row.steps = again.probe, again.sec_per_step, again.steps
                     else:
                         row.note = f"stand-in ({desc}) {again.status}: {again.error}"
-            elif row.status == "ok" and row.steps and st.name.split("@", 1)[-1] in affected:
+            elif row.status == "ok" and row.steps and params_file_of(st.cmd) in affected:
                 asset = next(a for a in standins if a != "nli")  # the method-level stand-ins (WordNet)
                 row.status, row.asset, row.fetch = "needs asset", asset, standins[asset][0]
                 row.note = f"continued with a stand-in, {standins[asset][1]}: that run ok"
