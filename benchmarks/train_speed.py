@@ -299,20 +299,18 @@ def interleaved_child(method_id: str, steps: int) -> dict:
     import numpy as np
     import torch
 
-    from sentlab.config import TrainParams
+    from sentlab.config import TrainParams, load_params
     from sentlab.methods import get_method
-    from sentlab.methods.base import Batch
     from sentlab.train.data import load_corpus
     from sentlab.train.loop import cpu_has_native_bf16
+    from sentlab.train.run import method_params
 
     torch.manual_seed(0)
     model, tok, backbone = build_backbone("cpu")
     precision = "bf16" if cpu_has_native_bf16() else "fp32"
     cls = get_method(method_id)
-    # the quick profile's PaSeR block (params.yaml) for PaSeR; defaults otherwise
-    quick = {"paser": dict(eda="rd", head_lr=1e-3, memory_norm=True, decoder_layers=2)}.get(method_id, {})
-    method = cls(model, tok, cls.Params(**quick).resolved(TrainParams(batch_size=64, max_length=32,
-                                                                      precision=precision)), seed=0)
+    mparams = method_params(load_params(REPO / "params.yaml", profile="quick"), method_id)  # its quick-profile block
+    method = cls(model, tok, mparams.resolved(TrainParams(batch_size=64, max_length=32, precision=precision)), seed=0)
     method.train()
     corpus_name = method.corpus_name()
     if method.corpus_columns:  # the phrase / frame annotations a dvc repro wrote (PaSeR's decoder needs phrases)

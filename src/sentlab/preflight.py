@@ -765,11 +765,9 @@ def preflight(workspace: Path, profile: Optional[str] = None, *, out: Optional[P
                     standins[row.asset] = (row.fetch, desc)
                     extra = _merge(extra, edit)
                     before = _method_files(scratch)
-                    write_slice_params(scratch, profile, sl, extra)
+                    _apply_params(runner, scratch, profile, sl, extra)
                     after = _method_files(scratch)
                     affected |= {k for k in after if after[k] != before.get(k)}  # this stage's row says it already
-                    params_row = Row("resolve_params", "python pipeline/params.py")
-                    _run_one(runner, Stage("resolve_params", "python pipeline/params.py", [], [], []), params_row)
                     again = Row(st.name, st.cmd, model=how)
                     _run_one(runner, st, again)
                     row.note = f"continued with a stand-in, {desc}: that run {again.status}" + (
@@ -803,17 +801,21 @@ def preflight(workspace: Path, profile: Optional[str] = None, *, out: Optional[P
     return _finish(rows, meta, out_dir, quiet)
 
 
-def _with_params(runner: "StageRunner", scratch: Path, profile: str, sl: dict, extra: dict, run, restore: dict) -> None:
-    """``run()`` with the scratch params' profile block = the slice + ``extra`` (resolve_params run before it),
-    then the block with ``restore`` instead (and resolve_params again)."""
+def _apply_params(runner: "StageRunner", scratch: Path, profile: str, sl: dict, extra: dict) -> None:
+    """The scratch params' profile block = the slice + ``extra``, and resolve_params run on it (the files the
+    stages read)."""
     params = Stage("resolve_params", "python pipeline/params.py", [], [], [])
     write_slice_params(scratch, profile, sl, extra)
-    _run_one(runner, params, Row("resolve_params", params.cmd))
+    _run_one(runner, params, Row(params.name, params.cmd))
+
+
+def _with_params(runner: "StageRunner", scratch: Path, profile: str, sl: dict, extra: dict, run, restore: dict) -> None:
+    """``run()`` with the params of :func:`_apply_params` (``extra``), then those of ``restore`` again."""
+    _apply_params(runner, scratch, profile, sl, extra)
     try:
         run()
     finally:
-        write_slice_params(scratch, profile, sl, restore)
-        _run_one(runner, params, Row("resolve_params", params.cmd))
+        _apply_params(runner, scratch, profile, sl, restore)
 
 
 def _run_one(runner: StageRunner, st: Stage, row: Row) -> None:
@@ -890,11 +892,8 @@ def consumers_first(stages: list[Stage]) -> list[Stage]:
     """DVC's order, except that the stages reading a model (its evaluation, a method trained from it) run as soon
     as it is trained, so that its weights can go (:func:`_prune_weights`). In DVC's order every training comes
     before every evaluation: a paper preflight would hold all 124 bert-base models at once (~60 GB)."""
-    by_model: dict[str, list[Stage]] = {}
-    for s in stages:
-        for d in s.deps:
-            if d.startswith("models/") and d.count("/") == 1:
-                by_model.setdefault(d, []).append(s)
+    by_name = {s.name: s for s in stages}
+    readers = _consumers(stages)
     out: list[Stage] = []
     done: set[str] = set()
 
@@ -902,7 +901,7 @@ def consumers_first(stages: list[Stage]) -> list[Stage]:
         out.append(s)
         done.add(s.name)
         for model in s.outs:
-            for c in by_model.get(model, []):
+            for c in map(by_name.get, readers.get(model, [])):
                 if c.name not in done and all(u in done for u in c.upstream):
                     emit(c)
 
@@ -912,13 +911,14 @@ def consumers_first(stages: list[Stage]) -> list[Stage]:
     return out
 
 
-def _consumers(stages: list[Stage]) -> dict[str, set[str]]:
-    """``models/<x>`` out -> the stages that depend on exactly it (its weights can go once they ran)."""
-    out: dict[str, set[str]] = {}
+def _consumers(stages: list[Stage]) -> dict[str, list[str]]:
+    """``models/<x>`` out -> the stages that depend on exactly it, in ``stages``' order (its weights can go once
+    they ran)."""
+    out: dict[str, list[str]] = {}
     for s in stages:
         for d in s.deps:
             if d.startswith("models/") and d.count("/") == 1:
-                out.setdefault(d, set()).add(s.name)
+                out.setdefault(d, []).append(s.name)
     return out
 
 
@@ -926,7 +926,7 @@ def _prune_weights(scratch: Path, st: Stage, consumers: dict, done: dict) -> Non
     """Delete a trained model's weights in the scratch folder once every stage that reads them ran
     (a paper preflight trains ~70 bert-base models: 30 GB otherwise); its sentlab.json stays for the report."""
     for out_path, users in consumers.items():
-        if users and users <= set(done):
+        if users and set(users) <= set(done):
             for f in (scratch / out_path).glob("*.safetensors"):
                 f.unlink()
 
