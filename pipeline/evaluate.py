@@ -10,8 +10,9 @@ declares as DVC params like the train stage), and every JSON the device and prec
 evaluated with.
 Every evaluated model's per-pair cosines go to reports/cosines/<name>.parquet (the report's CIs, paired
 tests and protocol table read them) and its metrics JSON holds the 95 % bootstrap CI of each task.
-A model that was not trained gets its "not run" metrics, a placeholder figure and an empty cosines
-table (under ``dvc repro`` without importing torch: :mod:`sentlab.markers`).
+A model folder that says it was not trained (``pipeline/train.py`` run by hand for a method the profile
+does not train) gets its "not run" metrics, a placeholder figure and an empty cosines table
+(:mod:`sentlab.markers`); under ``dvc repro`` every evaluate stage is of a model the profile trains.
 With ``evaluate.diagnostics`` (SPEC §2) the metrics JSON also holds alignment/uniformity,
 the hard length subset and the cosine density table, and the density figure is written to
 reports/figures/<name>_density.png.
@@ -23,7 +24,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from sentlab.markers import eval_not_run, fast_eval_marker
+from sentlab.markers import eval_not_run
 from sentlab.pipeline_util import run_stage
 
 
@@ -97,6 +98,4 @@ def evaluate_baseline(kind: str, params, table, figures) -> None:
 
 
 if __name__ == "__main__":
-    if fast_eval_marker(sys.argv[1:]):
-        sys.exit(0)
     sys.exit(run_stage(main))

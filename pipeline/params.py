@@ -4,6 +4,9 @@ and the code each kind of stage executes -> data/params/code/<kind>.json.
 Every other stage depends on the files of the keys it reads and on its kind's code file, so DVC
 re-runs a stage only when the values *in force* for it, or the code it runs, change (not when
 another profile's block, or a module it never imports, is edited).
+
+It runs before every other stage, so it is also where stale ``stage_lines`` (dvc.yaml's stage lists,
+which DVC read before this stage ran) stop the run: see :func:`sentlab.config.check_stage_lines`.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from pathlib import Path
 
 import yaml
 
-from sentlab.config import RESOLVED_DIR, load_all_profiles, load_params, read_yaml, shadowed_edits, write_resolved
+from sentlab.config import (RESOLVED_DIR, check_stage_lines, load_all_profiles, load_params, read_yaml, shadowed_edits,
+                            write_resolved)
 from sentlab.errors import SentlabError
 from sentlab.pipeline_util import run_stage
 from sentlab.provenance import stage_code_files
@@ -46,6 +50,7 @@ def main() -> None:
     refuse_shadowed_edits()
     load_all_profiles()
     params = load_params()
+    check_stage_lines(read_yaml("params.yaml"), params)
     n = write_resolved(params, extra=stage_code_files())
     print(f"resolve_params: profile {params.profile}: {n} files in {RESOLVED_DIR}/")
 

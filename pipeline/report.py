@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 
-from sentlab.config import load_params
+from sentlab.config import load_params, profile_models
 from sentlab.pipeline_util import run_stage
 from sentlab.report.build import build_report, log_to_mlflow
 
@@ -21,7 +21,7 @@ log = logging.getLogger("report")
 
 def main() -> None:
     params = load_params()
-    rep = build_report(".", params.model.backbone, params.profile)
+    rep = build_report(".", params.model.backbone, params.profile, profile_models(params))
     filled = {k: sum(r.evaluated for r in rows) for k, (_, rows) in rep.tables.items()}
     print(f"report: {len(rep.tables)} tables ({sum(filled.values())} rows reproduced), {len(rep.figures)} figures "
           f"-> reports/index.md")

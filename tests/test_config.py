@@ -107,16 +107,55 @@ def test_method_lines_list_only_what_differs_from_the_defaults():
     assert moco == get_method("moco").Params().model_dump(mode="json") and moco["queue_size"] == 256
 
 
-def test_set_profile_edits_only_the_profile_line(tmp_path):
+def test_set_profile_edits_the_profile_line_and_writes_its_stage_lines(tmp_path):
+    from sentlab.config import STAGE_LINES_HEADER, check_stage_lines, read_yaml, stage_lines_for
+
     p = tmp_path / "params.yaml"
     shutil.copy(REPO / "params.yaml", p)
     before = p.read_text()
+    check_stage_lines(read_yaml(p), load_params(p))   # the committed file: the quick profile's stages
     assert set_profile(p, "smoke") is True
     after = p.read_text()
     assert "profile: smoke" in after and load_params(p).profile == "smoke"
-    assert [l for l in before.splitlines() if not l.startswith("profile:")] == \
-           [l for l in after.splitlines() if not l.startswith("profile:")]
+    head = before.index(STAGE_LINES_HEADER)
+    assert [l for l in before[:head].splitlines() if not l.startswith("profile:")] == \
+           [l for l in after[:after.index(STAGE_LINES_HEADER)].splitlines() if not l.startswith("profile:")]
+    lines = read_yaml(p)["stage_lines"]
+    assert lines == stage_lines_for(load_params(p))
+    assert lines["train"] == ["simcse", "moco_srl", "ptbert"]   # in the order of `methods`
+    assert lines["seeds"] == {"simcse-43": {"method": "simcse", "seed": 43}} and lines["ablations"] == []
     assert set_profile(p, "smoke") is False
+    assert set_profile(p, "quick") is True and p.read_text() == before   # back: byte for byte
+
+
+def test_stage_lines_follow_the_profile():
+    from sentlab.config import active_models, stage_lines_for
+
+    raw = yaml.safe_load((REPO / "params.yaml").read_text())
+    quick = stage_lines_for(validate(resolve_profile(raw, "quick")))
+    assert quick["train"] == ["simcse", "moco", "moco_srl", "ptbert", "paser", "l2p", "prompt_l2p", "posbow_adv"]
+    assert quick["train_from"] == {"paser_sup": "paser"} and quick["ablations"] == []
+    assert list(quick["seeds"]) == ["simcse-43", "simcse-44", "ptbert-43", "ptbert-44"]
+    paper = validate(resolve_profile(raw, "paper"))
+    lines = stage_lines_for(paper)
+    assert len(lines["train"]) == 13 and len(lines["seeds"]) == 13 * 4 and len(lines["ablations"]) == 58
+    assert "paser_sup-s43" not in active_models(paper) and "ct-s46" in active_models(paper)
+
+
+def test_stale_stage_lines_are_refused_with_the_command_that_rewrites_them():
+    from sentlab.config import check_stage_lines
+
+    raw = yaml.safe_load((REPO / "params.yaml").read_text())
+    raw["profile"] = "paper"          # switched by hand: the quick profile's stage lines are still there
+    with pytest.raises(SentlabError, match=r"stage_lines.train. differs.*sentlab profile paper"):
+        check_stage_lines(raw, validate(resolve_profile(raw)))
+    del raw["stage_lines"]
+    with pytest.raises(SentlabError, match="has no `stage_lines` section"):
+        check_stage_lines(raw, validate(resolve_profile(raw)))
+    raw = yaml.safe_load((REPO / "params.yaml").read_text())
+    raw["profiles"]["quick"] = {"stage_lines": {}}
+    with pytest.raises(SentlabError, match=r"profiles.quick.stage_lines. cannot be overridden"):
+        resolve_profile(raw)
 
 
 def test_cli_reports_invalid_params_with_exit_2(tmp_path, capsys):

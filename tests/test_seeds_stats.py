@@ -157,49 +157,37 @@ def test_a_profile_cannot_change_the_seed_pool():
         resolve_profile(raw, "smoke")
 
 
-def test_dvc_yaml_declares_a_seed_stage_per_method_and_pool_seed():
+def test_dvc_yaml_declares_a_seed_stage_per_extra_seed_of_the_profile():
     import yaml
 
     dvc = yaml.safe_load(open("dvc.yaml"))
     st = dvc["stages"]["train_seed"]
-    assert st["matrix"] == {"method": "${methods}", "seed": "${seeds.pool}"}
-    assert "data/params/seeds/${item.method}-${item.seed}.json" in [next(iter(p)) for p in st["params"]]
-    assert not any("seed.json" in next(iter(p)) for p in st["params"])   # not the global seed: its own
-    assert dvc["stages"]["evaluate_seed"]["outs"][1] == "reports/cosines/${item.method}-s${item.seed}.parquet"
+    assert st["foreach"] == "${stage_lines.seeds}"
+    assert st["do"]["cmd"] == "python pipeline/train.py ${item.method} --seed ${item.seed}"
+    assert "data/params/seeds/${key}.json" in [next(iter(p)) for p in st["do"]["params"]]
+    assert not any("seed.json" in next(iter(p)) for p in st["do"]["params"])   # not the global seed: its own
+    assert dvc["stages"]["evaluate_seed"]["do"]["outs"][1] == "reports/cosines/${item.method}-s${item.seed}.parquet"
 
 
-# --- fast markers -----------------------------------------------------------------------------------
+def test_the_report_reads_only_the_profiles_models(tmp_path):
+    """Another profile's outputs left in the workspace (no stage of this profile writes them) are not
+    reported as current: a method the profile does not train says "not run in this profile"."""
+    from sentlab.config import profile_models
+    from sentlab.report.build import build_report
 
-def _resolved(tmp_path, monkeypatch):
-    from sentlab.config import write_resolved
-
-    raw = _raw()
-    monkeypatch.chdir(tmp_path)
-    write_resolved(validate(resolve_profile(raw, "quick")))
-
-
-def test_marker_stages_are_written_without_the_full_path(tmp_path, monkeypatch):
-    from sentlab.markers import fast_eval_marker, fast_train_marker, train_stage_runs
-
-    _resolved(tmp_path, monkeypatch)
-    assert train_stage_runs(["ct"]) is False and train_stage_runs(["simcse"]) is True
-    assert train_stage_runs(["simcse", "--seed", "43"]) is True and train_stage_runs(["moco", "--seed", "43"]) is False
-    assert train_stage_runs(["--ablation", "ptbert_m64"]) is False
-    assert train_stage_runs(["simcse", "--set", "x=1"]) is None          # other forms: the full path decides
-    monkeypatch.delenv("DVC_STAGE", raising=False)
-    assert not fast_train_marker(["moco", "--seed", "43"])              # outside DVC: never
-    monkeypatch.setenv("DVC_STAGE", "train_seed@moco-43")
-    assert not fast_train_marker(["simcse", "--seed", "43"])            # trained: the full path
-    assert fast_train_marker(["moco", "--seed", "43"])
-    info = json.loads((tmp_path / "models/moco-s43/sentlab.json").read_text())
-    assert info == {"method": "moco", "name": "moco-s43", "status": "not run in this profile"}
-    assert (tmp_path / "reports/curves/moco-s43.csv").read_text() == "step,stsb_dev,alignment,uniformity,loss\n"
-    assert fast_eval_marker(["trained", "moco-s43"])
-    m = json.loads((tmp_path / "reports/metrics/moco-s43.json").read_text())
-    assert m["status"] == "not run in this profile" and m["profile"] == "quick"
-    assert m["backbone"] == Params().model.backbone
-    assert read_cosines(tmp_path / "reports/cosines/moco-s43.parquet") is None
-    assert (tmp_path / "reports/figures/moco-s43_density.png").read_bytes()[:4] == b"\x89PNG"
+    _evaluated(tmp_path, "simcse", 2.0, 1, {"id": "simcse"})
+    _evaluated(tmp_path, "ct", 0.5, 2, {"id": "ct"})            # an earlier paper run's, stale here
+    (tmp_path / "reports/curves").mkdir(parents=True)
+    for n in ("simcse", "ct"):
+        (tmp_path / f"reports/curves/{n}.csv").write_text("step,stsb_dev,alignment,uniformity,loss\n20,80,,,\n")
+    quick = profile_models(validate(resolve_profile(_raw(), "quick")))
+    assert quick["simcse"] and not quick["ct"] and quick["simcse-s43"] and not quick["moco-s43"]
+    rep = build_report(tmp_path, "b", "quick", quick)
+    md = (tmp_path / "reports/tables/ptbert_table3.md").read_text()
+    assert "ct: not run in this profile" in md
+    assert "ct" not in rep.figures["dev"].series and "simcse" in rep.figures["dev"].series
+    build_report(tmp_path, "b", "quick")                             # without the profile: every file counts
+    assert "ct: not run in this profile" not in (tmp_path / "reports/tables/ptbert_table3.md").read_text()
 
 
 # --- the report's tables -----------------------------------------------------------------------------

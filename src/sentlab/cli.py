@@ -100,7 +100,7 @@ def _cmd_profile(args) -> int:
     from .config import set_profile
 
     changed = set_profile(args.params, args.name)
-    print(f"params.yaml: profile {args.name}" + (" (switched)" if changed else " (unchanged)"))
+    print(f"{args.params}: profile {args.name}" + (" (profile line and stage_lines written)" if changed else " (unchanged)"))
     return 0
 
 

@@ -220,14 +220,18 @@ def _method_default(mid: str, block: Optional[dict], key: str):
 
 def write_slice_params(scratch: Path, profile: str, sl: dict, extra: Optional[dict] = None, check: bool = True) -> dict:
     """Point the scratch ``params.yaml`` at ``profile`` with the slice (and ``extra``, stand-ins) in its block."""
-    from .config import deep_merge, read_yaml, validate, resolve_profile
+    from .config import SentlabError, deep_merge, read_yaml, resolve_profile, stage_lines_for, validate
 
     path = scratch / "params.yaml"
     raw = read_yaml(path)
     raw.setdefault("profiles", {})[profile] = deep_merge(slice_overrides(raw, profile, sl), extra or {})
     raw["profile"] = profile
-    if check:  # params that do not validate as they are: the resolve_params stage says so in its row
-        validate(resolve_profile(raw, profile), source=f"{path} (preflight slice)")
+    try:  # the profile's stages, as `sentlab profile` writes them
+        raw["stage_lines"] = stage_lines_for(validate(resolve_profile(raw, profile), source=f"{path} (preflight slice)"))
+    except SentlabError:
+        if check:
+            raise
+        # params that do not validate as they are: the resolve_params stage says so in its row
     path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
     return raw
 

@@ -11,6 +11,12 @@
 
 It returns a :class:`Report` (paths, resolved rows, figure data) that :func:`log_to_mlflow` can
 attach to the MLflow runs.
+
+``models`` (:func:`sentlab.config.profile_models`: every model name params.yaml can make, and whether
+the active profile trains it) keeps the report to the profile's own models: the pipeline has stages
+for those only, so the outputs another profile left in the workspace (``reports/metrics/ct.json`` of
+an earlier paper run) are not read as current, and a row whose model the profile does not train says
+"not run in this profile".
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..io import write_text
+from ..markers import NOT_RUN
 from . import diagnostics_tables, examples, figures, protocol_table, significance
 from .paper_tables import (EVALUATED, Resolved, TableSpec, all_tables, load_metrics, models_in_tables,
                            render_rows, to_csv, to_latex, to_markdown)
@@ -36,6 +43,18 @@ FIG4 = FIGURES / "paser_fig4_decoder_depth.png"
 INDEX = Path("reports/index.md")
 
 
+def profile_metrics(root: Path, models: Optional[dict[str, bool]] = None) -> dict[str, dict]:
+    """``reports/metrics`` as :func:`load_metrics` reads it, restricted to the active profile when
+    ``models`` is given: its models and the baselines; a known model it does not train is
+    ``{"status": "not run in this profile"}``; files of other models are left out."""
+    metrics = load_metrics(Path(root) / "reports/metrics")
+    if models is None:
+        return metrics
+    out = {n: m for n, m in metrics.items() if n.startswith("base-") or models.get(n)}
+    out.update({n: {"model": n, "status": NOT_RUN} for n, active in models.items() if not active})
+    return out
+
+
 @dataclass
 class Report:
     root: Path
@@ -47,6 +66,7 @@ class Report:
     unused_models: list[str] = field(default_factory=list)
     warnings: dict[str, str] = field(default_factory=dict)
     seed_groups: dict[str, list[str]] = field(default_factory=dict)   # model -> its evaluated seed runs
+    models: Optional[dict[str, bool]] = None                           # profile_models (None: every file)
 
 
 def _write(root: Path, rel: Path, text: str, report: Report, context: str) -> None:
@@ -59,15 +79,16 @@ def _filled(rows: list[Resolved]) -> str:
     return f"{n}/{len(rows)} rows reproduced"
 
 
-def build_report(root: Path | str = ".", backbone: str = "", profile: str = "") -> Report:
+def build_report(root: Path | str = ".", backbone: str = "", profile: str = "",
+                 models: Optional[dict[str, bool]] = None) -> Report:
     root = Path(root)
-    metrics = load_metrics(root / "reports/metrics")
+    metrics = profile_metrics(root, models)
     stats = root / "data/prepare_stats.json"
     try:
         warnings = json.loads(stats.read_text()).get("language_warnings", {}) if stats.is_file() else {}
     except ValueError:
         warnings = {}
-    rep = Report(root, backbone, profile, warnings=warnings)
+    rep = Report(root, backbone, profile, warnings=warnings, models=models)
     models_dir = root / "models"
 
     specs = all_tables(backbone)
@@ -86,7 +107,8 @@ def build_report(root: Path | str = ".", backbone: str = "", profile: str = "") 
             _write(root, TABLES / f"{spec.id}.tex", to_latex(spec, rows, backbone, profile, warnings), rep,
                    f"{spec.title}: LaTeX (booktabs)")
 
-    md, csv_text, ok = examples.render(models_dir / "paser", backbone, profile)
+    md, csv_text, ok = examples.render(models_dir / "paser", backbone, profile,
+                                       not_run=models is not None and not models.get("paser"))
     _write(root, TABLES / "paser_table7.md", md, rep,
            "PaSeR Table 7: decoder reconstructions beside the paper's examples" + ("" if ok else " (paper only: see why)"))
     _write(root, TABLES / "paser_table7.csv", csv_text, rep, "PaSeR Table 7 examples (reproduced and paper)")
@@ -100,6 +122,10 @@ def build_report(root: Path | str = ".", backbone: str = "", profile: str = "") 
         _write(root, TABLES / name, text, rep, diag_ctx.get(name, name))
 
     curves, missing = figures.load_curves(root / "reports/curves", models_dir)
+    if models is not None:
+        curves = {n: c for n, c in curves.items() if models.get(n)}
+        missing = {n: why for n, why in missing.items() if models.get(n)}
+        missing.update({n: NOT_RUN for n in ("ptbert", "simcse") if not models.get(n)})
     md, csv_text = protocol_table.render(metrics, stats_ctx, curves, backbone, profile)
     _write(root, TABLES / "protocol_sensitivity.md", md, rep,
            "Protocol sensitivity: STS12–16 all/mean/wmean, SICK-R test vs all pairs, best-dev vs last dev score")
@@ -167,6 +193,8 @@ def write_index(rep: Report, metrics: dict[str, dict]) -> None:
             listed.add(p)
         lines.append("")
     dens = sorted((root / FIGURES).glob("*_density.png")) if (root / FIGURES).is_dir() else []
+    if rep.models is not None:  # the profile's models and the baselines, not another profile's leftovers
+        dens = [f for f in dens if f.stem.startswith("base-") or rep.models.get(f.stem.removesuffix("_density"))]
     if dens:
         lines += ["## Cosine density per model (evaluate stage, PaSeR Fig. 5 shape)", ""]
         lines += [f"- [figures/{f.name}](figures/{f.name}) — {f.stem.removesuffix('_density')}" for f in dens]
@@ -289,5 +317,5 @@ def log_to_mlflow(rep: Report, parent_run_id: Optional[str] = None) -> dict[str,
     if not parent_run_id:
         tracking.end_parent(target)
     done["parent"] = target
-    done.update({f"seeds:{k}": v for k, v in log_seed_aggregates(rep, load_metrics(rep.root / "reports/metrics")).items()})
+    done.update({f"seeds:{k}": v for k, v in log_seed_aggregates(rep, profile_metrics(rep.root, rep.models)).items()})
     return done

@@ -8,7 +8,7 @@ The Makefile groups one pipeline run under one MLflow parent run::
     SENTLAB_PARENT_RUN_ID=$RUN_ID dvc repro; rc=$?
     sentlab mlflow end-parent $RUN_ID --rc $rc
 
-or in one command (also for ``dvc exp run``): ``sentlab mlflow wrap -- dvc exp run -S ablations.enabled=true``.
+or in one command (also for ``dvc exp run``): ``sentlab mlflow wrap -- dvc exp run -S train.max_steps=120``.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import sys
 
 
 def cmd_report(args) -> int:
-    from ..config import load_params
+    from ..config import load_params, profile_models
     from .build import build_report, log_to_mlflow
 
     params = load_params(args.params)
-    rep = build_report(args.root, params.model.backbone, params.profile)
+    rep = build_report(args.root, params.model.backbone, params.profile, profile_models(params))
     print(f"report: {len(rep.files)} files; index: {args.root}/reports/index.md")
     if args.mlflow:
         done = log_to_mlflow(rep)

@@ -34,9 +34,10 @@ def load_reconstruction(model_dir: Path) -> tuple[dict | None, str]:
     return None, f"{f} missing: paser was trained but its reconstruction check was not written"
 
 
-def render(model_dir: Path, backbone: str, profile: str) -> tuple[str, str, bool]:
-    """(Markdown, CSV, reproduced?)"""
-    rec, why = load_reconstruction(model_dir)
+def render(model_dir: Path, backbone: str, profile: str, not_run: bool = False) -> tuple[str, str, bool]:
+    """(Markdown, CSV, reproduced?); ``not_run``: the profile does not train PaSeR (a ``model_dir`` left
+    by another profile is not read)."""
+    rec, why = (None, "PaSeR is not run in this profile") if not_run else load_reconstruction(model_dir)
     md = ["# PaSeR Table 7: phrases the decoder reconstructs", "",
           f"Source: PaSeR (EMNLP 2022) Table 7 (BERT-base; hand-picked cases where the decoder differs). "
           f"Reproduced: `{model_dir}`, backbone `{backbone}`, profile `{profile}`; greedy decoding of held-out "
