@@ -16,8 +16,9 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Optional
 
-from sentlab.config import load_params
+from sentlab.config import load_params, profile_models
 from sentlab.errors import SentlabError
 from sentlab.export.card import model_card
 from sentlab.io import atomic_path
@@ -61,11 +62,12 @@ def train_stage(params, name: str) -> str:
     return f"train@{name}"
 
 
-def seed_metrics(name: str) -> dict:
-    """``{"<name>-s<seed>": metrics}`` of the model's other seeds that were evaluated (the card's seed rows)."""
+def seed_metrics(name: str, ours: Optional[dict[str, bool]] = None) -> dict:
+    """``{"<name>-s<seed>": metrics}`` of the model's other seeds that were evaluated (the card's seed rows);
+    ``ours`` (:func:`~sentlab.config.profile_models`): only the seeds the active profile trains."""
     out = {}
     for f in sorted(METRICS.glob(f"{name}-s*.json")):
-        if f.stem[len(name) + 2:].isdigit():
+        if f.stem[len(name) + 2:].isdigit() and (ours is None or ours.get(f.stem)):
             m = _read(f)
             if m.get("status") == "evaluated":
                 out[f.stem] = m
@@ -78,7 +80,7 @@ def export_one(params, folder: Path, dest: Path) -> None:
     info = _read(folder / "sentlab.json")
     name = folder.name
     metrics = _read(METRICS / f"{name}.json")
-    seeds = seed_metrics(name)
+    seeds = seed_metrics(name, profile_models(params))
     if seeds:
         metrics = dict(metrics, seed_rows=seeds)
     method_id = info["method"]
@@ -93,9 +95,12 @@ def export_one(params, folder: Path, dest: Path) -> None:
 
 def main() -> None:
     params = load_params()
+    ours = profile_models(params)
     done, skipped = [], []
     with atomic_path(OUT, is_dir=True) as tmp:
         for folder in sorted(p for p in MODELS.iterdir() if (p / "sentlab.json").is_file()):
+            if not ours.get(folder.name):   # another profile's model left in the workspace: no stage of this one
+                continue
             info = _read(folder / "sentlab.json")
             if info.get("status") != "trained":
                 skipped.append((folder.name, info.get("status", "not trained")))

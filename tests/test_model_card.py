@@ -74,4 +74,6 @@ def test_export_stage_passes_the_evaluated_seeds_of_a_model(tmp_path, monkeypatc
         (metrics / f"{name}.json").write_text(json.dumps({"status": status, "Avg": 1.0}))
     monkeypatch.setattr(export, "METRICS", metrics)
     assert list(export.seed_metrics("simcse")) == ["simcse-s43"]
+    # a seed the active profile does not train (another profile's file left in reports/metrics) is not a row
+    assert export.seed_metrics("simcse", {"simcse-s43": False, "simcse-s44": True}) == {}
     assert export.seed_metrics("simcse-s43") == {}
