@@ -57,8 +57,14 @@ def test_sentlab_methods_and_params_pick_it_up(added, tmp_path, capsys):
     assert files["methods/mean_simcse.json"]["trained"] is False   # a stage, not trained until train.methods lists it
 
 
-def test_dvc_has_its_train_and_evaluate_stages(tmp_path):
-    with_line(tmp_path)
+def test_dvc_has_its_train_and_evaluate_stages_once_the_profile_trains_it(added, tmp_path):
+    from sentlab.config import set_profile
+
+    params_file = with_line(tmp_path)
+    raw = yaml.safe_load(params_file.read_text())
+    raw["train"]["methods"].append("mean_simcse")
+    params_file.write_text(yaml.safe_dump(raw, sort_keys=False))
+    assert set_profile(params_file, "quick") is True     # its stage lines: what `sentlab profile quick` writes
     dvc = str(Path(sys.executable).with_name("dvc"))
     subprocess.run([dvc, "init", "--no-scm", "-q"], cwd=tmp_path, check=True)
     out = subprocess.run([dvc, "stage", "list"], cwd=tmp_path, check=True, capture_output=True, text=True).stdout

@@ -75,7 +75,7 @@ def test_unknown_profile_and_forbidden_override():
 
 
 def test_a_profile_cannot_add_a_stage():
-    """dvc.yaml's stages are the same in every profile: a method line only in a profile would have no stage."""
+    """A method line is defined once, in `methods`: a profile sets values (and picks lines with train.methods)."""
     r = raw()
     r["profiles"]["smoke"]["methods"] = {"simcse": {}, "ct_new": {}}
     with pytest.raises(SentlabError, match=r"profiles\.smoke\.methods` adds \['ct_new'\]"):

@@ -189,7 +189,7 @@ def test_editing_train_methods_changes_only_the_methods_added_or_removed():
     assert base["methods/simcse.json"]["trained"] is True and base["methods/ct.json"]["trained"] is False
     r["train"]["methods"] = [m for m in r["train"]["methods"] if m != "simcse"] + ["ct"]
     changed = _resolved(r)
-    # ... and the seed stages of the method removed (simcse's extra seeds become "not run" markers)
+    # ... and the seed files of the method removed (simcse's extra seeds leave its stage lines)
     assert sorted(k for k in base if base[k] != changed[k]) == ["methods/ct.json", "methods/simcse.json",
                                                                 "seeds/simcse-43.json", "seeds/simcse-44.json"]
 

@@ -1,4 +1,4 @@
-"""Seeds as a pipeline axis, the statistics of the tables, and the fast "not run" markers."""
+"""Seeds as a pipeline axis, the statistics of the tables, and the report's profile filter."""
 
 from __future__ import annotations
 

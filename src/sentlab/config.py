@@ -145,9 +145,9 @@ class SeedsParams(Strict):
     """Seeds as an axis of the pipeline. Every method trains with ``seed`` (stage ``train@<m>`` ->
     ``models/<m>``); a method trains ``n`` seeds in all, where ``n`` is ``per_method[<m>]`` or
     ``count``: ``seed``, then the first ``n - 1`` of ``pool`` (stage ``train_seed@<m>-<s>`` ->
-    ``models/<m>-s<s>``). ``pool`` is the stage lines (dvc.yaml's matrix: one stage per method of
-    ``methods`` and seed of the pool), the same in every profile; seeds a profile does not train
-    write "not run" markers. Changing ``n`` re-runs only the stages of the seeds it adds or removes."""
+    ``models/<m>-s<s>``). ``pool`` is the seeds that can have stages, the same in every profile; the
+    ones a profile trains are its ``stage_lines.seeds`` (:func:`stage_lines_for`). Changing ``n`` runs
+    or drops only the stages of the seeds it adds or removes."""
     pool: list[int] = Field(default_factory=lambda: [43, 44, 45, 46],
                             description="the extra seeds that have stages (train_seed@<method>-<seed>)")
     count: int = Field(1, ge=1, description="seeds every method trains (1: `seed` only)")
@@ -396,13 +396,13 @@ def resolve_profile(raw: dict, profile: str | None = None, source: str = "params
             key = f"{section}.variants" if section == "ablations" else section
             raise SentlabError(
                 f"Invalid params in {source}: `profiles.{profile}.{key}` adds {sorted(new - have)}, which "
-                f"`{key}` does not list; the stages are the same in every profile, so add the line to `{key}` "
+                f"`{key}` does not list; a line is defined once for every profile, so add it to `{key}` "
                 f"(a profile only changes values).")
     pool = (overrides.get("seeds") or {}).get("pool")
     if pool is not None and pool != (raw.get("seeds") or {}).get("pool", SeedsParams().pool):
         raise SentlabError(
             f"Invalid params in {source}: `profiles.{profile}.seeds.pool` changes the seed pool, whose seeds are "
-            f"stage lines (train_seed@<method>-<seed>) the same in every profile; edit `seeds.pool` itself and set "
+            f"defined once for every profile (train_seed@<method>-<seed>); edit `seeds.pool` itself and set "
             f"the profile's `seeds.count` / `seeds.per_method` to choose how many of them it trains.")
     merged = deep_merge({k: v for k, v in raw.items()}, overrides)
     merged["profile"] = profile

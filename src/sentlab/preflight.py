@@ -20,8 +20,7 @@ What it does, in order:
    the model's weights can be deleted then (:func:`consumers_first`; in DVC's order every training
    comes first, and the paper profile's 124 bert-base models would need ~60 GB of disk at once).
    A ``python script.py …`` stage runs in a process forked from a server that has already imported
-   torch and transformers (a "not run in this profile" marker stage then costs a fraction of a
-   second); anything else runs as a subprocess.
+   torch and transformers; anything else runs as a subprocess.
 4. **Collect, never stop.** One row per stage: ``ok``; ``failed`` with the one-paragraph error (a
    traceback's last line when it is not a :class:`~sentlab.errors.SentlabError`); ``needs asset`` with
    the asset and the command that fetches it (:class:`~sentlab.errors.AssetMissingError`); ``blocked``

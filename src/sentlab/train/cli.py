@@ -22,8 +22,8 @@ def cmd_methods(args) -> int:
 
 
 def cmd_train(args) -> int:
-    """Train one method. Unlike the DVC stage, it refuses a method (or an ablation) the active
-    profile does not train instead of writing a "not run" marker into the tracked ``models/``."""
+    """Train one method. It refuses a method (or an ablation) the active profile does not train
+    instead of writing a "not run" marker into the tracked ``models/`` (the pipeline has no stage for it)."""
     from ..config import load_params
     from ..errors import SentlabError
     from .run import ablation_spec, run_from_args
@@ -35,8 +35,8 @@ def cmd_train(args) -> int:
             raise SentlabError(
                 f"`sentlab train` was asked for the ablation `{name}`, but ablations.enabled is false in profile "
                 f"`{params.profile}` ({args.params}): nothing would train and models/{name} would hold a \"not run\" "
-                f"marker. Set `profiles.{params.profile}.ablations.enabled: true` (or run `dvc repro ablate@{name}` "
-                f"on a profile that enables them).")
+                f"marker. Set `profiles.{params.profile}.ablations.enabled: true`, run `sentlab profile {params.profile}` "
+                f"(which writes the profile's stages) and `dvc repro ablate@{name}`.")
         if args.ablation:
             ablation_spec(params, args.ablation)  # an unknown variant fails here, naming the list
     elif args.method and args.method not in params.train.methods:
@@ -44,7 +44,8 @@ def cmd_train(args) -> int:
             f"`sentlab train {args.method}`: `{args.method}` is not in train.methods of profile `{params.profile}` "
             f"({args.params}: {', '.join(params.train.methods)}), so nothing would train and models/{args.method} "
             f"would hold a \"not run\" marker. Add it to `profiles.{params.profile}.train.methods` (or `train.methods` "
-            f"when the profile does not set it) and run `dvc repro train@{args.method}`.")
+            f"when the profile does not set it), run `sentlab profile {params.profile}` (which writes the profile's "
+            f"stages) and `dvc repro train@{args.method}`.")
     return run_from_args(args, params)
 
 
