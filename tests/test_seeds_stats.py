@@ -186,6 +186,7 @@ def test_the_report_reads_only_the_profiles_models(tmp_path):
     md = (tmp_path / "reports/tables/ptbert_table3.md").read_text()
     assert "ct: not run in this profile" in md
     assert "ct" not in rep.figures["dev"].series and "simcse" in rep.figures["dev"].series
+    assert rep.unused_models == [] and "moco-s43" not in (tmp_path / "reports/index.md").read_text()
     build_report(tmp_path, "b", "quick")                             # without the profile: every file counts
     assert "ct: not run in this profile" not in (tmp_path / "reports/tables/ptbert_table3.md").read_text()
 

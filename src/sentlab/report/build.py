@@ -150,7 +150,7 @@ def build_report(root: Path | str = ".", backbone: str = "", profile: str = "",
     rep.files[FIG4.as_posix()] = "PaSeR Fig. 4: STS Avg. vs decoder depth (reproduced only; the paper prints no values)"
 
     used = models_in_tables(specs) | {"paser"}
-    rep.unused_models = sorted(m for m in metrics if m not in used)
+    rep.unused_models = sorted(m for m in metrics if m not in used and metrics[m].get("status") != NOT_RUN)
     write_index(rep, metrics)
     return rep
 
@@ -170,10 +170,16 @@ def write_index(rep: Report, metrics: dict[str, dict]) -> None:
         lines += [f"> **Data warning — {t}:** {w}." for t, w in rep.warnings.items()] + [""]
     lines += environment_lines(metrics)
     ev = sorted(k for k, m in metrics.items() if m.get("status", EVALUATED) == EVALUATED)
-    other = sorted(k for k in metrics if k not in ev)
+    not_run = [k for k in metrics if metrics[k].get("status") == NOT_RUN]
+    other = sorted(k for k in metrics if k not in ev and k not in not_run)
     lines += [f"Evaluated models ({len(ev)}): " + (", ".join(f"`{k}`" for k in ev) or "none") + ".",
               f"Not evaluated ({len(other)}): " + (", ".join(f"`{k}` ({metrics[k].get('status')})" for k in other)
-                                                     or "none") + ".", ""]
+                                                     or "none") + "."]
+    if not_run:
+        lines.append(f"Not run in this profile: {len(not_run)} more models of params.yaml (other method lines, seeds "
+                     f"and ablation variants; `sentlab params` shows the profile's `train.methods`, `seeds`, "
+                     f"`ablations`).")
+    lines.append("")
     if rep.seed_groups:
         lines += ["Seeds: " + "; ".join(f"`{k}` × {len(v)} ({', '.join(v)})" for k, v in sorted(rep.seed_groups.items()))
                   + ". Their rows show mean ± std (n); see each table's last line for the tests.", ""]
