@@ -4,8 +4,8 @@
                                     [--no-reference] [--max-pairs N] [--levers N] [--threads T]
 
 sentlab: every distinct sentence of the seven tasks encoded once, in length-sorted
-batches. SentEval-style: each task's pairs encoded batch by batch in file order,
-duplicates encoded again. Prints both times, the ratio and the largest Spearman
+batches, with ``evaluate.workers: auto`` (on CPU one single-threaded worker per core). SentEval-style:
+each task's pairs encoded batch by batch in file order, duplicates encoded again. Prints both times, the ratio and the largest Spearman
 difference (targets: >= 1.5x in exact fp32 with Spearman identical to 4 decimals;
 bf16 mode, approximate, >= 2.5x). With --diagnostics it also times evaluation with
 diagnostics against evaluation alone (target <= 1.1x): evaluation alone (7 tasks + STS-B
@@ -18,7 +18,8 @@ evaluates a seeded sample of each task (for a shared CPU; say so when quoting nu
 sentences (rounds interleaved, the fastest of --rounds kept, so a shared CPU's noise hits every
 lever alike): the previous encoder (character-length sort, fixed batches of --batch-size,
 ``torch.no_grad``), then ``torch.inference_mode``, token-count sort with one tokenisation,
-and token budgets per batch; each lever's max |Δ| against the previous encoder's embeddings.
+token budgets per batch, batches on single-threaded workers (``evaluate.workers``), and, not kept,
+eager attention instead of SDPA; each lever's max |Δ| against the previous encoder's embeddings.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from sentlab.assets import load_model, resolve_data  # noqa: E402
 from sentlab.data.sts import TASKS, eval_split, parse_all  # noqa: E402
-from sentlab.encoder import NEEDS_HIDDEN_STATES, SentenceEncoder, pool  # noqa: E402
+from sentlab.encoder import NEEDS_HIDDEN_STATES, SentenceEncoder, pool, resolve_workers  # noqa: E402
 from sentlab.evaluate.protocol import (evaluate_table, pool_sentences, sample_pairs, select_splits,  # noqa: E402
                                        senteval_style)
 
@@ -91,8 +92,9 @@ def reference(args, enc, model, tok, table) -> None:
     t0, c0 = time.perf_counter(), time.process_time()
     ref = senteval_style(enc, table, batch_size=args.batch_size)
     t_ref, c_ref = time.perf_counter() - t0, time.process_time() - c0
+    ours_enc = dataclasses.replace(enc, workers=resolve_workers("auto", torch.device("cpu")))  # as evaluate.workers: auto
     t0, c0 = time.perf_counter(), time.process_time()
-    ours = evaluate_table(enc, table, batch_size=args.batch_size, with_dev=False)
+    ours = evaluate_table(ours_enc, table, batch_size=args.batch_size, with_dev=False)
     t_ours, c_ours = time.perf_counter() - t0, time.process_time() - c0
     diff = max(abs(ours[t] - ref[t]) for t in TASKS)
     print(f"SentEval-style loop (fp32):   {t_ref:8.1f} s   (CPU {c_ref:8.1f} s)")
@@ -129,6 +131,16 @@ def previous_encode(enc: SentenceEncoder, sentences: list[str], batch_size: int,
     return out
 
 
+def with_attention(enc: SentenceEncoder, attention: str, fn):
+    """``fn()`` with the encoder's model on ``attention`` (eager / sdpa), the model's setting restored after."""
+    before = enc.model.config._attn_implementation
+    enc.model.set_attn_implementation(attention)
+    try:
+        return fn()
+    finally:
+        enc.model.set_attn_implementation(before)
+
+
 def levers(args, enc: SentenceEncoder, table) -> None:
     """Each encoding lever timed side by side on the same sentences (see the module docstring)."""
     pool_all = pool_sentences(select_splits(table, list(TASKS)))
@@ -145,8 +157,13 @@ def levers(args, enc: SentenceEncoder, table) -> None:
         variants[f"+ token budget {budget} (no batch cap)"] = (
             lambda b=budget: dataclasses.replace(enc, token_budget=b).encode(sample, batch_size=10**6,
                                                                              show_progress_bar=False))
-    variants[f"default (budget {enc.token_budget}, batch {bs})"] = lambda: enc.encode(sample, batch_size=bs,
-                                                                                      show_progress_bar=False)
+    variants[f"budget {enc.token_budget}, batch {bs}"] = lambda: enc.encode(sample, batch_size=bs,
+                                                                            show_progress_bar=False)
+    nw = max(2, torch.get_num_threads())
+    variants[f"+ {nw} single-threaded workers (default)"] = lambda: dataclasses.replace(enc, workers=nw).encode(
+        sample, batch_size=bs, show_progress_bar=False)
+    variants["  eager attention instead of SDPA (not kept)"] = lambda: with_attention(
+        enc, "eager", lambda: enc.encode(sample, batch_size=bs, show_progress_bar=False))
     times = {k: [] for k in variants}
     cpu = {k: [] for k in variants}
     ref = None

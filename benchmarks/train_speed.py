@@ -24,6 +24,7 @@ Usage::
     python benchmarks/train_speed.py                       # CPU, default methods
     python benchmarks/train_speed.py --compare-precision --methods simcse --steps 20
     python benchmarks/train_speed.py --compare-attention --methods simcse,moco,ptbert,l2p --steps 10
+    python benchmarks/train_speed.py --compare-dropout --methods simcse,ptbert,paser --steps 10
     python benchmarks/train_speed.py --bf16 --steps 5      # CPU with bf16 autocast
     python benchmarks/train_speed.py --methods simcse,ptbert --json out.json
 """
@@ -209,6 +210,10 @@ def main() -> int:
     ap.add_argument("--compare-attention", action="store_true",
                     help="CPU: per method the training step before issue 15 (SDPA attention, multi-tensor AdamW) "
                          "beside the current one (eager attention, fused AdamW), interleaved step by step")
+    ap.add_argument("--compare-dropout", action="store_true",
+                    help="CPU: per method the training step with PyTorch's dropout kernel beside sentlab's fast one "
+                         "(train.dropout_kernel), interleaved step by step")
+    ap.add_argument("--dropout-configs", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child-interleaved", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--device", default="cpu", help=argparse.SUPPRESS)
@@ -216,7 +221,8 @@ def main() -> int:
     args = ap.parse_args()
     args.dev_pairs_given = "--dev-pairs" in sys.argv
     if args.child_interleaved:
-        print(json.dumps(interleaved_child(args.child_interleaved, args.steps)))
+        print(json.dumps(interleaved_child(args.child_interleaved, args.steps,
+                                           DROPOUT_CONFIGS if args.dropout_configs else ATTENTION_CONFIGS)))
         return 0
     if args.child:
         print(json.dumps(child(args.child, args.steps, args.device, args.precision, args.threads,
@@ -226,6 +232,8 @@ def main() -> int:
         return compare_precision(args)
     if args.compare_attention:
         return compare_attention(args)
+    if args.compare_dropout:
+        return compare_attention(args, DROPOUT_CONFIGS)
 
     import torch
 
@@ -286,14 +294,16 @@ def compare_precision(args) -> int:
     return 0
 
 
-ATTENTION_CONFIGS = (("sdpa", "foreach"), ("eager", "foreach"), ("eager", "fused"))
+# (attention, AdamW, dropout kernel): --compare-attention times the first three, --compare-dropout the last two
+ATTENTION_CONFIGS = (("sdpa", "foreach", "torch"), ("eager", "foreach", "torch"), ("eager", "fused", "torch"))
+DROPOUT_CONFIGS = (("eager", "fused", "torch"), ("eager", "fused", "fast"))
 
 
-def interleaved_child(method_id: str, steps: int) -> dict:
-    """One process, one model: each step's batch is trained once per configuration of
-    :data:`ATTENTION_CONFIGS` in turn (attention kernel switched in place, each configuration its own AdamW
-    state), so machine drift hits every configuration alike. The median step time per configuration, and the
-    median time of the optimiser step alone per AdamW kind."""
+def interleaved_child(method_id: str, steps: int, configs=ATTENTION_CONFIGS) -> dict:
+    """One process, one model: each step's batch is trained once per configuration of ``configs``
+    (attention kernel switched in place, each AdamW kind its own state, the dropout kernel of
+    :mod:`sentlab.train.dropout`) in turn, so machine drift hits every configuration alike. The median step time
+    per configuration, and the median time of the optimiser step alone per AdamW kind."""
     import statistics
 
     import numpy as np
@@ -302,6 +312,7 @@ def interleaved_child(method_id: str, steps: int) -> dict:
     from sentlab.config import TrainParams, load_params
     from sentlab.methods import get_method
     from sentlab.train.data import load_corpus
+    from sentlab.train.dropout import dropout_kernel
     from sentlab.train.loop import cpu_has_native_bf16
     from sentlab.train.run import method_params
 
@@ -325,17 +336,17 @@ def interleaved_child(method_id: str, steps: int) -> dict:
         texts = corpus_sentences(64 * (steps + 1))
         corpus = Corpus(ids=np.arange(len(texts)), texts=texts)
     optimizers = {opt: method.configure_optimizers(fused=opt == "fused") for opt in ("foreach", "fused")}
-    times: dict = {c: [] for c in ATTENTION_CONFIGS}
-    opt_times: dict = {o: [] for o in optimizers}
+    times: dict = {c: [] for c in configs}
+    opt_times: dict = {o: [] for o in dict.fromkeys(c[1] for c in configs)}
     params = [p for p in method.parameters() if p.requires_grad]
     for step in range(steps + 1):  # step 0 warms every configuration up, untimed
-        for attention, opt in ATTENTION_CONFIGS:
+        for attention, opt, kernel in configs:
             for module in method.modules():  # the backbone and any copy of it (MoCo's key encoder)
                 if hasattr(module, "set_attn_implementation") and hasattr(module, "config"):
                     module.set_attn_implementation(attention)
             batch = method.prepare(corpus.batch(list(range(step * 64, (step + 1) * 64))))
             t0 = time.perf_counter()
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"), dropout_kernel(kernel):
                 out = method(batch)
             out["loss"].backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -345,34 +356,37 @@ def interleaved_child(method_id: str, steps: int) -> dict:
             optimizers[opt].zero_grad(set_to_none=True)
             method.after_optimizer_step()  # MoCo's momentum update, the queue (as the loop does)
             if step:
-                times[(attention, opt)].append(time.perf_counter() - t0)
+                times[(attention, opt, kernel)].append(time.perf_counter() - t0)
                 opt_times[opt].append(t_opt)
     return {"method": method_id, "backbone": backbone, "precision": precision, "steps": steps,
-            "median_s_per_step": {f"{a}+{o}": statistics.median(v) for (a, o), v in times.items()},
+            "median_s_per_step": {"+".join(c): statistics.median(v) for c, v in times.items()},
             "median_adamw_ms": {o: 1000 * statistics.median(v) for o, v in opt_times.items()}}
 
 
-def compare_attention(args) -> int:
+def compare_attention(args, configs=ATTENTION_CONFIGS) -> int:
     """The CPU training step before and after issue 15's levers, interleaved in one process per method: SDPA
-    attention with multi-tensor AdamW (before), eager attention, eager attention with fused AdamW (now)."""
+    attention with multi-tensor AdamW (before), eager attention, eager attention with fused AdamW; with
+    ``configs=DROPOUT_CONFIGS`` (``--compare-dropout``) PyTorch's dropout kernel beside the fast one."""
     rows = []
     print(f"CPU: {os.cpu_count()} logical cores (load average {os.getloadavg()[0]:.1f}); {args.steps} timed steps "
           f"per configuration, interleaved step by step; batch 64, max length 32, seed 0, bf16 autocast where "
           f"the CPU has native bf16")
-    print(f"{'method':<14}" + "".join(f"{a + '+' + o:>16}" for a, o in ATTENTION_CONFIGS) + f"{'speed-up':>10}"
+    print(f"{'method':<14}" + "".join(f"{'+'.join(c):>22}" for c in configs) + f"{'speed-up':>10}"
           + f"{'AdamW foreach':>15}{'fused':>8}")
     for m in args.methods.split(","):
         cmd = [sys.executable, __file__, "--child-interleaved", m, "--steps", str(args.steps)]
+        if configs is DROPOUT_CONFIGS:
+            cmd.append("--dropout-configs")
         proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, TOKENIZERS_PARALLELISM="false"))
         if proc.returncode != 0:
             print(f"{m:<14}  error: {(proc.stderr.strip().splitlines() or ['failed'])[-1]}")
             continue
         r = json.loads(proc.stdout.strip().splitlines()[-1])
         t = r["median_s_per_step"]
-        before, now = t["sdpa+foreach"], t["eager+fused"]
+        before, now = t["+".join(configs[0])], t["+".join(configs[-1])]
         adam = r["median_adamw_ms"]
-        print(f"{m:<14}" + "".join(f"{t[a + '+' + o]:>15.3f}s" for a, o in ATTENTION_CONFIGS) + f"{before / now:>10.2f}"
-              + f"{adam['foreach']:>13.0f}ms{adam['fused']:>6.0f}ms")
+        print(f"{m:<14}" + "".join(f"{t['+'.join(c)]:>21.3f}s" for c in configs) + f"{before / now:>10.2f}"
+              + f"{adam.get('foreach', float('nan')):>13.0f}ms{adam['fused']:>6.0f}ms")
         rows.append(r)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))

@@ -32,7 +32,7 @@ def _cmd_evaluate(args) -> int:
     precision = args.precision or ep.precision
     batch = args.batch_size or ep.batch_size
     encoders = build_encoders(args.model, pooling=args.pooling, precision=precision, name=args.name,
-                              device=args.device or ep.device, max_length=ep.max_length)
+                              device=args.device or ep.device, max_length=ep.max_length, workers=ep.workers)
     figures_dir = Path(args.json).parent if args.json else None
     out = {}
     for i, (name, enc) in enumerate(encoders.items()):

@@ -102,6 +102,9 @@ class EvaluateParams(Strict):
     precision: Literal["auto", "fp32", "bf16"] = Field(
         "auto", description="auto: bf16 autocast on CUDA (recorded as approximate in the metrics), fp32 on CPU")
     max_length: Optional[int] = Field(None, gt=0, description="None: the model's own maximum")
+    workers: Union[Literal["auto"], Annotated[int, Field(ge=1)]] = Field(
+        "auto", description="CPU: batches encoded at once, each on one intra-op thread; auto = the torch thread count "
+                            "(1 on CUDA); 1 = one batch at a time on every thread. The bits do not depend on it above 1")
     diagnostics: bool = True
     max_pairs: Optional[int] = Field(None, gt=0, description="None: every pair; else a seeded sample per task (smoke runs; labelled)")
     hard_subset: HardSubsetParams = HardSubsetParams()
@@ -132,6 +135,9 @@ class TrainParams(Strict):
         "auto", description="the backbone's attention kernel while training: auto = eager on CPU (PyTorch's CPU SDPA "
                             "backward is slower at sentence lengths; benchmarks/train_speed.py --compare-attention), "
                             "sdpa on CUDA; the same maths, round-off apart; evaluation keeps the model's default")
+    dropout_kernel: Literal["auto", "torch", "fast"] = Field(
+        "auto", description="the dropout mask while training: auto = fast on CPU (16-bit lanes of 64-bit draws, drop "
+                            "probability within 8e-6 of p; sentlab.train.dropout), torch elsewhere (PyTorch's kernel)")
     num_threads: Optional[int] = Field(None, gt=0)
     loader_workers: Union[Literal["auto"], Annotated[int, Field(ge=0)]] = Field(
         "auto", description="DataLoader worker processes running each method's prepare() (tokenisation, augmentation) "

@@ -95,6 +95,25 @@ def apply_template(sentences: Sequence[str], mask_token: str, template: str = PR
     return [template.format(sentence=s, mask=mask_token) for s in sentences]
 
 
+def resolve_workers(setting, device: torch.device) -> int:
+    """``evaluate.workers``: ``auto`` = on CPU one single-threaded worker per intra-op thread
+    (``torch.get_num_threads()``), 1 on CUDA; an explicit number is kept (1: the batches in turn, on all threads)."""
+    if setting == "auto":
+        return max(1, torch.get_num_threads()) if device.type == "cpu" else 1
+    return max(1, int(setting))
+
+
+@contextlib.contextmanager
+def single_threaded_ops():
+    """PyTorch's intra-op pool at one thread (it is process-wide) for the block; restored after."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
+
+
 def autocast(device: torch.device, precision: str):
     """bf16 autocast context on CPU or CUDA, or a no-op for fp32."""
     if precision == "bf16":
@@ -122,6 +141,7 @@ class SentenceEncoder:
     name: str = "model"
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     token_budget: int = DEFAULT_TOKEN_BUDGET
+    workers: int = 1  # CPU: batches encoded by this many threads at once, each on one intra-op thread (resolve_workers)
 
     def __post_init__(self):
         if self.pooling not in POOLINGS:
@@ -214,20 +234,54 @@ class SentenceEncoder:
         enc, batches = self.token_batches(model_texts, batch_size)
         keys = [k for k in ("input_ids", "token_type_ids", "attention_mask") if k in enc]
         out: dict[str, np.ndarray] = {}
+
+        def store(idx, pooled):
+            for p, emb in pooled.items():
+                if p not in out:
+                    out[p] = np.empty((n, emb.shape[1]), dtype=np.float32)
+                out[p][idx] = emb.cpu().numpy()
+
+        def jobs():  # padded in this thread: the tokenizer is not shared with the workers
+            for idx in batches:
+                feats = self.tokenizer.pad({k: [enc[k][i] for i in idx] for k in keys}, return_tensors="pt")
+                yield idx, dict(feats), [model_texts[i] for i in idx]
+
         was_training = self.model.training
         self.model.eval()
         disable = (not show_progress_bar) if show_progress_bar is not None else n < 2000
+        bar = tqdm(total=len(batches), desc=f"encode {self.name}", unit="batch", disable=disable)
         try:
-            for idx in tqdm(batches, desc=f"encode {self.name}", unit="batch", disable=disable):
-                feats = self.tokenizer.pad({k: [enc[k][i] for i in idx] for k in keys}, return_tensors="pt")
-                pooled = self._forward_pool(dict(feats), [model_texts[i] for i in idx], poolings)
-                for p, emb in pooled.items():
-                    if p not in out:
-                        out[p] = np.empty((n, emb.shape[1]), dtype=np.float32)
-                    out[p][idx] = emb.cpu().numpy()
+            if self.workers > 1 and self.device.type == "cpu" and len(batches) > 1:
+                self._encode_parallel(jobs(), poolings, store, bar)
+            else:
+                for idx, feats, batch_texts in jobs():
+                    store(idx, self._forward_pool(feats, batch_texts, poolings))
+                    bar.update()
         finally:
+            bar.close()
             self.model.train(was_training)
         return out
+
+    def _encode_parallel(self, jobs, poolings: list[str], store, bar) -> None:
+        """``workers`` batches at a time, each forward pass on one intra-op thread (the batches are independent,
+        and a batch's bits do not depend on how many run beside it). On two cores this is 1.1-1.2x two intra-op
+        threads on one batch: the work between the matrix products (softmax, GELU, LayerNorm, Python) runs on
+        both cores too (``benchmarks/eval_speed.py --levers``)."""
+        from collections import deque
+        from concurrent.futures import ThreadPoolExecutor
+
+        with single_threaded_ops(), ThreadPoolExecutor(self.workers, thread_name_prefix="sentlab-encode") as ex:
+            pending: deque = deque()
+            for idx, feats, batch_texts in jobs:
+                pending.append((idx, ex.submit(self._forward_pool, feats, batch_texts, poolings)))
+                while len(pending) > 2 * self.workers:  # a bounded queue: a few batches' activations in memory
+                    i, fut = pending.popleft()
+                    store(i, fut.result())
+                    bar.update()
+            while pending:
+                i, fut = pending.popleft()
+                store(i, fut.result())
+                bar.update()
 
     def encode(self, sentences, batch_size: int = 128, show_progress_bar: bool | None = None,
                sort_by_length: bool = True, convert_to_numpy: bool = True, convert_to_tensor: bool = False,

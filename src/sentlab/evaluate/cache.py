@@ -97,7 +97,9 @@ def encoding_settings(encoder: SentenceEncoder, batch_size: int) -> dict:
     return {"pooling": encoder.pooling, "template": encoder.template,
             "dims": list(encoder.dims) if encoder.dims is not None else None, "precision": encoder.precision,
             "device": encoder.device.type, "max_length": encoder.effective_max_length,
-            "token_budget": encoder.token_budget, "batch_size": int(batch_size), "threads": torch.get_num_threads(),
+            "token_budget": encoder.token_budget, "batch_size": int(batch_size),
+            "threads": 1 if encoder.workers > 1 and encoder.device.type == "cpu" else torch.get_num_threads(),
+            "attention": getattr(getattr(encoder.model, "config", None), "_attn_implementation", None),
             "torch": torch.__version__, "transformers": transformers.__version__,
             "encoder_code": hashlib.sha256(_ENCODER_SOURCE.read_bytes()).hexdigest()[:16]}
 

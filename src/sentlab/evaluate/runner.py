@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ..assets import load_model
-from ..encoder import SentenceEncoder
+from ..encoder import SentenceEncoder, resolve_workers
 from ..errors import SentlabError
 from .cosines import bootstrap_intervals, bootstrap_path, confidence_intervals, write_bootstrap, write_cosines
 
@@ -57,10 +57,11 @@ def precision_record(enc: SentenceEncoder) -> dict:
 
 
 def build_encoders(model: str, pooling: Optional[str] = None, precision: str = "auto", max_length: Optional[int] = None,
-                   name: Optional[str] = None, device: str = "auto") -> dict[str, SentenceEncoder]:
+                   name: Optional[str] = None, device: str = "auto", workers="auto") -> dict[str, SentenceEncoder]:
     """Encoders to evaluate for ``model``: the main one under ``name`` plus any extra rows
     recorded in a trained model's ``sentlab.json`` (e.g. the POS/BOW channels). ``device`` and
-    ``precision`` as :func:`resolve_device_precision`."""
+    ``precision`` as :func:`resolve_device_precision`; ``workers`` as ``evaluate.workers``
+    (:func:`~sentlab.encoder.resolve_workers`)."""
     dev, precision = resolve_device_precision(device, precision)
     info = read_model_info(Path(model)) if Path(model).is_dir() else None
     if info is None and pooling is None and Path(model).is_dir():  # any sentence-transformers folder: pool as its modules do
@@ -73,15 +74,16 @@ def build_encoders(model: str, pooling: Optional[str] = None, precision: str = "
             max_length = max_length or info.get("max_length")
     net, tok = load_model(model, device=dev.type)
     net.eval()
+    workers = resolve_workers(workers, dev)
     name = name or Path(model).name
     pool = pooling or (info or {}).get("pooling", "cls")
     enc = SentenceEncoder(net, tok, pooling=pool, template=(info or {}).get("template"), precision=precision,
-                          max_length=max_length, name=name, device=dev)
+                          max_length=max_length, name=name, device=dev, workers=workers)
     encoders = {name: enc}
     for channel, (lo, hi) in ((info or {}).get("channels") or {}).items():
         encoders[f"{name}_{channel}"] = SentenceEncoder(net, tok, pooling=pool, template=enc.template, precision=precision,
                                                         max_length=max_length, dims=(int(lo), int(hi)),
-                                                        name=f"{name}_{channel}", device=dev)
+                                                        name=f"{name}_{channel}", device=dev, workers=workers)
     return encoders
 
 
@@ -159,8 +161,8 @@ def whitening_encoder(params, table, name: str = "base-whitening") -> tuple[Sent
 
     ep = params.evaluate
     wp = ep.whitening
-    raw = build_encoders(params.model.backbone, pooling=wp.pooling, precision=ep.precision,
-                         max_length=ep.max_length, name=name, device=ep.device)[name]
+    raw = build_encoders(params.model.backbone, pooling=wp.pooling, precision=ep.precision, max_length=ep.max_length,
+                         name=name, device=ep.device, workers=ep.workers)[name]
     embeddings = None
     if wp.fit_on == "sts_pool":
         pool = pool_sentences(select_splits(table, [*TASKS, "STSBenchmark-dev"], ep.max_pairs))
@@ -197,8 +199,9 @@ def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, t
     from .diagnostics import flat_diagnostics
 
     if encoders is None:
-        encoders = build_encoders(model, pooling=pooling, precision=params.evaluate.precision,
-                                  max_length=params.evaluate.max_length, name=name, device=params.evaluate.device)
+        ep = params.evaluate
+        encoders = build_encoders(model, pooling=pooling, precision=ep.precision, max_length=ep.max_length, name=name,
+                                  device=ep.device, workers=ep.workers)
     lookups: dict = {}
     metrics = evaluate_encoders(encoders, table, params, figures_dir=figures_dir, embeddings=embeddings, lookups=lookups)
     frame = pair_cosine_table(encoders[name], lookups[name], table, params)

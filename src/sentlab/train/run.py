@@ -14,6 +14,7 @@ A run with another seed (``--seed S``, params.yaml ``seeds``) is named ``<method
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -26,11 +27,13 @@ import torch
 from pydantic import ValidationError
 
 from ..config import Params, _format_validation, deep_merge
+from ..encoder import resolve_workers
 from ..errors import SentlabError
 from ..methods import get_method
 from . import distributed as D
 from .checkpoint import publish, write_curve, write_marker
 from .data import load_corpus
+from .dropout import resolve_kernel
 from .loop import DevEval, resolve_attention, resolve_device, resolve_precision, seed_everything, train_loop
 
 log = logging.getLogger(__name__)
@@ -69,8 +72,10 @@ def run_key(params: Params, method_id: str, mparams, corpus_fingerprint: str) ->
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def make_dev_evaluator(sts_path: str | Path, max_pairs: Optional[int], batch_size: int = 128) -> DevEval:
-    """``encoder -> {"stsb_dev", "alignment", "uniformity"}`` on STS-B dev (the lead's ``evaluate_dev``)."""
+def make_dev_evaluator(sts_path: str | Path, max_pairs: Optional[int], batch_size: int = 128,
+                       workers="auto") -> DevEval:
+    """``encoder -> {"stsb_dev", "alignment", "uniformity"}`` on STS-B dev (the lead's ``evaluate_dev``), encoded
+    with ``workers`` (``evaluate.workers``: on CPU, batches on single-threaded workers, as the evaluate stage)."""
     sts_path = Path(sts_path)
     if not sts_path.is_file():
         raise SentlabError(f"STS table {sts_path} not found; run the sts stage first (dvc repro) — the dev "
@@ -81,6 +86,7 @@ def make_dev_evaluator(sts_path: str | Path, max_pairs: Optional[int], batch_siz
     table = read_sts_table(sts_path)
 
     def dev_eval(encoder):
+        encoder = dataclasses.replace(encoder, workers=resolve_workers(workers, encoder.device))
         return evaluate_dev(encoder, table, max_pairs=max_pairs, batch_size=batch_size)
 
     return dev_eval
@@ -133,7 +139,8 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
                          root / "data" / "annotations" / corpus_name)
     corpus = method.split_heldout(corpus)
     if dev_eval is None:
-        dev_eval = make_dev_evaluator(root / "data" / "sts" / "sts.parquet", cfg.dev_max_pairs, params.evaluate.batch_size)
+        dev_eval = make_dev_evaluator(root / "data" / "sts" / "sts.parquet", cfg.dev_max_pairs, params.evaluate.batch_size,
+                                      params.evaluate.workers)
     key = run_key(params, method_id, mparams, corpus.fingerprint)
     ckpt_dir = root / "checkpoints" / name / key
     if D.is_main() and ckpt_dir.parent.is_dir():  # resume states of other params can never be resumed: free the disk
@@ -144,13 +151,14 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
     from ..fingerprint import environment_fingerprint
 
     precision = resolve_precision(cfg.precision, device)  # `auto` resolved: what the loop uses
+    dropout = resolve_kernel(cfg.dropout_kernel, device)
     info = dict(method.export_info(), name=name, status="trained", seed=params.seed,
-                attention=attention,
+                attention=attention, dropout_kernel=dropout,
                 fingerprint=environment_fingerprint(device=device, precision=precision,
                                                     data_files=[root / "data" / "corpus" / f"{corpus_name}.parquet",
                                                                 root / "data" / "sts" / "sts.parquet"]))
     logged = {"seed": params.seed, "profile": params.profile, "backbone": params.model.backbone,
-              "train": cfg.model_dump(), "precision": precision, "attention": attention, "method": {"id": method_id, **mparams.model_dump()}, "run_key": key,
+              "train": cfg.model_dump(), "precision": precision, "attention": attention, "dropout_kernel": dropout, "method": {"id": method_id, **mparams.model_dump()}, "run_key": key,
               "corpus": {"name": corpus_name, "sentences": len(corpus)}}
 
     def _train(log_fn):
