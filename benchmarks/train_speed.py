@@ -19,12 +19,19 @@ same seed and the same ``--steps``, steps/s side by side, then the STS-B dev Spe
 evaluation, ``--dev-pairs`` seeded genre-stratified pairs; 0 = all 1,500) of each trained model:
 whether bf16 autocast (fp32 logits, SPEC §3) pays on a CPU with native bf16 (AVX-512 BF16/AMX).
 
+glibc's malloc vs retained freed memory (``--compare-heap``, ``train.heap``: a per-process setting, so
+each configuration is its own process): per method, processes alternate system, retain, system,
+retain … (``--repeats`` each) on the quick profile's real corpus and annotations when the pipeline
+has written them (``data/``; PaSeR needs its phrases), bf16 autocast where the CPU has it; the
+median s/step of each and the ratio.
+
 Usage::
 
     python benchmarks/train_speed.py                       # CPU, default methods
     python benchmarks/train_speed.py --compare-precision --methods simcse --steps 20
     python benchmarks/train_speed.py --compare-attention --methods simcse,moco,ptbert,l2p --steps 10
     python benchmarks/train_speed.py --compare-dropout --methods simcse,ptbert,paser --steps 10
+    python benchmarks/train_speed.py --compare-heap --methods simcse,ptbert,paser,l2p --steps 8
     python benchmarks/train_speed.py --bf16 --steps 5      # CPU with bf16 autocast
     python benchmarks/train_speed.py --methods simcse,ptbert --json out.json
 """
@@ -79,13 +86,15 @@ def build_backbone(device: str):
 
 
 def child(method_id: str, steps: int, device: str, precision: str, threads: int | None,
-          dev_pairs: int | None = None) -> dict:
+          dev_pairs: int | None = None, heap: str = "system") -> dict:
     import numpy as np
     import torch
 
     from sentlab.config import TrainParams
+    from sentlab.train.heap import apply_heap
     from sentlab.train.loop import resolve_attention
 
+    apply_heap(heap)
     if threads:
         torch.set_num_threads(threads)
     torch.manual_seed(0)
@@ -189,6 +198,8 @@ def run_child(method_id: str, args, device: str, precision: str) -> dict:
         cmd += ["--threads", str(args.threads)]
     if args.compare_precision and method_id != "plain":
         cmd += ["--dev-pairs", str(args.dev_pairs)]
+    if getattr(args, "heap", "system") != "system":
+        cmd += ["--heap", args.heap]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, TOKENIZERS_PARALLELISM="false"))
     if proc.returncode != 0:
         return {"method": method_id, "error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed"}
@@ -213,6 +224,11 @@ def main() -> int:
     ap.add_argument("--compare-dropout", action="store_true",
                     help="CPU: per method the training step with PyTorch's dropout kernel beside sentlab's fast one "
                          "(train.dropout_kernel), interleaved step by step")
+    ap.add_argument("--compare-heap", action="store_true",
+                    help="CPU: per method, processes with glibc's malloc beside ones retaining freed memory "
+                         "(train.heap), alternating, --repeats each")
+    ap.add_argument("--repeats", type=int, default=2, help="--compare-heap: processes per configuration and method")
+    ap.add_argument("--heap", default="system", choices=["system", "retain"], help=argparse.SUPPRESS)
     ap.add_argument("--dropout-configs", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child-interleaved", default=None, help=argparse.SUPPRESS)
@@ -224,10 +240,15 @@ def main() -> int:
         print(json.dumps(interleaved_child(args.child_interleaved, args.steps,
                                            DROPOUT_CONFIGS if args.dropout_configs else ATTENTION_CONFIGS)))
         return 0
+    if args.child and args.compare_heap:
+        print(json.dumps(real_corpus_child(args.child, args.steps, args.heap)))
+        return 0
     if args.child:
         print(json.dumps(child(args.child, args.steps, args.device, args.precision, args.threads,
-                               args.dev_pairs if args.dev_pairs_given else None)))
+                               args.dev_pairs if args.dev_pairs_given else None, args.heap)))
         return 0
+    if args.compare_heap:
+        return compare_heap(args)
     if args.compare_precision:
         return compare_precision(args)
     if args.compare_attention:
@@ -266,6 +287,65 @@ def main() -> int:
         results += rows
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+def real_corpus_child(method_id: str, steps: int, heap: str) -> dict:
+    """s/step of ``method_id`` through :func:`sentlab.train.run.train_method` (the train stage's own setup:
+    quick params, its corpus and annotations under ``data/``, bf16 autocast where native) with ``train.heap``
+    set to ``heap``; no dev evaluation, no tracking, outputs in a scratch folder."""
+    import resource
+
+    from sentlab.config import load_params
+    from sentlab.train.run import train_method
+
+    times: list[float] = []
+    params = load_params(REPO / "params.yaml")
+    params = params.model_copy(update={"train": params.train.model_copy(update={"heap": heap})})
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "data").symlink_to(REPO / "data")
+        train_method(params, method_id, overrides={"max_steps": steps + 2, "eval_every": 10_000}, root=root,
+                     dev_eval=lambda e: {"stsb_dev": 0.0}, tracking=False, progress=False,
+                     callbacks=[lambda step, record: times.append(time.perf_counter())])
+    return {"method": method_id, "heap": heap, "s_per_step": (times[-1] - times[1]) / (len(times) - 2),
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def compare_heap(args) -> int:
+    """glibc's malloc vs retained freed memory (train.heap), process by process, alternating."""
+    import statistics
+
+    if not (REPO / "data" / "corpus").is_dir():
+        print("benchmarks/train_speed.py --compare-heap trains on the pipeline's corpus and annotations: run "
+              "`dvc repro annotate` first (data/corpus, data/annotations missing).", file=sys.stderr)
+        return 2
+    print(f"CPU: {os.cpu_count()} logical cores (load average {os.getloadavg()[0]:.1f}); {args.steps} timed steps "
+          f"per process, {args.repeats} processes per configuration, alternating; quick params (batch 64)")
+    print(f"{'method':<14}{'system s/step':>15}{'retain s/step':>15}{'speed-up':>10}{'RSS MB system':>15}"
+          f"{'retain':>8}")
+    rows = []
+    for m in args.methods.split(","):
+        got: dict[str, list[dict]] = {"system": [], "retain": []}
+        for _ in range(args.repeats):
+            for heap in ("system", "retain"):
+                cmd = [sys.executable, __file__, "--compare-heap", "--child", m, "--steps", str(args.steps),
+                       "--heap", heap]
+                proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO,
+                                      env=dict(os.environ, TOKENIZERS_PARALLELISM="false"))
+                if proc.returncode != 0:
+                    print(f"{m:<14}  error: {(proc.stderr.strip().splitlines() or ['failed'])[-1]}")
+                    break
+                got[heap].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        if not (got["system"] and got["retain"]):
+            continue
+        med = {h: statistics.median(r["s_per_step"] for r in got[h]) for h in got}
+        rss = {h: max(r["peak_rss_mb"] for r in got[h]) for h in got}
+        print(f"{m:<14}{med['system']:>15.3f}{med['retain']:>15.3f}{med['system'] / med['retain']:>10.2f}"
+              f"{rss['system']:>15.0f}{rss['retain']:>8.0f}")
+        rows.append({"method": m, "median_s_per_step": med, "peak_rss_mb": rss, "runs": got})
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
     return 0
 
 

@@ -350,17 +350,51 @@ def test_gen_reduction_mean_and_sum_pin_values(tiny_bert, monkeypatch):
     import math
 
     assert get_method("paser").Params().gen_reduction == "mean"
-    logits = torch.zeros(2, 3, 4)  # uniform: -log p = log 4
-    logits[1, 0] = torch.tensor([math.log(3), 0.0, 0.0, 0.0])  # p(label 0) = 3 / 6: -log p = log 2
-    logits[1, 1:] = torch.tensor([50.0, -50.0, 0.0, 0.0])  # padding: ignored
-    labels = torch.tensor([[1, 2, 3], [0, -100, -100]])
+    # the target tokens of targets [1, 2, 3] and [0] (row 1's two padding positions are never scored)
+    logits = torch.zeros(4, 4)  # uniform: -log p = log 4
+    logits[3] = torch.tensor([math.log(3), 0.0, 0.0, 0.0])  # p(label 0) = 3 / 6: -log p = log 2
+    labels = torch.tensor([1, 2, 3, 0])
     got = {}
     for red in ("mean", "sum"):
         m = _make(tiny_bert, gen_reduction=red)
-        monkeypatch.setattr(m, "teacher_forcing", lambda mem, t: (logits, labels))
-        got[red] = float(m.generative_loss(torch.zeros(2, 4, 32), m.decoder_batch([[1, 2, 3], [0]]))[0])
+        dec = m.decoder_batch([[1, 2, 3], [0]])
+        assert dec["target_index"].tolist() == [0, 1, 2, 3] and dec["target_row"].tolist() == [0, 0, 0, 1]
+        assert dec["target_labels"].tolist() == labels.tolist()
+        monkeypatch.setattr(m, "target_logits", lambda mem, t: (logits, labels))
+        got[red] = float(m.generative_loss(torch.zeros(2, 4, 32), dec)[0])
     assert got["mean"] == pytest.approx(7 / 4 * math.log(2), rel=1e-6)  # (3 log 4 + log 2) / 4 tokens
     assert got["sum"] == pytest.approx(7 / 2 * math.log(2), rel=1e-6)  # (3 log 4 + log 2) / 2 sentences
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_generative_loss_scores_the_target_tokens_only_with_the_full_grid_values(tiny_bert, monkeypatch, reduction):
+    """Issue 15: the vocabulary head and the cross-entropy run on the N target tokens, not on the B x T grid
+    with its padding (a third of a quick PaSeR step): same loss, accuracy and gradients as the full grid."""
+    m = _make(tiny_bert, gen_reduction=reduction)
+    m.eval()  # no dropout draw: the two computations see the same network
+    torch.manual_seed(0)
+    memory = torch.randn(3, 4, 32, requires_grad=True)
+    dec = m.decoder_batch([[5, 6, 7, 8, 9], [], [10, 11], [12]])  # 3 decoder rows, 8 target tokens of 15 cells
+    rows = []
+    real_head = m.lm_head.forward
+    monkeypatch.setattr(m.lm_head, "forward", lambda h, w: rows.append(tuple(h.shape)) or real_head(h, w))
+    loss, acc = m.generative_loss(memory.repeat(2, 1, 1)[:4], dec)
+    assert rows == [(8, 32)]
+    loss.backward()
+    got_grad = [p.grad.clone() for p in (memory, m.lm_head.dense.weight)]
+    m.zero_grad()
+    memory.grad = None
+    # the full grid, as Eq. 3 reads: cross-entropy over (B, T) with the padding ignored
+    logits, labels = m.teacher_forcing(memory.repeat(2, 1, 1)[:4], dec)
+    nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), labels, ignore_index=-100, reduction="none")
+    valid = labels != -100
+    want = nll.sum() / valid.sum() if reduction == "mean" else nll.sum(1).mean()
+    want_acc = ((logits.argmax(-1) == labels) & valid).sum() / valid.sum()
+    torch.testing.assert_close(loss, want)
+    torch.testing.assert_close(acc, want_acc.float())
+    want.backward()
+    for g, p in zip(got_grad, (memory, m.lm_head.dense.weight)):
+        torch.testing.assert_close(g, p.grad, rtol=1e-5, atol=1e-7)
 
 
 def test_lm_head_and_losses_are_fp32_under_bf16_autocast(tiny_bert):

@@ -257,14 +257,18 @@ class PaSeR(Method):
 
     def decoder_batch(self, targets: Sequence[Sequence[int]]) -> Optional[dict[str, torch.Tensor]]:
         """Teacher forcing's inputs ``[CLS] + target[:-1]`` and labels ``target`` of the ``rows`` with a
-        non-empty target (CPU; None when there is none)."""
+        non-empty target (CPU; None when there is none), and where the target tokens are in the flattened
+        ``(rows, T)`` grid: ``target_index`` (N,), the decoder row of each (``target_row``) and its label
+        (``target_labels``): :meth:`target_logits` applies the head there only."""
         rows = [i for i, t in enumerate(targets) if t]
         if not rows:
             return None
         ids, att = pad([[self.tokenizer.cls_token_id] + list(targets[i][:-1]) for i in rows],
                        self.tokenizer.pad_token_id)
         labels, _ = pad([targets[i] for i in rows], -100)
-        return {"rows": torch.tensor(rows), "input_ids": ids, "attention_mask": att, "labels": labels}
+        index = (labels != -100).flatten().nonzero().squeeze(1)
+        return {"rows": torch.tensor(rows), "input_ids": ids, "attention_mask": att, "labels": labels,
+                "target_index": index, "target_row": index // labels.size(1), "target_labels": labels.flatten()[index]}
 
     def reconstruction_inputs(self, views: Views) -> dict:
         """The CPU inputs of steps 3-5 besides ``s``: s̃'s token ids and the decoder batch."""
@@ -302,20 +306,31 @@ class PaSeR(Method):
         return self.lm_head(h, self.encoder.get_input_embeddings().weight)
 
     def teacher_forcing(self, memory: torch.Tensor, dec: dict[str, torch.Tensor]):
-        """(logits, labels) of teacher-forced decoding of a :meth:`decoder_batch` (on the device)."""
+        """(logits ``(rows, T, V)``, labels ``(rows, T)``) of teacher-forced decoding of a :meth:`decoder_batch`
+        (on the device), padding positions included: the reconstruction check's view."""
         return self.decoder_logits(memory[dec["rows"]], dec["input_ids"], dec["attention_mask"]), dec["labels"]
+
+    def target_logits(self, memory: torch.Tensor, dec: dict[str, torch.Tensor]):
+        """(logits ``(N, V)``, labels ``(N,)``) of teacher-forced decoding at the N target tokens of a
+        :meth:`decoder_batch` only: the same logits as :meth:`teacher_forcing` there, without the vocabulary
+        head (most of a PaSeR step) and the cross-entropy over the padding positions."""
+        h = self.decoder(self.encoder, dec["input_ids"], dec["attention_mask"], memory[dec["rows"]])
+        h = h.flatten(0, 1).index_select(0, dec["target_index"])
+        return self.lm_head(h, self.encoder.get_input_embeddings().weight), dec["target_labels"]
 
     def generative_loss(self, memory: torch.Tensor, dec: Optional[dict[str, torch.Tensor]]):
         """Eq. 3: fp32 token cross-entropy of the teacher-forced decoder, reduced by ``gen_reduction``
         (mean: over the batch's target tokens; sum: over each sentence's, then the mean over sentences)."""
         if dec is None:
             return memory.sum() * 0.0, torch.tensor(float("nan"))
-        logits, labels = self.teacher_forcing(memory, dec)
+        logits, labels = self.target_logits(memory, dec)
         with full_precision(logits.device):
-            nll = F.cross_entropy(logits.float().transpose(1, 2), labels, ignore_index=-100, reduction="none")
-        valid = labels != -100
-        loss = nll.sum() / valid.sum() if self.params.gen_reduction == "mean" else nll.sum(1).mean()
-        acc = (((logits.argmax(-1) == labels) & valid).sum() / valid.sum()).detach()
+            nll = F.cross_entropy(logits.float(), labels, reduction="none")
+        if self.params.gen_reduction == "mean":
+            loss = nll.mean()
+        else:
+            loss = nll.new_zeros(dec["rows"].numel()).index_add(0, dec["target_row"], nll).mean()
+        acc = (logits.argmax(-1) == labels).float().mean().detach()
         return loss, acc
 
     def mlm_loss(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

@@ -34,6 +34,7 @@ from . import distributed as D
 from .checkpoint import publish, write_curve, write_marker
 from .data import load_corpus
 from .dropout import resolve_kernel
+from .heap import apply_heap, resolve_heap
 from .loop import DevEval, resolve_attention, resolve_device, resolve_precision, seed_everything, train_loop
 
 log = logging.getLogger(__name__)
@@ -124,6 +125,8 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)
     device = resolve_device(cfg.device)
+    heap = resolve_heap(cfg.heap, device)
+    apply_heap(heap)  # before the model's first allocation
     D.init(device.type)
     models_dir, curves_dir = root / "models", root / "reports" / "curves"
 
@@ -153,12 +156,13 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
     precision = resolve_precision(cfg.precision, device)  # `auto` resolved: what the loop uses
     dropout = resolve_kernel(cfg.dropout_kernel, device)
     info = dict(method.export_info(), name=name, status="trained", seed=params.seed,
-                attention=attention, dropout_kernel=dropout,
+                attention=attention, dropout_kernel=dropout, heap=heap,
                 fingerprint=environment_fingerprint(device=device, precision=precision,
                                                     data_files=[root / "data" / "corpus" / f"{corpus_name}.parquet",
                                                                 root / "data" / "sts" / "sts.parquet"]))
     logged = {"seed": params.seed, "profile": params.profile, "backbone": params.model.backbone,
-              "train": cfg.model_dump(), "precision": precision, "attention": attention, "dropout_kernel": dropout, "method": {"id": method_id, **mparams.model_dump()}, "run_key": key,
+              "train": cfg.model_dump(), "precision": precision, "attention": attention, "dropout_kernel": dropout,
+              "heap": heap, "method": {"id": method_id, **mparams.model_dump()}, "run_key": key,
               "corpus": {"name": corpus_name, "sentences": len(corpus)}}
 
     def _train(log_fn):
