@@ -7,9 +7,9 @@ embeddings (30,522 × 384 fp32 = 47 MB, one per encoder pass) and the vocabulary
 decoder and MLM head are such blocks, and on the 2-core VM this was measured on, a fresh 47 MB
 ``torch.zeros`` takes 18 ms against 5.6 ms reused. ``retain`` sets ``M_MMAP_MAX = 0`` (every block
 from the heap, reused after ``free``) and ``M_TRIM_THRESHOLD`` to 2 GB (free memory at the top of the
-heap stays mapped). PaSeR's quick step: 2.65 → 2.17 s; SimCSE, PT-BERT, L2P-CSR: within noise
-(``python benchmarks/train_speed.py --compare-heap``). The numbers do not change (allocation only);
-the resident set can stay near its peak (+7 % on prompt L2P).
+heap stays mapped). Quick steps (``python benchmarks/train_speed.py --compare-heap --methods
+simcse,paser,l2p --steps 6``): SimCSE 1.099 → 0.982 s, PaSeR 2.432 → 2.095 s, L2P-CSR 4.215 → 4.016 s;
+resident set +7–15 %. The numbers do not change (allocation only).
 
 ``auto``: ``retain`` when training on the CPU of a glibc system (Linux), ``system`` otherwise (other
 C libraries, and CUDA, whose tensors come from PyTorch's caching allocator anyway). The setting is
