@@ -19,7 +19,7 @@ they trained/evaluated something, and every stage whose model the profile does n
 between ``<!-- stage-times:begin -->`` and ``<!-- stage-times:end -->`` (appended at the end
 when the markers are missing); ``--no-readme`` only prints it.
 
-Run it on an otherwise idle machine: the quick profile takes about an hour on 2 CPU cores.
+Run it on an otherwise idle machine: the quick profile takes about 30 minutes on 2 CPU cores.
 """
 
 from __future__ import annotations

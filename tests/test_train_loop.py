@@ -316,6 +316,27 @@ def test_paper_profile_trains_paser_five_epochs():
     assert resolve_train(quick, method_params(quick, "paser")).epochs == 1
 
 
+def test_quick_step_budgets_follow_encoder_passes_with_two_dev_points():
+    """params.yaml's quick budgets (README "Stage times"): the two-view methods share one step budget,
+    L2P-CSR (5 encoder passes a step against 2) gets the same number of encoder passes, every run has two
+    dev evaluations (the curve: one midway, one at its last step), and the quick-only PaSeR dev interval
+    does not leak into the paper profile (SPEC: its train.eval_every)."""
+    from pathlib import Path
+
+    from sentlab.config import load_params
+    from sentlab.train.run import method_params, resolve_train
+
+    path = Path(__file__).resolve().parents[1] / "params.yaml"
+    quick, paper = load_params(path, "quick"), load_params(path, "paper")
+    cfg = {m: resolve_train(quick, method_params(quick, m)) for m in quick.train.methods if m in quick.methods}
+    two_view = {cfg[m].max_steps for m in ("simcse", "moco", "moco_srl", "ptbert", "posbow_adv")}
+    assert two_view == {quick.train.max_steps}
+    assert cfg["l2p"].max_steps * 5 == quick.train.max_steps * 2
+    for m, c in cfg.items():
+        assert c.max_steps % c.eval_every == 0 and c.max_steps // c.eval_every == 2, m
+    assert resolve_train(paper, method_params(paper, "paser")).eval_every == paper.train.eval_every == 125
+
+
 def test_run_key_includes_the_code_fingerprint(monkeypatch):
     import sentlab.provenance as prov
     from sentlab.train.run import method_params, run_key
