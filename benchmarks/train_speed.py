@@ -86,15 +86,13 @@ def build_backbone(device: str):
 
 
 def child(method_id: str, steps: int, device: str, precision: str, threads: int | None,
-          dev_pairs: int | None = None, heap: str = "system") -> dict:
+          dev_pairs: int | None = None) -> dict:
     import numpy as np
     import torch
 
     from sentlab.config import TrainParams
-    from sentlab.train.heap import apply_heap
     from sentlab.train.loop import resolve_attention
 
-    apply_heap(heap)
     if threads:
         torch.set_num_threads(threads)
     torch.manual_seed(0)
@@ -191,19 +189,24 @@ def plain_simcse(model, tok, texts, cfg, device, precision, tick, n_steps):
     return sum(p.numel() for p in params), tokens
 
 
-def run_child(method_id: str, args, device: str, precision: str) -> dict:
-    cmd = [sys.executable, __file__, "--child", method_id, "--steps", str(args.steps), "--device", device,
-           "--precision", precision]
-    if args.threads:
-        cmd += ["--threads", str(args.threads)]
-    if args.compare_precision and method_id != "plain":
-        cmd += ["--dev-pairs", str(args.dev_pairs)]
-    if getattr(args, "heap", "system") != "system":
-        cmd += ["--heap", args.heap]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, TOKENIZERS_PARALLELISM="false"))
+def child_json(method_id: str, flags: list[str]) -> dict:
+    """This script as a child process (``--child method_id`` + ``flags``): the JSON line it prints, or
+    ``{"method", "error"}`` with the last line of its stderr."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", method_id, *flags]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO,
+                          env=dict(os.environ, TOKENIZERS_PARALLELISM="false"))
     if proc.returncode != 0:
         return {"method": method_id, "error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed"}
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_child(method_id: str, args, device: str, precision: str) -> dict:
+    flags = ["--steps", str(args.steps), "--device", device, "--precision", precision]
+    if args.threads:
+        flags += ["--threads", str(args.threads)]
+    if args.compare_precision and method_id != "plain":
+        flags += ["--dev-pairs", str(args.dev_pairs)]
+    return child_json(method_id, flags)
 
 
 def main() -> int:
@@ -245,7 +248,7 @@ def main() -> int:
         return 0
     if args.child:
         print(json.dumps(child(args.child, args.steps, args.device, args.precision, args.threads,
-                               args.dev_pairs if args.dev_pairs_given else None, args.heap)))
+                               args.dev_pairs if args.dev_pairs_given else None)))
         return 0
     if args.compare_heap:
         return compare_heap(args)
@@ -329,14 +332,11 @@ def compare_heap(args) -> int:
         got: dict[str, list[dict]] = {"system": [], "retain": []}
         for _ in range(args.repeats):
             for heap in ("system", "retain"):
-                cmd = [sys.executable, __file__, "--compare-heap", "--child", m, "--steps", str(args.steps),
-                       "--heap", heap]
-                proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO,
-                                      env=dict(os.environ, TOKENIZERS_PARALLELISM="false"))
-                if proc.returncode != 0:
-                    print(f"{m:<14}  error: {(proc.stderr.strip().splitlines() or ['failed'])[-1]}")
+                row = child_json(m, ["--compare-heap", "--steps", str(args.steps), "--heap", heap])
+                if "error" in row:
+                    print(f"{m:<14}  error: {row['error']}")
                     break
-                got[heap].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+                got[heap].append(row)
         if not (got["system"] and got["retain"]):
             continue
         med = {h: statistics.median(r["s_per_step"] for r in got[h]) for h in got}

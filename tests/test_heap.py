@@ -12,15 +12,17 @@ from sentlab.config import TrainParams
 from sentlab.errors import SentlabError
 from sentlab.train import heap as H
 
-# one 64 MB block (above glibc's largest mmap threshold, 32 MB) allocated, written and freed twice: the
-# minor page faults of the second round tell whether the first round's pages were kept
+# an 80 MB block (above glibc's largest mmap threshold, 32 MB) allocated, written and freed, then a 64 MB one:
+# the minor page faults of the second tell whether the first one's pages were kept. The first is the larger
+# so that the second fits in it whatever lands beside it: torch asks for 64-byte-aligned memory, and a
+# same-size request does not fit a freed chunk that could not merge with its neighbours (in 6 of 8 runs here)
 PROBE = """
 import json, resource, sys, torch
 from sentlab.train.heap import apply_heap
 apply_heap(sys.argv[1])
 def faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-torch.zeros(16 * 2**20).add_(1)
+torch.zeros(20 * 2**20).add_(1)
 before = faults()
 torch.zeros(16 * 2**20).add_(1)
 print(json.dumps({"faults": faults() - before}))

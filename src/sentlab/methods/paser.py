@@ -296,13 +296,16 @@ class PaSeR(Method):
         return self.signal(e_s, self.embed(features["s_masked"]["input_ids"], features["s_masked"]["attention_mask"]))
 
     def decoder_logits(self, memory: torch.Tensor, dec_in: torch.Tensor, dec_att: torch.Tensor,
-                       positions: Optional[torch.Tensor] = None) -> torch.Tensor:
+                       positions: Optional[torch.Tensor] = None, flat_index: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Vocabulary logits ``(B, T, V)`` of the decoder; with ``positions`` (one index per row) only those
-        rows' positions ``(B, V)``: greedy decoding needs the last one, and the head over ~30k words is most
-        of a decoding step's cost."""
+        rows' positions ``(B, V)``: greedy decoding needs the last one; with ``flat_index`` only those positions
+        of the flattened ``(B·T)`` grid ``(N, V)``: the loss needs the target tokens. The head over ~30k words
+        is most of a decoding step's cost."""
         h = self.decoder(self.encoder, dec_in, dec_att, memory)
         if positions is not None:
             h = h[torch.arange(h.size(0), device=h.device), positions]
+        elif flat_index is not None:
+            h = h.flatten(0, 1).index_select(0, flat_index)
         return self.lm_head(h, self.encoder.get_input_embeddings().weight)
 
     def teacher_forcing(self, memory: torch.Tensor, dec: dict[str, torch.Tensor]):
@@ -314,9 +317,8 @@ class PaSeR(Method):
         """(logits ``(N, V)``, labels ``(N,)``) of teacher-forced decoding at the N target tokens of a
         :meth:`decoder_batch` only: the same logits as :meth:`teacher_forcing` there, without the vocabulary
         head (most of a PaSeR step) and the cross-entropy over the padding positions."""
-        h = self.decoder(self.encoder, dec["input_ids"], dec["attention_mask"], memory[dec["rows"]])
-        h = h.flatten(0, 1).index_select(0, dec["target_index"])
-        return self.lm_head(h, self.encoder.get_input_embeddings().weight), dec["target_labels"]
+        return (self.decoder_logits(memory[dec["rows"]], dec["input_ids"], dec["attention_mask"],
+                                    flat_index=dec["target_index"]), dec["target_labels"])
 
     def generative_loss(self, memory: torch.Tensor, dec: Optional[dict[str, torch.Tensor]]):
         """Eq. 3: fp32 token cross-entropy of the teacher-forced decoder, reduced by ``gen_reduction``

@@ -6,7 +6,7 @@ again, one 4 KB page at a time. On a CPU that is a cost per step: the dense grad
 embeddings (30,522 × 384 fp32 = 47 MB, one per encoder pass) and the vocabulary logits of PaSeR's
 decoder and MLM head are such blocks, and on the 2-core VM this was measured on, a fresh 47 MB
 ``torch.zeros`` takes 18 ms against 5.6 ms reused. ``retain`` sets ``M_MMAP_MAX = 0`` (every block
-from the heap, reused after ``free``) and ``M_TRIM_THRESHOLD`` to 2 GB (free memory at the top of the
+from the heap, reused after ``free`` by any request that fits it) and ``M_TRIM_THRESHOLD`` to 2 GB (free memory at the top of the
 heap stays mapped). Quick steps (``python benchmarks/train_speed.py --compare-heap --methods
 simcse,paser,l2p --steps 6``): SimCSE 1.099 → 0.982 s, PaSeR 2.432 → 2.095 s, L2P-CSR 4.215 → 4.016 s;
 resident set +7–15 %. The numbers do not change (allocation only).
@@ -29,7 +29,6 @@ import torch
 
 from ..errors import SentlabError
 
-SETTINGS = ("auto", "retain", "system")
 M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4  # glibc's malloc.h
 TRIM_THRESHOLD = 2**31 - 1  # mallopt takes an int: 2 GB of free heap top kept mapped
 
@@ -40,9 +39,7 @@ def glibc() -> bool:
 
 def resolve_heap(setting: str, device: torch.device) -> str:
     """``auto`` -> ``retain`` for CPU training under glibc, else ``system``; ``retain`` where glibc is
-    missing is an error naming the key."""
-    if setting not in SETTINGS:
-        raise SentlabError(f"train.heap must be one of {', '.join(SETTINGS)}, got {setting!r}.")
+    missing is an error naming the key (the values themselves are checked by ``TrainParams.heap``)."""
     if setting == "auto":
         return "retain" if device.type == "cpu" and glibc() else "system"
     if setting == "retain" and not glibc():
@@ -64,4 +61,4 @@ def apply_heap(setting: str) -> bool:
     return True
 
 
-__all__ = ["SETTINGS", "resolve_heap", "apply_heap", "glibc"]
+__all__ = ["resolve_heap", "apply_heap", "glibc"]
