@@ -8,7 +8,8 @@ decoder and MLM head are such blocks, and on the 2-core VM this was measured on,
 ``torch.zeros`` takes 18 ms against 5.6 ms reused. ``retain`` sets ``M_MMAP_MAX = 0`` (every block
 from the heap, reused after ``free`` by any request that fits it) and ``M_TRIM_THRESHOLD`` to 2 GB (free memory at the top of the
 heap stays mapped). Quick steps (``python benchmarks/train_speed.py --compare-heap --methods
-simcse,paser,l2p --steps 6``): SimCSE 1.099 → 0.982 s, PaSeR 2.432 → 2.095 s, L2P-CSR 4.215 → 4.016 s;
+simcse,paser,l2p --steps 6``): PaSeR 2.432 → 2.095 s (2.303 → 2.061 s in another session), L2P-CSR
+4.215 → 4.016 s; SimCSE within noise (1.099 → 0.982, 0.979 → 1.024, 1.029 → 0.991 s in three sessions);
 resident set +7–15 %. The numbers do not change (allocation only).
 
 ``auto``: ``retain`` when training on the CPU of a glibc system (Linux), ``system`` otherwise (other
