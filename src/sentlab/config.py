@@ -43,9 +43,9 @@ PROFILES = ("quick", "smoke", "paper")
 
 
 class Strict(BaseModel):
-    """Base for every params section: unknown keys are errors."""
+    """Base for every params section: unknown keys are errors; every float is finite (no YAML .nan/.inf)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=False, protected_namespaces=())
+    model_config = ConfigDict(extra="forbid", frozen=False, protected_namespaces=(), allow_inf_nan=False)
 
 
 class ModelParams(Strict):

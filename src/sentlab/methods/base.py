@@ -46,7 +46,7 @@ class MethodParams(BaseModel):
     :meth:`resolved` params, so inside a method they hold the values in force.
     """
 
-    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+    model_config = ConfigDict(extra="forbid", protected_namespaces=(), allow_inf_nan=False)  # floats are finite
 
     epochs: Optional[int] = Field(None, gt=0, description="train.epochs for this method (None: train.epochs)")
     batch_size: Optional[int] = Field(None, gt=0, description="train.batch_size (the global batch) for this method (None: train.batch_size)")
