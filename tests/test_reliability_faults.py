@@ -44,3 +44,52 @@ def test_yaml_nan_in_params_file_exits_2(tmp_path, capsys):
     (tmp_path / "params.yaml").write_text(text)
     assert main(["params", "--params", str(tmp_path / "params.yaml")]) == 2
     assert "evaluate.hard_subset.pos_min_score" in capsys.readouterr().err
+
+
+# --- tar members are contained in their final destination ------------------------------------------
+def _tar(path: Path, members: list) -> Path:
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w") as tar:
+        for name, data, kind in members:
+            info = tarfile.TarInfo(name)
+            if kind == "file":
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+            else:
+                info.type = tarfile.SYMTYPE if kind == "sym" else tarfile.LNKTYPE
+                info.linkname = data
+                tar.addfile(info)
+    return path
+
+
+@pytest.mark.parametrize("members, prefix", [
+    ([("downstream/../escaped.txt", b"pwned", "file")], "downstream/"),           # beside the cache root
+    ([("downstream/STS/../../escaped.txt", b"pwned", "file")], "downstream/"),
+    ([("/tmp_abs/escaped.txt", b"pwned", "file")], ""),                            # absolute
+    ([("downstream//escaped.txt", b"pwned", "file")], "downstream/"),             # absolute once stripped
+    ([("downstream/STS", "../..", "sym"), ("downstream/STS/escaped.txt", b"pwned", "file")], "downstream/"),
+    ([("downstream/x.txt", "downstream/../../etc/passwd", "hard")], "downstream/"),
+])
+def test_tar_member_outside_its_final_destination_is_refused(tmp_path, members, prefix):
+    from sentlab.assets import extract_tar
+
+    arc = _tar(tmp_path / "evil.tar", [("downstream/STS/ok.txt", b"ok", "file")] + members)
+    out = tmp_path / "hf" / "cache"
+    out.mkdir(parents=True)
+    with pytest.raises(SentlabError, match="unsafe member") as e:
+        extract_tar(arc, prefix, out)
+    assert e.value.exit_code == 2
+    assert not list(tmp_path.rglob("escaped.txt"))
+    assert [p.name for p in out.rglob("*")] == []  # nothing written, not even the good member
+
+
+def test_tar_member_with_dotdot_inside_the_folder_lands_where_it_normalises(tmp_path):
+    from sentlab.assets import extract_tar
+
+    arc = _tar(tmp_path / "a.tar", [("downstream/STS/sub/../x.txt", b"ok", "file")])
+    out = tmp_path / "cache"
+    out.mkdir()
+    assert extract_tar(arc, "downstream/", out) == [out / "STS" / "x.txt"]
+    assert (out / "STS" / "x.txt").read_bytes() == b"ok"

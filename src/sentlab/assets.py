@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import logging
 import os
+import posixpath
 import shutil
 import tarfile
-import tempfile
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -174,25 +174,39 @@ def _download(a: DataAsset) -> None:
 def extract_tar(archive: str | os.PathLike, prefix: str, root: Path) -> list[Path]:
     """Extract the regular files under ``prefix`` of ``archive`` into ``root`` (prefix stripped).
 
-    Extraction goes through tarfile's ``data`` filter (no absolute names, no ``..``, no links out of
-    the folder, no device files): a crafted member raises instead of writing outside ``root``. Files
-    are extracted into a temporary folder first and each is renamed into place.
+    Every member under ``prefix`` is checked against its FINAL destination before anything is
+    written: a name that is absolute or normalises outside ``root`` once the prefix is stripped
+    (``downstream/../X`` lands beside ``root``, not in it), a link or a device file is refused with
+    one paragraph and nothing is written. Each file is streamed to a temporary name beside its
+    destination and renamed into place.
     """
     root = Path(root)
+    real_root = root.resolve()
     written = []
-    with tarfile.open(archive) as tar, tempfile.TemporaryDirectory(dir=root, prefix=".extract.") as staging:
-        members = [m for m in tar.getmembers() if m.name.startswith(prefix) and m.isfile()]
-        try:
-            tar.extractall(staging, members=members, filter="data")
-        except tarfile.FilterError as e:
-            raise SentlabError(f"The archive {archive} holds an unsafe member ({e}); it was not extracted. "
-                               f"Delete the file and download it again from its upstream source.") from None
-        for m in members:
+
+    def unsafe(m: tarfile.TarInfo, why: str) -> SentlabError:
+        return SentlabError(f"The archive {archive} holds an unsafe member {m.name!r} ({why}); it was not extracted. "
+                            f"Delete the file and download it again from its upstream source.")
+
+    with tarfile.open(archive) as tar:
+        plan = []
+        for m in tar.getmembers():
+            if not m.name.startswith(prefix) or m.isdir():
+                continue
             rel = m.name[len(prefix):]
-            dest = root / rel
+            if not m.isfile():
+                raise unsafe(m, "a link or special file")
+            norm = posixpath.normpath(rel)
+            if rel.startswith("/") or norm == ".." or norm.startswith("../") or posixpath.isabs(norm):
+                raise unsafe(m, "its path leaves the destination folder")
+            dest = root / norm
+            if not dest.resolve().is_relative_to(real_root):
+                raise unsafe(m, f"it would be written to {dest.resolve()}, outside {real_root}")
+            plan.append((m, dest))
+        for m, dest in plan:  # every member checked first: a bad one leaves nothing written
             dest.parent.mkdir(parents=True, exist_ok=True)
-            with atomic_path(dest) as t2:
-                shutil.copyfile(Path(staging) / m.name, t2)
+            with atomic_path(dest) as tmp, tar.extractfile(m) as src, open(tmp, "wb") as out:
+                shutil.copyfileobj(src, out)
             written.append(dest)
     return written
 
