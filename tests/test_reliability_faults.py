@@ -93,3 +93,56 @@ def test_tar_member_with_dotdot_inside_the_folder_lands_where_it_normalises(tmp_
     out.mkdir()
     assert extract_tar(arc, "downstream/", out) == [out / "STS" / "x.txt"]
     assert (out / "STS" / "x.txt").read_bytes() == b"ok"
+
+
+# --- unreadable weights: one paragraph, exit 2, never "weights_only=False" -------------------------
+class _Evil:
+    def __reduce__(self):
+        return (Path.touch, (Path("/tmp/sentlab-test-unpickled-ran"),))
+
+
+def test_a_pickled_pytorch_model_bin_is_one_paragraph_without_the_unpickling_advice(tmp_path, tok):
+    import os
+
+    import torch
+    from tiny import tiny_bert
+
+    from sentlab.assets import load_model
+
+    model = tiny_bert(tok)
+    model.save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    os.remove(tmp_path / "m" / "model.safetensors")
+    torch.save({**model.state_dict(), "evil": _Evil()}, tmp_path / "m" / "pytorch_model.bin")
+    with pytest.raises(SentlabError) as e:
+        load_model(str(tmp_path / "m"))
+    msg = str(e.value)
+    assert e.value.exit_code == 2 and "\n" not in msg
+    assert str(tmp_path / "m") in msg and "never unpickles" in msg and "safetensors" in msg
+    assert "weights_only" not in msg
+    assert not Path("/tmp/sentlab-test-unpickled-ran").exists()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "pickled", "json"])
+def test_a_corrupt_resume_state_names_the_checkpoint_folder_to_delete(tmp_path, damage):
+    import torch
+
+    from sentlab.train.checkpoint import load_resume, save_resume
+
+    lin = torch.nn.Linear(2, 2)
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+    last = tmp_path / "checkpoints" / "simcse" / "abc" / "last"
+    save_resume(last, lin, opt, sched, {"step": 3})
+    assert load_resume(last, lin, opt, sched)["step"] == 3
+    if damage == "truncated":
+        (last / "state.pt").write_bytes((last / "state.pt").read_bytes()[:200])
+    elif damage == "pickled":
+        torch.save({"method": _Evil()}, last / "state.pt")
+    else:
+        (last / "state.json").write_text('{"step": 3')
+    with pytest.raises(SentlabError) as e:
+        load_resume(last, lin, opt, sched)
+    msg = str(e.value)
+    assert e.value.exit_code == 2 and "weights_only" not in msg
+    assert f"rm -r {last.parent}" in msg

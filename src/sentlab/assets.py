@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import posixpath
 import shutil
 import tarfile
@@ -304,7 +305,7 @@ def load_model(name: str, device: str | None = None):
         tok = AutoTokenizer.from_pretrained(path)
         kwargs = {"add_pooling_layer": False} if _is_bert_like(path) else {}
         model = AutoModel.from_pretrained(path, **kwargs)
-    except (OSError, ValueError, RuntimeError) as e:
+    except (OSError, ValueError, RuntimeError, pickle.UnpicklingError) as e:
         # safetensors' SafetensorError is a plain Exception subclass: name it without importing it
         raise _unreadable_model(path, e) from None
     except Exception as e:  # noqa: BLE001
@@ -317,6 +318,13 @@ def load_model(name: str, device: str | None = None):
 
 
 def _unreadable_model(path: Path, e: BaseException) -> SentlabError:
+    from .weights import PICKLED, unreadable_reason
+
+    if unreadable_reason(e) == PICKLED:  # never PyTorch's advice to load with weights_only=False
+        return SentlabError(
+            f"The model folder {path} could not be loaded: its pytorch_model.bin {PICKLED}. Convert the weights to "
+            f"model.safetensors on a machine where you trust the file's source (or download the model's "
+            f"safetensors release), or re-run its train stage if it is a sentlab output (`dvc repro -f train@<method>`).")
     first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     return SentlabError(
         f"The model folder {path} could not be loaded: {type(e).__name__}: {first[:300]}. Its weights "

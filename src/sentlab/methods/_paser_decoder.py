@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import SentlabError
+from ..weights import load_tensors
 
 log = logging.getLogger(__name__)
 
@@ -302,7 +303,8 @@ def _read_checkpoint_keys(model_dir: Optional[str], prefixes: tuple[str, ...]) -
                         out[k] = fh.get_tensor(k)
         return out
     for f in sorted(d.glob("pytorch_model*.bin")):
-        sd = torch.load(f, map_location="cpu", weights_only=True)
+        sd = load_tensors(f, "Convert the checkpoint to model.safetensors on a machine you trust, or set "
+                             "lm_head: fresh.")
         out.update({k: v for k, v in sd.items() if k.startswith(prefixes)})
     return out
 

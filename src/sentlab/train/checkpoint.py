@@ -99,8 +99,16 @@ def load_resume(folder: Path, method, optimizer, scheduler, rank: int = 0) -> Op
     ranks) keeps the RNG it was seeded with."""
     if not (folder / "state.json").is_file() or not (folder / "state.pt").is_file():
         return None
-    meta = json.loads((folder / "state.json").read_text(encoding="utf-8"))
-    tensors = torch.load(folder / "state.pt", map_location="cpu", weights_only=True)
+    from ..errors import SentlabError
+    from ..weights import load_tensors
+
+    fix = (f"It cannot be resumed: delete the checkpoint folder {folder.parent} (`rm -r {folder.parent}`) and run "
+           f"again, which trains this run from step 0.")
+    try:
+        meta = json.loads((folder / "state.json").read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise SentlabError(f"The resume state {folder / 'state.json'} is not valid JSON ({e}). {fix}") from None
+    tensors = load_tensors(folder / "state.pt", fix)
     method.load_state_dict(tensors["method"])
     optimizer.load_state_dict(tensors["optimizer"])
     scheduler.load_state_dict(tensors["scheduler"])
