@@ -146,3 +146,54 @@ def test_a_corrupt_resume_state_names_the_checkpoint_folder_to_delete(tmp_path, 
     msg = str(e.value)
     assert e.value.exit_code == 2 and "weights_only" not in msg
     assert f"rm -r {last.parent}" in msg
+
+
+# --- the resume key: what determines the trained result, nothing else ------------------------------
+def test_runtime_settings_keep_the_resume_key_and_result_settings_change_it():
+    from sentlab.train.run import method_params, run_key
+
+    def key(**train):
+        r = raw()
+        r["train"].update(train)
+        p = validate(resolve_profile(r))
+        return run_key(p, "simcse", method_params(p, "simcse"), "corpus-fp")
+
+    base = key()
+    for k, v in (("num_threads", 1), ("checkpoint_every", 3), ("loader_workers", 2), ("nproc", 2),
+                 ("device", "cpu"), ("heap", "system")):
+        assert key(**{k: v}) == base, k
+    for k, v in (("lr", 1e-4), ("batch_size", 32), ("dropout_kernel", "torch"), ("max_length", 16)):
+        assert key(**{k: v}) != base, k
+
+
+def test_the_training_code_fingerprint_ignores_comments_and_docstrings_not_code(tmp_path):
+    from sentlab.provenance import _semantic_source
+
+    f = tmp_path / "m.py"
+    f.write_text('"""Doc."""\nimport os\n\n\ndef f(x):\n    """Doc."""\n    return x + 1  # one\n')
+    before = _semantic_source(f)
+    f.write_text('"""Other doc."""\nimport os\n# a new comment\n\ndef f(x):\n    return x + 1\n')
+    assert _semantic_source(f) == before
+    f.write_text('"""Doc."""\nimport os\n\n\ndef f(x):\n    return x + 2\n')
+    assert _semantic_source(f) != before
+
+
+def test_the_training_code_fingerprint_covers_what_trains_and_not_the_report():
+    import sentlab.provenance as prov
+
+    files = {p.relative_to(prov.PACKAGE_DIR).as_posix() for p in prov.executed_modules(REPO / "pipeline" / "train.py")}
+    walked = {prov._module_file(m).relative_to(prov.PACKAGE_DIR).as_posix() for m in prov._walk([prov.TRAINING_ENTRY])}
+    assert {"train/loop.py", "train/run.py", "methods/simcse.py", "train/checkpoint.py"} <= walked
+    assert "report/build.py" not in walked and "export/card.py" not in walked
+    assert walked <= files
+
+
+def test_resume_states_of_other_keys_are_kept_and_named(tmp_path, caplog):
+    from sentlab.train.run import stale_checkpoints
+
+    (tmp_path / "simcse" / "oldkey" / "last").mkdir(parents=True)
+    (tmp_path / "simcse" / "oldkey" / "last" / "state.pt").write_bytes(b"x" * 10)
+    with caplog.at_level("WARNING"):
+        assert stale_checkpoints(tmp_path / "simcse" / "newkey") == [tmp_path / "simcse" / "oldkey"]
+    assert (tmp_path / "simcse" / "oldkey" / "last" / "state.pt").is_file()
+    assert f"rm -r {tmp_path / 'simcse' / 'oldkey'}" in caplog.text

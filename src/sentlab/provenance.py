@@ -1,9 +1,9 @@
 """What produced an output: the code that ran.
 
-:func:`code_fingerprint` hashes the source of the sentlab package (every ``.py`` file under
-``src/sentlab``, by relative path and content). The resume key of a training run includes it, so a
-fix to the code followed by ``dvc repro`` starts afresh instead of resuming a checkpoint written by
-the code before the fix.
+:func:`training_code_fingerprint` hashes the code a training run executes (comments and docstrings
+left out). The resume key of a training run includes it, so a fix to the training code followed by
+``dvc repro`` starts afresh instead of resuming a checkpoint written by the code before the fix, while
+a comment, or an edit of a module training never runs, keeps the checkpoint.
 """
 
 from __future__ import annotations
@@ -13,18 +13,6 @@ from functools import lru_cache
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-
-
-@lru_cache(maxsize=None)
-def code_fingerprint(package_dir: Path = PACKAGE_DIR) -> str:
-    """sha256 (16 hex digits) over the relative paths and bytes of the package's ``.py`` files."""
-    h = hashlib.sha256()
-    for f in sorted(package_dir.rglob("*.py")):
-        if "__pycache__" in f.parts:
-            continue
-        h.update(f.relative_to(package_dir).as_posix().encode() + b"\0")
-        h.update(f.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
 
 
 # --- the code each pipeline stage executes ----------------------------------------------------
@@ -65,8 +53,12 @@ def _imports(path: Path, modname: str) -> set[str]:
 def executed_modules(entry: str | Path) -> list[Path]:
     """The sentlab source files ``entry`` can execute: its imports followed transitively; the
     method registry (``sentlab.methods``) loads every method module."""
+    return sorted(_module_file(m) for m in _walk(list(_imports(Path(entry), "__main__"))))
+
+
+def _walk(todo: list[str]) -> set[str]:
+    """The sentlab modules reachable from ``todo`` by imports."""
     seen: set[str] = set()
-    todo = list(_imports(Path(entry), "__main__"))
     while todo:
         mod = todo.pop()
         f = _module_file(mod)
@@ -76,7 +68,7 @@ def executed_modules(entry: str | Path) -> list[Path]:
         todo += _imports(f, mod)
         if mod == "sentlab.methods":
             todo += [f"sentlab.methods.{p.stem}" for p in (PACKAGE_DIR / "methods").glob("*.py")]
-    return sorted(_module_file(m) for m in seen)
+    return seen
 
 
 def stage_code(kind: str, root: str | Path = ".") -> dict:
@@ -94,6 +86,36 @@ def stage_code(kind: str, root: str | Path = ".") -> dict:
 
     return {"entry": STAGE_ENTRIES[kind],
             "files": {rel(f): hashlib.sha256(f.read_bytes()).hexdigest() for f in files}}
+
+
+def _semantic_source(path: Path) -> bytes:
+    """The code of ``path`` without comments, formatting and docstrings (its AST, docstrings removed):
+    what decides what the file does."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, annotate_fields=False, include_attributes=False).encode()
+
+
+TRAINING_ENTRY = "sentlab.train.run"  # what pipeline/train.py and `sentlab train` run
+
+
+@lru_cache(maxsize=None)
+def training_code_fingerprint() -> str:
+    """sha256 (16 hex digits) of the code a training run executes (:data:`TRAINING_ENTRY` and every sentlab
+    module it can import, as :func:`executed_modules` walks them), comments, formatting and docstrings left
+    out. The resume key of a training run includes it: a fix to the training code starts afresh; a comment,
+    or an edit of a module training never runs (report, export), keeps the checkpoint resumable."""
+    h = hashlib.sha256()
+    for f in sorted(_module_file(m) for m in _walk([TRAINING_ENTRY])):
+        h.update(f.relative_to(PACKAGE_DIR).as_posix().encode() + b"\0" + _semantic_source(f) + b"\0")
+    return h.hexdigest()[:16]
 
 
 def stage_code_files(root: str | Path = ".") -> dict[str, dict]:

@@ -9,7 +9,7 @@ A run with another seed (``--seed S``, params.yaml ``seeds``) is named ``<method
 * ``reports/curves/<name>.csv`` — step, stsb_dev, alignment, uniformity, loss;
 * an MLflow run named ``name`` with the same curves as step metrics;
 * ``checkpoints/<name>/<hash>/`` — the resume state (outside DVC's outputs),
-  removed after a successful export.
+  removed after a successful export; states of other keys are kept and named in a warning.
 """
 
 from __future__ import annotations
@@ -59,18 +59,40 @@ def resolve_train(params: Params, mparams):
     return params.train.model_copy(update=own) if own else params.train
 
 
+# Train keys that decide how a run executes, not what it computes: out of the resume key, so resuming with
+# more threads, another checkpoint interval, more loader workers, on more ranks (train.nproc: each rank the
+# checkpoint has no RNG state for keeps its seeded one) or another device setting continues the checkpoint.
+RUNTIME_KEYS = ("methods", "num_threads", "checkpoint_every", "loader_workers", "nproc", "device", "heap")
+
+
 def run_key(params: Params, method_id: str, mparams, corpus_fingerprint: str) -> str:
-    """Hash of everything that changes the numbers: method, its params, the resolved train block (minus the list
-    of methods), seed, backbone, corpus content and the code (:func:`sentlab.provenance.code_fingerprint`: a
-    fixed bug does not resume a checkpoint of the code before the fix)."""
-    from ..provenance import code_fingerprint
+    """Hash of what determines the trained result: method, its params, the resolved train block minus
+    :data:`RUNTIME_KEYS`, seed, backbone, corpus content and the code a train stage executes
+    (:func:`sentlab.provenance.training_code_fingerprint`, comments and docstrings left out: a fixed bug
+    does not resume a checkpoint of the code before the fix; a comment does not cost the checkpoint)."""
+    from .. import provenance
 
     train = resolve_train(params, mparams).model_dump()
-    train.pop("methods", None)
+    for k in RUNTIME_KEYS:
+        train.pop(k, None)
     blob = json.dumps({"method": method_id, "method_params": mparams.model_dump(), "train": train, "seed": params.seed,
-                       "backbone": params.model.backbone, "corpus": corpus_fingerprint, "code": code_fingerprint()},
-                      sort_keys=True, default=str)
+                       "backbone": params.model.backbone, "corpus": corpus_fingerprint,
+                       "code": provenance.training_code_fingerprint()}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def stale_checkpoints(ckpt_dir: Path) -> list[Path]:
+    """The resume states beside ``ckpt_dir`` (``checkpoints/<name>/<other key>``): written with other params or
+    training code, this run cannot resume them. They are kept (a reverted edit resumes them again) and
+    named in a warning with the command that frees their disk."""
+    if not ckpt_dir.parent.is_dir():
+        return []
+    stale = sorted(p for p in ckpt_dir.parent.iterdir() if p.is_dir() and p.name != ckpt_dir.name)
+    for p in stale:
+        size = sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+        log.warning("keeping the resume checkpoint %s (%.0f MB) of other params or training code: this run cannot "
+                    "resume it, reverting the change would; `rm -r %s` frees its disk", p, size / 2**20, p)
+    return stale
 
 
 def make_dev_evaluator(sts_path: str | Path, max_pairs: Optional[int], batch_size: int = 128,
@@ -146,11 +168,8 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
                                       params.evaluate.workers)
     key = run_key(params, method_id, mparams, corpus.fingerprint)
     ckpt_dir = root / "checkpoints" / name / key
-    if D.is_main() and ckpt_dir.parent.is_dir():  # resume states of other params can never be resumed: free the disk
-        for stale in ckpt_dir.parent.iterdir():
-            if stale.is_dir() and stale.name != key:
-                log.warning("removing the stale resume checkpoint %s (other params)", stale)
-                shutil.rmtree(stale, ignore_errors=True)
+    if D.is_main():
+        stale_checkpoints(ckpt_dir)
     from ..fingerprint import environment_fingerprint
 
     precision = resolve_precision(cfg.precision, device)  # `auto` resolved: what the loop uses
