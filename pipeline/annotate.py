@@ -5,8 +5,10 @@ whose ``text`` column holds the NLI anchors (premises) that paser_sup reconstruc
 
 POS tags, RAKE phrases, chunks and predicate-argument frames per sentence (schema:
 ``sentlab.annotate``), sharded, parallel (params ``annotate.jobs``) and resumable
-(shards with the same params hash are reused). Counts per corpus go to
-data/annotations/stats.json.
+(shards with the same params hash are reused). Counts per corpus, wall-clock seconds and shard reuse
+go to data/annotate_stats.json (a metrics file of this stage), not into data/annotations: every train
+stage depends on that folder, so a timing or a reuse count there re-ran every training when only
+``annotate.jobs`` changed. The shards themselves do not depend on ``jobs``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from sentlab.pipeline_util import run_stage
 
 CORPUS_DIR = Path("data/corpus")
 OUT = Path("data/annotations")
+STATS = Path("data/annotate_stats.json")
 
 
 def corpora(folder: Path = CORPUS_DIR) -> dict[str, Path]:
@@ -39,7 +42,8 @@ def main() -> None:
         stats[name] = s.as_dict()
         print(f"annotate {name}: {s.sentences} sentences ({s.skipped} skipped, {s.with_frames} with frames), "
               f"{s.shards_reused}/{s.shards} shards reused, {s.seconds:.1f} s")
-    write_json(OUT / "stats.json", stats)
+    (OUT / "stats.json").unlink(missing_ok=True)  # where earlier versions wrote it (the folder persists)
+    write_json(STATS, stats)
 
 
 if __name__ == "__main__":

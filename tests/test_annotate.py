@@ -318,7 +318,16 @@ def test_pipeline_entry_point(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     mod = runpy.run_path(str(REPO / "pipeline" / "annotate.py"))
     mod["main"]()
-    stats = json.loads((tmp_path / "data" / "annotations" / "stats.json").read_text())
+    stats = json.loads((tmp_path / "data" / "annotate_stats.json").read_text())
     assert stats["train"]["sentences"] == 2 and stats["train"]["skipped"] == 1 and stats["train"]["with_frames"] == 1
     assert stats["sts_unlabeled"]["sentences"] == 1
     assert read_annotations(tmp_path / "data" / "annotations" / "train").num_rows == 2
+    # what every train stage depends on holds no timing or counter: another annotate.jobs (or a re-run
+    # reusing every shard) leaves data/annotations byte for byte as it was, so no training re-runs
+    tree = {p.relative_to(tmp_path).as_posix(): p.read_bytes()
+            for p in sorted((tmp_path / "data" / "annotations").rglob("*")) if p.is_file()}
+    (tmp_path / "params.yaml").write_text("annotate: {backend: nltk, jobs: 2, shard_size: 10}\n")
+    mod["main"]()
+    assert {p.relative_to(tmp_path).as_posix(): p.read_bytes()
+            for p in sorted((tmp_path / "data" / "annotations").rglob("*")) if p.is_file()} == tree
+    assert json.loads((tmp_path / "data" / "annotate_stats.json").read_text())["train"]["shards_reused"] == 1

@@ -197,3 +197,45 @@ def test_resume_states_of_other_keys_are_kept_and_named(tmp_path, caplog):
         assert stale_checkpoints(tmp_path / "simcse" / "newkey") == [tmp_path / "simcse" / "oldkey"]
     assert (tmp_path / "simcse" / "oldkey" / "last" / "state.pt").is_file()
     assert f"rm -r {tmp_path / 'simcse' / 'oldkey'}" in caplog.text
+
+
+# --- timings never sit in a file a stage depends on -------------------------------------------------
+def test_the_evaluate_metrics_json_holds_no_timings_and_mlflow_gets_them(tmp_path, monkeypatch):
+    """reports/metrics/<m>.json is a dependency of report and export: a wall-clock number in it made
+    every evaluate re-run dirty both. Re-evaluating writes the same bytes; the timing goes to MLflow."""
+    import json
+    import types
+
+    import mlflow
+    import pandas as pd
+
+    from sentlab.config import load_params
+    from sentlab.evaluate import runner
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    clock = iter([1.5, 7.25])
+
+    def fake_eval(encoders, table, params, figures_dir=None, embeddings=None, lookups=None):
+        lookups["m"] = {}
+        return {"Avg": 70.0, "encode_seconds": next(clock),
+                "extra_rows": {"m-mean": {"Avg": 69.0, "encode_seconds": 3.0}}}
+
+    monkeypatch.setattr(runner, "evaluate_encoders", fake_eval)
+    monkeypatch.setattr(runner, "pair_cosine_table", lambda *a: pd.DataFrame({"x": [1.0]}))
+    monkeypatch.setattr(runner, "bootstrap_intervals", lambda *a, **k: {})
+    monkeypatch.setattr(runner, "confidence_intervals", lambda *a, **k: {})
+    monkeypatch.setattr(runner, "write_cosines", lambda *a: None)
+    monkeypatch.setattr(runner, "write_bootstrap", lambda *a: None)
+    monkeypatch.setattr(runner, "precision_record", lambda enc: {"device": "cpu", "precision": "fp32"})
+    enc = types.SimpleNamespace(device="cpu", precision="fp32", pooling="cls")
+    params = load_params(REPO / "params.yaml")
+    out = tmp_path / "metrics" / "m.json"
+    texts = []
+    for _ in range(2):
+        runner.evaluate_and_record("m", "some/model", None, params, None, out, kind="baseline", encoders={"m": enc})
+        texts.append(out.read_text())
+    assert texts[0] == texts[1] and "seconds" not in texts[0]
+    assert json.loads(texts[0])["extra_rows"]["m-mean"] == {"Avg": 69.0}
+    runs = mlflow.search_runs(experiment_names=["sentlab"], output_format="list")
+    assert sorted(r.data.metrics["encode_seconds"] for r in runs) == [1.5, 7.25]
+    assert {r.data.metrics["m-mean.encode_seconds"] for r in runs} == {3.0}

@@ -24,7 +24,7 @@ offsets into ``text``, ``end`` exclusive, so ``text[start:end]`` is the span)::
 A sentence with no word character (empty, whitespace, punctuation or control
 characters only) is *skipped*: it keeps its row (so ids stay aligned with the
 corpus) with empty lists, and is counted in the ``sentlab.skipped`` metadata and
-in ``data/annotations/stats.json``. Control characters are blanked (same length)
+in ``data/annotate_stats.json``. Control characters are blanked (same length)
 before tokenisation, so offsets still index the original text.
 
 Parquet key-value metadata of every shard/file: ``sentlab.backend``,
