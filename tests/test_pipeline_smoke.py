@@ -44,10 +44,11 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     env = _env(mirror, tmp_path)
     dvc = [sys.executable, "-m", "dvc"]
     subprocess.run([sys.executable, "-m", "sentlab.cli", "profile", "smoke"], cwd=repo, env=env, check=True)
-    # the smoke profile's own stages only: its 3 methods, simcse's second seed, the 4 baselines (no "not run" stages)
+    # the smoke profile's own stages only: its 3 methods, simcse's second seed, the 4 baselines (no "not run" stages),
+    # and `sources`, which hashes the files outside the repository
     stages = subprocess.run(dvc + ["stage", "list", "--name-only"], cwd=repo, env=env, capture_output=True, text=True,
                             check=True).stdout.split()
-    assert len(stages) == 17 and "train_seed@simcse-43" in stages and "train@ct" not in stages, stages
+    assert len(stages) == 18 and "sources" in stages and "train_seed@simcse-43" in stages and "train@ct" not in stages, stages
     run = subprocess.run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
 
@@ -102,10 +103,11 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     assert {f.name: f.stat().st_ino for f in cache.glob("*.npy")} == entries
     assert json.loads((repo / "reports/metrics/simcse.json").read_text())["Avg"] == simcse["Avg"]
 
-    # A second repro does nothing.
+    # A second repro does nothing but look at the sources again (always_changed), which re-runs nothing.
     again = subprocess.run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
     assert again.returncode == 0
-    assert "Running stage" not in again.stdout, again.stdout
+    assert [ln for ln in again.stdout.splitlines() if ln.startswith("Running stage")] == \
+        ["Running stage 'sources':"], again.stdout
 
     # Editing another profile's block re-runs only resolve_params, whose files come out the same.
     raw = yaml.safe_load((repo / "params.yaml").read_text())
@@ -114,7 +116,7 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     edited = subprocess.run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
     assert edited.returncode == 0, edited.stdout[-3000:] + edited.stderr[-3000:]
     ran = [ln for ln in edited.stdout.splitlines() if ln.startswith("Running stage")]
-    assert ran == ["Running stage 'resolve_params':"], edited.stdout[-3000:]
+    assert ran == ["Running stage 'resolve_params':", "Running stage 'sources':"], edited.stdout[-3000:]
     shown = subprocess.run(dvc + ["metrics", "show"], cwd=repo, env=env, capture_output=True, text=True)
     assert "base-mean.json" in shown.stdout and "STS12" in shown.stdout
 
@@ -131,7 +133,7 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     added = subprocess.run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
     assert added.returncode == 0, added.stdout[-3000:] + added.stderr[-3000:]
     ran = [ln for ln in added.stdout.splitlines() if ln.startswith("Running stage")]
-    expected = {f"Running stage '{s}':" for s in ("resolve_params", "train_seed@simcse-44", "evaluate_seed@simcse-44",
+    expected = {f"Running stage '{s}':" for s in ("resolve_params", "sources", "train_seed@simcse-44", "evaluate_seed@simcse-44",
                                                   "report")}
     assert set(ran) - {"Running stage 'export':"} == expected, added.stdout[-3000:]   # (export reads every model)
     assert json.loads((repo / "reports/metrics/simcse-s43.json").read_text()) == s43

@@ -239,3 +239,49 @@ def test_the_evaluate_metrics_json_holds_no_timings_and_mlflow_gets_them(tmp_pat
     runs = mlflow.search_runs(experiment_names=["sentlab"], output_format="list")
     assert sorted(r.data.metrics["encode_seconds"] for r in runs) == [1.5, 7.25]
     assert {r.data.metrics["m-mean.encode_seconds"] for r in runs} == {3.0}
+
+
+# --- the content of every source file is something DVC compares ------------------------------------
+def test_every_file_prepare_reads_is_hashed_by_content_not_by_place(mirror, tmp_path, monkeypatch):
+    import runpy
+    import shutil
+
+    from sentlab.pipeline_util import report_errors
+    from sentlab.sources import data_sources
+
+    src = tmp_path / "mirror"
+    shutil.copytree(mirror, src, ignore=shutil.ignore_patterns("models"))
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "params.yaml").write_text("profile: quick\nprepare: {size: 50, nli: none}\n", encoding="utf-8")
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(src))
+    monkeypatch.setenv("SENTLAB_OFFLINE", "1")
+    assert report_errors(runpy.run_path(str(REPO / "pipeline" / "prepare.py"), run_name="prepare")["main"]) == 0
+    read = {p.relative_to(work / "data" / "raw").as_posix() for p in (work / "data" / "raw").rglob("*") if p.is_file()}
+    before = data_sources("wiki1m", "none")
+    assert {rel for files in before.values() for rel in files if rel != "source"} == read
+
+    gold = src / "STS" / "STSBenchmark" / "sts-test.csv"
+    lines = gold.read_text(encoding="utf-8").splitlines(keepends=True)
+    cols = lines[0].split("\t")
+    cols[4] = "0.123"
+    gold.write_text("\t".join(cols) + "".join(lines[1:]), encoding="utf-8")   # one gold score changed
+    after = data_sources("wiki1m", "none")
+    changed = {(a, rel) for a in before for rel in before[a] if before[a][rel] != after[a][rel]}
+    assert changed == {("senteval_sts", "STS/STSBenchmark/sts-test.csv")}
+
+    moved = tmp_path / "elsewhere"
+    src.rename(moved)
+    monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(moved))
+    assert data_sources("wiki1m", "none") == after   # where the mirror lies is not its content
+
+
+def test_the_stages_reading_a_source_depend_on_its_hashes():
+    d = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    assert d["sources"]["always_changed"] is True
+    assert {next(iter(o)) if isinstance(o, dict) else o for o in d["sources"]["outs"]} == \
+        {"data/sources/data.json", "data/sources/model.json"}
+    assert "data/sources/data.json" in d["prepare"]["deps"]
+    for stage in ("train", "train_seed", "ablate", "evaluate_baseline"):
+        assert "data/sources/model.json" in d[stage]["do"]["deps"], stage

@@ -20,7 +20,8 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 # sha256 of every file it can execute (data/params/code/<kind>.json); the stages of that kind
 # depend on that one file, so DVC re-runs a stage exactly when code it runs changed, with a
 # dvc.lock entry of one line instead of one per module.
-STAGE_ENTRIES = {"prepare": "pipeline/prepare.py", "annotate": "pipeline/annotate.py", "train": "pipeline/train.py",
+STAGE_ENTRIES = {"sources": "pipeline/sources.py", "prepare": "pipeline/prepare.py",
+                 "annotate": "pipeline/annotate.py", "train": "pipeline/train.py",
                  "evaluate": "pipeline/evaluate.py", "report": "pipeline/report.py",
                  "export": "pipeline/export.py"}
 
