@@ -5,21 +5,19 @@ stand-in from SICK train, :mod:`sentlab.data.nli`), their source and counts in d
 
 from __future__ import annotations
 
-import logging
 import shutil
 import sys
 from pathlib import Path
 
-from sentlab.assets import resolve_data
+from sentlab.assets import ASSETS
 from sentlab.config import load_params
-from sentlab.data.corpus import sample_corpus, stats_dict, write_corpus
-from sentlab.data.nli import SICK_TRAIN, SOURCES, choose_source, parse_nli, write_nli
-from sentlab.data.sts import language_warnings, parse_all, write_table
-from sentlab.errors import SentlabError
+from sentlab.data.corpus import stats_dict, write_corpus
+from sentlab.data.nli import SOURCES, write_nli
+from sentlab.data.sts import write_table
 from sentlab.io import staged_outputs, write_json
 from sentlab.pipeline_util import run_stage
+from sentlab.sources import parse_sources
 
-log = logging.getLogger("prepare")
 
 
 def copy_raw(resolved, rel_paths, dest: Path) -> None:
@@ -32,34 +30,19 @@ def copy_raw(resolved, rel_paths, dest: Path) -> None:
 def main() -> None:
     """Parse every source where it lies (errors name the mirror/cache file to fix), then write all
     outputs into one temporary folder and rename them into place last: a bad input leaves the
-    previous data/raw, data/corpus, data/sts and data/prepare_stats.json as they were."""
+    previous data/raw, data/corpus, data/sts and data/prepare_stats.json as they were. (Under
+    ``dvc repro`` the ``sources`` stage has already parsed a changed source the same way, before
+    DVC removed these outputs to run this stage.)"""
     params = load_params()
     p = params.prepare
-    sts = resolve_data("senteval_sts")
-    sick = resolve_data("sick")
-    corpus = resolve_data(p.corpus)
-    nli_source, nli = choose_source(p.nli)
-    from sentlab.assets import ASSETS
-
     # 1. parse the sources in place
-    table = parse_all(sts.root, sick.root)
-    warnings = language_warnings(table)
-    for task, w in warnings.items():
-        log.warning("%s: %s", task, w)
-    if nli_source == "sick_standin" and "SICKRelatedness" in warnings:
-        raise SentlabError(f"prepare.nli = {p.nli} would build the NLI stand-in from SICK train, whose copy is not "
-                           f"English ({warnings['SICKRelatedness']}). Provide the English SICK files or SimCSE's "
-                           f"nli_for_simcse.csv, or set prepare.nli: none (and drop paser_sup from train.methods).")
-    ids, texts, stats = sample_corpus(corpus.path, p.size, params.seed, p.min_words, p.max_words, p.dedupe,
-                                      p.allow_smaller)
-    # PaSeR's unsupervised corpus: the distinct sentences of the seven STS sets (no labels);
-    # a task whose copy is not English (see language_warnings) is left out, and said so.
+    src = parse_sources(params)
+    sts, sick, corpus, nli, nli_source = src.sts, src.sick, src.corpus, src.nli, src.nli_source
+    table, warnings, stats, ids, texts = src.table, src.warnings, src.corpus_stats, src.ids, src.texts
+
     usable = table[~table.task.isin(list(warnings))]
     sts_sents = list(dict.fromkeys(s for s in (*usable.sentence1, *usable.sentence2) if s.strip()))
-    nli_file = None
-    if nli_source != "none":
-        nli_file = nli.path if nli is not None else sick.root / SICK_TRAIN
-        nli_table, nli_counts = parse_nli(nli_source, nli_file)
+    nli_file, nli_table, nli_counts = src.nli_file, src.nli_table, src.nli_counts
 
     # 2. write everything to one temporary folder; 3. rename into place
     outputs = ("data/raw", "data/corpus", "data/sts", "data/prepare_stats.json")

@@ -285,3 +285,47 @@ def test_the_stages_reading_a_source_depend_on_its_hashes():
     assert "data/sources/data.json" in d["prepare"]["deps"]
     for stage in ("train", "train_seed", "ablate", "evaluate_baseline"):
         assert "data/sources/model.json" in d[stage]["do"]["deps"], stage
+
+
+# --- a failed `dvc repro` stage loses nothing `dvc checkout` cannot bring back ------------------------
+def test_every_output_dvc_cannot_restore_persists():
+    """DVC removes a stage's outputs before running it; `dvc checkout` restores the cached ones after a
+    failure, not the `cache: false` ones (data/params, exports): those must persist (the stage replaces
+    them as a whole, atomically, only when it succeeds)."""
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    uncached = {}
+    for stage in stages.values():
+        for out in (stage.get("do") or stage).get("outs", []):
+            if isinstance(out, dict):
+                (path, opts), = out.items()
+                if opts and opts.get("cache") is False:
+                    uncached[path] = opts.get("persist")
+    assert uncached == {"data/params": True, "exports": True}
+
+
+def test_a_bad_source_fails_in_the_sources_stage_before_prepare_loses_its_outputs(mirror, tmp_path, monkeypatch,
+                                                                                  capsys):
+    import runpy
+    import shutil
+
+    from sentlab.pipeline_util import report_errors
+
+    src = tmp_path / "mirror"
+    shutil.copytree(mirror, src, ignore=shutil.ignore_patterns("models"))
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "params.yaml").write_text("profile: quick\nprepare: {size: 50, nli: none}\n", encoding="utf-8")
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(src))
+    monkeypatch.setenv("SENTLAB_OFFLINE", "1")
+    main = runpy.run_path(str(REPO / "pipeline" / "sources.py"), run_name="sources")["main"]
+    assert report_errors(main) == 0
+    before = (work / "data" / "sources" / "data.json").read_bytes()
+    assert report_errors(main) == 0 and (work / "data" / "sources" / "data.json").read_bytes() == before
+    bad = src / "STS" / "STSBenchmark" / "sts-dev.csv"
+    with bad.open("a", encoding="utf-8") as f:
+        f.write("this line has no tabs and no score\n")
+    assert report_errors(main) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "\n" not in err.strip()
+    assert (work / "data" / "sources" / "data.json").read_bytes() == before   # the previous state, for DVC to compare

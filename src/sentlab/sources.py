@@ -16,10 +16,13 @@ found: moving the mirror changes nothing):
 from __future__ import annotations
 
 import hashlib
+import logging
 from pathlib import Path
+from types import SimpleNamespace
 
 from .assets import ASSETS, resolve_data, resolve_model
 
+log = logging.getLogger("prepare")
 _CHUNK = 1 << 20
 
 
@@ -53,3 +56,36 @@ def model_sources(backbone: str) -> dict:
     root = resolve_model(backbone)
     files = sorted(p for p in root.rglob("*") if p.is_file() and ".cache" not in p.relative_to(root).parts)
     return {"backbone": backbone, "files": {p.relative_to(root).as_posix(): sha256_file(p) for p in files}}
+
+
+def parse_sources(params) -> SimpleNamespace:
+    """Resolve and parse every source ``prepare`` reads, where it lies: the STS/SICK table, its language
+    warnings, the corpus sample, the NLI triples. A bad file is a :class:`~sentlab.errors.SentlabError`
+    naming it (in the mirror or cache, not a copy). ``prepare`` builds its outputs from the result; the
+    ``sources`` stage calls it when a source's bytes changed, so a bad source fails there, before DVC
+    removes prepare's outputs to run it."""
+    from .data.corpus import sample_corpus
+    from .data.nli import SICK_TRAIN, choose_source, parse_nli
+    from .data.sts import language_warnings, parse_all
+    from .errors import SentlabError
+
+    p = params.prepare
+    sts, sick, corpus = resolve_data("senteval_sts"), resolve_data("sick"), resolve_data(p.corpus)
+    nli_source, nli = choose_source(p.nli)
+    table = parse_all(sts.root, sick.root)
+    warnings = language_warnings(table)
+    for task, w in warnings.items():
+        log.warning("%s: %s", task, w)
+    if nli_source == "sick_standin" and "SICKRelatedness" in warnings:
+        raise SentlabError(f"prepare.nli = {p.nli} would build the NLI stand-in from SICK train, whose copy is not "
+                           f"English ({warnings['SICKRelatedness']}). Provide the English SICK files or SimCSE's "
+                           f"nli_for_simcse.csv, or set prepare.nli: none (and drop paser_sup from train.methods).")
+    ids, texts, stats = sample_corpus(corpus.path, p.size, params.seed, p.min_words, p.max_words, p.dedupe,
+                                      p.allow_smaller)
+    nli_file = nli_table = nli_counts = None
+    if nli_source != "none":
+        nli_file = nli.path if nli is not None else sick.root / SICK_TRAIN
+        nli_table, nli_counts = parse_nli(nli_source, nli_file)
+    return SimpleNamespace(sts=sts, sick=sick, corpus=corpus, nli=nli, nli_source=nli_source, table=table,
+                           warnings=warnings, ids=ids, texts=texts, corpus_stats=stats, nli_file=nli_file,
+                           nli_table=nli_table, nli_counts=nli_counts)
