@@ -1,11 +1,10 @@
 """Stage `evaluate`: SPEC §2 protocol for one model -> reports/metrics/<name>.json.
 
-    python pipeline/evaluate.py baseline cls        # the backbone with cls pooling -> base-cls
-    python pipeline/evaluate.py baseline whitening  # BERT-whitening (evaluate.whitening) -> base-whitening
     python pipeline/evaluate.py trained simcse      # models/simcse (its own pooling) -> simcse
+    python pipeline/evaluate.py baseline cls        # as pipeline/evaluate_baseline.py cls (the DVC stage's command)
 
 A trained model's metrics JSON holds its ``method`` block: the method params it was trained with
-(:func:`~sentlab.evaluate.runner.trained_method_block`: the Params in force, which this stage
+(:func:`~sentlab.evaluate.trained.trained_method_block`: the Params in force, which this stage
 declares as DVC params like the train stage), and every JSON the device and precision it was
 evaluated with.
 Every evaluated model's per-pair cosines go to reports/cosines/<name>.parquet (the report's CIs, paired
@@ -28,7 +27,6 @@ from sentlab.markers import eval_not_run
 from sentlab.pipeline_util import run_stage
 
 
-BASELINES = ("cls", "mean", "first_last", "whitening")
 FIGURES = Path("reports/figures")
 
 
@@ -36,28 +34,25 @@ def main() -> None:
     from sentlab.config import load_params
     from sentlab.data.sts import read_sts_table
     from sentlab.errors import SentlabError
+    from sentlab.evaluate.baselines import run_baseline_stage
     from sentlab.evaluate.cache import embedding_cache
     from sentlab.evaluate.figures import note_figure
-    from sentlab.evaluate.runner import evaluate_and_record, read_model_info, trained_method_block
+    from sentlab.evaluate.runner import evaluate_and_record, read_model_info
+    from sentlab.evaluate.trained import trained_method_block
 
     ap = argparse.ArgumentParser()
     ap.add_argument("kind", choices=["baseline", "trained"])
     ap.add_argument("name")
     args = ap.parse_args()
+    if args.kind == "baseline":
+        run_baseline_stage(args.name)
+        return
     params = load_params()
     table = read_sts_table("data/sts/sts.parquet")
-    if args.kind == "baseline" and args.name not in BASELINES:
-        raise SentlabError(f"Unknown baseline {args.name!r} in evaluate.baselines; allowed: {', '.join(BASELINES)}.")
     figures = FIGURES if params.evaluate.diagnostics else None
     if not params.evaluate.diagnostics:
         # the stage's declared figure output must exist: say why it has no plot
-        name = f"base-{args.name}" if args.kind == "baseline" else args.name
-        note_figure(FIGURES / f"{name}_density.png", name, "evaluate.diagnostics is false")
-    if args.kind == "baseline":
-        # one forward pass of the backbone serves every baseline pooling (sentlab.evaluate.cache)
-        with embedding_cache(share_poolings=baseline_poolings(params)):
-            evaluate_baseline(args.name, params, table, figures)
-        return
+        note_figure(FIGURES / f"{args.name}_density.png", args.name, "evaluate.diagnostics is false")
     model_dir = Path("models") / args.name
     info = read_model_info(model_dir)
     if info is None:
@@ -73,28 +68,6 @@ def main() -> None:
         evaluate_and_record(args.name, str(model_dir), None, params, table, out, kind="trained",
                             extra_params={"method": {"id": info["method"], **block}}, figures_dir=figures,
                             extra_metrics={"method_id": info["method"], "method": block})
-
-
-def baseline_poolings(params) -> list[str]:
-    """The backbone poolings the profile's baseline stages need (whitening's fit pooling included)."""
-    bases = list(params.evaluate.baselines)
-    fit = [params.evaluate.whitening.pooling] if "whitening" in bases else []
-    return list(dict.fromkeys([b for b in bases if b != "whitening"] + fit))
-
-
-def evaluate_baseline(kind: str, params, table, figures) -> None:
-    """One baseline stage: the backbone with pooling ``kind``, or BERT-whitening -> base-<kind>."""
-    from sentlab.evaluate.runner import evaluate_and_record, whitening_encoder
-
-    name = f"base-{kind}"
-    out = Path(f"reports/metrics/{name}.json")
-    if kind == "whitening":
-        enc, embeddings, info = whitening_encoder(params, table, name=name)
-        evaluate_and_record(name, params.model.backbone, enc.pooling, params, table, out, kind="baseline",
-                            extra_params={"whitening": info}, figures_dir=figures, encoders={name: enc},
-                            embeddings=embeddings, extra_metrics={"whitening": info})
-        return
-    evaluate_and_record(name, params.model.backbone, kind, params, table, out, kind="baseline", figures_dir=figures)
 
 
 if __name__ == "__main__":

@@ -143,7 +143,7 @@ def test_a_trained_models_method_block_is_the_params_its_train_stage_used():
     from pathlib import Path
 
     from sentlab.config import load_params
-    from sentlab.evaluate.runner import trained_method_block
+    from sentlab.evaluate.trained import trained_method_block
 
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml", profile="quick")
     main = trained_method_block(params, "paser", "paser")

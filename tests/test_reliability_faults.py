@@ -329,3 +329,18 @@ def test_a_bad_source_fails_in_the_sources_stage_before_prepare_loses_its_output
     err = capsys.readouterr().err
     assert str(bad) in err and "\n" not in err.strip()
     assert (work / "data" / "sources" / "data.json").read_bytes() == before   # the previous state, for DVC to compare
+
+
+# --- code deps follow what each stage executes -------------------------------------------------------
+def test_an_edit_of_the_training_code_is_not_a_dependency_of_the_baselines():
+    from sentlab.provenance import stage_code
+
+    baseline = set(stage_code("evaluate_baseline", REPO)["files"])
+    trained = set(stage_code("evaluate", REPO)["files"])
+    for f in ("src/sentlab/train/loop.py", "src/sentlab/train/run.py", "src/sentlab/train/checkpoint.py"):
+        assert f not in baseline and f in trained, f
+    assert "src/sentlab/evaluate/baselines.py" in baseline and "src/sentlab/evaluate/protocol.py" in baseline
+    d = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["evaluate_baseline"]["do"]
+    assert d["cmd"].startswith("python pipeline/evaluate_baseline.py")
+    assert "data/params/code/evaluate_baseline.json" in d["deps"] and "data/params/code/evaluate.json" not in d["deps"]
+    assert "__pycache__/" in (REPO / ".dvcignore").read_text().splitlines()

@@ -22,7 +22,8 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 # dvc.lock entry of one line instead of one per module.
 STAGE_ENTRIES = {"sources": "pipeline/sources.py", "prepare": "pipeline/prepare.py",
                  "annotate": "pipeline/annotate.py", "train": "pipeline/train.py",
-                 "evaluate": "pipeline/evaluate.py", "report": "pipeline/report.py",
+                 "evaluate": "pipeline/evaluate.py", "evaluate_baseline": "pipeline/evaluate_baseline.py",
+                 "report": "pipeline/report.py",
                  "export": "pipeline/export.py"}
 
 

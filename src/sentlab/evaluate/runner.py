@@ -273,15 +273,3 @@ def pair_cosine_table(encoder: SentenceEncoder, lookup: dict, table, params):
     if missing:
         lookup = {**lookup, **embed_unique(encoder, missing, batch_size=ep.batch_size)}
     return cosine_frame(splits, lookup)
-
-
-
-def trained_method_block(params, name: str, method_id: str) -> dict:
-    """The method settings model ``name`` was trained with: ``method_id``'s Params in force, with the
-    ablation variant's ``set`` when ``name`` is a variant. These are the values its train stage
-    declared (data/params/methods/<id>.json or .../variants/<name>.json), which the evaluate stage
-    declares too, so DVC ties them to the model it evaluates."""
-    from ..train.run import ablation_spec, method_params
-
-    overrides = ablation_spec(params, name)[1] if name in ((params.ablations or {}).get("variants") or {}) else {}
-    return method_params(params, method_id, overrides).model_dump(mode="json")

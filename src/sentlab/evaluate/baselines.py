@@ -1,0 +1,55 @@
+"""The baseline stages: the backbone with a pooling, or BERT-whitening -> reports/metrics/base-<kind>.json.
+
+``pipeline/evaluate_baseline.py KIND`` (dvc.yaml ``evaluate_baseline@KIND``). Nothing here imports the
+training code, so an edit of it does not re-run these stages (:mod:`sentlab.evaluate.trained`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+BASELINES = ("cls", "mean", "first_last", "whitening")
+FIGURES = Path("reports/figures")
+
+
+def run_baseline_stage(name: str) -> None:
+    """The stage ``evaluate_baseline@<name>`` (in the repository's working directory)."""
+    from ..config import load_params
+    from ..data.sts import read_sts_table
+    from ..errors import SentlabError
+    from .cache import embedding_cache
+    from .figures import note_figure
+
+    if name not in BASELINES:
+        raise SentlabError(f"Unknown baseline {name!r} in evaluate.baselines; allowed: {', '.join(BASELINES)}.")
+    params = load_params()
+    table = read_sts_table("data/sts/sts.parquet")
+    figures = FIGURES if params.evaluate.diagnostics else None
+    if not params.evaluate.diagnostics:
+        # the stage's declared figure output must exist: say why it has no plot
+        note_figure(FIGURES / f"base-{name}_density.png", f"base-{name}", "evaluate.diagnostics is false")
+    # one forward pass of the backbone serves every baseline pooling (sentlab.evaluate.cache)
+    with embedding_cache(share_poolings=baseline_poolings(params)):
+        evaluate_baseline(name, params, table, figures)
+
+
+def baseline_poolings(params) -> list[str]:
+    """The backbone poolings the profile's baseline stages need (whitening's fit pooling included)."""
+    bases = list(params.evaluate.baselines)
+    fit = [params.evaluate.whitening.pooling] if "whitening" in bases else []
+    return list(dict.fromkeys([b for b in bases if b != "whitening"] + fit))
+
+
+def evaluate_baseline(kind: str, params, table, figures) -> None:
+    """One baseline stage: the backbone with pooling ``kind``, or BERT-whitening -> base-<kind>."""
+    from .runner import evaluate_and_record, whitening_encoder
+
+    name = f"base-{kind}"
+    out = Path(f"reports/metrics/{name}.json")
+    if kind == "whitening":
+        enc, embeddings, info = whitening_encoder(params, table, name=name)
+        evaluate_and_record(name, params.model.backbone, enc.pooling, params, table, out, kind="baseline",
+                            extra_params={"whitening": info}, figures_dir=figures, encoders={name: enc},
+                            embeddings=embeddings, extra_metrics={"whitening": info})
+        return
+    evaluate_and_record(name, params.model.backbone, kind, params, table, out, kind="baseline", figures_dir=figures)

@@ -1,0 +1,18 @@
+"""What the evaluate stage of a TRAINED model needs beyond :mod:`sentlab.evaluate.runner`: the method
+settings the model was trained with. Its own module because it imports the training code
+(:mod:`sentlab.train.run`): the baseline stages (``pipeline/evaluate_baseline.py``), which never train,
+do not import it, so an edit of the training code does not re-run them (their code file,
+``data/params/code/evaluate_baseline.json``, lists what they execute)."""
+
+from __future__ import annotations
+
+
+def trained_method_block(params, name: str, method_id: str) -> dict:
+    """The method settings model ``name`` was trained with: ``method_id``'s Params in force, with the
+    ablation variant's ``set`` when ``name`` is a variant. These are the values its train stage
+    declared (data/params/methods/<id>.json or .../variants/<name>.json), which the evaluate stage
+    declares too, so DVC ties them to the model it evaluates."""
+    from ..train.run import ablation_spec, method_params
+
+    overrides = ablation_spec(params, name)[1] if name in ((params.ablations or {}).get("variants") or {}) else {}
+    return method_params(params, method_id, overrides).model_dump(mode="json")
