@@ -73,7 +73,7 @@ def test_smoke_preflight_all_ok_and_workspace_untouched(workspace, tmp_path):
                                quiet=True)
     assert _snapshot(workspace) == before
     by = {r.stage: r for r in rows}
-    assert [r.stage for r in rows][:3] == ["resolve_params", "prepare", "annotate"]  # DVC's order
+    assert [r.stage for r in rows][:4] == ["resolve_params", "sources", "prepare", "annotate"]  # DVC's order
     assert set(by) >= {"train@simcse", "evaluate@simcse", "evaluate_baseline@cls"}
     assert not {"train@ct", "evaluate@ct"} & set(by)   # the profile's own stages only (stage_lines)
     assert rc == 0, [(r.stage, r.status, r.error) for r in rows if r.status != "ok"]

@@ -344,3 +344,33 @@ def test_an_edit_of_the_training_code_is_not_a_dependency_of_the_baselines():
     assert d["cmd"].startswith("python pipeline/evaluate_baseline.py")
     assert "data/params/code/evaluate_baseline.json" in d["deps"] and "data/params/code/evaluate.json" not in d["deps"]
     assert "__pycache__/" in (REPO / ".dvcignore").read_text().splitlines()
+
+
+# --- MLflow: a resumed training continues its run; nothing stays RUNNING ----------------------------
+def test_a_resumed_training_continues_the_run_the_killed_one_left_running(tmp_path, monkeypatch):
+    import mlflow
+
+    from sentlab import tracking as T
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    tags = {"stage": "train", "sentlab.model": "simcse", "sentlab.run_key": "K1"}
+    c = T.client()
+    killed = c.create_run(T.experiment_id(), run_name="simcse", tags=tags).info.run_id   # SIGKILLed: RUNNING
+    c.log_param(killed, "train.num_threads", "2")
+    c.log_metric(killed, "stsb_dev", 70.0, step=2)
+    other = c.create_run(T.experiment_id(), run_name="simcse", tags={**tags, "sentlab.run_key": "K0"}).info.run_id
+
+    resume = T.interrupted_training_run("simcse", "K1", resumable=True)
+    assert resume == killed and c.get_run(other).info.status == "KILLED"
+    with T.run("simcse", params={"train": {"num_threads": 1, "lr": 3e-5}}, tags=tags, resume_run_id=resume):
+        T.log_metrics({"stsb_dev": 75.0}, step=4)
+    run = c.get_run(killed)
+    assert run.info.status == "FINISHED" and run.data.params["train.lr"] == "3e-05"
+    assert run.data.params["train.num_threads"] == "2" and run.data.tags["sentlab.resumed_with.train.num_threads"] == "1"
+    assert [(m.step, m.value) for m in c.get_metric_history(killed, "stsb_dev")] == [(2, 70.0), (4, 75.0)]
+    assert {r.info.status for r in mlflow.search_runs(experiment_names=[T.EXPERIMENT], output_format="list")} == \
+        {"FINISHED", "KILLED"}
+
+    stale = c.create_run(T.experiment_id(), run_name="simcse", tags=tags).info.run_id
+    assert T.interrupted_training_run("simcse", "K1", resumable=False) is None   # no checkpoint: starts afresh
+    assert c.get_run(stale).info.status == "KILLED"

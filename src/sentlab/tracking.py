@@ -120,17 +120,29 @@ def _mlflow():
 
 @contextlib.contextmanager
 def run(name: str, params: Mapping[str, Any] | None = None, tags: Mapping[str, str] | None = None,
-        parent_run_id: str | None = None) -> Iterator[Any]:
-    """Start an MLflow run named ``name``; params are flattened (``train.lr``)."""
+        parent_run_id: str | None = None, resume_run_id: str | None = None) -> Iterator[Any]:
+    """Start an MLflow run named ``name``; params are flattened (``train.lr``). ``resume_run_id``
+    (:func:`interrupted_training_run`) continues that run instead: the params it already has stay, a
+    runtime setting that differs now is tagged ``sentlab.resumed_with.<key>``."""
     mlflow = _mlflow()
     parent_run_id = parent_run_id or os.environ.get("SENTLAB_PARENT_RUN_ID")
     all_tags = {**provenance_tags(), **(tags or {})}
     if parent_run_id:
         all_tags["mlflow.parentRunId"] = parent_run_id
-    with mlflow.start_run(run_name=name, tags=all_tags):
+    logged: dict = {}
+    if resume_run_id:
+        logged = mlflow.MlflowClient().get_run(resume_run_id).data.params
+        all_tags["sentlab.resumed"] = "true"
+    with mlflow.start_run(run_id=resume_run_id, run_name=None if resume_run_id else name,
+                          tags=None if resume_run_id else all_tags):
+        if resume_run_id:
+            mlflow.set_tags(all_tags)
         if params:
             flat = {k: ("None" if v is None else str(v))[:6000] for k, v in flatten(params).items()}
-            items = list(flat.items())
+            changed = {f"sentlab.resumed_with.{k}": v for k, v in flat.items() if k in logged and logged[k] != v}
+            if changed:
+                mlflow.set_tags(changed)
+            items = [(k, v) for k, v in flat.items() if k not in logged]
             for i in range(0, len(items), 100):
                 mlflow.log_params(dict(items[i: i + 100]))
         yield mlflow
@@ -295,6 +307,31 @@ def method_parent(model: str) -> str | None:
     except Exception as e:  # noqa: BLE001 - the store is a side channel
         logging.getLogger(__name__).warning("MLflow: could not find or create the method run of %s (%s)", model, e)
         return None
+
+
+def interrupted_training_run(model: str, run_key: str, resumable: bool) -> str | None:
+    """The training runs of ``model`` a killed process left RUNNING (or an interrupted one marked FAILED):
+    when this run resumes a checkpoint (``resumable``), the newest of them with the same ``run_key`` is
+    continued (its id returned), so the dev curve before and after the kill is one run; every other
+    RUNNING one is marked KILLED. None when there is none, or the store cannot be reached."""
+    log = logging.getLogger(__name__)
+    try:
+        c = client()
+        runs = [r for r in c.search_runs([experiment_id()], f"tags.stage = 'train' and tags.`sentlab.model` = '{model}'",
+                                         order_by=["attributes.start_time DESC"]) if r.info.status in ("RUNNING", "FAILED")]
+    except Exception as e:  # noqa: BLE001 - the store is a side channel
+        log.warning("MLflow: could not look for interrupted runs of %s (%s)", model, e)
+        return None
+    keep = None
+    for r in runs:
+        if keep is None and resumable and r.data.tags.get("sentlab.run_key") == run_key:
+            keep = r.info.run_id
+            log.info("MLflow: resuming run %s of %s (interrupted)", keep, model)
+        elif r.info.status == "RUNNING":
+            log.warning("MLflow: marking run %s of %s KILLED (left RUNNING by an interrupted training)",
+                        r.info.run_id, model)
+            c.set_terminated(r.info.run_id, status="KILLED")
+    return keep
 
 
 def end_parent(run_id: str, status: str = "FINISHED") -> None:

@@ -200,9 +200,12 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
         tags = {"stage": "train", "method": method_id, "profile": params.profile, "sentlab.model": name,
                 "sentlab.group": group or name, "sentlab.run_key": key, "sentlab.seed": str(params.seed),
                 **fingerprint_tags(info["fingerprint"])}
-        # every seed of a method nests under one run of the method (the report logs the seed aggregate there)
+        # every seed of a method nests under one run of the method (the report logs the seed aggregate there);
+        # a run resuming a checkpoint continues the MLflow run the killed process left open
+        resumable = any((ckpt_dir / d / "state.json").is_file() for d in ("last", ".last.old"))
         with T.run(f"{run_name} seed={params.seed}", params=logged, tags=tags,
-                   parent_run_id=T.method_parent(group or name)) as mlflow:
+                   parent_run_id=T.method_parent(group or name),
+                   resume_run_id=T.interrupted_training_run(name, key, resumable)) as mlflow:
             result = _train(T.log_metrics)
             mlflow.log_metrics({"best_stsb_dev": result.best_score, "best_step": float(result.best_step or 0),
                                 "train_sentences_per_s": result.sentences_per_s})
