@@ -33,12 +33,11 @@ FIGURES = Path("reports/figures")
 def main() -> None:
     from sentlab.config import load_params
     from sentlab.data.sts import read_sts_table
-    from sentlab.errors import SentlabError
     from sentlab.evaluate.baselines import run_baseline_stage
     from sentlab.evaluate.cache import embedding_cache
     from sentlab.evaluate.figures import note_figure
     from sentlab.evaluate.runner import evaluate_and_record, read_model_info
-    from sentlab.evaluate.trained import trained_method_block
+    from sentlab.evaluate.trained import missing_model_error, trained_method_block
 
     ap = argparse.ArgumentParser()
     ap.add_argument("kind", choices=["baseline", "trained"])
@@ -56,8 +55,7 @@ def main() -> None:
     model_dir = Path("models") / args.name
     info = read_model_info(model_dir)
     if info is None:
-        raise SentlabError(f"{model_dir}/sentlab.json is missing: the train stage for {args.name} did not finish. "
-                           f"Run `dvc repro train@{args.name}`.")
+        raise missing_model_error(params, args.name, model_dir)
     out = Path(f"reports/metrics/{args.name}.json")
     if info.get("status") != "trained":
         eval_not_run(args.name, info.get("status", "not trained"), params.model.backbone, params.profile)

@@ -1,7 +1,8 @@
 """Stage `export`: every trained model as a shareable folder -> exports/<model>/.
 
 For each ``models/<m>`` that trained (``sentlab.json`` status ``trained``): the sentence-transformers
-folder (weights hard-linked from ``models/<m>``, copied where links are not possible) plus
+folder (a copy of ``models/<m>``, cloned copy-on-write where the filesystem can: never a hard link, which
+made the two share their weights) plus
 ``README.md``, its model card (:mod:`sentlab.export.card`: method and paper, the seven STS results of
 ``reports/metrics/<m>.json``, the params in force, the environment fingerprint when recorded, the
 command that reproduces it, the citation). ``exports/index.md`` lists what was exported and what not.
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -21,7 +21,7 @@ from typing import Optional
 from sentlab.config import load_params, profile_models
 from sentlab.errors import SentlabError
 from sentlab.export.card import model_card
-from sentlab.io import atomic_path
+from sentlab.io import atomic_path, independent_copy
 from sentlab.pipeline_util import run_stage
 
 log = logging.getLogger("export")
@@ -43,14 +43,9 @@ def _value(resolved: dict):
     return resolved.get("value", resolved) if isinstance(resolved, dict) else resolved
 
 
-def _link_tree(src: Path, dest: Path) -> None:
-    """``dest`` as a copy of ``src``, its files hard-linked (no second copy of the weights on disk)."""
-    def link(s, d):
-        try:
-            os.link(s, d)
-        except OSError:
-            shutil.copy2(s, d)
-    shutil.copytree(src, dest, copy_function=link)
+def _copy_tree(src: Path, dest: Path) -> None:
+    """``dest`` as a copy of ``src`` whose files are their own (:func:`sentlab.io.independent_copy`)."""
+    shutil.copytree(src, dest, copy_function=independent_copy)
 
 
 def train_stage(params, name: str) -> str:
@@ -87,7 +82,7 @@ def export_one(params, folder: Path, dest: Path) -> None:
     in_force = metrics.get("method") or _value(_read(PARAMS / "methods" / f"{method_id}.json"))
     train = _value(_read(PARAMS / "train.json")) if (PARAMS / "train.json").is_file() else None
     cls = registered().get(method_id)
-    _link_tree(folder, dest)
+    _copy_tree(folder, dest)
     card = model_card(name, info, metrics, in_force, train, params.profile, params.model.backbone,
                       train_stage(params, name), summary=getattr(cls, "summary", "") if cls else "")
     (dest / "README.md").write_text(card, encoding="utf-8")

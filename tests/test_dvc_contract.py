@@ -125,7 +125,7 @@ def test_a_code_file_changes_exactly_when_a_module_its_stage_runs_changes():
 
 
 def test_only_the_param_files_and_the_exports_stay_out_of_the_dvc_cache():
-    """Issue 15: exports/ holds hard links to the weights of models/<m>, which DVC caches; caching exports/ too
+    """Issue 15: exports/ holds copies of the weights of models/<m>, which DVC caches; caching exports/ too
     copied ~1.1 GB into the cache and back (35 s of the quick run's 37 s export stage). Every other output,
     the trained models included, stays cached (`dvc checkout` / `dvc push` need them)."""
     import yaml

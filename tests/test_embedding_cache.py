@@ -169,3 +169,24 @@ def test_cache_bound_from_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("SENTLAB_EMBEDDING_CACHE_MAX_GB", "lots")
     with pytest.raises(SentlabError, match="SENTLAB_EMBEDDING_CACHE_MAX_GB='lots'"):
         max_cache_bytes()
+
+
+def test_a_temporary_file_left_by_a_killed_write_is_removed_by_the_next_store(model, tmp_path):
+    """A write killed between mkstemp and the rename leaves ``.<key>.*.npy.tmp``; the next store removes it once
+    it is older than STALE_TMP_S (a younger one may be a write in progress), bound or no bound."""
+    import os
+    import time
+
+    from sentlab.evaluate.cache import STALE_TMP_S
+
+    cache = EmbeddingCache(root=tmp_path)
+    cache.max_bytes = None
+    old, young = tmp_path / ".abc.123.npy.tmp", tmp_path / ".def.456.npy.tmp"
+    old_json = tmp_path / ".abc.json.789.tmp"
+    for f in (old, young, old_json):
+        f.write_bytes(b"\x93NUMPY half")
+    t = time.time() - STALE_TMP_S - 60
+    os.utime(old, (t, t))
+    os.utime(old_json, (t, t))
+    cache.embed(_enc(model), SENTS[:4], batch_size=8)
+    assert not old.exists() and not old_json.exists() and young.exists()

@@ -374,3 +374,42 @@ def test_a_resumed_training_continues_the_run_the_killed_one_left_running(tmp_pa
     stale = c.create_run(T.experiment_id(), run_name="simcse", tags=tags).info.run_id
     assert T.interrupted_training_run("simcse", "K1", resumable=False) is None   # no checkpoint: starts afresh
     assert c.get_run(stale).info.status == "KILLED"
+
+
+# --- small ones: exports are their own files; evaluate outside the profile names what to do --------------
+def test_an_exported_model_shares_no_file_with_the_trained_one(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("export_stage", REPO / "pipeline" / "export.py")
+    export = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(export)
+    src = tmp_path / "models" / "simcse"
+    (src / "1_Pooling").mkdir(parents=True)
+    (src / "model.safetensors").write_bytes(b"weights" * 100)
+    (src / "1_Pooling" / "config.json").write_text("{}")
+    dest = tmp_path / "exports" / "simcse"
+    export._copy_tree(src, dest)
+    for f in ("model.safetensors", "1_Pooling/config.json"):
+        assert (dest / f).read_bytes() == (src / f).read_bytes()
+        assert (dest / f).stat().st_ino != (src / f).stat().st_ino and (src / f).stat().st_nlink == 1
+    with open(dest / "model.safetensors", "r+b") as f:   # corrupting the export in place ...
+        f.write(b"XXXX")
+    assert (src / "model.safetensors").read_bytes() == b"weights" * 100   # ... leaves the trained model
+
+
+@pytest.mark.parametrize("name, stage", [("simcse", "train@simcse"), ("simcse-s43", "train_seed@simcse-43"),
+                                         ("paser_sup", "train_from@paser_sup")])
+def test_a_missing_trained_model_names_its_existing_stage(name, stage):
+    from sentlab.evaluate.trained import missing_model_error
+
+    e = missing_model_error(validate(resolve_profile(raw())), name, f"models/{name}")
+    assert f"`dvc repro {stage}`" in str(e) and e.exit_code == 2
+
+
+@pytest.mark.parametrize("name", ["ct", "ptbert-s46", "ptbert_m64", "nosuch"])
+def test_evaluating_a_model_outside_the_profile_names_no_stage_that_does_not_exist(name):
+    from sentlab.evaluate.trained import missing_model_error
+
+    msg = str(missing_model_error(validate(resolve_profile(raw())), name, f"models/{name}"))
+    assert "dvc repro train" not in msg and "ablate@" not in msg
+    assert "profiles.quick.train.methods" in msg and "sentlab profile quick" in msg

@@ -40,6 +40,7 @@ import json
 import logging
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
@@ -182,8 +183,16 @@ class EmbeddingCache:
         self._evict(keep=key)
 
     def _evict(self, keep: str) -> None:
-        """Delete the least recently used entries (and their .json) until the folder is under ``max_bytes``;
-        ``keep`` (the entry just stored) stays even when it alone is over the bound."""
+        """Delete the temporary files of writes that were killed (``.*.tmp`` older than :data:`STALE_TMP_S`:
+        a write in progress elsewhere is younger), then the least recently used entries (and their .json)
+        until the folder is under ``max_bytes``; ``keep`` (the entry just stored) stays even when it alone is
+        over the bound."""
+        now = time.time()
+        for f in Path(self.root).glob(".*.tmp"):
+            with contextlib.suppress(OSError):
+                if now - f.stat().st_mtime > STALE_TMP_S:
+                    f.unlink()
+                    log.info("embedding cache: removed %s, left by an interrupted write", f)
         if self.max_bytes is None:
             return
         entries = []
@@ -201,6 +210,9 @@ class EmbeddingCache:
             f.with_suffix(".json").unlink(missing_ok=True)
             total -= size
             log.info("embedding cache over %.1f GB: removed the least recently used entry %s", self.max_bytes / 1e9, f)
+
+
+STALE_TMP_S = 3600  # a temporary file this old is from a killed write (one entry takes seconds to write)
 
 
 def max_cache_bytes() -> int:

@@ -16,3 +16,35 @@ def trained_method_block(params, name: str, method_id: str) -> dict:
 
     overrides = ablation_spec(params, name)[1] if name in ((params.ablations or {}).get("variants") or {}) else {}
     return method_params(params, method_id, overrides).model_dump(mode="json")
+
+
+def train_stage_name(params, name: str) -> str:
+    """The DVC stage that trains model ``name`` (``models/<name>``): ``train@m``, ``train_seed@m-<s>`` for
+    ``m-s<s>``, ``train_from@m``, ``ablate@v``."""
+    if name in (params.methods_from or {}):
+        return f"train_from@{name}"
+    if name in ((params.ablations or {}).get("variants") or {}):
+        return f"ablate@{name}"
+    method, _, seed = name.rpartition("-s")
+    if method and seed.isdigit():
+        return f"train_seed@{method}-{seed}"
+    return f"train@{name}"
+
+
+def missing_model_error(params, name: str, model_dir):
+    """The one paragraph for an evaluation of ``models/<name>`` that has no ``sentlab.json``: the stage to
+    run when the active profile trains it, else how to make the profile train it (the stage does not exist)."""
+    from ..config import profile_models
+    from ..errors import SentlabError
+
+    known = profile_models(params)
+    if known.get(name):
+        return SentlabError(f"{model_dir}/sentlab.json is missing: the train stage for {name} did not finish. "
+                            f"Run `dvc repro {train_stage_name(params, name)}`.")
+    p = params.profile
+    what = (f"`{name}` is not a model profile `{p}` trains, so it has no train stage there" if name in known
+            else f"`{name}` is not a model params.yaml can make (a method line, one of its seeds or an ablation "
+                 f"variant)")
+    return SentlabError(f"{model_dir}/sentlab.json is missing: {what}. Add it to the profile (e.g. "
+                        f"`profiles.{p}.train.methods`, `seeds` or `ablations.enabled`), run `sentlab profile {p}` "
+                        f"and `dvc repro`; or evaluate any model folder with `sentlab evaluate --model PATH`.")
