@@ -413,3 +413,30 @@ def test_evaluating_a_model_outside_the_profile_names_no_stage_that_does_not_exi
     msg = str(missing_model_error(validate(resolve_profile(raw())), name, f"models/{name}"))
     assert "dvc repro train" not in msg and "ablate@" not in msg
     assert "profiles.quick.train.methods" in msg and "sentlab profile quick" in msg
+
+
+def test_a_copied_workspace_keeps_its_mlflow_artifacts_with_its_own_store(tmp_path, monkeypatch):
+    import shutil
+
+    import mlflow
+
+    from sentlab import tracking as T
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    (a / "fig.txt").write_text("figure")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{a / 'mlflow.db'}")
+    with T.run("first") as ml:
+        ml.log_artifact(str(a / "fig.txt"))
+        first = ml.active_run().info.run_id
+    shutil.copytree(a, b)
+    before = sorted(p.relative_to(a) for p in a.rglob("*"))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{b / 'mlflow.db'}")
+    with T.run("second") as ml:
+        ml.log_artifact(str(b / "fig.txt"))
+        second = ml.active_run().info.artifact_uri
+    assert sorted(p.relative_to(a) for p in a.rglob("*")) == before   # nothing written into the original
+    assert second.startswith(str(b / "mlruns")) and (b / "mlruns").is_dir()
+    c = mlflow.MlflowClient()
+    assert c.get_run(first).info.artifact_uri.startswith(str(b / "mlruns"))
+    assert c.get_experiment_by_name(T.EXPERIMENT).artifact_location.startswith(str(b / "mlruns"))
