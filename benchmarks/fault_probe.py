@@ -1,0 +1,279 @@
+"""Fault injection on the smoke profile (issue #36): what a failed or interrupted run leaves, and the way back.
+
+    python benchmarks/fault_probe.py [--workdir DIR] [--keep] [--json OUT.json]
+
+Copies the working tree and the data mirror into a scratch folder (``SENTLAB_DATA_MIRROR`` is the copy, so
+the probe may edit it), runs the smoke profile's ``dvc repro`` once, then injects one fault after another:
+kills (SIGKILL of the whole process group) during annotate, train, evaluate and export, a corrupt resume
+state and model, bad params, a bad and a changed source file, a comment in the training code, a no-op
+params change, two ``dvc repro`` at once. Each row: the command, its exit status, the message (sentlab's
+one paragraph or DVC's error, shortened), and what changed on disk under data/, models/, reports/,
+exports/, checkpoints/ and .sentlab_cache/ (files added / removed / changed, by folder), plus what ran.
+The table is printed as Markdown (and written as JSON with ``--json``). The smoke run takes a few minutes
+on 2 cores; the whole probe about 15-25 minutes. Nothing outside the scratch folder is touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+WATCHED = ("data", "models", "reports", "exports", "checkpoints", ".sentlab_cache")
+
+
+def copy_worktree(dest: Path) -> None:
+    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
+                         capture_output=True).stdout.decode()
+    for f in filter(None, out.split("\0")):
+        if (REPO / f).is_file():
+            (dest / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / f, dest / f)
+    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
+    (dest / "dvc.lock").unlink(missing_ok=True)
+
+
+def snapshot(root: Path) -> dict[str, tuple]:
+    out = {}
+    for top in WATCHED:
+        for p in (root / top).rglob("*") if (root / top).exists() else ():
+            if p.is_file():
+                st = p.stat()
+                out[p.relative_to(root).as_posix()] = (st.st_size, st.st_mtime_ns, st.st_ino)
+    return out
+
+
+def _group(path: str) -> str:
+    parts = path.split("/")
+    return "/".join(parts[:2]) if len(parts) > 2 else parts[0]
+
+
+def disk_change(before: dict, after: dict) -> str:
+    """``+N -M ~K`` by folder (two levels), the folders with most changes first."""
+    kinds = {"+": [p for p in after if p not in before], "-": [p for p in before if p not in after],
+             "~": [p for p in after if p in before and after[p] != before[p]]}
+    if not any(kinds.values()):
+        return "nothing"
+    by: dict[str, Counter] = {}
+    for k, paths in kinds.items():
+        for p in paths:
+            by.setdefault(_group(p), Counter())[k] += 1
+    items = sorted(by.items(), key=lambda kv: -sum(kv[1].values()))
+    text = ", ".join(f"{g} " + " ".join(f"{k}{c[k]}" for k in "+-~" if c[k]) for g, c in items[:6])
+    return text + (f", … {len(items) - 6} more folders" if len(items) > 6 else "")
+
+
+def message(out: str) -> str:
+    """sentlab's one paragraph, else DVC's ERROR line, else the last line (shortened)."""
+    lines = [ln.strip() for ln in out.splitlines() if ln.strip()]
+    for pat in ("sentlab: error:", "ERROR:", "Traceback"):
+        hit = [ln for ln in lines if pat in ln]
+        if hit:
+            m = hit[-1] if pat != "Traceback" else lines[-1]
+            return m[:260] + ("…" if len(m) > 260 else "")
+    return (lines[-1][:160] if lines else "")
+
+
+def ran(out: str) -> list[str]:
+    return re.findall(r"Running stage '([^']+)'", out)
+
+
+class Probe:
+    def __init__(self, work: Path, mirror: Path):
+        self.work, self.mirror, self.rows = work, mirror, []
+        bindir = str(Path(sys.executable).parent)
+        self.env = dict(os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", ""),
+                        PYTHONPATH=str(work / "src"), SENTLAB_DATA_MIRROR=str(mirror), HF_HUB_OFFLINE="1",
+                        SENTLAB_LOG="WARNING", MLFLOW_TRACKING_URI=f"sqlite:///{work / 'mlflow.db'}")
+        self.env.pop("SENTLAB_PARENT_RUN_ID", None)
+
+    def sh(self, argv: list[str], timeout: float = 1800) -> tuple[int, str]:
+        p = subprocess.run(argv, cwd=self.work, env=self.env, capture_output=True, text=True, timeout=timeout)
+        return p.returncode, p.stdout + p.stderr
+
+    def dvc(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "dvc", *args]
+
+    def row(self, fault: str, argv: list[str], note: str = "", kill_when=None, timeout: float = 1800) -> tuple:
+        """Run ``argv`` (killing its process group once ``kill_when()`` is true), record one row."""
+        before = snapshot(self.work)
+        t0 = time.time()
+        if kill_when is None:
+            rc, out = self.sh(argv, timeout)
+        else:
+            p = subprocess.Popen(argv, cwd=self.work, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 text=True, start_new_session=True)
+            while p.poll() is None and not kill_when() and time.time() - t0 < timeout:
+                time.sleep(0.2)
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+            out = p.communicate()[0]
+            rc = p.returncode
+        cmd = " ".join(a if a != sys.executable else "python" for a in argv).replace("python -m dvc", "dvc")
+        stages = ran(out)
+        r = {"fault": fault, "command": cmd, "exit": rc, "message": message(out) if rc else "",
+             "ran": ", ".join(stages) if len(stages) <= 6 else f"{len(stages)} stages ({stages[0]} … {stages[-1]})",
+             "disk": disk_change(before, snapshot(self.work)), "note": note, "seconds": round(time.time() - t0, 1)}
+        self.rows.append(r)
+        print(f"[{r['seconds']:7.1f}s] {fault}: exit {rc}; ran: {r['ran'] or '-'}; disk: {r['disk']}", flush=True)
+        return rc, out
+
+    def status(self, fault: str) -> str:
+        rc, out = self.row(fault, self.dvc("status"))
+        stale = [ln.rstrip(":") for ln in out.splitlines() if ln and not ln.startswith((" ", "\t")) and ln.endswith(":")]
+        self.rows[-1]["note"] = ("up to date" if "up to date" in out else "stale: " + (", ".join(stale[:8]) +
+                                 (f" … ({len(stale)})" if len(stale) > 8 else "")))
+        return out
+
+    def edit(self, path: Path, old: str, new: str) -> str:
+        text = path.read_text(encoding="utf-8")
+        assert old in text, (path, old)
+        path.write_text(text.replace(old, new, 1), encoding="utf-8")
+        return text
+
+    def mlflow_states(self) -> str:
+        code = ("import mlflow,collections;c=mlflow.MlflowClient();e=c.get_experiment_by_name('sentlab');"
+                "print(dict(collections.Counter(r.info.status for r in c.search_runs([e.experiment_id],"
+                "\"tags.stage = 'train'\"))))")
+        return self.sh([sys.executable, "-c", code])[1].strip().splitlines()[-1]
+
+
+def checkpoint_written(work: Path, name: str):
+    return lambda: any((work / "checkpoints" / name).glob("*/last/state.json"))
+
+
+def run_probe(work: Path) -> list[dict]:
+    mirror = work.parent / "mirror"
+    shutil.copytree(os.environ.get("SENTLAB_DATA_MIRROR", REPO.parent / "shared" / "data"), mirror)
+    copy_worktree(work)
+    P = Probe(work, mirror)
+    P.sh([sys.executable, "-m", "sentlab.cli", "profile", "smoke"])
+    rc, out = P.row("none (first run)", P.dvc("repro"))
+    if rc:
+        print(out[-4000:])
+        raise SystemExit("the smoke run failed: no faults injected")
+    P.row("none (no-op re-run)", P.dvc("repro"))
+
+    # two runs at once: the second is refused by DVC's lock
+    bg = subprocess.Popen(P.dvc("repro", "-f", "-s", "annotate"), cwd=work, env=P.env, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, start_new_session=True)
+    time.sleep(4)
+    P.row("a second `dvc repro` while one runs", P.dvc("repro"))
+    bg.wait()
+
+    # kills: annotate, train (then resume), evaluate, export
+    P.row("SIGKILL during annotate", P.dvc("repro", "-f", "-s", "annotate"), kill_when=lambda: False, timeout=6)
+    P.row("re-run after the annotate kill", P.dvc("repro"))
+    P.row("SIGKILL during train (after its first checkpoint)", P.dvc("repro", "-f", "-s", "train@simcse"),
+          kill_when=checkpoint_written(work, "simcse"))
+    P.rows[-1]["note"] = "MLflow train runs: " + P.mlflow_states()
+    P.row("re-run after the train kill", P.dvc("repro"))
+    info = json.loads((work / "models/simcse/sentlab.json").read_text())
+    P.rows[-1]["note"] = (f"resumed_from_step={info.get('resumed_from_step')}; MLflow train runs: "
+                          + P.mlflow_states())
+    P.row("SIGKILL during train, again", P.dvc("repro", "-f", "-s", "train@simcse"),
+          kill_when=checkpoint_written(work, "simcse"))
+    state = next((work / "checkpoints" / "simcse").glob("*/last/state.pt"))
+    state.write_bytes(state.read_bytes()[:1000])
+    P.row("corrupt resume state.pt (truncated)", P.dvc("repro"))
+    shutil.rmtree(state.parent.parent)
+    P.row("after `rm -r` of the named checkpoint folder", P.dvc("repro"))
+    P.row("SIGKILL during evaluate", P.dvc("repro", "-f", "-s", "evaluate@simcse"), kill_when=lambda: False, timeout=12)
+    P.row("re-run after the evaluate kill", P.dvc("repro"))
+    P.row("SIGKILL during export", P.dvc("repro", "-f", "-s", "export"), kill_when=lambda: False, timeout=8)
+    P.row("re-run after the export kill", P.dvc("repro"))
+
+    # a corrupt trained model; a failed stage; `dvc checkout`
+    w = work / "models/simcse/model.safetensors"
+    w.chmod(0o644)
+    w.write_bytes(w.read_bytes()[:500])
+    P.row("corrupt models/simcse/model.safetensors", P.dvc("repro", "-s", "evaluate@simcse"))
+    if P.row("`dvc checkout` after the failed stage", P.dvc("checkout"))[0]:
+        P.row("`dvc checkout --force`", P.dvc("checkout", "--force"))
+    P.status("state after the checkout")
+
+    # bad params
+    params = work / "params.yaml"
+    for old, new, what in (("  lr: 3.0e-5", "  lr: .inf", "train.lr: .inf"),
+                           ("pos_min_score: 4.0", "pos_min_score: .nan", "hard_subset.pos_min_score: .nan"),
+                           ("  batch_size: 64\n  lr", "  batch_size: -3\n  lr", "train.batch_size: -3")):
+        text = P.edit(params, old, new)
+        P.row(f"bad params ({what})", P.dvc("repro"))
+        params.write_text(text, encoding="utf-8")
+    P.row("params restored", P.dvc("repro"))
+
+    # sources: a bad line, then 200 changed gold scores
+    dev = mirror / "STS/STSBenchmark/sts-dev.csv"
+    orig = dev.read_text(encoding="utf-8")
+    dev.write_text(orig + "a line with no tabs and no score\n", encoding="utf-8")
+    P.row("bad line in the mirror's sts-dev.csv", P.dvc("repro"))
+    dev.write_text(orig, encoding="utf-8")
+    test = mirror / "STS/STSBenchmark/sts-test.csv"
+    orig_test = test.read_text(encoding="utf-8")
+    lines = orig_test.splitlines(keepends=True)
+    for i in range(200):
+        cols = lines[i].split("\t")
+        cols[4] = f"{(float(cols[4]) + 1.0) % 5.0:.3f}"   # genre, file, year, id, SCORE, s1, s2
+        lines[i] = "\t".join(cols)
+    test.write_text("".join(lines), encoding="utf-8")
+    P.status("200 STS-B test gold scores changed in the mirror")
+    P.row("… `dvc repro prepare`", P.dvc("repro", "prepare"))
+    P.status("… then `dvc status`")
+    test.write_text(orig_test, encoding="utf-8")
+    P.row("mirror restored: `dvc repro prepare`", P.dvc("repro", "prepare"))
+    P.status("… then `dvc status`")
+
+    # code and params that do not change the numbers
+    loop = work / "src/sentlab/train/loop.py"
+    text = P.edit(loop, "\ndef train_loop(", "\n# a comment\ndef train_loop(")
+    P.row("a comment in src/sentlab/train/loop.py", P.dvc("repro", "resolve_params"))
+    P.status("… then `dvc status`")
+    loop.write_text(text, encoding="utf-8")
+    P.row("comment removed", P.dvc("repro", "resolve_params"))
+    text = P.edit(params, "  jobs: 2\n", "  jobs: 1\n")
+    P.row("annotate.jobs 2 -> 1", P.dvc("repro"))
+    params.write_text(text, encoding="utf-8")
+    P.row("annotate.jobs back to 2", P.dvc("repro"))
+    return P.rows
+
+
+def table(rows: list[dict]) -> str:
+    out = ["| fault | command | exit | message | ran | on disk | note |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        cells = [r["fault"], f"`{r['command']}`", str(r["exit"]), r["message"], r["ran"], r["disk"], r["note"]]
+        out.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workdir", type=Path, help="scratch folder (default: a new temporary one)")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    args = ap.parse_args(argv)
+    base = args.workdir or Path(tempfile.mkdtemp(prefix="sentlab-faults-"))
+    work = base / "repo"
+    work.mkdir(parents=True, exist_ok=False)
+    try:
+        rows = run_probe(work)
+    finally:
+        if not args.keep and args.workdir is None:
+            shutil.rmtree(base, ignore_errors=True)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
