@@ -440,3 +440,24 @@ def test_a_copied_workspace_keeps_its_mlflow_artifacts_with_its_own_store(tmp_pa
     c = mlflow.MlflowClient()
     assert c.get_run(first).info.artifact_uri.startswith(str(b / "mlruns"))
     assert c.get_experiment_by_name(T.EXPERIMENT).artifact_location.startswith(str(b / "mlruns"))
+
+
+def test_a_comment_in_the_training_code_changes_no_code_file(tmp_path, monkeypatch):
+    """data/params/code/train.json is what the train stages depend on: a comment or docstring edit of
+    train/loop.py leaves it as it was (no training re-runs), a code edit changes it."""
+    import shutil
+
+    from sentlab import provenance
+    from sentlab.provenance import stage_code
+
+    root = tmp_path / "repo"
+    shutil.copytree(REPO / "src", root / "src")
+    shutil.copytree(REPO / "pipeline", root / "pipeline")
+    monkeypatch.setattr(provenance, "PACKAGE_DIR", root / "src" / "sentlab")
+    loop = root / "src" / "sentlab" / "train" / "loop.py"
+    base = stage_code("train", root)["files"]["src/sentlab/train/loop.py"]
+    text = loop.read_text()
+    loop.write_text(text.replace("\ndef train_loop(", "\n# a comment\ndef train_loop(", 1))
+    assert stage_code("train", root)["files"]["src/sentlab/train/loop.py"] == base
+    loop.write_text(text.replace("\ndef train_loop(", "\nX = 1\n\n\ndef train_loop(", 1))
+    assert stage_code("train", root)["files"]["src/sentlab/train/loop.py"] != base

@@ -17,9 +17,9 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 # --- the code each pipeline stage executes ----------------------------------------------------
 # The entry point of each kind of stage (dvc.yaml's cmd). resolve_params writes, for each, the
-# sha256 of every file it can execute (data/params/code/<kind>.json); the stages of that kind
-# depend on that one file, so DVC re-runs a stage exactly when code it runs changed, with a
-# dvc.lock entry of one line instead of one per module.
+# sha256 of the code (comments, formatting and docstrings left out) of every file it can execute
+# (data/params/code/<kind>.json); the stages of that kind depend on that one file, so DVC re-runs a
+# stage exactly when code it runs changed, with a dvc.lock entry of one line instead of one per module.
 STAGE_ENTRIES = {"sources": "pipeline/sources.py", "prepare": "pipeline/prepare.py",
                  "annotate": "pipeline/annotate.py", "train": "pipeline/train.py",
                  "evaluate": "pipeline/evaluate.py", "evaluate_baseline": "pipeline/evaluate_baseline.py",
@@ -75,7 +75,8 @@ def _walk(todo: list[str]) -> set[str]:
 
 def stage_code(kind: str, root: str | Path = ".") -> dict:
     """``{"entry", "files": {path: sha256}}`` of what a ``kind`` stage executes (paths relative to
-    ``root``, the repository)."""
+    ``root``, the repository). Each hash is of the file's code without comments, formatting and
+    docstrings (:func:`_semantic_source`): a comment never re-runs a stage, let alone a training."""
     root = Path(root).resolve()
     entry = root / STAGE_ENTRIES[kind]
     files = [entry, *executed_modules(entry)]
@@ -87,7 +88,7 @@ def stage_code(kind: str, root: str | Path = ".") -> dict:
             return f.resolve().relative_to(PACKAGE_DIR.parent).as_posix()
 
     return {"entry": STAGE_ENTRIES[kind],
-            "files": {rel(f): hashlib.sha256(f.read_bytes()).hexdigest() for f in files}}
+            "files": {rel(f): hashlib.sha256(_semantic_source(f)).hexdigest() for f in files}}
 
 
 def _semantic_source(path: Path) -> bytes:
