@@ -130,7 +130,8 @@ class Probe:
 
     def status(self, fault: str) -> str:
         rc, out = self.row(fault, self.dvc("status"))
-        stale = [ln.rstrip(":") for ln in out.splitlines() if ln and not ln.startswith((" ", "\t")) and ln.endswith(":")]
+        stale = [ln.rstrip(":") for ln in out.splitlines()
+                 if ln and not ln.startswith((" ", "\t")) and ln.endswith(":")]
         self.rows[-1]["note"] = ("up to date" if "up to date" in out else "stale: " + (", ".join(stale[:8]) +
                                  (f" … ({len(stale)})" if len(stale) > 8 else "")))
         return out

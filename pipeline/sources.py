@@ -33,7 +33,8 @@ def main() -> None:
     model = model_sources(params.model.backbone)
     write_json(OUT / "data.json", data)
     write_json(OUT / "model.json", model)
-    print(f"sources: {sum(len(v) for v in data['files'].values())} data files, {len(model['files'])} backbone files hashed")
+    n = sum(len(v) for v in data["files"].values())
+    print(f"sources: {n} data files, {len(model['files'])} backbone files hashed")
 
 
 if __name__ == "__main__":

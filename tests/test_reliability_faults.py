@@ -366,7 +366,8 @@ def test_a_resumed_training_continues_the_run_the_killed_one_left_running(tmp_pa
         T.log_metrics({"stsb_dev": 75.0}, step=4)
     run = c.get_run(killed)
     assert run.info.status == "FINISHED" and run.data.params["train.lr"] == "3e-05"
-    assert run.data.params["train.num_threads"] == "2" and run.data.tags["sentlab.resumed_with.train.num_threads"] == "1"
+    assert run.data.params["train.num_threads"] == "2"
+    assert run.data.tags["sentlab.resumed_with.train.num_threads"] == "1"
     assert [(m.step, m.value) for m in c.get_metric_history(killed, "stsb_dev")] == [(2, 70.0), (4, 75.0)]
     assert {r.info.status for r in mlflow.search_runs(experiment_names=[T.EXPERIMENT], output_format="list")} == \
         {"FINISHED", "KILLED"}

@@ -324,7 +324,8 @@ def _unreadable_model(path: Path, e: BaseException) -> SentlabError:
         return SentlabError(
             f"The model folder {path} could not be loaded: its pytorch_model.bin {PICKLED}. Convert the weights to "
             f"model.safetensors on a machine where you trust the file's source (or download the model's "
-            f"safetensors release), or re-run its train stage if it is a sentlab output (`dvc repro -f train@<method>`).")
+            f"safetensors release), or re-run its train stage if it is a sentlab output "
+            f"(`dvc repro -f train@<method>`).")
     first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     return SentlabError(
         f"The model folder {path} could not be loaded: {type(e).__name__}: {first[:300]}. Its weights "

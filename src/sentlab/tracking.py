@@ -350,8 +350,9 @@ def interrupted_training_run(model: str, run_key: str, resumable: bool) -> str |
     log = logging.getLogger(__name__)
     try:
         c = client()
-        runs = [r for r in c.search_runs([experiment_id()], f"tags.stage = 'train' and tags.`sentlab.model` = '{model}'",
-                                         order_by=["attributes.start_time DESC"]) if r.info.status in ("RUNNING", "FAILED")]
+        query = f"tags.stage = 'train' and tags.`sentlab.model` = '{model}'"
+        runs = [r for r in c.search_runs([experiment_id()], query, order_by=["attributes.start_time DESC"])
+                if r.info.status in ("RUNNING", "FAILED")]
     except Exception as e:  # noqa: BLE001 - the store is a side channel
         log.warning("MLflow: could not look for interrupted runs of %s (%s)", model, e)
         return None
