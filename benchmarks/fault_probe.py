@@ -121,7 +121,8 @@ class Probe:
             rc = p.returncode
         cmd = " ".join(a if a != sys.executable else "python" for a in argv).replace("python -m dvc", "dvc")
         stages = ran(out)
-        r = {"fault": fault, "command": cmd, "exit": rc, "message": message(out) if rc else "",
+        msg = "(killed: SIGKILL)" if rc == -signal.SIGKILL else message(out) if rc else ""
+        r = {"fault": fault, "command": cmd, "exit": rc, "message": msg,
              "ran": ", ".join(stages) if len(stages) <= 6 else f"{len(stages)} stages ({stages[0]} … {stages[-1]})",
              "disk": disk_change(before, snapshot(self.work)), "note": note, "seconds": round(time.time() - t0, 1)}
         self.rows.append(r)
@@ -150,7 +151,15 @@ class Probe:
 
 
 def checkpoint_written(work: Path, name: str):
-    return lambda: any((work / "checkpoints" / name).glob("*/last/state.json"))
+    """True once a resume checkpoint of ``name`` newer than now is written."""
+    t0 = time.time()
+    return lambda: any(f.stat().st_mtime > t0 for f in (work / "checkpoints" / name).glob("*/last/state.json"))
+
+
+def sha(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
 
 
 def run_probe(work: Path) -> list[dict]:
@@ -175,23 +184,28 @@ def run_probe(work: Path) -> list[dict]:
     # kills: annotate, train (then resume), evaluate, export
     P.row("SIGKILL during annotate", P.dvc("repro", "-f", "-s", "annotate"), kill_when=lambda: False, timeout=6)
     P.row("re-run after the annotate kill", P.dvc("repro"))
+    weights = work / "models/simcse/model.safetensors"
+    uninterrupted = sha(weights)
     P.row("SIGKILL during train (after its first checkpoint)", P.dvc("repro", "-f", "-s", "train@simcse"),
           kill_when=checkpoint_written(work, "simcse"))
     P.rows[-1]["note"] = "MLflow train runs: " + P.mlflow_states()
-    P.row("re-run after the train kill", P.dvc("repro"))
+    P.row("resume: the stage again", P.dvc("repro", "-f", "-s", "train@simcse"))
     info = json.loads((work / "models/simcse/sentlab.json").read_text())
-    P.rows[-1]["note"] = (f"resumed_from_step={info.get('resumed_from_step')}; MLflow train runs: "
-                          + P.mlflow_states())
+    P.rows[-1]["note"] = (f"resumed_from_step={info.get('resumed_from_step')}; weights identical to the uninterrupted "
+                          f"run: {sha(weights) == uninterrupted}; MLflow train runs: {P.mlflow_states()}")
     P.row("SIGKILL during train, again", P.dvc("repro", "-f", "-s", "train@simcse"),
           kill_when=checkpoint_written(work, "simcse"))
     state = next((work / "checkpoints" / "simcse").glob("*/last/state.pt"))
     state.write_bytes(state.read_bytes()[:1000])
-    P.row("corrupt resume state.pt (truncated)", P.dvc("repro"))
+    P.row("corrupt resume state.pt (truncated)", P.dvc("repro", "-f", "-s", "train@simcse"))
     shutil.rmtree(state.parent.parent)
-    P.row("after `rm -r` of the named checkpoint folder", P.dvc("repro"))
+    P.row("after `rm -r` of the named checkpoint folder", P.dvc("repro", "-f", "-s", "train@simcse"))
+    P.rows[-1]["note"] = (f"weights identical to the uninterrupted run: {sha(weights) == uninterrupted}; "
+                          f"MLflow train runs: {P.mlflow_states()}")
+    P.row("re-run after the train faults", P.dvc("repro"))
     P.row("SIGKILL during evaluate", P.dvc("repro", "-f", "-s", "evaluate@simcse"), kill_when=lambda: False, timeout=12)
     P.row("re-run after the evaluate kill", P.dvc("repro"))
-    P.row("SIGKILL during export", P.dvc("repro", "-f", "-s", "export"), kill_when=lambda: False, timeout=8)
+    P.row("SIGKILL during export", P.dvc("repro", "-f", "-s", "export"), kill_when=lambda: False, timeout=3.5)
     P.row("re-run after the export kill", P.dvc("repro"))
 
     # a corrupt trained model; a failed stage; `dvc checkout`
@@ -207,7 +221,7 @@ def run_probe(work: Path) -> list[dict]:
     params = work / "params.yaml"
     for old, new, what in (("  lr: 3.0e-5", "  lr: .inf", "train.lr: .inf"),
                            ("pos_min_score: 4.0", "pos_min_score: .nan", "hard_subset.pos_min_score: .nan"),
-                           ("  batch_size: 64\n  lr", "  batch_size: -3\n  lr", "train.batch_size: -3")):
+                           ("  weight_decay: 0.0", "  weight_decay: -1.0", "train.weight_decay: -1.0")):
         text = P.edit(params, old, new)
         P.row(f"bad params ({what})", P.dvc("repro"))
         params.write_text(text, encoding="utf-8")
