@@ -63,7 +63,8 @@ def main(argv=None) -> int:
              "width_pairs": round(by_pair.high - by_pair.low, 3),
              "width_clusters": round(by_cluster.high - by_cluster.low, 3)}
         rows.append(r)
-        print(f"| {task} | {r['pairs']} | {r['clusters']} | {100 * shared:.0f} % | {r['largest']} | {r['spearman']:.2f} | "
+        print(f"| {task} | {r['pairs']} | {r['clusters']} | {100 * shared:.0f} % | {r['largest']} | "
+              f"{r['spearman']:.2f} | "
               f"{r['width_pairs']:.2f} | {r['width_clusters']:.2f} | {r['width_clusters'] / r['width_pairs']:.2f} |",
               flush=True)
     if args.json:

@@ -262,7 +262,8 @@ def difference_from_bootstrap(dist_a: np.ndarray, dist_b: np.ndarray, diff: floa
     dist = np.asarray(dist_a) - np.asarray(dist_b)
     lo, hi = np.percentile(dist, [100 * (1 - CONFIDENCE) / 2, 100 * (1 + CONFIDENCE) / 2])
     return Difference(float(diff), float(lo), float(hi), _bootstrap_p(dist),
-                      f"paired bootstrap over pairs ({len(dist):,} shared resamples{', per task' if n_tasks > 1 else ''})")
+                      f"paired cluster bootstrap over the test pairs ({len(dist):,} shared resamples"
+                      f"{', per task' if n_tasks > 1 else ''})")
 
 
 def seed_difference(a: Sequence[float], b: Sequence[float]) -> Difference:

@@ -279,7 +279,8 @@ def legend(fam: Family) -> str:
                      f"t-test over seeds, both rows ≥ 2 seeds; family: the {fam.method_tests} method-level tests "
                      f"of this table, Holm-corrected, adjusted p < {a}")
         parts.append(f"{CHECKPOINT_MARK} where a row ran one seed: this checkpoint differs from `{fam.reference}`'s "
-                     f"checkpoint (both trained with params.yaml `seed`) on the same test pairs — paired cluster bootstrap "
+                     f"checkpoint (both trained with params.yaml `seed`) on the same test pairs — paired cluster "
+                     f"bootstrap "
                      f"({S.N_RESAMPLES:,} shared resamples, two-sided); family: the {fam.checkpoint_tests} "
                      f"checkpoint-level tests of this table, Holm-corrected, adjusted p < {a}; seed variance not "
                      f"included: it says nothing about the methods")
