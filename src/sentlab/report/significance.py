@@ -176,8 +176,6 @@ class Family:
     reference: Optional[str]
     method_tests: int = 0
     checkpoint_tests: int = 0
-    seeds: bool = False
-    single: bool = False
 
 
 def annotate(rows, ctx: Context, columns) -> Family:
@@ -203,7 +201,6 @@ def annotate(rows, ctx: Context, columns) -> Family:
             seeds = ctx.seed_values(base, col, values)
             if len(seeds) >= 2:
                 marks.seeds[col] = S.seed_summary(seeds)
-                fam.seeds = True
             if col == DEV:                              # the checkpoint was chosen on it: no CI, no marks
                 continue
             if col in marks.seeds:
@@ -212,7 +209,6 @@ def annotate(rows, ctx: Context, columns) -> Family:
                     marks.outside.add(col)
             elif not extra and col in (ctx.metrics[base].get("ci95") or {}):
                 marks.ci[col] = list(ctx.metrics[base]["ci95"][col])
-                fam.single = True
             if reference and base != reference and not extra:
                 a, b = ctx.seed_values(base, col, values), ctx.seed_values(reference, col, values)
                 if len(a) >= 2 and len(b) >= 2:
