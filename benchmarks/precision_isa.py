@@ -98,11 +98,12 @@ def run_cell(method: str, precision: str, isa: str, work: Path) -> dict:
 
 
 def summarise(cells: list[dict]) -> str:
+    cells = sorted(cells, key=lambda c: (c["method"], c["precision"], c["isa"] != "native"))
     lines = ["| method | train.precision | ISA | torch capability | train s | " + " | ".join(STS7) + " | Avg. |",
              "|---" * (len(STS7) + 6) + "|"]
     for c in cells:
         lines.append(f"| {c['method']} | {c['precision']} | {c['isa']} | {c['torch_cpu_capability']} | "
-                     f"{c['train_s']:.0f} | " + " | ".join(f"{c['sts'][t]:.2f}" for t in STS7) + f" | {c['avg']:.2f} |")
+                     f"{c['train_s']:.0f} | " + " | ".join(f"{c['sts'][t]:.2f}" for t in STS7) + f" | {c['avg']:.3f} |")
     lines.append("")
     by = {(c["method"], c["precision"], c["isa"]): c for c in cells}
     for (m, p, isa), c in sorted(by.items()):
@@ -111,6 +112,11 @@ def summarise(cells: list[dict]) -> str:
             d = abs(c["avg"] - other["avg"])
             lines.append(f"{m} {p}: |Δ Avg.| native vs capped = {d:.3f} ({'within' if d <= TARGET else 'OUTSIDE'} "
                          f"{TARGET}); train time capped/native = {other['train_s'] / c['train_s']:.2f}x")
+    for (m, p, isa), c in sorted(by.items()):
+        fp32 = by.get((m, "fp32", isa))
+        if p == "bf16" and fp32:
+            lines.append(f"{m} {isa}: |Δ Avg.| bf16 vs fp32 = {abs(c['avg'] - fp32['avg']):.3f}; "
+                         f"train time fp32/bf16 = {fp32['train_s'] / c['train_s']:.2f}x")
     return "\n".join(lines)
 
 
