@@ -47,7 +47,8 @@ def synthetic_tree(root: Path) -> None:
         for k in range(seeds):
             name = model if k == 0 else f"{model}-s{42 + k}"
             frame = pd.concat([pd.DataFrame({"task": t, "subset": "s", "pair": np.arange(len(g), dtype=np.int32),
-                                             "cos": g + rng.normal(0, sigma, len(g)), "gold": g})
+                                             "cos": g + rng.normal(0, sigma, len(g)), "gold": g,
+                                             "cluster": np.arange(len(g), dtype=np.int32) // 2})   # pairs of 2
                                for t, g in golds.items()], ignore_index=True)
             path = root / "reports/cosines" / f"{name}.parquet"
             write_cosines(path, frame)
@@ -70,7 +71,7 @@ def time_report(root: Path, stats: bool) -> float:
 
     original = significance.annotate
     if not stats:
-        significance.annotate = lambda rows, ctx, columns: None
+        significance.annotate = lambda rows, ctx, columns: significance.Family(None)
     try:
         t0 = time.perf_counter()
         build.build_report(root, "b", "quick")

@@ -23,14 +23,16 @@ STS5 = ("STS12", "STS13", "STS14", "STS15", "STS16")
 
 # --- device / precision -----------------------------------------------------------------------
 
-def test_auto_resolves_to_fp32_on_cpu_and_bf16_on_cuda(monkeypatch):
+def test_auto_is_exact_fp32_on_every_device_and_bf16_an_opt_in(monkeypatch):
+    """Issue #35: evaluation is exact by default on CUDA too; bf16 only when asked for (recorded approximate)."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert resolve_device_precision("auto", "auto") == (torch.device("cpu"), "fp32")
     assert resolve_device_precision("cpu", "bf16") == (torch.device("cpu"), "bf16")
     with pytest.raises(SentlabError, match="evaluate.device is `cuda`"):
         resolve_device_precision("cuda", "auto")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert resolve_device_precision("auto", "auto") == (torch.device("cuda"), "bf16")
+    assert resolve_device_precision("auto", "auto") == (torch.device("cuda"), "fp32")
+    assert resolve_device_precision("cuda", "bf16") == (torch.device("cuda"), "bf16")
     assert resolve_device_precision("auto", "fp32") == (torch.device("cuda"), "fp32")
     assert resolve_device_precision("cpu", "auto") == (torch.device("cpu"), "fp32")
     with pytest.raises(SentlabError, match="allowed"):

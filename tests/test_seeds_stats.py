@@ -92,7 +92,8 @@ def _cosine_frame(rng, tasks=("STS12", "STS13", "STS14", "STS15", "STS16", "STSB
     for t in tasks:
         a, _, g = _models(np.random.default_rng(abs(hash(t)) % 1000), n, sigma, sigma)
         a = g + rng.normal(0, sigma, n)
-        rows.append(pd.DataFrame({"task": t, "subset": "x", "pair": np.arange(n, dtype=np.int32), "cos": a, "gold": g}))
+        rows.append(pd.DataFrame({"task": t, "subset": "x", "pair": np.arange(n, dtype=np.int32), "cos": a, "gold": g,
+                                  "cluster": np.arange(n, dtype=np.int32) // 3}))
     return pd.concat(rows, ignore_index=True)
 
 
@@ -203,7 +204,8 @@ def _evaluated(root, name, sigma, seed, method):
     for i, t in enumerate((*SEVEN, "STSBenchmark-dev", "SICK-all")):
         gold = np.round(np.random.default_rng(100 + i).uniform(0, 5, 150), 1)
         frames.append(pd.DataFrame({"task": t, "subset": "s", "pair": np.arange(150, dtype=np.int32),
-                                    "cos": gold + rng.normal(0, sigma, 150), "gold": gold}))
+                                    "cos": gold + rng.normal(0, sigma, 150), "gold": gold,
+                                    "cluster": np.arange(150, dtype=np.int32) // 3}))
     frame = pd.concat(frames, ignore_index=True)
     write_cosines(root / "reports/cosines" / f"{name}.parquet", frame)
     vals = {t: float(S.spearman_vec(*[frame[frame.task == t][c].to_numpy() for c in ("cos", "gold")]))
@@ -240,11 +242,11 @@ def test_tables_show_seeds_cis_and_significance_marks(tmp_path):
     std12 = np.std([s["STS12"] for s in sims], ddof=1)
     assert f"{mean12:.2f} ± {std12:.2f} (3)" in sim_row and "*" not in sim_row.split("|")[2]
     ptb_row = next(v for k, v in row.items() if k.startswith("PT-BERT") and "all token" not in k)
-    assert all("(3)*" in cell for cell in ptb_row.split("|")[2:9])         # Welch over 3 vs 3 seeds: significant
+    assert "(3)*" in ptb_row.split("|")[9]          # Welch over 3 vs 3 seeds, Holm over the table: Avg. significant
     moco_row = next(v for k, v in row.items() if "SRL" in k)
     lo, hi = json.loads((tmp_path / "reports/metrics/moco_srl.json").read_text())["ci95"]["STS12"]
-    assert f"[{lo:.1f}, {hi:.1f}]" in moco_row.split("|")[2]              # single seed: value [CI]
-    assert "Welch's t-test over seeds" in md and "reference row `simcse`" in md
+    assert f"[{lo:.1f}, {hi:.1f}] (1)" in moco_row.split("|")[2]          # single seed: value [CI] (n = 1)
+    assert "Welch's t-test over seeds" in md and "reference method `simcse`" in md
     recs = [r for r in csv.DictReader(io.StringIO((tmp_path / "reports/tables/ptbert_table3.csv").read_text()))
             if r["model"] == "ptbert" and r["column"] == "STS12"]
     assert recs[0]["seeds"] == "3" and float(recs[0]["p_vs_reference"]) < 0.05

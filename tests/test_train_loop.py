@@ -145,19 +145,20 @@ def test_grad_accum_and_bf16_autocast_on_cpu(tmp_path, tok):
     assert info["steps"] == 2 and info["status"] == "trained" and info["exported_copy"] == "second"
 
 
-@pytest.mark.parametrize("flags, expected", [("fpu avx512f avx512_bf16 sse", "bf16"), ("fpu amx_bf16 amx_tile", "bf16"),
-                                             ("fpu avx512f avx512bw", "fp32"), (None, "fp32")])
-def test_auto_precision_is_bf16_only_on_a_cpu_with_native_bf16(tmp_path, monkeypatch, flags, expected):
-    """Issue 15: `auto` trains in bf16 autocast where the CPU has AVX-512 BF16/AMX (1.5-1.7x), in fp32 where bf16
-    would be emulated (slower) or /proc/cpuinfo is unreadable; CUDA is bf16; an explicit value is kept."""
+@pytest.mark.parametrize("flags, native", [("fpu avx512f avx512_bf16 sse", True), ("fpu amx_bf16 amx_tile", True),
+                                           ("fpu avx512f avx512bw", False), (None, False)])
+def test_precision_never_depends_on_the_cpu(tmp_path, monkeypatch, flags, native):
+    """Issue #35 (was issue 15's `auto` = bf16 on CPUs with AVX-512 BF16/AMX): the CPU's bf16 support is still
+    detected (benchmarks, messages) but `auto` is fp32 on every CPU and bf16 on CUDA; an explicit value is kept."""
     from sentlab.train import loop
 
     info = tmp_path / "cpuinfo"
     if flags is not None:
         info.write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
-    assert loop.cpu_has_native_bf16(info) is (expected == "bf16")
-    monkeypatch.setattr(loop, "cpu_has_native_bf16", lambda: expected == "bf16")
-    assert loop.resolve_precision("auto", torch.device("cpu")) == expected
+    assert loop.cpu_has_native_bf16(info) is native
+    monkeypatch.setattr(loop, "cpu_has_native_bf16", lambda: native)
+    assert loop.resolve_precision("auto", torch.device("cpu")) == "fp32"
+    assert loop.resolve_precision("bf16", torch.device("cpu")) == "bf16"
     assert loop.resolve_precision("fp32", torch.device("cpu")) == "fp32"
     assert loop.resolve_precision("auto", torch.device("cuda")) == "bf16"
 

@@ -119,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--sts", default="data/sts/sts.parquet", help="STS table written by the prepare stage")
     e.add_argument("--params", default=None, help="params.yaml to take evaluate.* defaults from")
     e.add_argument("--precision", choices=["auto", "fp32", "bf16"], default=None,
-                   help="default: evaluate.precision (auto: fp32 on CPU, bf16 autocast on CUDA, labelled approximate)")
+                   help="default: evaluate.precision (auto: exact fp32 on every device; bf16: autocast, "
+                        "labelled approximate)")
     e.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None, help="default: evaluate.device")
     e.add_argument("--no-mlflow", action="store_true", help="do not log an eval/<name> run to MLflow")
     e.add_argument("--batch-size", type=int, default=None)

@@ -100,7 +100,7 @@ class EvaluateParams(Strict):
     batch_size: int = Field(128, gt=0)
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: CUDA when available, else CPU")
     precision: Literal["auto", "fp32", "bf16"] = Field(
-        "auto", description="auto: bf16 autocast on CUDA (recorded as approximate in the metrics), fp32 on CPU")
+        "auto", description="auto: exact fp32 on every device; bf16: autocast, recorded as approximate")
     max_length: Optional[int] = Field(None, gt=0, description="None: the model's own maximum")
     workers: Union[Literal["auto"], Annotated[int, Field(ge=1)]] = Field(
         "auto", description="CPU: batches encoded at once, each on one intra-op thread; auto = the torch thread count "
@@ -128,7 +128,7 @@ class TrainParams(Strict):
     checkpoint_every: Optional[int] = Field(None, gt=0, description="None: at every dev evaluation")
     dev_max_pairs: Optional[int] = Field(None, gt=0, description="None: all 1500 STS-B dev pairs")
     precision: Literal["auto", "fp32", "bf16"] = Field(
-        "auto", description="auto: bf16 autocast on CUDA and on CPUs with native bf16 (AVX-512 BF16/AMX), else fp32; "
+        "auto", description="the profile's choice, never the CPU's: auto = bf16 autocast on CUDA, fp32 on CPU; "
                             "logits and losses stay fp32; evaluation precision is evaluate.precision")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     attention: Literal["auto", "eager", "sdpa"] = Field(

@@ -21,20 +21,35 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 PACKAGES = ("torch", "transformers", "tokenizers", "sentence-transformers", "numpy", "scipy")
+# tracked files a pipeline run rewrites itself: DVC's lock file (each stage records its outputs' hashes in it).
+# A change to them is the run's own bookkeeping, not code or params that differ from the commit. (DVC outputs
+# are ignored by .gitignore and never tracked, so they cannot make a checkout dirty.)
+RUN_WRITTEN = ("dvc.lock",)
+
+
+def _changed_paths(porcelain: str) -> list[str]:
+    """The paths of ``git status --porcelain`` lines (both sides of a rename)."""
+    out = []
+    for line in porcelain.splitlines():
+        if len(line) > 3:
+            out += [p.strip().strip('"') for p in line[3:].split(" -> ")]
+    return out
 
 
 def git_state(cwd: str | os.PathLike | None = None) -> dict[str, str]:
     """``{"commit", "dirty"}`` of the checkout (``"unknown (not a git checkout)"`` outside one);
-    dirty means tracked files differ from the commit."""
+    dirty means tracked code or params differ from the commit — the files a run rewrites itself
+    (:data:`RUN_WRITTEN`: ``dvc.lock``) do not count, so a fresh clone's first ``make repro`` is clean."""
     cwd = Path(cwd or Path.cwd())
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10,
                                 check=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd, capture_output=True,
-                               text=True, timeout=30, check=True).stdout.strip()
+                               text=True, timeout=30, check=True).stdout  # not stripped: "XY path"
     except (OSError, subprocess.SubprocessError):
         return {"commit": "unknown (not a git checkout)", "dirty": "unknown"}
-    return {"commit": commit, "dirty": str(bool(dirty)).lower()}
+    changed = [p for p in _changed_paths(dirty) if p not in RUN_WRITTEN]
+    return {"commit": commit, "dirty": str(bool(changed)).lower()}
 
 
 def _version(pkg: str) -> str:

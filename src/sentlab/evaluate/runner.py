@@ -36,7 +36,8 @@ def read_model_info(path: Path) -> Optional[dict]:
 
 def resolve_device_precision(device: str = "auto", precision: str = "auto") -> tuple[torch.device, str]:
     """``evaluate.device`` / ``evaluate.precision`` in force: ``auto`` is CUDA when available, else CPU;
-    precision ``auto`` is bf16 autocast on CUDA (approximate: :func:`precision_record`) and fp32 on CPU."""
+    precision ``auto`` is exact fp32 on every device (on a GPU it costs little); bf16 autocast is an opt-in
+    (``evaluate.precision: bf16``), recorded as approximate (:func:`precision_record`)."""
     if device not in ("auto", "cpu", "cuda") or precision not in ("auto", "fp32", "bf16"):
         raise SentlabError(f"evaluate.device {device!r} / evaluate.precision {precision!r}: allowed auto|cpu|cuda and "
                            f"auto|fp32|bf16.")
@@ -45,7 +46,7 @@ def resolve_device_precision(device: str = "auto", precision: str = "auto") -> t
     if device == "cuda" and not torch.cuda.is_available():
         raise SentlabError("evaluate.device is `cuda` but no CUDA device is available; set evaluate.device: auto or cpu.")
     if precision == "auto":
-        precision = "bf16" if device == "cuda" else "fp32"
+        precision = "fp32"
     return torch.device(device), precision
 
 

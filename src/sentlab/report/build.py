@@ -95,16 +95,15 @@ def build_report(root: Path | str = ".", backbone: str = "", profile: str = "",
     stats_ctx = significance.Context(metrics, root / "reports/cosines")
     for spec in specs:
         rows = render_rows(spec, metrics, models_dir)
-        reference = significance.annotate(rows, stats_ctx, spec.columns)
+        family = significance.annotate(rows, stats_ctx, spec.columns)
         rep.tables[spec.id] = (spec, rows)
         ctx = f"{spec.title} — {spec.source}; {_filled(rows)}"
-        legend = significance.legend(reference, any(getattr(r.marks, "seeds", None) for r in rows)) \
-            if any(r.marks is not None for r in rows) else ""
+        legend = significance.legend(family) if any(r.marks is not None for r in rows) else ""
         _write(root, TABLES / f"{spec.id}.md", to_markdown(spec, rows, backbone, profile, warnings, legend), rep, ctx)
         _write(root, TABLES / f"{spec.id}.csv", to_csv(spec, rows, backbone, profile, warnings), rep,
                f"{spec.title}: one line per cell (reproduced, paper, diff, status)")
         if spec.main:
-            _write(root, TABLES / f"{spec.id}.tex", to_latex(spec, rows, backbone, profile, warnings), rep,
+            _write(root, TABLES / f"{spec.id}.tex", to_latex(spec, rows, backbone, profile, warnings, legend), rep,
                    f"{spec.title}: LaTeX (booktabs)")
 
     md, csv_text, ok = examples.render(models_dir / "paser", backbone, profile,

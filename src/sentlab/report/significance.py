@@ -1,24 +1,35 @@
-"""Seeds, confidence intervals and significance marks for the report's tables.
+"""Seeds, confidence intervals and significance marks for the report's tables (issue #35).
 
-For every filled row of a table with STS columns, :func:`annotate` adds:
+A mark claims only what its test measures. For every filled row of a table with STS columns,
+:func:`annotate` adds:
 
-* **seeds** — when the row's model has seed runs (``<model>-s<seed>``, params.yaml ``seeds``):
-  mean ± std (n) of each column over the seeds and its 95 % prediction interval
+* **seeds** — when the row's model has ≥ 2 seed runs (``<model>-s<seed>``, params.yaml ``seeds``):
+  mean ± std (n) of each column over the seeds and its 95 % prediction interval of one more run
   (:func:`sentlab.evaluate.stats.seed_summary`);
-* **ci** — otherwise the 95 % bootstrap CI of the value over pairs (``ci95`` of the metrics JSON,
-  computed by the evaluate stage from the model's cosines);
-* **outside** — the paper's number lies outside that range (†);
-* **sig** — the row differs from the table's reference row (SimCSE, ``simcse``) at p < 0.05 (*):
-  Welch's t-test over seeds when both rows ran ≥ 2 seeds, else the paired bootstrap of the
-  difference on the same pairs (:func:`sentlab.evaluate.stats.difference_from_bootstrap`: the two
-  models' bootstrap distributions, stored by the evaluate stage and drawn with the same resamples,
-  subtracted resample by resample).
+* **ci** — otherwise (n = 1) the 95 % bootstrap CI of the value over the test pairs (``ci95`` of the metrics
+  JSON): clusters of pairs that share a sentence resampled (:func:`sentlab.evaluate.cosines.sentence_clusters`).
+  It is the uncertainty of one checkpoint on this test set; seed variance is not in it;
+* **outside** (†) — the paper's number lies outside the seeds' prediction interval; drawn only for rows with
+  ≥ 2 seeds (a single-seed row's CI is no prediction interval for another run: those cells say n = 1);
+* **method** (``*``) — the method differs from the reference method (SimCSE, ``simcse``): Welch's t-test over
+  seeds (``scipy.stats.ttest_ind(equal_var=False)``), only where both rows ran ≥ 2 seeds;
+* **checkpoint** (``§``) — where a method-level test is impossible (a row with one seed): the row's
+  checkpoint differs from the reference's checkpoint of seed ``seed`` on the same test pairs (paired cluster
+  bootstrap: the two models' stored bootstrap distributions, drawn with the same resamples of the same
+  clusters, subtracted resample by resample, :func:`sentlab.evaluate.stats.difference_from_bootstrap`).
+  It says nothing about the methods: another seed of either may well reverse it.
+
+Multiple comparisons: within each table, the method-level p-values form one family and the checkpoint-level
+p-values another; each family is Holm-corrected (:func:`holm`) and a mark is drawn where the adjusted p is below
+:data:`~sentlab.evaluate.stats.ALPHA`. STS-B dev cells carry no marks and no CI: the dev set chose the checkpoint,
+so any interval on it would be selection-biased. :func:`legend` writes all of this under each table.
 
 Paired comparisons are computed once per pair of models and reused by every table.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,8 +43,11 @@ from ..evaluate.cosines import bootstrap_intervals, bootstrap_path, read_bootstr
 REFERENCE = "simcse"
 SEED_NAME = re.compile(r"^(?P<base>.+)-s(?P<seed>\d+)$")
 STS7 = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
-TESTED = (*STS7, "Avg", "STSBenchmark-dev")
-TESTED_TASKS = (*STS7, "STSBenchmark-dev")
+DEV = "STSBenchmark-dev"
+TESTED = (*STS7, "Avg")                         # columns that get a CI and marks (dev: none, see the docstring)
+TESTED_TASKS = (*STS7, DEV)                     # tasks with stored bootstrap distributions
+METHOD_MARK, CHECKPOINT_MARK, OUTSIDE_MARK = "*", "§", "†"
+CORRECTION = "Holm"
 
 
 def seed_groups(metrics: dict[str, dict]) -> dict[str, list[str]]:
@@ -53,8 +67,9 @@ def seed_groups(metrics: dict[str, dict]) -> dict[str, list[str]]:
 class Marks:
     seeds: dict = field(default_factory=dict)      # column -> SeedSummary
     ci: dict = field(default_factory=dict)         # column -> [low, high]
-    outside: set = field(default_factory=set)      # columns whose paper number lies outside the range
-    sig: dict = field(default_factory=dict)        # column -> Difference vs the reference row
+    outside: set = field(default_factory=set)      # columns whose paper number lies outside the seeds' PI
+    method: dict = field(default_factory=dict)     # column -> Difference (Welch over seeds) vs the reference
+    checkpoint: dict = field(default_factory=dict)  # column -> Difference (paired cluster bootstrap) vs reference
     reference: Optional[str] = None
 
 
@@ -126,11 +141,49 @@ def _sts_values(m: dict) -> dict:
     return extract(m, "sts")[0]
 
 
-def annotate(rows, ctx: Context, columns) -> Optional[str]:
-    """Fill ``res.marks`` of each evaluated STS row (main rows of a model; extra rows such as a
-    channel get seeds only). Returns the reference model used for the significance marks."""
+def holm(pvalues) -> np.ndarray:
+    """Holm's step-down adjusted p-values (family-wise error rate): sorted ascending, the i-th (from 0) of m is
+    multiplied by m − i, made monotone, capped at 1 (Holm 1979). Six lines, so no statsmodels dependency for it;
+    the test pins it to a worked example."""
+    p = np.asarray(pvalues, dtype=np.float64)
+    m = len(p)
+    order = np.argsort(p, kind="stable")
+    adj = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    out = np.empty(m)
+    out[order] = adj
+    return out
+
+
+def holm_family(diffs: list) -> list:
+    """The :class:`~sentlab.evaluate.stats.Difference` of one family with ``p_adjusted`` set by :func:`holm`
+    (a test without a finite p keeps NaN: it marks nothing and is not counted in the family)."""
+    ok = [i for i, d in enumerate(diffs) if np.isfinite(d.p)]
+    adj = dict(zip(ok, holm([diffs[i].p for i in ok]))) if ok else {}
+    return [dataclasses.replace(d, p_adjusted=float(adj.get(i, float("nan")))) for i, d in enumerate(diffs)]
+
+
+def _correct(rows, kind: str) -> int:
+    """Holm over the ``marks.<kind>`` tests of a table's rows (one family); returns its size."""
+    cells = [(res.marks, col) for res in rows if res.marks is not None for col in getattr(res.marks, kind)]
+    for (m, col), d in zip(cells, holm_family([getattr(m, kind)[col] for m, col in cells])):
+        getattr(m, kind)[col] = d
+    return sum(1 for m, col in cells if np.isfinite(getattr(m, kind)[col].p))
+
+
+@dataclass
+class Family:
+    """What :func:`annotate` tested in one table: the reference and the size of each Holm family."""
+    reference: Optional[str]
+    method_tests: int = 0
+    checkpoint_tests: int = 0
+
+
+def annotate(rows, ctx: Context, columns) -> Family:
+    """Fill ``res.marks`` of each evaluated STS row (main rows of a model; extra rows such as a channel get
+    seeds only), then Holm-correct each family of the table. Returns the table's :class:`Family`."""
     ref_row = next((r for r in rows if r.evaluated and r.model == REFERENCE and r.spec.extract == "sts"), None)
     reference = ref_row.model if ref_row else None
+    fam = Family(reference)
     for res in rows:
         if not res.evaluated or res.spec.extract != "sts":
             continue
@@ -143,46 +196,91 @@ def annotate(rows, ctx: Context, columns) -> Optional[str]:
             return _sts_values(m)
 
         for col in columns:
-            if col not in TESTED:
+            if col not in (*TESTED, DEV):
                 continue
             seeds = ctx.seed_values(base, col, values)
             if len(seeds) >= 2:
                 marks.seeds[col] = S.seed_summary(seeds)
-                lo, hi = marks.seeds[col].low, marks.seeds[col].high
-            elif not extra and col in (ctx.metrics[base].get("ci95") or {}):
-                lo, hi = ctx.metrics[base]["ci95"][col]
-                marks.ci[col] = [lo, hi]
-            else:
+            if col == DEV:                              # the checkpoint was chosen on it: no CI, no marks
                 continue
-            paper = (res.spec.paper or {}).get(col)
-            if paper is not None and not lo <= paper <= hi:
-                marks.outside.add(col)
+            if col in marks.seeds:
+                paper = (res.spec.paper or {}).get(col)
+                if paper is not None and not marks.seeds[col].low <= paper <= marks.seeds[col].high:
+                    marks.outside.add(col)
+            elif not extra and col in (ctx.metrics[base].get("ci95") or {}):
+                marks.ci[col] = list(ctx.metrics[base]["ci95"][col])
             if reference and base != reference and not extra:
-                diff = _difference(ctx, base, reference, col, values)
-                if diff is not None:
-                    marks.sig[col] = diff
+                a, b = ctx.seed_values(base, col, values), ctx.seed_values(reference, col, values)
+                if len(a) >= 2 and len(b) >= 2:
+                    marks.method[col] = S.seed_difference(a, b)
+                else:
+                    diff = (ctx.paired(base, reference) or {}).get(col)
+                    if diff is not None:
+                        marks.checkpoint[col] = diff
         res.marks = marks
-    return reference
+    fam.method_tests, fam.checkpoint_tests = _correct(rows, "method"), _correct(rows, "checkpoint")
+    return fam
 
 
-def _difference(ctx: Context, model: str, reference: str, col: str, values):
-    a, b = ctx.seed_values(model, col, values), ctx.seed_values(reference, col, values)
-    if len(a) >= 2 and len(b) >= 2:
-        return S.seed_difference(a, b)
-    paired = ctx.paired(model, reference)
-    return (paired or {}).get(col)
-
-
-def legend(reference: Optional[str], any_seeds: bool) -> str:
-    """The sentence under a table: what the cells show, which test, what n."""
-    parts = ["Cells: **mean ± std (n seeds)** where a method ran several seeds (params.yaml `seeds`), else the "
-             f"value with its 95 % bootstrap CI over the task's pairs ({S.N_RESAMPLES:,} resamples); "
-             "† the paper's number lies outside the reproduced range (the 95 % prediction interval of one run from "
-             "the seeds, or the bootstrap CI)"]
-    if reference:
-        parts.append(f"* differs from the reference row `{reference}` at p < {S.ALPHA}: Welch's t-test over seeds "
-                     f"when both rows ran ≥ 2 seeds (n = their seed counts), else the paired bootstrap of the "
-                     f"difference on the same pairs ({S.N_RESAMPLES:,} shared resamples; two-sided)")
+def marked_text(marks: Optional[Marks], col: str, r: Optional[float], digits: int) -> Optional[str]:
+    """The reproduced number of a cell with its marks: ``mean ± std (n)`` over seeds, or ``value [CI] (1)``
+    for one seed, then ``*`` / ``§``; None when there are no marks to draw (plain number)."""
+    if r is None or marks is None:
+        return None
+    if col in marks.seeds:
+        text = marks.seeds[col].text(digits)
+    elif col in marks.ci:
+        lo, hi = marks.ci[col]
+        text = f"{r:.{digits}f} [{lo:.1f}, {hi:.1f}] (1)"
     else:
-        parts.append("no significance marks: the table's reference row (`simcse`) was not evaluated")
+        return None
+    for kind, sym in (("method", METHOD_MARK), ("checkpoint", CHECKPOINT_MARK)):
+        d = getattr(marks, kind).get(col)
+        if d is not None and d.significant:
+            text += sym
+    return text
+
+
+def stat_fields(marks: Optional[Marks], col: str) -> list:
+    """CSV fields of a cell: seeds, std, low, high (the seeds' prediction interval, or the n = 1 cluster
+    bootstrap CI), paper outside the PI, reference, level of the test (method | checkpoint), raw p, Holm p, test."""
+    if marks is None:
+        return [""] * 10
+    sd = marks.seeds.get(col)
+    lo, hi = (sd.low, sd.high) if sd and col != DEV else tuple(marks.ci.get(col) or ("", ""))
+    level = "method" if col in marks.method else "checkpoint" if col in marks.checkpoint else ""
+    d = marks.method.get(col) or marks.checkpoint.get(col)
+    return [sd.n if sd else 1, round(sd.std, 4) if sd else "", "" if lo == "" else round(lo, 4),
+            "" if hi == "" else round(hi, 4), col in marks.outside, marks.reference or "", level,
+            "" if d is None else round(d.p, 6), "" if d is None or d.p_adjusted is None else round(d.p_adjusted, 6),
+            "" if d is None else d.test]
+
+
+STAT_HEADER = ["seeds", "std", "low", "high", "paper_outside", "reference", "test_level", "p_vs_reference",
+               "p_holm", "test"]
+
+
+def legend(fam: Family) -> str:
+    """The sentences under a table (Markdown and LaTeX alike): what the cells show, which test, which family
+    and correction, what n."""
+    a = S.ALPHA
+    parts = ["Cells: **mean ± std (n)** over n seeds where the row's method ran ≥ 2 (params.yaml `seeds`); "
+             f"**value [95 % CI] (1)** where it ran one: a bootstrap over the task's test pairs with clusters of "
+             f"pairs that share a sentence as the resampling unit ({S.N_RESAMPLES:,} resamples): this one "
+             "checkpoint on this test set, seed variance not included",
+             f"{OUTSIDE_MARK} the paper's number lies outside the 95 % prediction interval of one run from the "
+             "seeds; drawn only for rows with ≥ 2 seeds (n = 1 rows carry no †)"]
+    if fam.reference:
+        parts.append(f"{METHOD_MARK} the method differs from the reference method `{fam.reference}`: Welch's "
+                     f"t-test over seeds, both rows ≥ 2 seeds; family: the {fam.method_tests} method-level tests "
+                     f"of this table, Holm-corrected, adjusted p < {a}")
+        parts.append(f"{CHECKPOINT_MARK} where a row ran one seed: this checkpoint differs from `{fam.reference}`'s "
+                     f"checkpoint (both trained with params.yaml `seed`) on the same test pairs — paired cluster "
+                     f"bootstrap "
+                     f"({S.N_RESAMPLES:,} shared resamples, two-sided); family: the {fam.checkpoint_tests} "
+                     f"checkpoint-level tests of this table, Holm-corrected, adjusted p < {a}; seed variance not "
+                     f"included: it says nothing about the methods")
+    else:
+        parts.append(f"no significance marks: the table's reference row (`{REFERENCE}`) was not evaluated")
+    parts.append("STS-B dev cells carry no CI and no marks (dev chose the checkpoint: selection-biased)")
     return "; ".join(parts) + "."

@@ -33,10 +33,10 @@
   same ``ckpt_dir`` continues from it and, on CPU, ends with the same numbers
   as an uninterrupted run; every rank saves (its RNG state is gathered) and
   resumes with its own RNG state;
-* precision: ``auto`` = bf16 autocast on CUDA and on CPUs with native bf16 (AVX-512 BF16 or AMX:
-  1.5-1.7x the steps/s of fp32 on this project's 2-core CPU, STS-B dev within 0.01 after 20 steps,
-  ``benchmarks/train_speed.py --compare-precision``), else fp32; ``fp32``/``bf16`` force it. Logits
-  and losses stay fp32 under autocast (SPEC §3); evaluation is fp32 on CPU whatever training used;
+* precision: chosen by the profile (``train.precision``), never by detecting the CPU: the same profile gives
+  the same numbers on a CPU with native bf16 (AVX-512 BF16/AMX) and on one without (issue #35,
+  ``benchmarks/precision_isa.py``). ``auto`` = bf16 autocast on CUDA, fp32 on every CPU; ``fp32``/``bf16``
+  force it. Logits and losses stay fp32 under autocast (SPEC §3); evaluation is fp32 whatever training used;
 * dropout: ``train.dropout_kernel`` ``auto`` = on CPU the same inverted dropout with a mask from fewer random
   numbers (:mod:`sentlab.train.dropout`: drop probability within 8e-6 of ``p``; 1.43 -> 1.23 s a SimCSE step on
   2 cores, ``benchmarks/train_speed.py --compare-dropout``), PyTorch's kernel elsewhere;
@@ -91,7 +91,8 @@ def resolve_device(device: str) -> torch.device:
 
 def cpu_has_native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
     """Whether this CPU computes bf16 natively (AVX-512 BF16 or AMX-BF16 in /proc/cpuinfo's flags); elsewhere
-    (other OSes, older CPUs) bf16 autocast is emulated and slower than fp32, so ``auto`` stays fp32 there."""
+    (other OSes, older CPUs) bf16 autocast is emulated and slower than fp32. Informational only: precision is
+    never chosen from it (:func:`resolve_precision`)."""
     try:
         flags = cpuinfo.read_text(errors="replace")
     except OSError:
@@ -100,9 +101,11 @@ def cpu_has_native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:
-    """``auto``: bf16 on CUDA and on a CPU with native bf16 (:func:`cpu_has_native_bf16`), else fp32."""
+    """``auto``: bf16 on CUDA, fp32 on CPU — by the device type only, never by the CPU's instruction set
+    (:func:`cpu_has_native_bf16` is for benchmarks and messages): a profile's numbers must not depend on which
+    CPU ran it."""
     if precision == "auto":
-        return "bf16" if device.type == "cuda" or cpu_has_native_bf16() else "fp32"
+        return "bf16" if device.type == "cuda" else "fp32"
     return precision
 
 

@@ -1,0 +1,161 @@
+"""Do the quick profile's numbers depend on the CPU? Native bf16 against a capped instruction set.
+
+For each ``--methods`` entry and each ``--precisions`` entry (``train.precision``), the method is trained with
+the quick profile (params.yaml as it stands, ``train.precision`` set explicitly, MLflow off) and its exported
+model evaluated on the seven STS test sets (fp32 evaluation, every pair), twice:
+
+* ``native``: this CPU as it is (here AVX-512 BF16 + AMX: oneDNN's bf16 kernels, PyTorch's AVX-512 kernels);
+* ``capped``: ``ONEDNN_MAX_CPU_ISA=AVX512_CORE`` (oneDNN may not use AVX-512 BF16 or AMX: bf16 is emulated by
+  fp32 arithmetic, as on a CPU without native bf16) and ``ATEN_CPU_CAPABILITY=avx2`` (PyTorch's own kernels
+  at AVX2, as on most laptops and older servers).
+
+Each run is its own process (the variables are read when torch loads). The script prints per run the 7 task
+Spearmans, Avg., the training wall time and s/step, then per method and precision the |Δ Avg| between native
+and capped, against the target of 0.05 (issue #35: what the quick profile states gives the same numbers on a
+CPU without native bf16). ``--json`` keeps every figure; ``--only`` runs one (method, precision, isa) cell at a
+time (``simcse:bf16:capped``), so a shared machine can run them one by one.
+
+Usage::
+
+    python benchmarks/precision_isa.py --methods simcse,ptbert --precisions bf16,fp32 --json out.json
+    python benchmarks/precision_isa.py --only simcse:bf16:capped --json cell.json
+    python benchmarks/precision_isa.py --summarise a.json b.json ...      # the table of earlier cells
+
+Needs the offline data mirror (``SENTLAB_DATA_MIRROR``) for the corpus and STS; the corpus is prepared once
+into ``--work`` (default: a folder under the system temp dir) by the prepare stage's own code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CAPPED = {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "ATEN_CPU_CAPABILITY": "avx2"}
+TARGET = 0.05
+STS7 = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
+
+
+def prepare(work: Path) -> None:
+    """The prepare stage in ``work`` (params.yaml copied there): data/corpus and data/sts, once."""
+    if (work / "data" / "sts" / "sts.parquet").is_file():
+        return
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "params.yaml").write_text((REPO / "params.yaml").read_text())
+    subprocess.run([sys.executable, str(REPO / "pipeline" / "prepare.py")], cwd=work, check=True,
+                   env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+
+
+def child(method: str, precision: str, isa: str, work: Path) -> dict:
+    """One cell, in this process (the ISA variables were set by the parent before torch loaded)."""
+    os.chdir(work)
+    import torch
+
+    from sentlab.config import load_params
+    from sentlab.data.sts import read_sts_table
+    from sentlab.evaluate.runner import build_encoders, evaluate_encoders
+    from sentlab.train.run import train_method
+
+    params = load_params("params.yaml")
+    params = params.model_copy(update={"train": params.train.model_copy(update={"precision": precision}),
+                                       "evaluate": params.evaluate.model_copy(update={"precision": "fp32",
+                                                                                      "diagnostics": False})})
+    name = f"{method}-{precision}-{isa}"
+    t0 = time.perf_counter()
+    info = train_method(params, method, name=name, root=work, tracking=False, progress=False)
+    train_s = time.perf_counter() - t0
+    table = read_sts_table(work / "data" / "sts" / "sts.parquet")
+    ep = params.evaluate
+    encoders = build_encoders(str(work / "models" / name), precision="fp32", max_length=ep.max_length, name=name,
+                              device="cpu", workers=ep.workers)
+    res = evaluate_encoders({name: encoders[name]}, table, params)
+    return {"method": method, "precision": precision, "isa": isa, "env": {k: os.environ.get(k) for k in CAPPED},
+            "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(), "train_s": round(train_s, 1),
+            "steps": info.get("steps"), "best_stsb_dev": info.get("best_stsb_dev"),
+            "sts": {t: round(float(res[t]), 4) for t in STS7}, "avg": round(float(res["Avg"]), 4)}
+
+
+def run_cell(method: str, precision: str, isa: str, work: Path) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    for k in CAPPED:
+        env.pop(k, None)
+    if isa == "capped":
+        env.update(CAPPED)
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        out = Path(f.name)
+    subprocess.run([sys.executable, __file__, "--child", f"{method}:{precision}:{isa}", "--work", str(work),
+                    "--child-out", str(out)], env=env, check=True)
+    cell = json.loads(out.read_text())
+    out.unlink()
+    print(json.dumps(cell), flush=True)
+    return cell
+
+
+def summarise(cells: list[dict]) -> str:
+    cells = sorted(cells, key=lambda c: (c["method"], c["precision"], c["isa"] != "native"))
+    lines = ["| method | train.precision | ISA | torch capability | train s | " + " | ".join(STS7) + " | Avg. |",
+             "|---" * (len(STS7) + 6) + "|"]
+    for c in cells:
+        lines.append(f"| {c['method']} | {c['precision']} | {c['isa']} | {c['torch_cpu_capability']} | "
+                     f"{c['train_s']:.0f} | " + " | ".join(f"{c['sts'][t]:.2f}" for t in STS7) + f" | {c['avg']:.3f} |")
+    lines.append("")
+    by = {(c["method"], c["precision"], c["isa"]): c for c in cells}
+    for (m, p, isa), c in sorted(by.items()):
+        other = by.get((m, p, "capped"))
+        if isa == "native" and other:
+            d = abs(c["avg"] - other["avg"])
+            lines.append(f"{m} {p}: |Δ Avg.| native vs capped = {d:.3f} ({'within' if d <= TARGET else 'OUTSIDE'} "
+                         f"{TARGET}); train time capped/native = {other['train_s'] / c['train_s']:.2f}x")
+    for (m, p, isa), c in sorted(by.items()):
+        fp32 = by.get((m, "fp32", isa))
+        if p == "bf16" and fp32:
+            lines.append(f"{m} {isa}: |Δ Avg.| bf16 vs fp32 = {abs(c['avg'] - fp32['avg']):.3f}; "
+                         f"train time fp32/bf16 = {fp32['train_s'] / c['train_s']:.2f}x")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--methods", default="simcse,ptbert")
+    ap.add_argument("--precisions", default="bf16,fp32")
+    ap.add_argument("--isas", default="native,capped")
+    ap.add_argument("--only", default=None, help="one cell METHOD:PRECISION:ISA")
+    ap.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "sentlab-precision-isa"))
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--summarise", nargs="+", default=None, help="JSON files of earlier runs: print their table")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    work = Path(args.work)
+    if args.child:
+        m, p, isa = args.child.split(":")
+        Path(args.child_out).write_text(json.dumps(child(m, p, isa, work)))
+        return 0
+    if args.summarise:
+        cells = []
+        for f in args.summarise:
+            data = json.loads(Path(f).read_text())
+            cells.extend(data if isinstance(data, list) else [data])
+        print(summarise(cells))
+        return 0
+    prepare(work)
+    if args.only:
+        todo = [tuple(args.only.split(":"))]
+    else:
+        todo = [(m, p, i) for m in args.methods.split(",") for p in args.precisions.split(",")
+                for i in args.isas.split(",")]
+    cells = [run_cell(m, p, i, work) for m, p, i in todo]
+    if args.json:
+        Path(args.json).write_text(json.dumps(cells, indent=1))
+    print(summarise(cells))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
