@@ -280,7 +280,8 @@ def resolve_model(name: str) -> Path:
 
 
 def load_model(name: str, device: str | None = None):
-    """(model, tokenizer) for a hub id or folder, through :func:`resolve_model`."""
+    """(model, tokenizer) for a hub id or folder, through :func:`resolve_model`. ``model.sentlab_init`` says where
+    its weights came from: "checkpoint", or which tensors the checkpoint lacked (transformers initialised them)."""
     import transformers
     from transformers import AutoModel, AutoTokenizer
 
@@ -289,7 +290,7 @@ def load_model(name: str, device: str | None = None):
     try:
         tok = AutoTokenizer.from_pretrained(path)
         kwargs = {"add_pooling_layer": False} if _is_bert_like(path) else {}
-        model = AutoModel.from_pretrained(path, **kwargs)
+        model, loading = AutoModel.from_pretrained(path, output_loading_info=True, **kwargs)
     except (OSError, ValueError, RuntimeError) as e:
         # safetensors' SafetensorError is a plain Exception subclass: name it without importing it
         raise _unreadable_model(path, e) from None
@@ -297,6 +298,10 @@ def load_model(name: str, device: str | None = None):
         if type(e).__name__ != "SafetensorError":
             raise
         raise _unreadable_model(path, e) from None
+    # where the encoder's weights came from, for sentlab.json's ``init`` (a tensor the checkpoint lacks is random)
+    missing = sorted(loading.get("missing_keys") or [])
+    model.sentlab_init = "checkpoint" if not missing else (
+        f"checkpoint, {len(missing)} tensors random (not in {path.name}: {', '.join(missing[:3])})")
     if device:
         model.to(device)
     return model, tok
