@@ -581,20 +581,29 @@ def test_missing_extras_and_head_and_wordnet_errors(tiny_bert, monkeypatch, tmp_
         _make(tiny_bert, eda="sr")
 
 
-def test_pretrained_head_is_loaded(tiny_bert, tmp_path):
-    from safetensors.torch import save_file
+@pytest.mark.parametrize("names,fmt", [("gamma_beta", "safetensors"), ("weight_bias", "safetensors"),
+                                       ("gamma_beta", "bin")])
+def test_pretrained_head_is_loaded_from_a_hub_shaped_checkpoint(tmp_path, names, fmt):
+    """#34 defect 1: the original bert-base-uncased file names the head's LayerNorm gamma/beta; a lookup of
+    ``…LayerNorm.weight`` by key name missed it and PaSeR trained a fresh head. Loaded through transformers,
+    the head is the file's, in every layout; init says so."""
+    from safetensors.torch import load_file
 
-    enc, tok = tiny_bert
-    d, v = enc.config.hidden_size, enc.config.vocab_size
-    w = {"cls.predictions.transform.dense.weight": torch.full((d, d), 0.5),
-         "cls.predictions.transform.dense.bias": torch.zeros(d),
-         "cls.predictions.transform.LayerNorm.weight": torch.ones(d),
-         "cls.predictions.transform.LayerNorm.bias": torch.zeros(d),
-         "cls.predictions.bias": torch.full((v,), 0.25)}
-    save_file(w, str(tmp_path / "model.safetensors"))
-    enc.config._name_or_path = str(tmp_path)
-    m = _make((enc, tok), lm_head="auto")
-    assert m.lm_head_source == "pretrained" and torch.all(m.lm_head.bias == 0.25)
+    from sentlab.assets import load_model
+    from sentlab.backbones.standin import write_standin
+
+    folder = write_standin("bert-base-uncased", tmp_path / "bbu", layer_norm_names=names, fmt=fmt, config={
+        "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 37})
+    sd = (torch.load(folder / "pytorch_model.bin", weights_only=True) if fmt == "bin"
+          else load_file(str(folder / "model.safetensors")))
+    ln = "gamma" if names == "gamma_beta" else "weight"
+    enc, tok = load_model(str(folder))
+    m = _make((enc, tok), lm_head="pretrained")
+    assert m.lm_head_source == "pretrained"
+    assert torch.equal(m.lm_head.norm.weight, sd[f"cls.predictions.transform.LayerNorm.{ln}"])
+    assert torch.equal(m.lm_head.dense.weight, sd["cls.predictions.transform.dense.weight"])
+    assert torch.equal(m.lm_head.bias, sd["cls.predictions.bias"])
+    assert m.init_sources() == {"encoder": "checkpoint", "decoder": "random", "lm_head": "checkpoint"}
 
 
 def test_seeded_views_are_reproducible(tiny_bert):
@@ -669,7 +678,7 @@ def test_paser_sup_contrastive_plus_generative(tiny_bert, tmp_path):
     rake = [RAKE[3], RAKE[1], RAKE[2]]
     extras = {"rake": rake, "chunks": [[], [], []], "positive": [b for _, b, _ in NLI],
               "hard_negative": [c for _, _, c in NLI]}
-    m = _make(tiny_bert, "paser_sup", alpha=0.5)
+    m = _make(tiny_bert, "paser_sup", alpha=0.5, lm_head="fresh")
     m.train()
     out = m(Batch(anchors, [0, 1, 2], extras))
     assert torch.isclose(out["loss"], out["loss_con"] + 0.5 * out["loss_gen"])
@@ -691,8 +700,10 @@ def test_heads_roundtrip_for_paser_sup(tiny_bert, tmp_path):
     assert path.name == "paser_heads.safetensors"
     enc.config._name_or_path = str(tmp_path)
     sup = _make((enc, tok), "paser_sup", decoder_init="paser")
-    for (k, a), b in zip(m.decoder.state_dict().items(), sup.decoder.state_dict().values()):
-        torch.testing.assert_close(a, b)
+    for mod in ("decoder", "lm_head"):
+        for (k, a), b in zip(getattr(m, mod).state_dict().items(), getattr(sup, mod).state_dict().values()):
+            torch.testing.assert_close(a, b)
+    assert sup.init_sources() == {"encoder": "given", "decoder": "paser", "lm_head": "paser", "mlp": "random"}
     enc.config._name_or_path = str(tmp_path / "nothing")
     with pytest.raises(SentlabError, match="paser_heads"):
         _make((enc, tok), "paser_sup", decoder_init="paser")

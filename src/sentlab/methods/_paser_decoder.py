@@ -247,15 +247,6 @@ class LMHead(nn.Module):
     would be taken on rounded values.
     """
 
-    BERT_KEYS = {"dense.weight": "cls.predictions.transform.dense.weight",
-                 "dense.bias": "cls.predictions.transform.dense.bias",
-                 "norm.weight": "cls.predictions.transform.LayerNorm.weight",
-                 "norm.bias": "cls.predictions.transform.LayerNorm.bias",
-                 "bias": "cls.predictions.bias"}
-    ROBERTA_KEYS = {"dense.weight": "lm_head.dense.weight", "dense.bias": "lm_head.dense.bias",
-                    "norm.weight": "lm_head.layer_norm.weight", "norm.bias": "lm_head.layer_norm.bias",
-                    "bias": "lm_head.bias"}
-
     def __init__(self, hidden: int, vocab: int, eps: float = 1e-12):
         super().__init__()
         self.dense = nn.Linear(hidden, hidden)
@@ -271,45 +262,60 @@ class LMHead(nn.Module):
             return F.linear(x, word_embeddings.float(), self.bias.float())
 
     def load_pretrained(self, model_dir: Optional[str]) -> bool:
-        """Copy the checkpoint's MLM-head weights (BERT ``cls.predictions.*`` or RoBERTa ``lm_head.*``).
+        """Copy the checkpoint's MLM head (BERT ``cls.predictions``, RoBERTa ``lm_head``) into this head.
 
-        Returns False when ``model_dir`` has no such weights (e.g. all-MiniLM-L6-v2, saved without its head).
+        The head is loaded by transformers, as a hub download is: ``AutoModelForMaskedLM.from_pretrained``
+        of the folder, which reads the original bert-base-uncased file's LayerNorm ``gamma``/``beta`` (a
+        lookup by key name finds ``…LayerNorm.weight`` there and misses it), safetensors or .bin. It costs
+        one more load of the checkpoint at start-up. Returns False when the checkpoint has no head (e.g.
+        all-MiniLM-L6-v2, saved without it; a sentlab output): transformers reports its tensors missing.
         """
-        state = _read_checkpoint_keys(model_dir, ("cls.predictions.", "lm_head."))
-        for keys in (self.BERT_KEYS, self.ROBERTA_KEYS):
-            if all(v in state for v in keys.values()):
-                own = {k: state[v] for k, v in keys.items()}
-                if own["bias"].shape != self.bias.shape or own["dense.weight"].shape != self.dense.weight.shape:
-                    return False
-                self.load_state_dict(own, strict=True)
-                return True
-        return False
+        if not model_dir or not (Path(model_dir) / "config.json").is_file():
+            return False
+        import transformers
+        from transformers import AutoModelForMaskedLM
+
+        verbosity = transformers.logging.get_verbosity()
+        transformers.logging.set_verbosity_error()
+        try:
+            model, info = AutoModelForMaskedLM.from_pretrained(model_dir, output_loading_info=True)
+        except (ValueError, OSError, KeyError):  # no masked-LM class for this config: no head to load
+            return False
+        finally:
+            transformers.logging.set_verbosity(verbosity)
+        prefix = model.base_model_prefix + "."
+        if [k for k in info.get("missing_keys", ()) if not k.startswith(prefix)]:
+            return False
+        parts = _head_parts(model)
+        if parts is None:
+            return False
+        dense, norm, bias = parts
+        if bias.shape != self.bias.shape or dense.weight.shape != self.dense.weight.shape:
+            return False
+        if getattr(model.config, "hidden_act", "gelu") != "gelu":
+            raise SentlabError(f"The MLM head of {model_dir} uses {model.config.hidden_act}; PaSeR's LMHead is GELU.")
+        own = {"dense.weight": dense.weight, "dense.bias": dense.bias, "norm.weight": norm.weight,
+               "norm.bias": norm.bias, "bias": bias}
+        self.load_state_dict({k: v.detach().float() for k, v in own.items()}, strict=True)
+        self.norm.eps = norm.eps
+        return True
 
 
-def _read_checkpoint_keys(model_dir: Optional[str], prefixes: tuple[str, ...]) -> dict[str, torch.Tensor]:
-    if not model_dir or not Path(model_dir).is_dir():
-        return {}
-    d = Path(model_dir)
-    out: dict[str, torch.Tensor] = {}
-    files = sorted(d.glob("*.safetensors"))
-    if files:
-        from safetensors import safe_open
-
-        for f in files:
-            with safe_open(str(f), "pt") as fh:
-                for k in fh.keys():
-                    if k.startswith(prefixes):
-                        out[k] = fh.get_tensor(k)
-        return out
-    for f in sorted(d.glob("pytorch_model*.bin")):
-        sd = torch.load(f, map_location="cpu", weights_only=True)
-        out.update({k: v for k, v in sd.items() if k.startswith(prefixes)})
-    return out
+def _head_parts(model) -> Optional[tuple[nn.Module, nn.Module, torch.Tensor]]:
+    """(dense, LayerNorm, output bias) of a transformers masked-LM model's head (BERT / RoBERTa layouts)."""
+    pred = getattr(getattr(model, "cls", None), "predictions", None)
+    if pred is not None:
+        return pred.transform.dense, pred.transform.LayerNorm, pred.bias
+    head = getattr(model, "lm_head", None)
+    if head is not None and hasattr(head, "layer_norm"):
+        return head.dense, head.layer_norm, head.bias
+    return None
 
 
 def init_lm_head(head: LMHead, encoder: nn.Module, mode: str, method_id: str) -> str:
     """Load the backbone checkpoint's MLM head into ``head`` (``mode`` auto / pretrained) or keep it fresh;
-    returns which ("pretrained" / "fresh")."""
+    returns which ("pretrained" / "fresh"). ``pretrained`` fails when the checkpoint has no head; ``auto``
+    then keeps a fresh one with a warning (and sentlab.json's ``init.lm_head`` says ``random``)."""
     src = getattr(encoder, "name_or_path", None) or getattr(encoder.config, "_name_or_path", None)
     if mode == "fresh":
         return "fresh"
@@ -379,16 +385,18 @@ def save_heads(method: nn.Module, folder) -> Path:
     return path
 
 
-def load_heads(method: nn.Module, folder) -> None:
-    """Load ``folder/paser_heads.safetensors`` into the method's decoder, signal and LM head."""
+def load_heads(method: nn.Module, folder, parts: tuple[str, ...] = HEADS) -> None:
+    """Load the ``parts`` (prefixes of :data:`HEADS`: decoder, signal, LM head) of ``folder/paser_heads.safetensors``
+    into the method; the others keep their weights."""
     from safetensors.torch import load_file
 
     path = Path(folder) / HEADS_FILE
     if not path.is_file():
         raise SentlabError(f"{path} not found: the paser training stage writes it next to the exported model "
-                           f"(save_heads). Train paser first, or set decoder_init: random.")
-    missing, unexpected = method.load_state_dict(load_file(str(path)), strict=False)
-    bad = [k for k in missing if k.startswith(HEADS)] + list(unexpected)
+                           f"(save_heads). Train paser first, or set decoder_init: random / lm_head: fresh.")
+    state = {k: v for k, v in load_file(str(path)).items() if k.startswith(parts)}
+    missing, unexpected = method.load_state_dict(state, strict=False)
+    bad = [k for k in missing if k.startswith(parts)] + list(unexpected)
     if bad:
         raise SentlabError(f"{path} does not match this PaSeR configuration (keys {bad[:5]}); the decoder params "
                            f"(decoder_layers, decoder_heads, project_masked …) must equal paser's.")

@@ -133,8 +133,13 @@ class PaSeR(Method):
 
     The output head of the decoder and of MLM is one :class:`LMHead` tied to the
     word embeddings: BERT's pretrained ``cls.predictions`` head when the
-    checkpoint has it (bert-base-uncased); all-MiniLM-L6-v2 ships no MLM head,
-    so there it is a fresh head (``export_info()["lm_head"]`` says which).
+    checkpoint has it (bert-base-uncased), loaded by transformers'
+    ``AutoModelForMaskedLM`` as a hub download is (the original file's
+    LayerNorm ``gamma``/``beta`` included); all-MiniLM-L6-v2 ships no MLM head,
+    so there it is a fresh head (``export_info()["lm_head"]`` says which, and
+    ``sentlab.json``'s ``init``: ``lm_head: checkpoint`` or ``random``). The
+    paper profile sets ``lm_head: pretrained``: a checkpoint without a head fails
+    there instead of training a fresh one.
     Decoder, signal and head are training-only: the inference encoder is the
     bare encoder with ``pooling``. Paper-vs-code differences are params (see
     :class:`PaSeRParams`).
@@ -187,8 +192,14 @@ class PaSeR(Method):
                                          getattr(encoder.config, "max_position_embeddings", 512))
             self.lm_head = LMHead(hidden, encoder.get_input_embeddings().weight.size(0),
                                   getattr(encoder.config, "layer_norm_eps", 1e-12))
-        self.lm_head_source = init_lm_head(self.lm_head, encoder, params.lm_head, self.id or "paser")
+        self.lm_head_source = self._init_lm_head()
         self.recon_sets = None  # the held-out check's rows, set by split_heldout
+
+    def _init_lm_head(self) -> str:
+        """The backbone checkpoint's MLM head (``lm_head``: pretrained / auto) or a fresh one; sets ``module_init``."""
+        source = init_lm_head(self.lm_head, self.encoder, self.params.lm_head, self.id or "paser")
+        self.module_init["lm_head"] = "checkpoint" if source == "pretrained" else "random"
+        return source
 
     def _check(self, hidden: int) -> None:
         p, name = self.params, self.id or "paser"
