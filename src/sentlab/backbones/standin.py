@@ -160,3 +160,25 @@ def register_cli(subparsers) -> None:
     p.add_argument("--tokenizer-from", default=None,
                    help="a folder with the tokenizer files (roberta-base's BPE cannot be built offline)")
     p.set_defaults(func=cmd_standin)
+
+
+def standin_mirror(hub_id: str, dest: str | Path, mirror: Optional[Path] = None, **kw) -> Path:
+    """A data mirror at ``dest`` that answers ``hub_id`` with its stand-in: ``dest/models/<hub id>`` written by
+    :func:`write_standin` (``kw``), every other entry of ``mirror`` (the real one, if any: STS/, SICK/, wiki/,
+    models/<other ids>) linked in. With ``SENTLAB_DATA_MIRROR=dest`` the hub id goes through the resolver a
+    mirror's model goes through (:func:`sentlab.assets.resolve_model`), and ``from_pretrained`` of the folder
+    is the code a hub download takes. The preflight's way to load a backbone that is not here."""
+    dest = Path(dest)
+    (dest / "models").mkdir(parents=True, exist_ok=True)
+    target = dest / "models" / hub_id
+    if mirror is not None and Path(mirror).is_dir():
+        mirror = Path(mirror)
+        for entry in mirror.iterdir():
+            if entry.name != "models" and not (dest / entry.name).exists():
+                (dest / entry.name).symlink_to(entry.resolve())
+        own = target.relative_to(dest / "models").parts
+        for model in (mirror / "models").glob("*") if (mirror / "models").is_dir() else ():
+            link = dest / "models" / model.name
+            if model.name != own[0] and not link.exists():
+                link.symlink_to(model.resolve())
+    return write_standin(hub_id, target, **kw)
