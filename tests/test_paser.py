@@ -200,8 +200,8 @@ def _fake_sr(m):
 def test_eda_edit_phrases_edits_s_but_not_the_target(tiny_bert):
     sents = [ALL_PHRASE, SENTS[1]]  # every word of the first is inside its phrase
     extras = {"rake": [[_span(ALL_PHRASE, ALL_PHRASE, 9.0)], RAKE[1]], "chunks": [[], []]}
-    assert get_method("paser").Params().eda_edit_phrases
-    on = _fake_sr(_make(tiny_bert, eda="rd", eda_edit_phrases=True))
+    assert get_method("paser").Params().eda_edit_phrases == "sr"  # the paper's reading
+    on = _fake_sr(_make(tiny_bert, eda="rd", eda_edit_phrases="all"))
     on.train()
     v = on.prepare_views(sents, extras, [0, 1])
     assert v.s_texts[0] != ALL_PHRASE and sum(w in v.s_texts[0] for w in ("shares", "dropped", "steeply")) == 1
@@ -211,14 +211,34 @@ def test_eda_edit_phrases_edits_s_but_not_the_target(tiny_bert):
     assert [on.tokenizer.decode(t) for t in on.targets(v)] == ["stocks fell sharply [SEP]", "two options [SEP]"]
     out = on(Batch(sents, [0, 1], extras))  # the same draws (micro-batch 0)
     assert float(out["eda_edits_s"]) == 1.5 and float(out["eda_edits_masked"]) == 0.5
-    off = _fake_sr(_make(tiny_bert, eda="rd", eda_edit_phrases=False))
+    off = _fake_sr(_make(tiny_bert, eda="rd", eda_edit_phrases="none"))
     v = off.prepare_views(sents, extras, [0, 1])
     assert v.s_texts == [ALL_PHRASE, SENTS[1].replace("you", "thou")]  # no phrase word changes
     assert (v.edits_s, v.edits_masked) == ([0, 1], [0, 1])
     assert [off.tokenizer.decode(t) for t in off.targets(v)] == ["stocks fell sharply [SEP]", "two options [SEP]"]
     with pytest.raises(SentlabError, match="eda_views: independent"):
-        _make(tiny_bert, eda="rd", eda_views="shared")
-    _make(tiny_bert, eda="rd", eda_views="shared", eda_edit_phrases=False)
+        _make(tiny_bert, eda="rd", eda_views="shared", eda_edit_phrases="all")
+    _make(tiny_bert, eda="rd", eda_views="shared")  # sr: RD never edits a phrase, the views can share it
+    _make(tiny_bert, eda="rd", eda_views="shared", eda_edit_phrases="none")
+
+
+def test_eda_edit_phrases_sr_lets_synonyms_not_deletions_touch_the_phrase(tiny_bert):
+    """#34 item 8: with phrase editing on for every operation, RD deleted the target phrase's words from s
+    (here all of them: alpha_rd = 1). The paper's reading (sr): SR may replace a phrase word, RD never deletes
+    one."""
+    from sentlab.augment.eda import EDA
+
+    sents = [ALL_PHRASE + " today", SENTS[1]]
+    extras = {"rake": [[_span(sents[0], ALL_PHRASE, 9.0)], RAKE[1]], "chunks": [[], []]}
+    m = _make(tiny_bert, eda="rd")  # sr+rd with the fake synonyms (no WordNet needed)
+    m.eda = EDA("sr+rd", alpha_sr=1.0, alpha_rd=1.0, synonyms=lambda w: FAKE_SYN.get(w, []), stopwords=frozenset())
+    assert m.phrase_ops == ("sr",)
+    v = m.prepare_views(sents, extras, [0, 1])
+    assert v.s_texts[0] == "shares dropped steeply"  # the phrase (synonyms), "today" deleted
+    assert v.s_texts[1] == "two choices ."  # "There are", "for you" deleted
+    m = _make(tiny_bert, eda="rd", eda_edit_phrases="all")
+    m.eda = EDA("sr+rd", synonyms=lambda w: FAKE_SYN.get(w, []), stopwords=frozenset())
+    assert m.phrase_ops == ("sr", "rd")
 
 
 def test_signal_shape_and_scaling():

@@ -47,9 +47,11 @@ class PaSeRParams(MethodParams):
         "sr", description="EDA strategy on s and s̃ (Table 4; SR is the paper's best and needs WordNet)")
     eda_views: Literal["independent", "shared"] = Field(
         "independent", description="independent: s and s̃ get separate draws; shared: one augmented sentence, duplicated")
-    eda_edit_phrases: bool = Field(
-        True, description="EDA may edit the phrase words of s (the decoder's target stays the original phrase, "
-                          "protected in s̃); false: phrase words are never replaced, deleted or moved in either view")
+    eda_edit_phrases: Literal["none", "sr", "all"] = Field(
+        "sr", description="the EDA operations that may edit the phrase words of s (the decoder's target stays the "
+                          "original phrase, protected in s̃): sr (the paper's reading: synonyms make 'semantic "
+                          "similar phrases with different tokens'; RD/RS never delete or move a phrase word), all "
+                          "(SR, RD, RS), none (phrase words never edited in either view)")
     eda_alpha_sr: float = Field(0.5, ge=0, le=1, description="SR ratio (the PaSeR code: 0.5)")
     eda_alpha_rd: float = Field(0.1, ge=0, le=1, description="RD deletion probability (EDA default 0.1)")
     eda_alpha_rs: float = Field(0.1, ge=0, le=1, description="RS swap ratio (EDA default 0.1)")
@@ -144,12 +146,16 @@ class PaSeR(Method):
     bare encoder with ``pooling``. Paper-vs-code differences are params (see
     :class:`PaSeRParams`).
 
-    ``eda_edit_phrases`` (default true; the paper and the code are silent, the
-    EDA ran offline): Sec. 3.1.3 says SR on ``s`` and ``s̃`` "create[s] semantic
-    similar phrases with different tokens", i.e. it edits phrases; with every
-    phrase protected, most STS sentences have no word SR may replace. The edits
-    go to ``s`` only: ``s̃``'s phrases are masked anyway, and the target stays
-    the original phrase. The forward returns (and the loop logs as ``train.*``)
+    ``eda_edit_phrases`` (the EDA operations that may edit the phrase words of
+    ``s``; the code is silent, its EDA ran offline): default ``sr``, the paper's
+    reading. Sec. 3.1.3 says SR on ``s`` and ``s̃`` "create[s] semantic similar
+    phrases with different tokens", i.e. it edits phrases (with every phrase
+    protected, most STS sentences have no word SR may replace), while RD and RS
+    are about frequent words and word order: with ``all`` RD deleted ~10 % of the
+    target phrase's words from ``s``, so E_s no longer held what the decoder
+    must rebuild. The edits go to ``s`` only: ``s̃``'s phrases are masked anyway,
+    and the target stays the original phrase. EDA counts and edits words only
+    (never punctuation; :mod:`sentlab.augment.eda`). The forward returns (and the loop logs as ``train.*``)
     ``eda_edits_s`` / ``eda_edits_masked``, the mean EDA edits per sentence of
     each view (words replaced + deleted + swaps).
 
@@ -179,8 +185,8 @@ class PaSeR(Method):
     def __init__(self, encoder, tokenizer, params: PaSeRParams, seed: int = 0):
         super().__init__(encoder, tokenizer, params, seed)
         hidden = encoder.config.hidden_size
-        self._check(hidden)
         self.eda = EDA(params.eda, params.eda_alpha_sr, params.eda_alpha_rd, params.eda_alpha_rs)
+        self._check(hidden)
         self.signal = DecodingSignal(hidden, params.m, params.n, params.signal_abs_diff, params.signal_abs_prod,
                                      params.project_masked, params.memory_order, params.memory_type_embeddings,
                                      params.memory_norm)
@@ -208,16 +214,22 @@ class PaSeR(Method):
                                f"hidden size {hidden}; pick a divisor (e.g. 12 for 384/768).")
         if not getattr(self.tokenizer, "is_fast", False):
             raise SentlabError("PaSeR needs a fast (Rust) tokenizer for the offset mapping that locates phrase spans.")
-        if p.eda_edit_phrases and p.eda_views == "shared" and p.eda != "none":
+        if self.phrase_ops and p.eda_views == "shared":
             raise SentlabError(f"methods.{name}: eda_edit_phrases edits the phrases of s but not of s̃, so the two "
                                f"views cannot share one augmentation (eda_views: shared); set eda_views: independent "
-                               f"or eda_edit_phrases: false.")
+                               f"or eda_edit_phrases: none.")
         if p.memory_norm and (p.m, p.n) != (10.0, 10.0):
             log.warning("methods.%s: memory_norm is on, so m = %s and n = %s change nothing (LayerNorm is "
                         "scale-invariant); set memory_norm: false to compare scales (Table 8).", name, p.m, p.n)
 
     def corpus_name(self) -> str:
         return self.params.corpus
+
+    @property
+    def phrase_ops(self) -> tuple[str, ...]:
+        """The EDA operations of ``eda`` that may edit the phrase words of s (``eda_edit_phrases``)."""
+        allowed = {"none": (), "sr": ("sr",), "all": tuple(self.eda.ops)}[self.params.eda_edit_phrases]
+        return tuple(op for op in self.eda.ops if op in allowed)
 
     @property
     def phrase_count(self) -> int:
@@ -258,8 +270,7 @@ class PaSeR(Method):
         if not self.eda.ops:
             return s, s, spans, (0, 0)
         aug_t = self.eda.augment(s, rng, spans)
-        aug_s = aug_t if self.params.eda_views == "shared" else \
-            self.eda.augment(s, rng, () if self.params.eda_edit_phrases else spans)
+        aug_s = aug_t if self.params.eda_views == "shared" else self.eda.augment(s, rng, spans, self.phrase_ops)
         return aug_s.text, aug_t.text, aug_t.spans, (aug_s.edits, aug_t.edits)
 
     def targets(self, views: Views) -> list[list[int]]:
