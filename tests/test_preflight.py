@@ -93,7 +93,10 @@ def test_smoke_preflight_all_ok_and_workspace_untouched(workspace, tmp_path):
     assert ev.projected_s >= ev.seconds * 0.5
     report = json.loads((tmp_path / "scratch/reports/preflight/preflight.json").read_text())
     assert [r["stage"] for r in report["rows"]] == [r.stage for r in rows]
-    assert "| train@simcse | ok |" in (tmp_path / "scratch/reports/preflight/preflight.md").read_text()
+    # the init column: where each module's weights came from (models/simcse/sentlab.json's init)
+    assert simcse.init == "encoder=checkpoint, mlp=random" and by["evaluate@simcse"].init == ""
+    assert "| train@simcse | ok | encoder=checkpoint, mlp=random |" in (
+        tmp_path / "scratch/reports/preflight/preflight.md").read_text()
     sliced = yaml.safe_load((tmp_path / "scratch/params.yaml").read_text())
     assert sliced["profile"] == "smoke" and sliced["profiles"]["smoke"]["train"]["max_steps"] == TINY["steps"]
     assert sliced["profiles"]["smoke"]["evaluate"]["max_pairs"] == TINY["max_pairs"]
@@ -125,7 +128,7 @@ def test_a_seed_stage_is_attributed_to_its_methods_params_file():
 
     assert params_file_of("python pipeline/train.py paser") == "paser"
     assert params_file_of("python pipeline/train.py paser --seed 43") == "paser"
-    assert params_file_of("python pipeline/train.py --ablation paser_aug_sr") == "paser_aug_sr"
+    assert params_file_of("python pipeline/train.py --ablation paser_aug_rs") == "paser_aug_rs"
     assert params_file_of("python pipeline/evaluate.py trained paser-s43") is None
 
 

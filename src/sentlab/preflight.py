@@ -784,6 +784,7 @@ def preflight(workspace: Path, profile: Optional[str] = None, *, out: Optional[P
                         f" ({again.error})" if again.error else "")
                     if again.status == "ok":
                         row.probe, row.sec_per_step, row.steps = again.probe, again.sec_per_step, again.steps
+                        row.init = again.init
                     else:
                         row.note = f"stand-in ({desc}) {again.status}: {again.error}"
             elif row.status == "ok" and row.steps and params_file_of(st.cmd) in affected:
