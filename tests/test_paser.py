@@ -140,13 +140,32 @@ def test_chunk_sources_include_sbar_and_draw_chunk_k_at_random():
 
 def test_chunk_k_is_separate_from_rake_top_k(tiny_bert):
     assert get_method("paser").Params().chunk_k == 1
-    extras = {"rake": RAKE[:1], "chunks": CHUNKS[:1]}  # 2 NP/VP chunks, 3 RAKE phrases
-    for kw, want in (({"phrases": "np_verb_group", "top_k": 5}, 1),
-                     ({"phrases": "np_verb_group", "chunk_k": 2}, 2),
-                     ({"phrases": "rake", "top_k": 3, "chunk_k": 1}, 3)):
+    extras = {"rake": RAKE[:1], "chunks": CHUNKS[:1]}  # 2 NP/VP chunks (one each), 3 RAKE phrases
+    for kw, count, want in (({"phrases": "np_verb_group", "top_k": 5, "chunk_union": "pooled"}, 1, 1),
+                            ({"phrases": "np_verb_group", "chunk_k": 2, "chunk_union": "pooled"}, 2, 2),
+                            ({"phrases": "np_verb_group"}, 2, 2),  # one NP and one VP (Table 5's NP+VP)
+                            ({"phrases": "np_verb_group", "chunk_k": 2}, 4, 2),
+                            ({"phrases": "rake", "top_k": 3, "chunk_k": 1}, 3, 3)):
         m = _make(tiny_bert, **kw)
-        assert m.phrase_count == want
+        assert m.phrase_count == count
         assert len(m.prepare_views(SENTS[:1], extras, [0], augment=False).masked[0].phrase_token_ids) == want
+
+
+def test_np_vp_masks_one_np_and_one_vp():
+    """#34 item 9: Table 5's NP+VP row masks an NP and a VP (chunk_union: one_each, the default); pooled, one
+    chunk of either label is drawn."""
+    import random
+
+    assert get_method("paser").Params().chunk_union == "one_each"
+    np_, vp = (CLAUSE.index("the city"), CLAUSE.index("the city") + 8), (CLAUSE.index("left"), CLAUSE.index("left") + 4)
+    for seed in range(10):
+        each = choose_phrases(CLAUSE, None, CLAUSE_CHUNKS, "np_verb_group", 1, random.Random(seed), one_each=True)
+        assert len(each) == 2 and vp in each and each == sorted(each)
+        labels = {c["label"] for c in CLAUSE_CHUNKS if (c["start"], c["end"]) in each}
+        assert labels == {"NP", "VP"}
+        assert len(choose_phrases(CLAUSE, None, CLAUSE_CHUNKS, "np_verb_group", 1, random.Random(seed))) == 1
+    assert any(np_ in choose_phrases(CLAUSE, None, CLAUSE_CHUNKS, "np_verb_group", 1, random.Random(s), one_each=True)
+               for s in range(10))
 
 
 def test_nltk_chunks_give_sbar_and_verb_group_phrases(tiny_bert):
@@ -798,3 +817,56 @@ def test_train_method_honours_own_steps_and_writes_heldout_check(tok, tmp_path, 
     assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "train.loss_gen")) == [2, 3]
     assert {"train.loss_mlm", "train.gen_token_acc", "train.eda_edits_s", "train.eda_edits_masked"} <= \
         set(run.data.metrics)
+
+
+def test_grad_clip_global_is_one_norm_over_every_group():
+    """#34 item 9: the PaSeR code clips one global norm (HF Trainer); the loop clipped each group on its own.
+    grad_clip is a param: global (the code, the default and the paper profile) or per_group (quick)."""
+    from sentlab.config import load_params
+    from sentlab.train.loop import clip_gradients
+    from sentlab.train.run import method_params
+
+    def grads(mode):
+        a, b = torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(2))
+        a.grad, b.grad = torch.tensor([3.0, 4.0]), torch.tensor([0.0, 0.5])  # norms 5 and 0.5
+        clip_gradients(torch.optim.SGD([{"params": [a]}, {"params": [b]}], lr=1.0), 1.0, mode)
+        return a.grad, b.grad
+
+    a, b = grads("per_group")
+    torch.testing.assert_close(a, torch.tensor([0.6, 0.8]))
+    torch.testing.assert_close(b, torch.tensor([0.0, 0.5]))  # under the norm on its own: untouched
+    a, b = grads("global")
+    scale = 1.0 / (25.25 ** 0.5)
+    torch.testing.assert_close(a, torch.tensor([3.0, 4.0]) * scale)
+    torch.testing.assert_close(b, torch.tensor([0.0, 0.5]) * scale)
+    with pytest.raises(SentlabError, match="per_group, global"):
+        grads("both")
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    assert get_method("paser").Params().grad_clip == "global"
+    assert method_params(load_params(repo / "params.yaml", profile="quick"), "paser").grad_clip == "per_group"
+    assert method_params(load_params(repo / "params.yaml", profile="paper"), "paser").grad_clip == "global"
+
+
+def test_paper_profile_paser_states_its_choices_and_trains_on_every_sts_sentence(tiny_bert):
+    """#34 item 9: Eq. 3's per-sentence sum stated in the paper profile; no 500 STS sentences held out of
+    training there (the reconstruction check reads the other corpus); the MLM head pretrained."""
+    from pathlib import Path
+
+    from sentlab.config import load_params
+    from sentlab.train.run import method_params
+
+    params = load_params(Path(__file__).resolve().parents[1] / "params.yaml", profile="paper")
+    for mid in ("paser", "paser_sup"):
+        p = method_params(params, mid)
+        assert (p.gen_reduction, p.recon_heldout_from) == ("sum", "other"), mid
+    p = method_params(params, "paser")
+    assert (p.lm_head, p.chunk_union, p.eda_edit_phrases) == ("pretrained", "one_each", "sr")
+    enc, tok = tiny_bert
+    m = get_method("paser")(enc, tok, p.model_copy(update={"eda": "none", "decoder_heads": 2, "decoder_layers": 1,
+                                                           "lm_head": "fresh"}).resolved(TrainParams()), seed=1)
+    corpus = _corpus(6000)
+    assert len(m.split_heldout(corpus)) == 6000 and m.recon_sets is None
+    quick = method_params(load_params(Path(__file__).resolve().parents[1] / "params.yaml", profile="quick"), "paser")
+    assert len(_make(tiny_bert, recon_heldout=quick.recon_heldout).split_heldout(corpus)) == 5500  # quick: 500 out

@@ -1,5 +1,5 @@
-"""PaSeR's training-only pieces: phrase choice, span masking, the decoding signal, the decoder, the LM head
-and the file the last three are kept in for paser_sup.
+"""PaSeR's training-only pieces: phrase choice, span masking, the decoding signal, the decoder and the file
+they and the LM head (:mod:`sentlab.methods._paser_head`) are kept in for paser_sup.
 
 Kept apart from :mod:`sentlab.methods.paser` so that module reads like the
 algorithm. Nothing here is used at inference.
@@ -7,7 +7,6 @@ algorithm. Nothing here is used at inference.
 
 from __future__ import annotations
 
-import logging
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,12 +14,9 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..errors import SentlabError
-
-log = logging.getLogger(__name__)
 
 # ``phrases`` value -> chunk labels of the annotation's ``chunks`` column. The annotation's ``VP`` label is a
 # *verb group* in both backends (verbs with their adverbs, modal, particle; no object): the regexp grammar's VP
@@ -37,7 +33,7 @@ def _get(obj: Any, key: str):
 
 
 def choose_phrases(text: str, rake: Optional[Sequence[Any]], chunks: Optional[Sequence[Any]], source: str, k: int,
-                   rng: random.Random) -> list[tuple[int, int]]:
+                   rng: random.Random, one_each: bool = False) -> list[tuple[int, int]]:
     """Character spans of the phrases to mask, in target order.
 
     ``rake``: the annotation's ranked RAKE phrases (best first) → the first
@@ -45,8 +41,10 @@ def choose_phrases(text: str, rake: Optional[Sequence[Any]], chunks: Optional[Se
     (:data:`CHUNK_SOURCES`: ``np``, ``verb_group``, ``sbar``, and the unions
     ``np_verb_group``, ``np_verb_group_sbar``): chunks with those labels; PaSeR
     (Sec. 3.1.1) masks "a random sub-tree" (SBAR, VP or NP), so ``k`` of them are
-    drawn at random with ``rng`` and kept in sentence order. Spans that overlap an
-    already chosen one, are empty, or do not match the sentence are skipped.
+    drawn at random with ``rng`` and kept in sentence order; with ``one_each``, ``k``
+    of *each* label of a union (Table 5's NP+VP: one NP and one VP), drawn label by
+    label in :data:`CHUNK_SOURCES` order. Spans that overlap an already chosen one,
+    are empty, or do not match the sentence are skipped.
     """
     if source != "rake" and source not in CHUNK_SOURCES:
         raise ValueError(f"phrase source {source!r}; allowed: rake, {', '.join(CHUNK_SOURCES)}")
@@ -54,9 +52,18 @@ def choose_phrases(text: str, rake: Optional[Sequence[Any]], chunks: Optional[Se
         cands = [(int(_get(p, "start")), int(_get(p, "end")), _get(p, "text")) for p in (rake or [])]
     else:
         labels = CHUNK_SOURCES[source]
-        cands = [(int(_get(c, "start")), int(_get(c, "end")), _get(c, "text")) for c in (chunks or [])
-                 if _get(c, "label") in labels]
-        rng.shuffle(cands)
+        chosen: list[tuple[int, int]] = []
+        for group in ([(lab,) for lab in labels] if one_each else [labels]):
+            cands = [(int(_get(c, "start")), int(_get(c, "end")), _get(c, "text")) for c in (chunks or [])
+                     if _get(c, "label") in group]
+            rng.shuffle(cands)
+            chosen += _pick(text, cands, k, chosen)
+        return sorted(chosen)
+    return _pick(text, cands, k, [])
+
+
+def _pick(text: str, cands, k: int, taken: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Up to ``k`` spans of ``cands`` (in order) that are valid and overlap neither each other nor ``taken``."""
     chosen: list[tuple[int, int]] = []
     for s, e, t in cands:
         if len(chosen) >= k:
@@ -65,11 +72,9 @@ def choose_phrases(text: str, rake: Optional[Sequence[Any]], chunks: Optional[Se
             continue
         if t is not None and text[s:e] != t:
             continue  # a span that does not point at its own text: the annotation is for another sentence
-        if any(s < ce and cs < e for cs, ce in chosen):
+        if any(s < ce and cs < e for cs, ce in [*taken, *chosen]):
             continue
         chosen.append((s, e))
-    if source != "rake":
-        chosen.sort()
     return chosen
 
 
@@ -233,100 +238,6 @@ class DecodingSignal(nn.Module):
         if self.type_emb is not None:
             mem = mem + self.type_emb
         return mem
-
-
-# --- LM head ---------------------------------------------------------------------------
-class LMHead(nn.Module):
-    """BERT's MLM head (``cls.predictions``): dense → GELU → LayerNorm → word embeddings^T + bias.
-
-    The output projection is the encoder's word-embedding matrix, passed in at
-    call time (not registered twice, so ``state_dict`` has no shared tensor).
-    Shared by the MLM loss and the phrase decoder, as in the PaSeR code.
-    The head runs in fp32 with autocast off: under bf16 autocast, logits near
-    10 would have a resolution of 0.06 and the cross-entropy of L_gen / L_MLM
-    would be taken on rounded values.
-    """
-
-    def __init__(self, hidden: int, vocab: int, eps: float = 1e-12):
-        super().__init__()
-        self.dense = nn.Linear(hidden, hidden)
-        self.norm = nn.LayerNorm(hidden, eps=eps)
-        self.bias = nn.Parameter(torch.zeros(vocab))
-        nn.init.normal_(self.dense.weight, std=0.02)
-        nn.init.zeros_(self.dense.bias)
-
-    def forward(self, h: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
-        """fp32 logits ``(..., vocab)`` of hidden states ``h`` (any dtype), whatever autocast is on."""
-        with torch.autocast(device_type=h.device.type, enabled=False):
-            x = self.norm(F.gelu(self.dense(h.float())))
-            return F.linear(x, word_embeddings.float(), self.bias.float())
-
-    def load_pretrained(self, model_dir: Optional[str]) -> bool:
-        """Copy the checkpoint's MLM head (BERT ``cls.predictions``, RoBERTa ``lm_head``) into this head.
-
-        The head is loaded by transformers, as a hub download is: ``AutoModelForMaskedLM.from_pretrained``
-        of the folder, which reads the original bert-base-uncased file's LayerNorm ``gamma``/``beta`` (a
-        lookup by key name finds ``…LayerNorm.weight`` there and misses it), safetensors or .bin. It costs
-        one more load of the checkpoint at start-up. Returns False when the checkpoint has no head (e.g.
-        all-MiniLM-L6-v2, saved without it; a sentlab output): transformers reports its tensors missing.
-        """
-        if not model_dir or not (Path(model_dir) / "config.json").is_file():
-            return False
-        import transformers
-        from transformers import AutoModelForMaskedLM
-
-        verbosity = transformers.logging.get_verbosity()
-        transformers.logging.set_verbosity_error()
-        try:
-            model, info = AutoModelForMaskedLM.from_pretrained(model_dir, output_loading_info=True)
-        except (ValueError, OSError, KeyError):  # no masked-LM class for this config: no head to load
-            return False
-        finally:
-            transformers.logging.set_verbosity(verbosity)
-        prefix = model.base_model_prefix + "."
-        if [k for k in info.get("missing_keys", ()) if not k.startswith(prefix)]:
-            return False
-        parts = _head_parts(model)
-        if parts is None:
-            return False
-        dense, norm, bias = parts
-        if bias.shape != self.bias.shape or dense.weight.shape != self.dense.weight.shape:
-            return False
-        if getattr(model.config, "hidden_act", "gelu") != "gelu":
-            raise SentlabError(f"The MLM head of {model_dir} uses {model.config.hidden_act}; PaSeR's LMHead is GELU.")
-        own = {"dense.weight": dense.weight, "dense.bias": dense.bias, "norm.weight": norm.weight,
-               "norm.bias": norm.bias, "bias": bias}
-        self.load_state_dict({k: v.detach().float() for k, v in own.items()}, strict=True)
-        self.norm.eps = norm.eps
-        return True
-
-
-def _head_parts(model) -> Optional[tuple[nn.Module, nn.Module, torch.Tensor]]:
-    """(dense, LayerNorm, output bias) of a transformers masked-LM model's head (BERT / RoBERTa layouts)."""
-    pred = getattr(getattr(model, "cls", None), "predictions", None)
-    if pred is not None:
-        return pred.transform.dense, pred.transform.LayerNorm, pred.bias
-    head = getattr(model, "lm_head", None)
-    if head is not None and hasattr(head, "layer_norm"):
-        return head.dense, head.layer_norm, head.bias
-    return None
-
-
-def init_lm_head(head: LMHead, encoder: nn.Module, mode: str, method_id: str) -> str:
-    """Load the backbone checkpoint's MLM head into ``head`` (``mode`` auto / pretrained) or keep it fresh;
-    returns which ("pretrained" / "fresh"). ``pretrained`` fails when the checkpoint has no head; ``auto``
-    then keeps a fresh one with a warning (and sentlab.json's ``init.lm_head`` says ``random``)."""
-    src = getattr(encoder, "name_or_path", None) or getattr(encoder.config, "_name_or_path", None)
-    if mode == "fresh":
-        return "fresh"
-    if head.load_pretrained(src):
-        return "pretrained"
-    if mode == "pretrained":
-        raise SentlabError(
-            f"methods.{method_id}.lm_head = pretrained, but the backbone checkpoint ({src}) has no MLM head weights "
-            f"(cls.predictions.* / lm_head.*). Use lm_head: fresh (or auto) for this backbone.")
-    log.warning("PaSeR: backbone %s has no MLM head weights; using a fresh head tied to the word embeddings", src)
-    return "fresh"
 
 
 # --- decoder ---------------------------------------------------------------------------

@@ -185,6 +185,12 @@ class Method(nn.Module):
         """Write training-time checks next to the exported model (``folder``), with the final
         weights still in memory; ``data_root`` holds ``data/`` (e.g. PaSeR's reconstruction check)."""
 
+    @property
+    def grad_clip(self) -> str:
+        """How the loop clips at ``train.max_grad_norm``: ``per_group`` (each optimiser group's norm on its own)
+        or ``global`` (one norm over every parameter); :func:`sentlab.train.loop.clip_gradients`."""
+        return "per_group"
+
     def trainable_parameters(self):
         """Parameters the optimiser updates (momentum copies excluded)."""
         return [p for p in self.parameters() if p.requires_grad]
