@@ -62,7 +62,8 @@ def test_standin_loads_through_the_mirror_like_a_hub_download(standin_mirror):
     assert "bert.encoder.layer.1.output.LayerNorm.gamma" in state and "cls.predictions.decoder.weight" not in state
     model, tok = assets.load_model("bert-base-uncased")
     assert model.sentlab_init == "checkpoint"
-    assert torch.equal(model.encoder.layer[1].output.LayerNorm.weight, state["bert.encoder.layer.1.output.LayerNorm.gamma"])
+    gamma = state["bert.encoder.layer.1.output.LayerNorm.gamma"]
+    assert torch.equal(model.encoder.layer[1].output.LayerNorm.weight, gamma)
     assert torch.equal(model.embeddings.LayerNorm.bias, state["bert.embeddings.LayerNorm.beta"])
     assert not torch.equal(model.embeddings.LayerNorm.weight, torch.ones(32))  # spread, as a trained model's
     assert tok("Hello world!")["input_ids"] == [101, 7592, 2088, 999, 102]

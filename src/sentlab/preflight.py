@@ -543,7 +543,8 @@ def backbone_standin(backbone: str, scratch: Path) -> tuple[Optional[Path], str,
     try:
         standin_mirror(backbone, dest, mirror_root())
     except SentlabError:
-        return None, f"{backbone}: not here, no offline tokenizer", (f"hub model {backbone}", hub_fetch_command(backbone))
+        return None, f"{backbone}: not here, no offline tokenizer", (f"hub model {backbone}",
+                                                                     hub_fetch_command(backbone))
     return dest, (f"stand-in of {backbone} (weights not here): the original checkpoint's layout, random values, "
                   f"loaded from the mirror's models/{backbone}"), None
 

@@ -154,7 +154,8 @@ def register_cli(subparsers) -> None:
     p.add_argument("name", help="hub id with a kept config: bert-base-uncased, roberta-base")
     p.add_argument("--out", required=True, help="folder to write (e.g. <mirror>/models/<hub id>)")
     p.add_argument("--layer-norm-names", choices=LAYER_NORM_NAMES, default=None,
-                   help="LayerNorm parameter names (default: the original file's: BERT gamma_beta, RoBERTa weight_bias)")
+                   help="LayerNorm parameter names (default: the original file's: BERT gamma_beta, "
+                        "RoBERTa weight_bias)")
     p.add_argument("--format", choices=FORMATS, default="safetensors", help="model.safetensors or pytorch_model.bin")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tokenizer-from", default=None,

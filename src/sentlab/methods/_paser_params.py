@@ -28,7 +28,8 @@ class PaSeRParams(MethodParams):
     eda: Literal["none", "sr", "rd", "rs", "sr+rd", "sr+rs"] = Field(
         "sr", description="EDA strategy on s and s̃ (Table 4; SR is the paper's best and needs WordNet)")
     eda_views: Literal["independent", "shared"] = Field(
-        "independent", description="independent: s and s̃ get separate draws; shared: one augmented sentence, duplicated")
+        "independent", description="independent: s and s̃ get separate draws; shared: one augmented sentence, "
+                                   "duplicated")
     eda_edit_phrases: Literal["none", "sr", "all"] = Field(
         "sr", description="the EDA operations that may edit the phrase words of s (the decoder's target stays the "
                           "original phrase, protected in s̃): sr (the paper's reading: synonyms make 'semantic "
