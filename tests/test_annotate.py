@@ -109,6 +109,24 @@ def test_rake_ranks_the_key_phrase_first(nltk_be):
     assert "we" not in {r["text"].lower() for r in row["rake"]}  # a stopword is never a phrase
 
 
+def test_rake_unbounded_by_default_keeps_the_long_phrase_it_ranks_first():
+    """#34 item 7: a 4-word cap dropped the 5-word candidate RAKE ranks first; unbounded (the default, the
+    paper profile) keeps it; the quick profile's cap is 4, the paper profile's null."""
+    if _nltk_ready():
+        pytest.skip("needs NLTK resources averaged_perceptron_tagger_eng and stopwords (set NLTK_DATA)")
+    from sentlab.config import AnnotateParams, load_params
+
+    text = "We evaluated the small compact convolutional neural network on a dataset."
+    (row,) = get_backend("nltk", BackendOptions()).annotate([text])
+    assert row["rake"][0]["text"] == "small compact convolutional neural network"
+    (capped,) = get_backend("nltk", BackendOptions(rake_max_words=4)).annotate([text])
+    assert "small compact convolutional neural network" not in [r["text"] for r in capped["rake"]]
+    assert capped["rake"][0]["score"] == 1.0  # the long phrase (25.0) is gone: a one-word phrase leads
+    assert AnnotateParams().rake_max_words is None and BackendOptions().rake_max_words is None
+    assert load_params(REPO / "params.yaml", profile="quick").annotate.rake_max_words == 4
+    assert load_params(REPO / "params.yaml", profile="paper").annotate.rake_max_words is None
+
+
 def test_rake_respects_max_words():
     if _nltk_ready():
         pytest.skip("needs NLTK resources averaged_perceptron_tagger_eng and stopwords (set NLTK_DATA)")

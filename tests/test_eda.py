@@ -38,9 +38,9 @@ def test_random_deletion_keeps_phrases_and_relocates_them():
     out = EDA("rd", alpha_rd=1.0).augment(SENT, random.Random(0), PHRASES)
     # every unprotected word is gone, the phrases stay, at their new spans
     assert _texts(out.spans, out.text) == ["two options", "old station"]
-    assert out.text == "two options old station"
-    assert out.ops["rd"] == 7  # There, are, for, you, at, the, "."
-    assert out.edits == 7
+    assert out.text == "two options old station."  # punctuation is not a word: never deleted (#34 item 8)
+    assert out.ops["rd"] == 6  # There, are, for, you, at, the
+    assert out.edits == 6
 
 
 def test_random_deletion_never_empties_a_sentence():
@@ -96,7 +96,7 @@ def test_phrases_are_editable_when_not_passed_and_edits_sum_the_operations():
 def test_combinations_apply_both():
     eda = EDA("sr+rd", alpha_sr=1.0, alpha_rd=1.0, synonyms=lambda w: FAKE_SYN.get(w, []), stopwords=STOP)
     out = eda.augment(SENT, random.Random(0), PHRASES)
-    assert out.ops["sr"] == 0 and out.ops["rd"] == 7 and out.text == "two options old station"
+    assert out.ops["sr"] == 0 and out.ops["rd"] == 6 and out.text == "two options old station."
     eda = EDA("sr+rs", synonyms=lambda w: FAKE_SYN.get(w, []), stopwords=STOP)
     out = eda.augment(SENT, random.Random(0), [(10, 21)])
     assert set(out.ops) == {"sr", "rs"} and _texts(out.spans, out.text) == ["two options"]
@@ -124,3 +124,31 @@ def test_unknown_strategy():
     assert "sr+rs" in STRATEGIES
     with pytest.raises(SentlabError, match="allowed"):
         EDA("shuffle")
+
+
+def test_counts_words_only_and_never_moves_punctuation():
+    """#34 item 8: n = α · #words counted the punctuation and the protected slots too (SR on this sentence
+    replaced int(0.5 · 11) = 5 of its 4 free words, i.e. all of them); RS swapped commas, RD deleted them."""
+    text = "alpha, bravo, charlie, delta: echo foxtrot golf hotel india juliet."
+    phrase = [(text.index("echo"), text.index("."))]  # six protected words; 4 free words, 5 punctuation runs
+    syn = {w: [w.upper()] for w in ("alpha", "bravo", "charlie", "delta")}
+    out = EDA("sr", alpha_sr=0.5, synonyms=lambda w: syn.get(w, []), stopwords=frozenset()).augment(
+        text, random.Random(0), phrase)
+    assert out.ops["sr"] == 2 and sum(w.isupper() for w in out.text.replace(",", " ").split()) == 2
+    for seed in range(20):
+        rs = EDA("rs", alpha_rs=1.0).augment(text, random.Random(seed), phrase)
+        assert [c for c in rs.text if not c.isalnum() and c != " "] == list(",,,:.")  # punctuation in place
+        assert rs.ops["rs"] == 4  # α · 4 free words
+    rd = EDA("rd", alpha_rd=1.0).augment(text, random.Random(0), phrase)
+    assert rd.text == ", , , : echo foxtrot golf hotel india juliet." and rd.ops["rd"] == 4
+
+
+def test_edit_phrases_names_the_operations_that_may_edit_a_phrase():
+    """PaSeR's s under eda_edit_phrases: sr (the paper's reading): SR may replace a phrase word, RD never
+    deletes one."""
+    eda = EDA("sr+rd", alpha_sr=1.0, alpha_rd=1.0, synonyms=lambda w: FAKE_SYN.get(w, []), stopwords=STOP)
+    out = eda.augment(SENT, random.Random(0), PHRASES, edit_phrases=("sr",))
+    assert out.ops == {"sr": 3, "rd": 6} and out.spans == []
+    assert out.text == "two choices aged depot."
+    both = eda.augment(SENT, random.Random(0), PHRASES, edit_phrases=("sr", "rd"))
+    assert both.ops["rd"] == 9 and both.text == "aged ."  # one word kept: a sentence is never wordless

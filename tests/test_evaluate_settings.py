@@ -150,6 +150,6 @@ def test_a_trained_models_method_block_is_the_params_its_train_stage_used():
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml", profile="quick")
     main = trained_method_block(params, "paser", "paser")
     assert (main["eda"], main["decoder_layers"], main["phrases"]) == ("rd", 2, "rake")
-    variant = trained_method_block(params, "paser_aug_sr", "paser")
-    assert (variant["eda"], variant["decoder_layers"]) == ("sr", 2)
+    variant = trained_method_block(params, "paser_aug_rs", "paser")
+    assert (variant["eda"], variant["decoder_layers"]) == ("rs", 2)
     assert trained_method_block(params, "ptbert_tokens_m64", "ptbert")["attend_to"] == "tokens"

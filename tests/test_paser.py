@@ -140,13 +140,32 @@ def test_chunk_sources_include_sbar_and_draw_chunk_k_at_random():
 
 def test_chunk_k_is_separate_from_rake_top_k(tiny_bert):
     assert get_method("paser").Params().chunk_k == 1
-    extras = {"rake": RAKE[:1], "chunks": CHUNKS[:1]}  # 2 NP/VP chunks, 3 RAKE phrases
-    for kw, want in (({"phrases": "np_verb_group", "top_k": 5}, 1),
-                     ({"phrases": "np_verb_group", "chunk_k": 2}, 2),
-                     ({"phrases": "rake", "top_k": 3, "chunk_k": 1}, 3)):
+    extras = {"rake": RAKE[:1], "chunks": CHUNKS[:1]}  # 2 NP/VP chunks (one each), 3 RAKE phrases
+    for kw, count, want in (({"phrases": "np_verb_group", "top_k": 5, "chunk_union": "pooled"}, 1, 1),
+                            ({"phrases": "np_verb_group", "chunk_k": 2, "chunk_union": "pooled"}, 2, 2),
+                            ({"phrases": "np_verb_group"}, 2, 2),  # one NP and one VP (Table 5's NP+VP)
+                            ({"phrases": "np_verb_group", "chunk_k": 2}, 4, 2),
+                            ({"phrases": "rake", "top_k": 3, "chunk_k": 1}, 3, 3)):
         m = _make(tiny_bert, **kw)
-        assert m.phrase_count == want
+        assert m.phrase_count == count
         assert len(m.prepare_views(SENTS[:1], extras, [0], augment=False).masked[0].phrase_token_ids) == want
+
+
+def test_np_vp_masks_one_np_and_one_vp():
+    """#34 item 9: Table 5's NP+VP row masks an NP and a VP (chunk_union: one_each, the default); pooled, one
+    chunk of either label is drawn."""
+    import random
+
+    assert get_method("paser").Params().chunk_union == "one_each"
+    np_, vp = (CLAUSE.index("the city"), CLAUSE.index("the city") + 8), (CLAUSE.index("left"), CLAUSE.index("left") + 4)
+    for seed in range(10):
+        each = choose_phrases(CLAUSE, None, CLAUSE_CHUNKS, "np_verb_group", 1, random.Random(seed), one_each=True)
+        assert len(each) == 2 and vp in each and each == sorted(each)
+        labels = {c["label"] for c in CLAUSE_CHUNKS if (c["start"], c["end"]) in each}
+        assert labels == {"NP", "VP"}
+        assert len(choose_phrases(CLAUSE, None, CLAUSE_CHUNKS, "np_verb_group", 1, random.Random(seed))) == 1
+    assert any(np_ in choose_phrases(CLAUSE, None, CLAUSE_CHUNKS, "np_verb_group", 1, random.Random(s), one_each=True)
+               for s in range(10))
 
 
 def test_nltk_chunks_give_sbar_and_verb_group_phrases(tiny_bert):
@@ -200,8 +219,8 @@ def _fake_sr(m):
 def test_eda_edit_phrases_edits_s_but_not_the_target(tiny_bert):
     sents = [ALL_PHRASE, SENTS[1]]  # every word of the first is inside its phrase
     extras = {"rake": [[_span(ALL_PHRASE, ALL_PHRASE, 9.0)], RAKE[1]], "chunks": [[], []]}
-    assert get_method("paser").Params().eda_edit_phrases
-    on = _fake_sr(_make(tiny_bert, eda="rd", eda_edit_phrases=True))
+    assert get_method("paser").Params().eda_edit_phrases == "sr"  # the paper's reading
+    on = _fake_sr(_make(tiny_bert, eda="rd", eda_edit_phrases="all"))
     on.train()
     v = on.prepare_views(sents, extras, [0, 1])
     assert v.s_texts[0] != ALL_PHRASE and sum(w in v.s_texts[0] for w in ("shares", "dropped", "steeply")) == 1
@@ -211,14 +230,34 @@ def test_eda_edit_phrases_edits_s_but_not_the_target(tiny_bert):
     assert [on.tokenizer.decode(t) for t in on.targets(v)] == ["stocks fell sharply [SEP]", "two options [SEP]"]
     out = on(Batch(sents, [0, 1], extras))  # the same draws (micro-batch 0)
     assert float(out["eda_edits_s"]) == 1.5 and float(out["eda_edits_masked"]) == 0.5
-    off = _fake_sr(_make(tiny_bert, eda="rd", eda_edit_phrases=False))
+    off = _fake_sr(_make(tiny_bert, eda="rd", eda_edit_phrases="none"))
     v = off.prepare_views(sents, extras, [0, 1])
     assert v.s_texts == [ALL_PHRASE, SENTS[1].replace("you", "thou")]  # no phrase word changes
     assert (v.edits_s, v.edits_masked) == ([0, 1], [0, 1])
     assert [off.tokenizer.decode(t) for t in off.targets(v)] == ["stocks fell sharply [SEP]", "two options [SEP]"]
     with pytest.raises(SentlabError, match="eda_views: independent"):
-        _make(tiny_bert, eda="rd", eda_views="shared")
-    _make(tiny_bert, eda="rd", eda_views="shared", eda_edit_phrases=False)
+        _make(tiny_bert, eda="rd", eda_views="shared", eda_edit_phrases="all")
+    _make(tiny_bert, eda="rd", eda_views="shared")  # sr: RD never edits a phrase, the views can share it
+    _make(tiny_bert, eda="rd", eda_views="shared", eda_edit_phrases="none")
+
+
+def test_eda_edit_phrases_sr_lets_synonyms_not_deletions_touch_the_phrase(tiny_bert):
+    """#34 item 8: with phrase editing on for every operation, RD deleted the target phrase's words from s
+    (here all of them: alpha_rd = 1). The paper's reading (sr): SR may replace a phrase word, RD never deletes
+    one."""
+    from sentlab.augment.eda import EDA
+
+    sents = [ALL_PHRASE + " today", SENTS[1]]
+    extras = {"rake": [[_span(sents[0], ALL_PHRASE, 9.0)], RAKE[1]], "chunks": [[], []]}
+    m = _make(tiny_bert, eda="rd")  # sr+rd with the fake synonyms (no WordNet needed)
+    m.eda = EDA("sr+rd", alpha_sr=1.0, alpha_rd=1.0, synonyms=lambda w: FAKE_SYN.get(w, []), stopwords=frozenset())
+    assert m.phrase_ops == ("sr",)
+    v = m.prepare_views(sents, extras, [0, 1])
+    assert v.s_texts[0] == "shares dropped steeply"  # the phrase (synonyms), "today" deleted
+    assert v.s_texts[1] == "two choices ."  # "There are", "for you" deleted
+    m = _make(tiny_bert, eda="rd", eda_edit_phrases="all")
+    m.eda = EDA("sr+rd", synonyms=lambda w: FAKE_SYN.get(w, []), stopwords=frozenset())
+    assert m.phrase_ops == ("sr", "rd")
 
 
 def test_signal_shape_and_scaling():
@@ -581,20 +620,29 @@ def test_missing_extras_and_head_and_wordnet_errors(tiny_bert, monkeypatch, tmp_
         _make(tiny_bert, eda="sr")
 
 
-def test_pretrained_head_is_loaded(tiny_bert, tmp_path):
-    from safetensors.torch import save_file
+@pytest.mark.parametrize("names,fmt", [("gamma_beta", "safetensors"), ("weight_bias", "safetensors"),
+                                       ("gamma_beta", "bin")])
+def test_pretrained_head_is_loaded_from_a_hub_shaped_checkpoint(tmp_path, names, fmt):
+    """#34 defect 1: the original bert-base-uncased file names the head's LayerNorm gamma/beta; a lookup of
+    ``…LayerNorm.weight`` by key name missed it and PaSeR trained a fresh head. Loaded through transformers,
+    the head is the file's, in every layout; init says so."""
+    from safetensors.torch import load_file
 
-    enc, tok = tiny_bert
-    d, v = enc.config.hidden_size, enc.config.vocab_size
-    w = {"cls.predictions.transform.dense.weight": torch.full((d, d), 0.5),
-         "cls.predictions.transform.dense.bias": torch.zeros(d),
-         "cls.predictions.transform.LayerNorm.weight": torch.ones(d),
-         "cls.predictions.transform.LayerNorm.bias": torch.zeros(d),
-         "cls.predictions.bias": torch.full((v,), 0.25)}
-    save_file(w, str(tmp_path / "model.safetensors"))
-    enc.config._name_or_path = str(tmp_path)
-    m = _make((enc, tok), lm_head="auto")
-    assert m.lm_head_source == "pretrained" and torch.all(m.lm_head.bias == 0.25)
+    from sentlab.assets import load_model
+    from sentlab.backbones.standin import write_standin
+
+    folder = write_standin("bert-base-uncased", tmp_path / "bbu", layer_norm_names=names, fmt=fmt, config={
+        "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 37})
+    sd = (torch.load(folder / "pytorch_model.bin", weights_only=True) if fmt == "bin"
+          else load_file(str(folder / "model.safetensors")))
+    ln = "gamma" if names == "gamma_beta" else "weight"
+    enc, tok = load_model(str(folder))
+    m = _make((enc, tok), lm_head="pretrained")
+    assert m.lm_head_source == "pretrained"
+    assert torch.equal(m.lm_head.norm.weight, sd[f"cls.predictions.transform.LayerNorm.{ln}"])
+    assert torch.equal(m.lm_head.dense.weight, sd["cls.predictions.transform.dense.weight"])
+    assert torch.equal(m.lm_head.bias, sd["cls.predictions.bias"])
+    assert m.init_sources() == {"encoder": "checkpoint", "decoder": "random", "lm_head": "checkpoint"}
 
 
 def test_seeded_views_are_reproducible(tiny_bert):
@@ -669,7 +717,7 @@ def test_paser_sup_contrastive_plus_generative(tiny_bert, tmp_path):
     rake = [RAKE[3], RAKE[1], RAKE[2]]
     extras = {"rake": rake, "chunks": [[], [], []], "positive": [b for _, b, _ in NLI],
               "hard_negative": [c for _, _, c in NLI]}
-    m = _make(tiny_bert, "paser_sup", alpha=0.5)
+    m = _make(tiny_bert, "paser_sup", alpha=0.5, lm_head="fresh")
     m.train()
     out = m(Batch(anchors, [0, 1, 2], extras))
     assert torch.isclose(out["loss"], out["loss_con"] + 0.5 * out["loss_gen"])
@@ -691,8 +739,10 @@ def test_heads_roundtrip_for_paser_sup(tiny_bert, tmp_path):
     assert path.name == "paser_heads.safetensors"
     enc.config._name_or_path = str(tmp_path)
     sup = _make((enc, tok), "paser_sup", decoder_init="paser")
-    for (k, a), b in zip(m.decoder.state_dict().items(), sup.decoder.state_dict().values()):
-        torch.testing.assert_close(a, b)
+    for mod in ("decoder", "lm_head"):
+        for (k, a), b in zip(getattr(m, mod).state_dict().items(), getattr(sup, mod).state_dict().values()):
+            torch.testing.assert_close(a, b)
+    assert sup.init_sources() == {"encoder": "given", "decoder": "paser", "lm_head": "paser", "mlp": "random"}
     enc.config._name_or_path = str(tmp_path / "nothing")
     with pytest.raises(SentlabError, match="paser_heads"):
         _make((enc, tok), "paser_sup", decoder_init="paser")
@@ -767,3 +817,56 @@ def test_train_method_honours_own_steps_and_writes_heldout_check(tok, tmp_path, 
     assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "train.loss_gen")) == [2, 3]
     assert {"train.loss_mlm", "train.gen_token_acc", "train.eda_edits_s", "train.eda_edits_masked"} <= \
         set(run.data.metrics)
+
+
+def test_grad_clip_global_is_one_norm_over_every_group():
+    """#34 item 9: the PaSeR code clips one global norm (HF Trainer); the loop clipped each group on its own.
+    grad_clip is a param: global (the code, the default and the paper profile) or per_group (quick)."""
+    from sentlab.config import load_params
+    from sentlab.train.loop import clip_gradients
+    from sentlab.train.run import method_params
+
+    def grads(mode):
+        a, b = torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(2))
+        a.grad, b.grad = torch.tensor([3.0, 4.0]), torch.tensor([0.0, 0.5])  # norms 5 and 0.5
+        clip_gradients(torch.optim.SGD([{"params": [a]}, {"params": [b]}], lr=1.0), 1.0, mode)
+        return a.grad, b.grad
+
+    a, b = grads("per_group")
+    torch.testing.assert_close(a, torch.tensor([0.6, 0.8]))
+    torch.testing.assert_close(b, torch.tensor([0.0, 0.5]))  # under the norm on its own: untouched
+    a, b = grads("global")
+    scale = 1.0 / (25.25 ** 0.5)
+    torch.testing.assert_close(a, torch.tensor([3.0, 4.0]) * scale)
+    torch.testing.assert_close(b, torch.tensor([0.0, 0.5]) * scale)
+    with pytest.raises(SentlabError, match="per_group, global"):
+        grads("both")
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    assert get_method("paser").Params().grad_clip == "global"
+    assert method_params(load_params(repo / "params.yaml", profile="quick"), "paser").grad_clip == "per_group"
+    assert method_params(load_params(repo / "params.yaml", profile="paper"), "paser").grad_clip == "global"
+
+
+def test_paper_profile_paser_states_its_choices_and_trains_on_every_sts_sentence(tiny_bert):
+    """#34 item 9: Eq. 3's per-sentence sum stated in the paper profile; no 500 STS sentences held out of
+    training there (the reconstruction check reads the other corpus); the MLM head pretrained."""
+    from pathlib import Path
+
+    from sentlab.config import load_params
+    from sentlab.train.run import method_params
+
+    params = load_params(Path(__file__).resolve().parents[1] / "params.yaml", profile="paper")
+    for mid in ("paser", "paser_sup"):
+        p = method_params(params, mid)
+        assert (p.gen_reduction, p.recon_heldout_from) == ("sum", "other"), mid
+    p = method_params(params, "paser")
+    assert (p.lm_head, p.chunk_union, p.eda_edit_phrases) == ("pretrained", "one_each", "sr")
+    enc, tok = tiny_bert
+    m = get_method("paser")(enc, tok, p.model_copy(update={"eda": "none", "decoder_heads": 2, "decoder_layers": 1,
+                                                           "lm_head": "fresh"}).resolved(TrainParams()), seed=1)
+    corpus = _corpus(6000)
+    assert len(m.split_heldout(corpus)) == 6000 and m.recon_sets is None
+    quick = method_params(load_params(Path(__file__).resolve().parents[1] / "params.yaml", profile="quick"), "paser")
+    assert len(_make(tiny_bert, recon_heldout=quick.recon_heldout).split_heldout(corpus)) == 5500  # quick: 500 out

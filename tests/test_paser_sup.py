@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+import torch
 
 from sentlab.config import Params, TrainParams, load_params
 from sentlab.data.nli import write_nli
@@ -61,9 +62,15 @@ def test_corpus_reader_takes_positive_and_hard_negative_from_the_corpus_file(tmp
 def save_fake_paser(tok, folder: Path, seed: int = 5):
     from tiny import tiny_bert
 
+    from sentlab.methods._paser_decoder import save_heads
+
     model = tiny_bert(tok, seed, max_position_embeddings=128)
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
+    paser = get_method("paser")(model, tok, get_method("paser").Params(decoder_heads=2, decoder_layers=1, eda="none"))
+    with torch.no_grad():
+        paser.lm_head.bias.fill_(0.125)  # a head PaSeR trained: not what a fresh one starts from
+    save_heads(paser, folder)
     (folder / "sentlab.json").write_text(json.dumps({"method": "paser", "name": "paser", "status": "trained"}))
     return model
 
@@ -91,6 +98,22 @@ def test_paser_sup_trains_two_steps_from_models_paser(tok, tmp_path):
     out = AutoModel.from_pretrained(tmp_path / "models" / "paser_sup").state_dict()
     diff = max(float((out[k] - v).abs().max()) for k, v in paser.state_dict().items() if k in out)
     assert 0 < diff < 5e-3
+
+
+def test_paser_sup_starts_from_paser_s_trained_head(tok, tmp_path):
+    """#34 defect 2: models/paser keeps the encoder only, so paser_sup's head was always a fresh one. It is
+    PaSeR's trained head (paser_heads.safetensors); the decoder random as the paper's; sentlab.json says so."""
+    from sentlab.assets import load_model
+
+    make_data(tmp_path)
+    save_fake_paser(tok, tmp_path / "models" / "paser")
+    enc, tk = load_model(str(tmp_path / "models" / "paser"))
+    sup = get_method("paser_sup")(enc, tk, get_method("paser_sup").Params(decoder_heads=2, decoder_layers=1))
+    assert torch.all(sup.lm_head.bias == 0.125) and sup.lm_head_source == "paser"
+    info = train_method(sup_params(), "paser_sup", root=tmp_path, dev_eval=dev_eval, tracking=False, progress=False)
+    assert info["init"] == {"encoder": "paser", "decoder": "random", "lm_head": "paser", "mlp": "random"}
+    saved = json.loads((tmp_path / "models" / "paser_sup" / "sentlab.json").read_text())
+    assert saved["init"] == info["init"] and saved["lm_head"] == "paser"
 
 
 def test_paser_sup_needs_a_trained_models_paser(tok, tmp_path):

@@ -93,7 +93,10 @@ def test_smoke_preflight_all_ok_and_workspace_untouched(workspace, tmp_path):
     assert ev.projected_s >= ev.seconds * 0.5
     report = json.loads((tmp_path / "scratch/reports/preflight/preflight.json").read_text())
     assert [r["stage"] for r in report["rows"]] == [r.stage for r in rows]
-    assert "| train@simcse | ok |" in (tmp_path / "scratch/reports/preflight/preflight.md").read_text()
+    # the init column: where each module's weights came from (models/simcse/sentlab.json's init)
+    assert simcse.init == "encoder=checkpoint, mlp=random" and by["evaluate@simcse"].init == ""
+    assert "| train@simcse | ok | encoder=checkpoint, mlp=random |" in (
+        tmp_path / "scratch/reports/preflight/preflight.md").read_text()
     sliced = yaml.safe_load((tmp_path / "scratch/params.yaml").read_text())
     assert sliced["profile"] == "smoke" and sliced["profiles"]["smoke"]["train"]["max_steps"] == TINY["steps"]
     assert sliced["profiles"]["smoke"]["evaluate"]["max_pairs"] == TINY["max_pairs"]
@@ -125,7 +128,7 @@ def test_a_seed_stage_is_attributed_to_its_methods_params_file():
 
     assert params_file_of("python pipeline/train.py paser") == "paser"
     assert params_file_of("python pipeline/train.py paser --seed 43") == "paser"
-    assert params_file_of("python pipeline/train.py --ablation paser_aug_sr") == "paser_aug_sr"
+    assert params_file_of("python pipeline/train.py --ablation paser_aug_rs") == "paser_aug_rs"
     assert params_file_of("python pipeline/evaluate.py trained paser-s43") is None
 
 
@@ -256,9 +259,9 @@ def test_bert_base_uncased_tokenizer_reproduced_id_for_id(mirror):
 
 
 def test_backbone_configs_and_random_init(tmp_path):
-    """The kept configs build bert-base / roberta-base shapes; a random bert-base loads through the normal
-    loader only when substituted; roberta-base has no offline tokenizer and says how to get it."""
-    from sentlab import assets, backbones
+    """The kept configs build bert-base / roberta-base shapes; roberta-base has no offline tokenizer and says
+    how to get it."""
+    from sentlab import backbones
     from sentlab.errors import AssetMissingError
 
     assert backbones.known() == ["bert-base-uncased", "roberta-base"]
@@ -270,26 +273,33 @@ def test_backbone_configs_and_random_init(tmp_path):
     b = backbones.architecture_config("bert-base-uncased")
     assert (b.hidden_size, b.num_hidden_layers, b.num_attention_heads, b.intermediate_size, b.vocab_size) == (
         768, 12, 12, 3072, 30522)
-    assert not assets._SUBSTITUTES  # real runs: nothing substituted
 
 
-def test_random_backbone_used_only_when_substituted(tmp_path, monkeypatch):
+def test_backbone_standin_goes_through_a_mirror(tmp_path, monkeypatch, mirror):
+    """The preflight's backbone: the hub-shaped stand-in at models/<hub id> of a scratch mirror that links the
+    real mirror's data; the stage processes resolve the hub id there (SENTLAB_DATA_MIRROR), as a mirrored
+    download; the preflight's own process is untouched."""
     from sentlab import assets, backbones
+    from sentlab.preflight import backbone_standin
 
     small = dict(backbones.spec("bert-base-uncased"))
     small["config"] = {**small["config"], "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
                        "intermediate_size": 37}
     monkeypatch.setattr(backbones, "spec", lambda hub_id: small)
-    folder = backbones.build_random_backbone("bert-base-uncased", tmp_path / "bbu")
-    assert json.loads((folder / "sentlab_random_init.json").read_text())["hub_id"] == "bert-base-uncased"
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(assets, "_SUBSTITUTES", {})
-    try:
-        assets.substitute_models({"bert-base-uncased": folder})
-        model, tok = assets.load_model("bert-base-uncased")
-        assert model.config.hidden_size == 32 and tok("hello")["input_ids"] == [101, 7592, 102]
-    finally:
-        assets.substitute_models({})
+    dest, how, missing = backbone_standin("bert-base-uncased", tmp_path)
+    assert missing is None and how.startswith("stand-in of bert-base-uncased")
+    assert (dest / "STS").resolve() == (mirror / "STS").resolve()
+    with pytest.raises(assets.AssetMissingError):
+        assets.resolve_model("bert-base-uncased")
+    monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(dest))
+    assert assets.resolve_model("bert-base-uncased") == dest / "models" / "bert-base-uncased"
+    assert json.loads((dest / "models" / "bert-base-uncased" / "sentlab_standin.json").read_text())[
+        "layer_norm_names"] == "gamma_beta"
+    model, tok = assets.load_model("bert-base-uncased")
+    assert model.config.hidden_size == 32 and model.sentlab_init == "checkpoint"
+    assert tok("hello")["input_ids"] == [101, 7592, 102]
+    assert assets.resolve_data("sick").source == "mirror"
 
 
 def test_whitening_alone_gets_the_pairs_its_fit_needs():

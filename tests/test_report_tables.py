@@ -18,7 +18,7 @@ BACKBONE = "sentence-transformers/all-MiniLM-L6-v2"
 SICK_WARN = "only 3% of the letters in SICKRelatedness are ASCII: this copy is not the English data set"
 PTBERT = {"id": "ptbert", "pseudo_len": 128, "queue_size": 256, "attend_to": "cls"}
 PASER = {"id": "paser", "eda": "sr", "phrases": "rake", "top_k": 5, "m": 10.0, "n": 10.0, "pooling": "cls",
-         "decoder_layers": 6}
+         "decoder_layers": 6, "memory_norm": False, "head_lr": None, "epochs": 5}
 
 
 def _sts(base: float) -> dict:
@@ -220,7 +220,8 @@ def test_rows_are_filled_by_what_the_model_was_trained_with(tree):
     (md / "paser_dec2.json").unlink()
     build_report(tree, BACKBONE, "quick")
     rd = _row(tree, "paser_table4", "+ RD")
-    assert rd["model"] == "paser" and rd["reproduced"] and rd["expects"] == "eda=rd"
+    assert rd["model"] == "paser" and rd["reproduced"]
+    assert rd["expects"] == "eda=rd, memory_norm=False, head_lr=null, epochs=5"  # the row's setting + the recipe
     assert "eda=rd" in rd["trained_with"] and "decoder_layers=2" in rd["trained_with"]
     sr = _row(tree, "paser_table4", "+ SR")
     assert not sr["reproduced"] and "paser: trained with eda=rd, this row expects eda=sr" in sr["status"]
@@ -235,6 +236,19 @@ def test_rows_are_filled_by_what_the_model_was_trained_with(tree):
     assert t1["reproduced"] and "eda=rd" in t1["trained_with"]
     line = next(x for x in (tree / "reports/tables/paser_table4.md").read_text().splitlines() if x.startswith("| + RD |"))
     assert "trained with eda=rd" in line and "decoder_layers=2" in line and "row expects eda=rd" in line
+
+
+def test_the_quick_paser_fills_no_paper_ablation_row(tree):
+    """#34 item 9: the quick paser (memory LayerNorm, its own head lr, a step budget) has m = n = 10 but must not
+    fill Table 8's "m = 10, n = 10": every PaSeR ablation row checks the paper's recipe too."""
+    quick = {**PASER, "eda": "rd", "decoder_layers": 2, "memory_norm": True, "head_lr": 1e-3, "epochs": None}
+    (tree / "reports/metrics/paser.json").write_text(json.dumps(_metrics("paser", 62.0, method=quick)))
+    build_report(tree, BACKBONE, "quick")
+    m10 = _row(tree, "paser_table8", "m = 10, n = 10")
+    assert not m10["reproduced"] and "memory_norm=True" in m10["status"] and "head_lr" in m10["status"]
+    assert not _row(tree, "paser_table4", "+ RD")["reproduced"]
+    assert _row(tree, "paser_table1", "PaSeR-BERTbase")["reproduced"]  # the main table: as trained
+    assert not [r for r in _csv(tree / "reports/tables/paser_table4.csv") if "paser_aug_sr " in r["row"]]
 
 
 def test_metrics_without_a_method_block_fill_no_settings_checked_row(tree):

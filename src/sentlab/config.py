@@ -79,7 +79,8 @@ class AnnotateParams(Strict):
     spacy_model: str = "en_core_web_sm"
     jobs: int = Field(2, ge=1)
     shard_size: int = Field(5000, ge=1)
-    rake_max_words: int = Field(4, ge=1, description="longest RAKE phrase, in words")
+    rake_max_words: Optional[int] = Field(None, ge=1, description="longest RAKE phrase, in words; null: unbounded "
+                                                                  "(RAKE's first-ranked phrases are often long)")
 
 
 class HardSubsetParams(Strict):

@@ -29,9 +29,12 @@ What it does, in order:
    is set in the scratch params and the stage run again, so the stages after it are still checked.
 5. **Backbone.** The profile's backbone is used when it can be loaded; otherwise, when its
    architecture config is kept in :mod:`sentlab.backbones` and its tokenizer can be built offline,
-   a randomly initialised model of that shape (registered in the stage processes only, through
-   :func:`sentlab.assets.substitute_models`; every row says so). Without an offline tokenizer the
-   stages that load it come out ``needs asset``.
+   its hub-shaped stand-in (:mod:`sentlab.backbones.standin`: the original checkpoint's key names,
+   shapes and dtypes, random values), put at ``models/<hub id>`` of a scratch mirror that links the
+   real mirror's data (``SENTLAB_DATA_MIRROR`` of the stage processes): the stages load it through the
+   resolver and ``from_pretrained`` code a downloaded checkpoint takes; every row says so. Without an
+   offline tokenizer the stages that load it come out ``needs asset``. Each training row's ``init``
+   column is its ``sentlab.json``'s ``init``: where each module's weights came from.
 6. **Measures and projection.** Per stage: wall seconds; for training, seconds per optimiser step
    (between consecutive steps, at the slice batch) and the full run's step count (from the real
    profile's corpus size, batch, epochs and max_steps, :func:`sentlab.train.loop.plan_steps`); for
@@ -99,7 +102,8 @@ class Row:
     asset: str = ""
     fetch: str = ""
     note: str = ""
-    model: str = ""                  # how the backbone was had: the real one, or a random init of its config
+    model: str = ""                  # how the backbone was had: the real one, or its hub-shaped stand-in
+    init: str = ""                   # a training's sentlab.json init: module=source (checkpoint, random, a method)
     steps: Optional[int] = None      # optimiser steps taken in the slice
     batch: Optional[int] = None      # slice batch (x grad_accum)
     sec_per_step: Optional[float] = None
@@ -345,8 +349,7 @@ def current_rss_mb() -> Optional[float]:
     return None
 
 
-def _run_in_child(argv: list[str], scratch: str, env: dict, result_path: str, log_path: str,
-                  substitutes: dict) -> None:
+def _run_in_child(argv: list[str], scratch: str, env: dict, result_path: str, log_path: str) -> None:
     """Body of the stage process: run ``python script args`` in-process, record the probe and the error."""
     os.chdir(scratch)
     os.environ.clear()
@@ -356,10 +359,9 @@ def _run_in_child(argv: list[str], scratch: str, env: dict, result_path: str, lo
     os.dup2(fd, 2)
     import runpy
 
-    from . import assets, pipeline_util
+    from . import pipeline_util
     from .errors import AssetMissingError
 
-    assets.substitute_models(substitutes)
     probe = Probe()
     probe.install()
     caught: list[BaseException] = []
@@ -407,10 +409,10 @@ def _last_frame(e: BaseException) -> str:
 class StageRunner:
     """Runs stages in processes forked from one server that has imported the heavy modules once."""
 
-    def __init__(self, scratch: Path, env: dict, substitutes: dict):
+    def __init__(self, scratch: Path, env: dict):
         import multiprocessing as mp
 
-        self.scratch, self.env, self.substitutes = scratch, env, substitutes
+        self.scratch, self.env = scratch, env
         self.ctx = mp.get_context("forkserver")
         self.ctx.set_forkserver_preload(PRELOAD)
         self.logs = scratch / ".preflight" / "logs"
@@ -424,7 +426,7 @@ class StageRunner:
         argv = shlex.split(stage.cmd)
         if len(argv) >= 2 and argv[0] in ("python", "python3") and argv[1].endswith(".py") and "&&" not in argv:
             p = self.ctx.Process(target=_run_in_child, args=(argv[1:], str(self.scratch), self.env, str(res),
-                                                               str(log), self.substitutes))
+                                                               str(log)))
             p.start()
             p.join()
             if res.is_file():
@@ -524,23 +526,27 @@ def corpus_shortfall(real) -> Optional[tuple[str, str]]:
             data_fetch_command(real.prepare.corpus))
 
 
-def backbone_substitutes(backbone: str, scratch: Path) -> tuple[dict, str, Optional[tuple[str, str]]]:
-    """({hub id: folder} for the stage processes, how the backbone is had, (asset, fetch) when it cannot be)."""
+def backbone_standin(backbone: str, scratch: Path) -> tuple[Optional[Path], str, Optional[tuple[str, str]]]:
+    """(a scratch mirror that holds the backbone's stand-in, for the stage processes' SENTLAB_DATA_MIRROR, or None
+    when the backbone is here; how the backbone is had; (asset, fetch) when it cannot be)."""
     from . import backbones
-    from .assets import hub_fetch_command, resolve_model
+    from .assets import hub_fetch_command, mirror_root, resolve_model
+    from .backbones.standin import standin_mirror
 
     try:
-        return {}, f"{backbone} ({resolve_model(backbone)})", None
+        return None, f"{backbone} ({resolve_model(backbone)})", None
     except SentlabError:
         pass
     if backbones.spec(backbone) is None:
-        return {}, f"{backbone}: not here", (f"hub model {backbone}", hub_fetch_command(backbone))
-    dest = scratch / ".preflight" / "backbones" / backbone
+        return None, f"{backbone}: not here", (f"hub model {backbone}", hub_fetch_command(backbone))
+    dest = scratch / ".preflight" / "mirror"
     try:
-        backbones.build_random_backbone(backbone, dest)
+        standin_mirror(backbone, dest, mirror_root())
     except SentlabError:
-        return {}, f"{backbone}: not here, no offline tokenizer", (f"hub model {backbone}", hub_fetch_command(backbone))
-    return {backbone: str(dest)}, f"random init of {backbone}'s config (weights not here)", None
+        return None, f"{backbone}: not here, no offline tokenizer", (f"hub model {backbone}",
+                                                                     hub_fetch_command(backbone))
+    return dest, (f"stand-in of {backbone} (weights not here): the original checkpoint's layout, random values, "
+                  f"loaded from the mirror's models/{backbone}"), None
 
 
 # --- projection ---------------------------------------------------------------------------------------
@@ -692,9 +698,9 @@ def markdown(rows: list[Row], meta: dict) -> str:
              f"after another), peak RSS **{_fmt(meta['projected_peak_mb'], 0)} MB**"
              + (f", CUDA peak **{_fmt(meta['projected_cuda_mb'], 0)} MB**" if meta.get("projected_cuda_mb") else "")
              + ". Linear estimates from the slice.", "",
-             "| stage | status | s | s/step (slice batch) | full steps | s/sentence | peak RSS MB | CUDA MB | "
+             "| stage | status | init | s | s/step (slice batch) | full steps | s/sentence | peak RSS MB | CUDA MB | "
              "projected | projected peak MB | error / asset / note |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         what = r.error or ""
         if r.status == "needs asset":
@@ -702,7 +708,7 @@ def markdown(rows: list[Row], meta: dict) -> str:
         elif r.note:
             what = (what + "; " if what else "") + r.note
         lines.append("| " + " | ".join([
-            r.stage, r.status, _fmt(r.seconds, 1), _fmt(r.sec_per_step, 2), _fmt(r.full_steps),
+            r.stage, r.status, r.init, _fmt(r.seconds, 1), _fmt(r.sec_per_step, 2), _fmt(r.full_steps),
             _fmt(r.sec_per_sentence, 4), _fmt(r.peak_rss_mb, 0), _fmt(r.cuda_peak_mb, 0), _hms(r.projected_s),
             _fmt(r.projected_peak_mb, 0), what.replace("|", "\\|")]) + " |")
     return "\n".join(lines) + "\n"
@@ -734,12 +740,14 @@ def preflight(workspace: Path, profile: Optional[str] = None, *, out: Optional[P
     write_slice_params(scratch, profile, sl, check=real is not None)
     env = _scratch_env(scratch)
     backbone = real.model.backbone if real else str((resolve_profile(raw, profile).get("model") or {}).get("backbone"))
-    substitutes, how, missing_backbone = backbone_substitutes(backbone, scratch)
+    standin, how, missing_backbone = backbone_standin(backbone, scratch)
+    if standin is not None:
+        env["SENTLAB_DATA_MIRROR"] = str(standin)
     stages = dvc_stages(scratch)
     if stages_filter:
         stages = _with_upstream(stages, stages_filter)
     stages = consumers_first(stages)
-    runner = StageRunner(scratch, env, substitutes)
+    runner = StageRunner(scratch, env)
     out_dir = out or scratch / "reports" / "preflight"
     status: dict[str, Row] = {}
     affected: set[str] = set()          # methods / variants whose params a stand-in changed
@@ -777,6 +785,7 @@ def preflight(workspace: Path, profile: Optional[str] = None, *, out: Optional[P
                         f" ({again.error})" if again.error else "")
                     if again.status == "ok":
                         row.probe, row.sec_per_step, row.steps = again.probe, again.sec_per_step, again.steps
+                        row.init = again.init
                     else:
                         row.note = f"stand-in ({desc}) {again.status}: {again.error}"
             elif row.status == "ok" and row.steps and params_file_of(st.cmd) in affected:
@@ -800,7 +809,7 @@ def preflight(workspace: Path, profile: Optional[str] = None, *, out: Optional[P
         if not keep_weights:
             _prune_weights(scratch, st, consumers, status)
         _write(rows, {**meta, "partial": f"{len(rows)} of {len(stages)} stages so far"}, out_dir)
-    meta["substitutes"] = substitutes
+    meta["standin_mirror"] = str(standin) if standin else None
     return _finish(rows, meta, out_dir, quiet)
 
 
@@ -825,6 +834,7 @@ def _run_one(runner: StageRunner, st: Stage, row: Row) -> None:
     t = time.perf_counter()
     res, log = runner.run(st)
     row.seconds = time.perf_counter() - t
+    row.init = _init_of(runner.scratch, st) if res.get("rc", 1) == 0 else ""
     row.probe = res
     if res.get("rc", 1) == 0:
         row.status = "ok"
@@ -845,6 +855,16 @@ def _run_one(runner: StageRunner, st: Stage, row: Row) -> None:
         row.sentences = res["enc_sentences"]
         row.sec_per_sentence = res["enc_seconds"] / res["enc_sentences"]
     row.peak_rss_mb, row.cuda_peak_mb = res.get("peak_rss_mb"), res.get("cuda_peak_mb")
+
+
+def _init_of(scratch: Path, st: Stage) -> str:
+    """``module=source`` of the ``init`` in the ``sentlab.json`` of the model a training stage wrote ("" otherwise)."""
+    for out in st.outs:
+        f = scratch / out / "sentlab.json"
+        if out.startswith("models/") and f.is_file():
+            init = json.loads(f.read_text()).get("init") or {}
+            return ", ".join(f"{k}={v}" for k, v in init.items())
+    return ""
 
 
 def _method_files(scratch: Path) -> dict[str, Any]:

@@ -11,6 +11,11 @@ Text Classification Tasks", EMNLP 2019, Sec. 2:
 * **RS** random swap: ``n = max(1, int(α_rs · #words))`` times, two random
   words swap places.
 
+``#words`` and the words an operation may touch are the *words* it may edit:
+EDA's reference code strips punctuation before it counts, so punctuation runs
+are never counted, deleted or swapped here either, and protected slots (below)
+are not counted.
+
 PaSeR (Wu & Zhao 2022, Sec. 3.1.3 / Table 4) applies one strategy at a time
 (``sr``, ``rd``, ``rs``) or the combinations ``sr+rd`` and ``sr+rs`` (SR first),
 or none, to both ``s`` and the masked duplicate ``s̃``.
@@ -18,7 +23,8 @@ or none, to both ``s`` and the masked duplicate ``s̃``.
 **Phrase alignment.** PaSeR masks chosen phrase spans in ``s̃`` and the decoder
 must regenerate them, so augmentation must not break that alignment. The
 phrase spans passed to :meth:`EDA.augment` are *protected* (PaSeR passes
-them for ``s̃``, and for ``s`` only when ``eda_edit_phrases`` is off): the
+them for ``s̃`` and for ``s``; ``edit_phrases`` names the operations that may
+edit them anyway: PaSeR's ``eda_edit_phrases`` for ``s``): the
 sentence is cut into words and punctuation runs (also cut at every span
 boundary), words inside a protected span are never replaced, deleted or moved, and only
 the other words take part in SR/RD/RS (RS swaps two *unprotected* word slots,
@@ -54,6 +60,7 @@ SynonymSource = Callable[[str], Sequence[str]]
 
 _WORD = re.compile(r"\w+(?:[-'.]\w+)*|[^\w\s]+")
 _ALPHA = re.compile(r"^[A-Za-z][A-Za-z'-]*$")
+_IS_WORD = re.compile(r"\w")
 
 
 @dataclass
@@ -183,11 +190,14 @@ class EDA:
             if self.stopwords is None:
                 self.stopwords = _english_stopwords()
 
-    def augment(self, text: str, rng: random.Random, spans: Sequence[tuple[int, int]] = ()) -> Augmented:
-        """Augment ``text`` with ``rng``, leaving every ``spans`` (char ``(start, end)``) untouched.
+    def augment(self, text: str, rng: random.Random, spans: Sequence[tuple[int, int]] = (),
+                edit_phrases: Sequence[str] = ()) -> Augmented:
+        """Augment ``text`` with ``rng``, leaving every ``spans`` (char ``(start, end)``) untouched except by
+        the operations in ``edit_phrases`` (e.g. ``("sr",)``: synonyms may replace phrase words, RD/RS not).
 
         Spans are first trimmed of surrounding whitespace; the returned spans are the trimmed ones,
-        relocated in the augmented text.
+        relocated in the augmented text (none are returned when ``edit_phrases`` is set: a phrase may
+        have changed).
         """
         spans = [_trim(text, int(s), int(e)) for s, e in spans]
         if not self.ops:
@@ -196,20 +206,25 @@ class EDA:
         ws = [s.ws for s in slots]
         counts = {}
         for op in self.ops:
-            slots, ws, counts[op] = getattr(self, f"_{op}")(slots, ws, rng)
+            slots, ws, counts[op] = getattr(self, f"_{op}")(slots, ws, rng, op in edit_phrases)
         new_text, new_spans = _join(slots, ws, len(spans))
+        if edit_phrases:
+            return Augmented(new_text, [], counts)
         for (s, e), (ns, ne) in zip(spans, new_spans):
             assert new_text[ns:ne] == text[s:e], "EDA broke a protected phrase"  # by construction
         return Augmented(new_text, new_spans, counts)
 
-    # --- the three operations, each on the unprotected word slots only -------------
-    def _free(self, slots: Sequence[_Slot]) -> list[int]:
-        return [i for i, s in enumerate(slots) if s.phrase is None]
+    # --- the three operations, each on the word slots it may edit only -------------
+    @staticmethod
+    def _free(slots: Sequence[_Slot], phrases: bool = False) -> list[int]:
+        """The word slots (not punctuation) an operation may edit: unprotected ones, and the phrase words
+        when ``phrases``."""
+        return [i for i, s in enumerate(slots) if (phrases or s.phrase is None) and _IS_WORD.search(s.text)]
 
-    def _sr(self, slots, ws, rng):
-        free = [i for i in self._free(slots)
-                if _ALPHA.match(slots[i].text) and slots[i].text.lower() not in self.stopwords]
-        n = max(1, int(self.alpha["sr"] * len(slots))) if slots else 0
+    def _sr(self, slots, ws, rng, phrases=False):
+        words = self._free(slots, phrases)
+        free = [i for i in words if _ALPHA.match(slots[i].text) and slots[i].text.lower() not in self.stopwords]
+        n = max(1, int(self.alpha["sr"] * len(words))) if words else 0
         rng.shuffle(free)
         slots = list(slots)
         done = 0
@@ -219,24 +234,24 @@ class EDA:
             cands = list(self.synonyms(slots[i].text.lower()))
             if not cands:
                 continue
-            slots[i] = _Slot(rng.choice(cands), slots[i].ws, None)
+            slots[i] = _Slot(rng.choice(cands), slots[i].ws, slots[i].phrase)  # a phrase word stays one
             done += 1
         return slots, ws, done
 
-    def _rd(self, slots, ws, rng):
-        free = self._free(slots)
+    def _rd(self, slots, ws, rng, phrases=False):
+        free = self._free(slots, phrases)
         p = self.alpha["rd"]
         drop = {i for i in free if rng.random() < p}
-        if len(drop) == len(slots):  # EDA: never return an empty sentence
+        if drop and len(drop) == len(self._free(slots, True)):  # EDA: never return a sentence without a word
             drop.discard(rng.choice(sorted(drop)))
         keep = [i for i in range(len(slots)) if i not in drop]
         return [slots[i] for i in keep], [ws[i] for i in keep], len(drop)
 
-    def _rs(self, slots, ws, rng):
-        free = self._free(slots)
+    def _rs(self, slots, ws, rng, phrases=False):
+        free = self._free(slots, phrases)
         if len(free) < 2:
             return slots, ws, 0
-        n = max(1, int(self.alpha["rs"] * len(slots)))
+        n = max(1, int(self.alpha["rs"] * len(free)))
         slots = list(slots)
         for _ in range(n):
             a, b = rng.sample(free, 2)

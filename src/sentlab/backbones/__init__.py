@@ -7,10 +7,10 @@ bert-base-uncased's tokenizer is a ``BertTokenizerFast`` over the uncased WordPi
 with bert-base-uncased's settings (``do_lower_case``, 512 positions); roberta-base's byte-level BPE
 ships with nothing installed, so it needs the hub.
 
-What they are for: the preflight (:mod:`sentlab.preflight`) runs the paper profile's stages on a
-randomly initialised model of the same shape when the real weights are not here
-(:func:`build_random_backbone`). Real runs never use it: :func:`sentlab.assets.resolve_model` takes
-such a folder only when the preflight registers it (:func:`sentlab.assets.substitute_models`).
+What they are for: ``sentlab standin`` (:mod:`sentlab.backbones.standin`) writes a hub-shaped stand-in
+from them (the original checkpoint's layout, random values); the preflight (:mod:`sentlab.preflight`)
+runs the paper profile's stages on it, through a scratch mirror, when the real weights are not here.
+Real runs never see it: only the preflight's stage processes point ``SENTLAB_DATA_MIRROR`` there.
 """
 
 from __future__ import annotations
@@ -89,27 +89,3 @@ def spread_layer_norms(model, scale: float = 0.1) -> None:
             if isinstance(m, torch.nn.LayerNorm) and m.elementwise_affine:
                 m.weight.normal_(1.0, scale)
                 m.bias.normal_(0.0, scale)
-
-
-def build_random_backbone(hub_id: str, dest: str | Path, seed: int = 0) -> Path:
-    """Write a randomly initialised ``hub_id``-shaped model (its pre-training heads included, as the hub
-    checkpoint has them) and its offline tokenizer to ``dest`` (a Hugging Face folder, safetensors).
-    The folder's ``sentlab_random_init.json`` says what it is. For the preflight only."""
-    import torch
-    from transformers import AutoModelForMaskedLM
-
-    from ..io import atomic_path, write_json
-
-    dest = Path(dest)
-    tok = build_tokenizer(hub_id)  # first: a backbone without an offline tokenizer needs the hub, say so early
-    config = architecture_config(hub_id)
-    torch.manual_seed(seed)
-    model = AutoModelForMaskedLM.from_config(config)
-    spread_layer_norms(model)
-    with atomic_path(dest, is_dir=True) as tmp:
-        model.save_pretrained(tmp, safe_serialization=True)
-        tok.save_pretrained(tmp)
-        write_json(Path(tmp) / "sentlab_random_init.json",
-                   {"hub_id": hub_id, "seed": seed, "what": "random initialisation from the kept architecture config "
-                    "(sentlab.backbones); preflight only, never a result"})
-    return dest

@@ -1,5 +1,5 @@
-"""PaSeR's training-only pieces: phrase choice, span masking, the decoding signal, the decoder, the LM head
-and the file the last three are kept in for paser_sup.
+"""PaSeR's training-only pieces: phrase choice, span masking, the decoding signal, the decoder and the file
+they and the LM head (:mod:`sentlab.methods._paser_head`) are kept in for paser_sup.
 
 Kept apart from :mod:`sentlab.methods.paser` so that module reads like the
 algorithm. Nothing here is used at inference.
@@ -7,7 +7,6 @@ algorithm. Nothing here is used at inference.
 
 from __future__ import annotations
 
-import logging
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,13 +14,9 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..errors import SentlabError
-from ..weights import load_tensors
-
-log = logging.getLogger(__name__)
 
 # ``phrases`` value -> chunk labels of the annotation's ``chunks`` column. The annotation's ``VP`` label is a
 # *verb group* in both backends (verbs with their adverbs, modal, particle; no object): the regexp grammar's VP
@@ -38,7 +33,7 @@ def _get(obj: Any, key: str):
 
 
 def choose_phrases(text: str, rake: Optional[Sequence[Any]], chunks: Optional[Sequence[Any]], source: str, k: int,
-                   rng: random.Random) -> list[tuple[int, int]]:
+                   rng: random.Random, one_each: bool = False) -> list[tuple[int, int]]:
     """Character spans of the phrases to mask, in target order.
 
     ``rake``: the annotation's ranked RAKE phrases (best first) → the first
@@ -46,8 +41,10 @@ def choose_phrases(text: str, rake: Optional[Sequence[Any]], chunks: Optional[Se
     (:data:`CHUNK_SOURCES`: ``np``, ``verb_group``, ``sbar``, and the unions
     ``np_verb_group``, ``np_verb_group_sbar``): chunks with those labels; PaSeR
     (Sec. 3.1.1) masks "a random sub-tree" (SBAR, VP or NP), so ``k`` of them are
-    drawn at random with ``rng`` and kept in sentence order. Spans that overlap an
-    already chosen one, are empty, or do not match the sentence are skipped.
+    drawn at random with ``rng`` and kept in sentence order; with ``one_each``, ``k``
+    of *each* label of a union (Table 5's NP+VP: one NP and one VP), drawn label by
+    label in :data:`CHUNK_SOURCES` order. Spans that overlap an already chosen one,
+    are empty, or do not match the sentence are skipped.
     """
     if source != "rake" and source not in CHUNK_SOURCES:
         raise ValueError(f"phrase source {source!r}; allowed: rake, {', '.join(CHUNK_SOURCES)}")
@@ -55,9 +52,18 @@ def choose_phrases(text: str, rake: Optional[Sequence[Any]], chunks: Optional[Se
         cands = [(int(_get(p, "start")), int(_get(p, "end")), _get(p, "text")) for p in (rake or [])]
     else:
         labels = CHUNK_SOURCES[source]
-        cands = [(int(_get(c, "start")), int(_get(c, "end")), _get(c, "text")) for c in (chunks or [])
-                 if _get(c, "label") in labels]
-        rng.shuffle(cands)
+        chosen: list[tuple[int, int]] = []
+        for group in ([(lab,) for lab in labels] if one_each else [labels]):
+            cands = [(int(_get(c, "start")), int(_get(c, "end")), _get(c, "text")) for c in (chunks or [])
+                     if _get(c, "label") in group]
+            rng.shuffle(cands)
+            chosen += _pick(text, cands, k, chosen)
+        return sorted(chosen)
+    return _pick(text, cands, k, [])
+
+
+def _pick(text: str, cands, k: int, taken: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Up to ``k`` spans of ``cands`` (in order) that are valid and overlap neither each other nor ``taken``."""
     chosen: list[tuple[int, int]] = []
     for s, e, t in cands:
         if len(chosen) >= k:
@@ -66,11 +72,9 @@ def choose_phrases(text: str, rake: Optional[Sequence[Any]], chunks: Optional[Se
             continue
         if t is not None and text[s:e] != t:
             continue  # a span that does not point at its own text: the annotation is for another sentence
-        if any(s < ce and cs < e for cs, ce in chosen):
+        if any(s < ce and cs < e for cs, ce in [*taken, *chosen]):
             continue
         chosen.append((s, e))
-    if source != "rake":
-        chosen.sort()
     return chosen
 
 
@@ -236,95 +240,6 @@ class DecodingSignal(nn.Module):
         return mem
 
 
-# --- LM head ---------------------------------------------------------------------------
-class LMHead(nn.Module):
-    """BERT's MLM head (``cls.predictions``): dense → GELU → LayerNorm → word embeddings^T + bias.
-
-    The output projection is the encoder's word-embedding matrix, passed in at
-    call time (not registered twice, so ``state_dict`` has no shared tensor).
-    Shared by the MLM loss and the phrase decoder, as in the PaSeR code.
-    The head runs in fp32 with autocast off: under bf16 autocast, logits near
-    10 would have a resolution of 0.06 and the cross-entropy of L_gen / L_MLM
-    would be taken on rounded values.
-    """
-
-    BERT_KEYS = {"dense.weight": "cls.predictions.transform.dense.weight",
-                 "dense.bias": "cls.predictions.transform.dense.bias",
-                 "norm.weight": "cls.predictions.transform.LayerNorm.weight",
-                 "norm.bias": "cls.predictions.transform.LayerNorm.bias",
-                 "bias": "cls.predictions.bias"}
-    ROBERTA_KEYS = {"dense.weight": "lm_head.dense.weight", "dense.bias": "lm_head.dense.bias",
-                    "norm.weight": "lm_head.layer_norm.weight", "norm.bias": "lm_head.layer_norm.bias",
-                    "bias": "lm_head.bias"}
-
-    def __init__(self, hidden: int, vocab: int, eps: float = 1e-12):
-        super().__init__()
-        self.dense = nn.Linear(hidden, hidden)
-        self.norm = nn.LayerNorm(hidden, eps=eps)
-        self.bias = nn.Parameter(torch.zeros(vocab))
-        nn.init.normal_(self.dense.weight, std=0.02)
-        nn.init.zeros_(self.dense.bias)
-
-    def forward(self, h: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
-        """fp32 logits ``(..., vocab)`` of hidden states ``h`` (any dtype), whatever autocast is on."""
-        with torch.autocast(device_type=h.device.type, enabled=False):
-            x = self.norm(F.gelu(self.dense(h.float())))
-            return F.linear(x, word_embeddings.float(), self.bias.float())
-
-    def load_pretrained(self, model_dir: Optional[str]) -> bool:
-        """Copy the checkpoint's MLM-head weights (BERT ``cls.predictions.*`` or RoBERTa ``lm_head.*``).
-
-        Returns False when ``model_dir`` has no such weights (e.g. all-MiniLM-L6-v2, saved without its head).
-        """
-        state = _read_checkpoint_keys(model_dir, ("cls.predictions.", "lm_head."))
-        for keys in (self.BERT_KEYS, self.ROBERTA_KEYS):
-            if all(v in state for v in keys.values()):
-                own = {k: state[v] for k, v in keys.items()}
-                if own["bias"].shape != self.bias.shape or own["dense.weight"].shape != self.dense.weight.shape:
-                    return False
-                self.load_state_dict(own, strict=True)
-                return True
-        return False
-
-
-def _read_checkpoint_keys(model_dir: Optional[str], prefixes: tuple[str, ...]) -> dict[str, torch.Tensor]:
-    if not model_dir or not Path(model_dir).is_dir():
-        return {}
-    d = Path(model_dir)
-    out: dict[str, torch.Tensor] = {}
-    files = sorted(d.glob("*.safetensors"))
-    if files:
-        from safetensors import safe_open
-
-        for f in files:
-            with safe_open(str(f), "pt") as fh:
-                for k in fh.keys():
-                    if k.startswith(prefixes):
-                        out[k] = fh.get_tensor(k)
-        return out
-    for f in sorted(d.glob("pytorch_model*.bin")):
-        sd = load_tensors(f, "Convert the checkpoint to model.safetensors on a machine you trust, or set "
-                             "lm_head: fresh.")
-        out.update({k: v for k, v in sd.items() if k.startswith(prefixes)})
-    return out
-
-
-def init_lm_head(head: LMHead, encoder: nn.Module, mode: str, method_id: str) -> str:
-    """Load the backbone checkpoint's MLM head into ``head`` (``mode`` auto / pretrained) or keep it fresh;
-    returns which ("pretrained" / "fresh")."""
-    src = getattr(encoder, "name_or_path", None) or getattr(encoder.config, "_name_or_path", None)
-    if mode == "fresh":
-        return "fresh"
-    if head.load_pretrained(src):
-        return "pretrained"
-    if mode == "pretrained":
-        raise SentlabError(
-            f"methods.{method_id}.lm_head = pretrained, but the backbone checkpoint ({src}) has no MLM head weights "
-            f"(cls.predictions.* / lm_head.*). Use lm_head: fresh (or auto) for this backbone.")
-    log.warning("PaSeR: backbone %s has no MLM head weights; using a fresh head tied to the word embeddings", src)
-    return "fresh"
-
-
 # --- decoder ---------------------------------------------------------------------------
 class PhraseDecoder(nn.Module):
     """A randomly initialised Transformer decoder (post-LN, GELU: BART-style) over the 4-vector memory.
@@ -381,16 +296,18 @@ def save_heads(method: nn.Module, folder) -> Path:
     return path
 
 
-def load_heads(method: nn.Module, folder) -> None:
-    """Load ``folder/paser_heads.safetensors`` into the method's decoder, signal and LM head."""
+def load_heads(method: nn.Module, folder, parts: tuple[str, ...] = HEADS) -> None:
+    """Load the ``parts`` (prefixes of :data:`HEADS`: decoder, signal, LM head) of ``folder/paser_heads.safetensors``
+    into the method; the others keep their weights."""
     from safetensors.torch import load_file
 
     path = Path(folder) / HEADS_FILE
     if not path.is_file():
         raise SentlabError(f"{path} not found: the paser training stage writes it next to the exported model "
-                           f"(save_heads). Train paser first, or set decoder_init: random.")
-    missing, unexpected = method.load_state_dict(load_file(str(path)), strict=False)
-    bad = [k for k in missing if k.startswith(HEADS)] + list(unexpected)
+                           f"(save_heads). Train paser first, or set decoder_init: random / lm_head: fresh.")
+    state = {k: v for k, v in load_file(str(path)).items() if k.startswith(parts)}
+    missing, unexpected = method.load_state_dict(state, strict=False)
+    bad = [k for k in missing if k.startswith(parts)] + list(unexpected)
     if bad:
         raise SentlabError(f"{path} does not match this PaSeR configuration (keys {bad[:5]}); the decoder params "
                            f"(decoder_layers, decoder_heads, project_masked …) must equal paser's.")

@@ -151,6 +151,7 @@ class Method(nn.Module):
         self.tokenizer = tokenizer
         self.params = params
         self.seed = seed
+        self.module_init: dict[str, str] = {}  # sub-module -> where its weights came from (see init_sources)
 
     # --- what the loop calls -------------------------------------------------
     def prepare(self, batch: Batch) -> Batch:
@@ -184,6 +185,12 @@ class Method(nn.Module):
         """Write training-time checks next to the exported model (``folder``), with the final
         weights still in memory; ``data_root`` holds ``data/`` (e.g. PaSeR's reconstruction check)."""
 
+    @property
+    def grad_clip(self) -> str:
+        """How the loop clips at ``train.max_grad_norm``: ``per_group`` (each optimiser group's norm on its own)
+        or ``global`` (one norm over every parameter); :func:`sentlab.train.loop.clip_gradients`."""
+        return "per_group"
+
     def trainable_parameters(self):
         """Parameters the optimiser updates (momentum copies excluded)."""
         return [p for p in self.parameters() if p.requires_grad]
@@ -210,6 +217,30 @@ class Method(nn.Module):
     @property
     def device(self) -> torch.device:
         return next(self.encoder.parameters()).device
+
+    def init_sources(self) -> dict[str, str]:
+        """Where each module's weights came from, before training (``sentlab.json``'s ``init``).
+
+        ``encoder``: the loader's record (:func:`sentlab.assets.load_model`: ``checkpoint``, or which tensors
+        the checkpoint lacked), or the id of the trained method it starts from (``init_from``); ``given``
+        when the caller built it. Every other direct sub-module with parameters (and the method's own
+        parameters, ``params``): what the method set in ``module_init`` (``checkpoint``, ``random``, a
+        method id), else ``copy of <module>`` when its tensors equal an earlier module's (MoCo's key
+        encoder), else ``random``. Call it before the first optimiser step.
+        """
+        out = {"encoder": getattr(self.encoder, "sentlab_init", None) or "given"}
+        seen = {"encoder": self.encoder.state_dict()}
+        for name, mod in self.named_children():
+            if name == "encoder" or not any(True for _ in mod.parameters()):
+                continue
+            sd = mod.state_dict()
+            twin = next((n for n, o in seen.items() if o.keys() == sd.keys() and all(
+                o[k].shape == v.shape and torch.equal(o[k], v) for k, v in sd.items())), None)
+            out[name] = self.module_init.get(name) or (f"copy of {twin}" if twin else "random")
+            seen[name] = sd
+        if any(True for _ in self.parameters(recurse=False)):
+            out["params"] = self.module_init.get("params", "random")
+        return out
 
     # --- inference -----------------------------------------------------------
     def export_info(self) -> dict:

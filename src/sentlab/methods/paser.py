@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import Literal, Optional, Sequence
+from typing import Optional, Sequence
 
 import torch
 import torch.nn.functional as F
-from pydantic import Field
 
 from ..augment.eda import EDA
 from ..encoder import pool
@@ -21,77 +20,13 @@ from ..errors import SentlabError
 from ..evaluate.reconstruction import export_reconstruction, heldout_split
 from . import register
 from ._common import full_precision
-from ._paser_decoder import (DecodingSignal, LMHead, PhraseDecoder, Views, choose_phrases, decoder_target,
-                             init_lm_head, mask_spans, mlm_mask, pad, save_heads)
-from .base import Batch, Method, MethodParams, adamw
+from ._paser_decoder import (CHUNK_SOURCES, DecodingSignal, PhraseDecoder, Views, choose_phrases, decoder_target,
+                             mask_spans, mlm_mask, pad, save_heads)
+from ._paser_head import LMHead, init_lm_head
+from ._paser_params import PaSeRParams
+from .base import Batch, Method, adamw
 
 log = logging.getLogger(__name__)
-
-
-class PaSeRParams(MethodParams):
-    """``methods.paser`` in params.yaml. Defaults follow the paper where it speaks, the code where it is silent."""
-
-    corpus: Literal["sts_unlabeled", "train"] = Field(
-        "sts_unlabeled", description="training sentences: the unlabelled STS sentences (paper) or the Wikipedia corpus")
-    phrases: Literal["rake", "np", "verb_group", "sbar", "np_verb_group", "np_verb_group_sbar"] = Field(
-        "rake", description="phrase source: RAKE ranking, or chunks of the annotation (Sec. 3.1.1): NP, verb groups "
-                            "(the chunkers' VP label: verbs + adverbs/modal/particle, no object), SBAR, or a union "
-                            "(Table 5's NP / VP / NP+VP rows: np / verb_group / np_verb_group)")
-    top_k: int = Field(5, ge=1, description="RAKE phrases masked per sentence (Table 5's main row is top-5)")
-    chunk_k: int = Field(1, ge=1, description="chunk phrases masked per sentence, drawn at random (Sec. 3.1.1: "
-                                              "\"a random sub-tree\", i.e. 1)")
-    mask_unit: Literal["wordpiece", "phrase"] = Field(
-        "wordpiece", description="[MASK]s in s̃: one per word piece (Table 7 shows one blank per token) or one per "
-                                 "phrase")
-    eda: Literal["none", "sr", "rd", "rs", "sr+rd", "sr+rs"] = Field(
-        "sr", description="EDA strategy on s and s̃ (Table 4; SR is the paper's best and needs WordNet)")
-    eda_views: Literal["independent", "shared"] = Field(
-        "independent", description="independent: s and s̃ get separate draws; shared: one augmented sentence, duplicated")
-    eda_edit_phrases: bool = Field(
-        True, description="EDA may edit the phrase words of s (the decoder's target stays the original phrase, "
-                          "protected in s̃); false: phrase words are never replaced, deleted or moved in either view")
-    eda_alpha_sr: float = Field(0.5, ge=0, le=1, description="SR ratio (the PaSeR code: 0.5)")
-    eda_alpha_rd: float = Field(0.1, ge=0, le=1, description="RD deletion probability (EDA default 0.1)")
-    eda_alpha_rs: float = Field(0.1, ge=0, le=1, description="RS swap ratio (EDA default 0.1)")
-    m: float = Field(10.0, ge=0, description="scale of the difference term (paper: 10; code default 1)")
-    n: float = Field(10.0, ge=0, description="scale of the product term (paper: 10; code default 1)")
-    signal_abs_diff: bool = Field(True, description="m·|E_s − E_s̃| (paper Eq. 2); false: signed (code)")
-    signal_abs_prod: bool = Field(True, description="n·|E_s ∗ E_s̃| (paper Eq. 2); false: signed (code, and "
-                                                    "Sec. 3.2.2's prose)")
-    project_masked: bool = Field(False, description="learned linear map on E_s̃ before the signal (code)")
-    memory_order: Literal["paper", "code"] = Field(
-        "paper", description="[E_s, E_s̃, diff, prod] (paper) or [prod, diff, E_s, E_s̃] (code)")
-    memory_type_embeddings: bool = Field(False, description="learned slot embeddings on the 4 memory vectors "
-                                                            "(without them the order is immaterial)")
-    memory_norm: bool = Field(
-        False, description="a learned LayerNorm on each of the 4 memory vectors (neither paper nor code): lets a "
-                           "random decoder use the signal within a short run; makes m and n immaterial")
-    decoder_layers: int = Field(6, ge=1, description="decoder depth (Fig. 4 ablation 1..8)")
-    decoder_heads: int = Field(16, ge=1, description="attention heads (code: 16); must divide the hidden size")
-    decoder_ffn: Optional[int] = Field(None, gt=0, description="FFN width (None: the hidden size, as the code's 768)")
-    decoder_dropout: float = Field(0.1, ge=0, lt=1)
-    decoder_embeddings: Literal["encoder", "word"] = Field(
-        "encoder", description="decoder input embeddings: the encoder's whole embedding module (code) or only its "
-                               "word embeddings + own positions")
-    lm_head: Literal["auto", "pretrained", "fresh"] = Field(
-        "auto", description="output head shared by decoder and MLM: BERT's pretrained MLM head (code) or a fresh one "
-                            "tied to the word embeddings; auto: pretrained when the checkpoint has one")
-    mlm_weight: float = Field(1.0, ge=0, description="weight of L_MLM (Eq. 4: 1)")
-    mlm_prob: float = Field(0.15, gt=0, lt=1)
-    gen_weight: float = Field(1.0, ge=0, description="weight of L_generative")
-    gen_reduction: Literal["mean", "sum"] = Field(
-        "mean", description="L_generative over target tokens: mean over the batch's tokens (code) or, as Eq. 3 "
-                            "writes it, the sum over each sentence's tokens, averaged over sentences")
-    pooling: Literal["cls", "mean", "top2_mean", "first_last"] = Field(
-        "cls", description="pooling of E_s, E_s̃ in training and of the exported encoder (Table 9)")
-    head_lr: Optional[float] = Field(
-        None, gt=0, description="learning rate of the randomly initialised modules (decoder, signal, fresh LM head "
-                                "bias); None: lr for everything, as the paper (5 epochs at 3e-5)")
-    recon_heldout: int = Field(500, ge=0, description="held-out sentences for the reconstruction check (0: skip)")
-    recon_heldout_from: Literal["corpus", "other"] = Field(
-        "corpus", description="corpus: sentences of the training corpus kept out of training (at most a tenth of "
-                              "it); other: the corpus not trained on (Wikipedia for sts_unlabeled: a domain shift)")
-    recon_fit: int = Field(2000, gt=0, description="training sentences the frequency baselines are fitted on")
 
 
 @register("paser")
@@ -108,6 +43,8 @@ class PaSeR(Method):
        ``chunks`` columns (char spans). The paper draws "a random sub-tree" of
        an NLTK parse (``chunk_k`` = 1); the chunkers' ``VP`` label is a verb
        group (no object, unlike a parse-tree VP), hence ``phrases: verb_group``;
+       a union (``np_verb_group``, Table 5's NP+VP) masks ``chunk_k`` chunks of
+       each label (one NP and one VP; ``chunk_union: pooled``: drawn from the union);
     2. EDA (:mod:`sentlab.augment.eda`) on the duplicate leaving the phrase spans
        intact, and on ``s`` with its phrase words editable too
        (``eda_edit_phrases``), then mask the phrases in the duplicate → ``s̃``
@@ -133,20 +70,34 @@ class PaSeR(Method):
 
     The output head of the decoder and of MLM is one :class:`LMHead` tied to the
     word embeddings: BERT's pretrained ``cls.predictions`` head when the
-    checkpoint has it (bert-base-uncased); all-MiniLM-L6-v2 ships no MLM head,
-    so there it is a fresh head (``export_info()["lm_head"]`` says which).
+    checkpoint has it (bert-base-uncased), loaded by transformers'
+    ``AutoModelForMaskedLM`` as a hub download is (the original file's
+    LayerNorm ``gamma``/``beta`` included); all-MiniLM-L6-v2 ships no MLM head,
+    so there it is a fresh head (``export_info()["lm_head"]`` says which, and
+    ``sentlab.json``'s ``init``: ``lm_head: checkpoint`` or ``random``). The
+    paper profile sets ``lm_head: pretrained``: a checkpoint without a head fails
+    there instead of training a fresh one.
     Decoder, signal and head are training-only: the inference encoder is the
     bare encoder with ``pooling``. Paper-vs-code differences are params (see
     :class:`PaSeRParams`).
 
-    ``eda_edit_phrases`` (default true; the paper and the code are silent, the
-    EDA ran offline): Sec. 3.1.3 says SR on ``s`` and ``s̃`` "create[s] semantic
-    similar phrases with different tokens", i.e. it edits phrases; with every
-    phrase protected, most STS sentences have no word SR may replace. The edits
-    go to ``s`` only: ``s̃``'s phrases are masked anyway, and the target stays
-    the original phrase. The forward returns (and the loop logs as ``train.*``)
+    ``eda_edit_phrases`` (the EDA operations that may edit the phrase words of
+    ``s``; the code is silent, its EDA ran offline): default ``sr``, the paper's
+    reading. Sec. 3.1.3 says SR on ``s`` and ``s̃`` "create[s] semantic similar
+    phrases with different tokens", i.e. it edits phrases (with every phrase
+    protected, most STS sentences have no word SR may replace), while RD and RS
+    are about frequent words and word order: with ``all`` RD deleted ~10 % of the
+    target phrase's words from ``s``, so E_s no longer held what the decoder
+    must rebuild. The edits go to ``s`` only: ``s̃``'s phrases are masked anyway,
+    and the target stays the original phrase. EDA counts and edits words only
+    (never punctuation; :mod:`sentlab.augment.eda`). The forward returns (and the loop logs as ``train.*``)
     ``eda_edits_s`` / ``eda_edits_masked``, the mean EDA edits per sentence of
     each view (words replaced + deleted + swaps).
+
+    Gradient clipping (``grad_clip``): one global norm over every parameter at
+    ``train.max_grad_norm``, as the code's HF Trainer (the default and the paper
+    profile); ``per_group`` clips the encoder and the heads' group each on its own
+    (the quick profile, whose heads train at ``head_lr``).
 
     Neither in the paper, for short runs of the random decoder: ``head_lr`` (the
     decoder, signal and head at their own rate), ``memory_norm`` and a small
@@ -174,8 +125,8 @@ class PaSeR(Method):
     def __init__(self, encoder, tokenizer, params: PaSeRParams, seed: int = 0):
         super().__init__(encoder, tokenizer, params, seed)
         hidden = encoder.config.hidden_size
-        self._check(hidden)
         self.eda = EDA(params.eda, params.eda_alpha_sr, params.eda_alpha_rd, params.eda_alpha_rs)
+        self._check(hidden)
         self.signal = DecodingSignal(hidden, params.m, params.n, params.signal_abs_diff, params.signal_abs_prod,
                                      params.project_masked, params.memory_order, params.memory_type_embeddings,
                                      params.memory_norm)
@@ -187,8 +138,14 @@ class PaSeR(Method):
                                          getattr(encoder.config, "max_position_embeddings", 512))
             self.lm_head = LMHead(hidden, encoder.get_input_embeddings().weight.size(0),
                                   getattr(encoder.config, "layer_norm_eps", 1e-12))
-        self.lm_head_source = init_lm_head(self.lm_head, encoder, params.lm_head, self.id or "paser")
+        self.lm_head_source = self._init_lm_head()
         self.recon_sets = None  # the held-out check's rows, set by split_heldout
+
+    def _init_lm_head(self) -> str:
+        """The backbone checkpoint's MLM head (``lm_head``: pretrained / auto) or a fresh one; sets ``module_init``."""
+        source = init_lm_head(self.lm_head, self.encoder, self.params.lm_head, self.id or "paser")
+        self.module_init["lm_head"] = "checkpoint" if source == "pretrained" else "random"
+        return source
 
     def _check(self, hidden: int) -> None:
         p, name = self.params, self.id or "paser"
@@ -197,10 +154,10 @@ class PaSeR(Method):
                                f"hidden size {hidden}; pick a divisor (e.g. 12 for 384/768).")
         if not getattr(self.tokenizer, "is_fast", False):
             raise SentlabError("PaSeR needs a fast (Rust) tokenizer for the offset mapping that locates phrase spans.")
-        if p.eda_edit_phrases and p.eda_views == "shared" and p.eda != "none":
+        if self.phrase_ops and p.eda_views == "shared":
             raise SentlabError(f"methods.{name}: eda_edit_phrases edits the phrases of s but not of s̃, so the two "
                                f"views cannot share one augmentation (eda_views: shared); set eda_views: independent "
-                               f"or eda_edit_phrases: false.")
+                               f"or eda_edit_phrases: none.")
         if p.memory_norm and (p.m, p.n) != (10.0, 10.0):
             log.warning("methods.%s: memory_norm is on, so m = %s and n = %s change nothing (LayerNorm is "
                         "scale-invariant); set memory_norm: false to compare scales (Table 8).", name, p.m, p.n)
@@ -209,9 +166,24 @@ class PaSeR(Method):
         return self.params.corpus
 
     @property
+    def grad_clip(self) -> str:
+        """``params.grad_clip``: the code clips one global norm (HF Trainer), the default."""
+        return self.params.grad_clip
+
+    @property
+    def phrase_ops(self) -> tuple[str, ...]:
+        """The EDA operations of ``eda`` that may edit the phrase words of s (``eda_edit_phrases``)."""
+        allowed = {"none": (), "sr": ("sr",), "all": tuple(self.eda.ops)}[self.params.eda_edit_phrases]
+        return tuple(op for op in self.eda.ops if op in allowed)
+
+    @property
     def phrase_count(self) -> int:
-        """Phrases masked per sentence (at most): ``top_k`` for RAKE, ``chunk_k`` for chunks."""
-        return self.params.top_k if self.params.phrases == "rake" else self.params.chunk_k
+        """Phrases masked per sentence (at most): ``top_k`` for RAKE, ``chunk_k`` for chunks (of each label of a
+        union with ``chunk_union: one_each``)."""
+        p = self.params
+        if p.phrases == "rake":
+            return p.top_k
+        return p.chunk_k * (len(CHUNK_SOURCES[p.phrases]) if p.chunk_union == "one_each" else 1)
 
     # --- steps 1-2: phrases, augmentation, masking (CPU) ---------------------------------
     def prepare_views(self, sentences: Sequence[str], extras: dict, index: Sequence[int] = (),
@@ -231,7 +203,9 @@ class PaSeR(Method):
         for i, s in enumerate(sentences):
             rng = random.Random(f"paser-{self.seed}-{draw}-{index[i] if i < len(index) else 'x'}-{i}")
             spans = choose_phrases(s, extras.get("rake", [None] * len(sentences))[i],
-                                   extras.get("chunks", [None] * len(sentences))[i], source, self.phrase_count, rng)
+                                   extras.get("chunks", [None] * len(sentences))[i], source,
+                                   self.params.top_k if source == "rake" else self.params.chunk_k, rng,
+                                   one_each=self.params.chunk_union == "one_each")
             s_text, t_text, t_spans, edits = self._augment(s, spans, rng) if augment else (s, s, spans, (0, 0))
             out.edits_s.append(edits[0])
             out.edits_masked.append(edits[1])
@@ -247,8 +221,7 @@ class PaSeR(Method):
         if not self.eda.ops:
             return s, s, spans, (0, 0)
         aug_t = self.eda.augment(s, rng, spans)
-        aug_s = aug_t if self.params.eda_views == "shared" else \
-            self.eda.augment(s, rng, () if self.params.eda_edit_phrases else spans)
+        aug_s = aug_t if self.params.eda_views == "shared" else self.eda.augment(s, rng, spans, self.phrase_ops)
         return aug_s.text, aug_t.text, aug_t.spans, (aug_s.edits, aug_t.edits)
 
     def targets(self, views: Views) -> list[list[int]]:

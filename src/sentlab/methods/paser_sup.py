@@ -27,8 +27,12 @@ class PaSeRSupParams(PaSeRParams, ContrastiveParams):
     eda: Literal["none", "sr", "rd", "rs", "sr+rd", "sr+rs"] = Field("none", description="EDA on the anchors")
     mlp_head: bool = Field(True, description="SimCSE-sup's MLP over [CLS] in training (dropped at test, SPEC §2)")
     hard_negative_weight: float = Field(0.0, description="SimCSE's log-weight added to hard-negative logits")
+    lm_head: Literal["paser", "fresh"] = Field(
+        "paser", description="the output head shared by decoder and MLM: the one the unsupervised PaSeR trained "
+                             "(models/paser/paser_heads.safetensors; it started from BERT's MLM head), or a fresh one")
     decoder_init: Literal["random", "paser"] = Field(
-        "random", description="paser: decoder/signal/head from models/paser/paser_heads.safetensors")
+        "random", description="decoder and signal: random (the paper: the decoder's weights are randomly initialised, "
+                              "Sec. 3.3 starts the encoder from the unsupervised checkpoint) or paser's trained ones")
 
 
 @register("paser_sup")
@@ -40,7 +44,13 @@ class PaSeRSup(PaSeR):
     every contradiction ``hard_negative`` in the batch (cos/τ). The generative
     term is unsupervised PaSeR's phrase reconstruction on the anchors, with
     ``E_s`` = the anchor's pooled vector from the contrastive forward (before the MLP).
-    The encoder starts from the trained unsupervised PaSeR (``init_from``).
+    The encoder starts from the trained unsupervised PaSeR (``init_from``), and so does
+    the output head (``lm_head: paser``, default): the head PaSeR trained (from BERT's
+    MLM head) on the MLM and phrase losses, read from models/paser's
+    ``paser_heads.safetensors``; a fresh head would start the generative term from
+    scratch. The decoder and signal are random by default, as the paper says of the
+    decoder (``decoder_init: paser`` carries PaSeR's). ``sentlab.json``'s ``init``
+    records each (``encoder: paser, lm_head: paser, decoder: random``).
 
     Inputs: ``Batch.sentences`` (anchors = sent0), ``Batch.extras["positive"]``,
     ``["hard_negative"]`` (columns of ``data/corpus/nli.parquet``) and ``["rake"]`` /
@@ -65,8 +75,22 @@ class PaSeRSup(PaSeR):
         self.mlp = MLPHead(encoder.config.hidden_size) if params.mlp_head else None
         self.nli_meta: dict[str, str] = {}  # the corpus's source / label, set by split_heldout
         if params.decoder_init == "paser":
-            src = getattr(encoder, "name_or_path", None) or getattr(encoder.config, "_name_or_path", "")
-            load_heads(self, src)
+            load_heads(self, self._paser_dir(), ("decoder.", "signal."))
+            self.module_init.update(decoder="paser", signal="paser")
+
+    def _paser_dir(self) -> str:
+        """The folder the encoder was loaded from (models/paser), where paser wrote its heads."""
+        return getattr(self.encoder, "name_or_path", None) or getattr(self.encoder.config, "_name_or_path", "")
+
+    def _init_lm_head(self) -> str:
+        """The head the unsupervised PaSeR trained (``lm_head: paser``; models/paser keeps the encoder only, its
+        head is in paser_heads.safetensors), or a fresh one (``fresh``); sets ``module_init``."""
+        if self.params.lm_head == "fresh":
+            self.module_init["lm_head"] = "random"
+            return "fresh"
+        load_heads(self, self._paser_dir(), ("lm_head.",))
+        self.module_init["lm_head"] = "paser"
+        return "paser"
 
     def split_heldout(self, corpus):
         """PaSeR's held-out split; also remembers which NLI source the corpus came from (for :meth:`export_info`)."""

@@ -11,7 +11,9 @@
   ``max_grad_norm`` (HF Trainer's default 1.0, which SimCSE/PT-BERT used) of each
   parameter group's norm on its own (the encoder group alone, as before a method had
   extra groups; PaSeR's decoder, POS/BOW's heads and discriminators each clipped too,
-  so a head's large gradient cannot shrink the encoder's step);
+  so a head's large gradient cannot shrink the encoder's step), or of one global norm
+  over every parameter when the method's ``grad_clip`` says ``global`` (HF Trainer's
+  way, the PaSeR code's: :func:`clip_gradients`);
 * data: the corpus in a seeded shuffled order per epoch
   (:func:`~sentlab.train.data.epoch_order`), the last incomplete batch of an
   epoch dropped (every step sees full batches, MoCo's candidate count stays M);
@@ -209,6 +211,16 @@ def micro_batch_loader(method, corpus: Corpus, train_cfg, *, seed: int, steps_pe
         generator=torch.Generator().manual_seed(seed))  # its base seed is not drawn from (and does not move) torch's RNG
 
 
+def clip_gradients(optimizer: torch.optim.Optimizer, max_norm: float, mode: str = "per_group") -> None:
+    """Clip at ``max_norm`` each parameter group's gradient norm on its own (``per_group``) or one norm over
+    every group's parameters together (``global``: ``torch.nn.utils.clip_grad_norm_`` of all, as HF Trainer)."""
+    if mode not in ("per_group", "global"):
+        raise SentlabError(f"grad_clip {mode!r}; allowed: per_group, global")
+    groups = [g["params"] for g in optimizer.param_groups]
+    for params in ([p for g in groups for p in g],) if mode == "global" else groups:
+        torch.nn.utils.clip_grad_norm_(params, max_norm)
+
+
 def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEval, ckpt_dir: Path,
                export_info: Optional[dict] = None,
                log_metrics: Optional[Callable[[dict, int], None]] = None,
@@ -314,9 +326,8 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
                     if k != "loss":
                         extras[k] = torch.as_tensor(v).detach().float()
                 n_sent += len(batch) * world
-            if max_grad_norm:  # each group on its own: a head's large gradient does not shrink the encoder's step
-                for g in optimizer.param_groups:
-                    torch.nn.utils.clip_grad_norm_(g["params"], max_grad_norm)
+            if max_grad_norm:  # per group by default: a head's large gradient does not shrink the encoder's step
+                clip_gradients(optimizer, max_grad_norm, getattr(method, "grad_clip", "per_group"))
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)

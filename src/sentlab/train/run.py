@@ -124,7 +124,9 @@ def load_encoder(params: Params, cls, models_dir: Path, device: torch.device):
         if not info.is_file() or json.loads(info.read_text()).get("status") != "trained":
             raise SentlabError(f"Method {cls.id} starts from the trained model of `{cls.init_from}` ({src}), which is "
                                f"missing or was not trained in this profile; add {cls.init_from} to train.methods.")
-        return load_model(str(src))
+        model, tok = load_model(str(src))
+        model.sentlab_init = cls.init_from  # sentlab.json's init: the trained method it starts from
+        return model, tok
     return load_model(params.model.backbone)
 
 
@@ -174,14 +176,14 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
 
     precision = resolve_precision(cfg.precision, device)  # `auto` resolved: what the loop uses
     dropout = resolve_kernel(cfg.dropout_kernel, device)
-    info = dict(method.export_info(), name=name, status="trained", seed=params.seed,
+    info = dict(method.export_info(), name=name, status="trained", seed=params.seed, init=method.init_sources(),
                 attention=attention, dropout_kernel=dropout, heap=heap,
                 fingerprint=environment_fingerprint(device=device, precision=precision,
                                                     data_files=[root / "data" / "corpus" / f"{corpus_name}.parquet",
                                                                 root / "data" / "sts" / "sts.parquet"]))
     logged = {"seed": params.seed, "profile": params.profile, "backbone": params.model.backbone,
               "train": cfg.model_dump(), "precision": precision, "attention": attention, "dropout_kernel": dropout,
-              "heap": heap, "method": {"id": method_id, **mparams.model_dump()}, "run_key": key,
+              "heap": heap, "method": {"id": method_id, **mparams.model_dump()}, "run_key": key, "init": info["init"],
               "corpus": {"name": corpus_name, "sentences": len(corpus)}}
 
     def _train(log_fn):
