@@ -260,6 +260,9 @@ def test_ptbert_rows_in_both_readings_and_the_mteb_row(tree):
     assert tok64["model"] == "ptbert_tokens_m64" and "ptbert_tokens_m64.json" in tok64["status"]
     q = {r["model"] for r in t5 if r["section"].startswith("(b')")}
     assert q == {"ptbert_tokens_q192", "ptbert_tokens", "ptbert_tokens_q320"}
+    q320 = next(r for r in t5 if r["section"].startswith("(b)") and r["row"] == "Q-320")
+    assert "320 is the released code's queue_size=4" in q320["note"]  # issue #34
+    assert not any("released code's queue_size" in r["note"] for r in t5 if r["row"] != "Q-320")
     assert _row(tree, "ptbert_table3", "PT-BERT, Y = all token states")["model"] == "ptbert_tokens"
     # MTEB's SICK-R (all 9,927 pairs) is not put beside the 4,927-pair test split
     t3 = _csv(tree / "reports/tables/ptbert_table3.csv")

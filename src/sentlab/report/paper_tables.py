@@ -448,10 +448,8 @@ def _ptbert_sweep(attend_to: str, section: str, which: str) -> list[RowSpec]:
         main = v == (128 if which == "m" else 256)
         m, q = (v, 256) if which == "m" else (128, v)
         models = tuple(dict.fromkeys((prefix, "ptbert"))) if main else (f"{prefix}_{which}{v}",)
-        if which == "q":
-            note_v = note + "; queue in sentences (SPEC §3.4: batch 64 + 3 queued batches = 256)"
-        else:
-            note_v = note
+        note_v = note + ("; queue in sentences (SPEC §3.4: batch 64 + 3 queued batches = 256)" if which == "q" else "")
+        note_v += "; 320 is the released code's queue_size=4 (it keeps 5 batches of 64)" if (which, v) == ("q", 320) else ""
         rows.append(RowSpec(f"{'L' if which == 'm' else 'Q'}-{v}" + (" (ours)" if main else ""), models, dict(paper),
                             note_v, section, expects={"pseudo_len": m, "queue_size": q, "attend_to": attend_to}))
     return rows
