@@ -299,3 +299,49 @@ def test_table7_shows_reconstruction_scores_and_verdict(tmp_path):
     assert "Held-out sentences: sts_unlabeled (held out of training)" in md
     assert "greedy token accuracy yes" in md and "beats the bigram **no**" in md
     assert "reproduced,Work with a tool.,Work with a _.,tool,knife,False" in csv_text
+
+
+def test_no_delta_between_backbones_and_roberta_rows(tmp_path):
+    """Issue #34: a reproduced number and a paper number of different backbones are never subtracted (nor tested
+    against a reference row of another backbone); the RoBERTa-base rows (L2P-CSR Table 1's group, the POS/BOW table)
+    take the paper profile's *_roberta models and print their Δ; "+Prompt" says what differs and prints no Δ."""
+    tree = make_tree(tmp_path)
+    md = tree / "reports/metrics"
+    bert, rob = "bert-base-uncased", "roberta-base"
+    for name, base, bb in (("simcse", 70.0, bert), ("simcse_roberta", 71.0, rob), ("l2p_roberta", 72.0, rob),
+                           ("posbow_adv", 73.0, rob), ("prompt", 74.0, bert)):
+        (md / f"{name}.json").write_text(json.dumps({**_metrics(name, base, method={"id": name.split("_r")[0]}),
+                                                     "backbone": bb, "profile": "paper"}))
+    build_report(tree, bert, "paper")
+
+    def cell(table, row, model, col="STS12", section=None):
+        return next(r for r in _csv(tree / f"reports/tables/{table}.csv") if r["row"] == row and r["model"] == model
+                    and r["column"] == col and (section is None or r["section"] == section))
+
+    sim = cell("l2p_table1", "+SimCSE", "simcse", section="")
+    assert float(sim["diff"]) == pytest.approx(70.0 - 68.40)                       # BERT on BERT: Δ
+    rob_sim = cell("l2p_table1", "+SimCSE", "simcse_roberta", section="RoBERTa-base group")
+    assert float(rob_sim["diff"]) == pytest.approx(71.0 - 70.16)
+    rob_lines = [x for x in (tree / "reports/tables/l2p_table1.md").read_text().splitlines() if "_roberta`" in x]
+    assert len(rob_lines) == 2 and not any("stale" in x for x in rob_lines)  # its own backbone is not stale
+    assert float(cell("l2p_table1", "+Ours (L2P-CSR)", "l2p_roberta")["diff"]) == pytest.approx(72.0 - 71.69)
+    prompt = cell("l2p_table1", "+Prompt (sentlab: PromptBERT's template, not its recipe)", "prompt", section="")
+    assert prompt["diff"] == "" and float(prompt["paper"]) == 71.56 and "two templates" in prompt["note"]
+    pb = cell("posbow_table1", "SimCSE", "simcse_roberta")
+    assert float(pb["diff"]) == pytest.approx(71.0 - 70.16)
+    assert float(cell("posbow_table1", "Our sentence (full embedding)", "posbow_adv")["diff"]) == pytest.approx(
+        73.0 - 70.39)
+    # without simcse_roberta the POS/BOW SimCSE row falls back to the BERT simcse: no Δ against RoBERTa numbers,
+    # and the RoBERTa rows get no significance test against it
+    (md / "simcse_roberta.json").unlink()
+    build_report(tree, bert, "paper")
+    fallback = cell("posbow_table1", "SimCSE", "simcse")
+    assert fallback["diff"] == "" and float(fallback["paper"]) == 70.16
+    assert cell("posbow_table1", "Our sentence (full embedding)", "posbow_adv")["reference"] == ""
+    line = next(x for x in (tree / "reports/tables/posbow_table1.md").read_text().splitlines() if x.startswith("| SimCSE"))
+    assert "70.00 / 70.16 |" in line and "(-0.16)" not in line and "no Δ: trained on bert-base-uncased" in line
+    # the quick profile's MiniLM stands in for BERT-base: Δ against BERT-base numbers, none against RoBERTa's
+    quick = make_tree(tmp_path / "q")
+    build_report(quick, BACKBONE, "quick")
+    t = _csv(quick / "reports/tables/posbow_table1.csv")
+    assert next(r for r in t if r["model"] == "posbow_adv" and r["column"] == "STS12")["diff"] == ""

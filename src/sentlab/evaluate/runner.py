@@ -210,7 +210,9 @@ def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, t
     intervals = bootstrap_intervals(frame, [*TASKS, "STSBenchmark-dev"], seed=params.seed)
     from ..fingerprint import environment_fingerprint
 
-    metrics = {"model": name, "kind": kind, "backbone": params.model.backbone, "profile": params.profile,
+    # a trained model's own backbone (its method line's `backbone`), else model.backbone
+    own = ((extra_metrics or {}).get("method") or {}).get("backbone") if kind == "trained" else None
+    metrics = {"model": name, "kind": kind, "backbone": own or params.model.backbone, "profile": params.profile,
                "status": "evaluated", **precision_record(encoders[name]), **(extra_metrics or {}), **metrics,
                "ci95": confidence_intervals(frame, TASKS, intervals=intervals), "bootstrap_seed": params.seed,
                "fingerprint": environment_fingerprint(encoders[name].device, encoders[name].precision,

@@ -27,6 +27,7 @@ from typing import Optional
 import numpy as np
 
 from ..evaluate import stats as S
+from .backbones import family
 from ..evaluate.cosines import bootstrap_intervals, bootstrap_path, read_bootstrap, read_cosines
 
 REFERENCE = "simcse"
@@ -129,12 +130,17 @@ def _sts_values(m: dict) -> dict:
 def annotate(rows, ctx: Context, columns) -> Optional[str]:
     """Fill ``res.marks`` of each evaluated STS row (main rows of a model; extra rows such as a
     channel get seeds only). Returns the reference model used for the significance marks."""
-    ref_row = next((r for r in rows if r.evaluated and r.model == REFERENCE and r.spec.extract == "sts"), None)
-    reference = ref_row.model if ref_row else None
+    # one reference per backbone family (report.backbones): a row is never tested against another backbone's
+    refs = {}
+    for r in rows:
+        if r.evaluated and r.model in (REFERENCE, f"{REFERENCE}_roberta") and r.spec.extract == "sts":
+            refs.setdefault(family(r.backbone), r.model)
+    first = next(iter(refs.values()), None)
     for res in rows:
         if not res.evaluated or res.spec.extract != "sts":
             continue
         base, _, extra = res.model.partition("/")
+        reference = refs.get(family(res.backbone))
         marks = Marks(reference=reference)
 
         def values(m, extra=extra):
@@ -162,7 +168,7 @@ def annotate(rows, ctx: Context, columns) -> Optional[str]:
                 if diff is not None:
                     marks.sig[col] = diff
         res.marks = marks
-    return reference
+    return first
 
 
 def _difference(ctx: Context, model: str, reference: str, col: str, values):
