@@ -103,7 +103,8 @@ def test_every_table_has_reproduced_paper_and_diff(tree):
     assert r"\toprule" in tex and r"\bottomrule" in tex and "72.00 / 71.20 (+0.80)" in tex
     assert set(rep.tables) >= {"ptbert_table1", "ptbert_table2", "ptbert_table3", "ptbert_table4", "ptbert_table5",
                                "paser_table1", "paser_table4", "paser_table5", "paser_table8", "paser_table9",
-                               "paser_table10", "paser_fig4", "l2p_table1", "l2p_table3", "posbow_table1"}
+                               "paser_table10", "paser_fig4", "l2p_table1", "l2p_table3", "posbow_table1",
+                               "paser_table2"}
 
 
 def test_rows_without_numbers_say_why(tree):
@@ -189,7 +190,7 @@ def test_every_table_model_is_trained_with_what_its_row_expects_in_the_paper_pro
 
     params = load(Path(__file__).resolve().parents[1] / "params.yaml", "paper")
     registry = variants(params)
-    methods = set(params.methods)
+    methods = set(params.methods) | set(params.methods_from)  # paser_sup (PaSeR Table 2) is a methods_from line
     named = {m for m in models_in_tables(all_tables(BACKBONE)) if not m.startswith("base-")}
     assert named - methods <= set(registry), named - methods - set(registry)
     checked = 0
@@ -345,3 +346,17 @@ def test_no_delta_between_backbones_and_roberta_rows(tmp_path):
     build_report(quick, BACKBONE, "quick")
     t = _csv(quick / "reports/tables/posbow_table1.csv")
     assert next(r for r in t if r["model"] == "posbow_adv" and r["column"] == "STS12")["diff"] == ""
+
+
+def test_paser_table2_has_supervised_simcse_and_paser(tree):
+    """Issue #34: paser_sup trains, so PaSeR Table 2 (supervised STS) is a table: simcse_sup beside paser_sup."""
+    md = tree / "reports/metrics"
+    (md / "simcse_sup.json").write_text(json.dumps(_metrics("simcse_sup", 76.0, method={"id": "simcse_sup"})))
+    build_report(tree, BACKBONE, "quick")
+    t2 = _csv(tree / "reports/tables/paser_table2.csv")
+    sim = next(r for r in t2 if r["model"] == "simcse_sup" and r["column"] == "Avg")
+    assert float(sim["paper"]) == 81.57 and float(sim["reproduced"]) == pytest.approx(79.0)
+    pas = next(r for r in t2 if r["model"] == "paser_sup" and r["column"] == "Avg")
+    assert float(pas["paper"]) == 82.61 and pas["reproduced"] == ""
+    assert next(r for r in t2 if r["model"] == "paser_sup" and r["column"] == "STS12")["paper"] == "78.4"
+    assert (tree / "reports/tables/paser_table2.tex").is_file()

@@ -625,11 +625,11 @@ def paser_tables() -> list[TableSpec]:
 
 
 def all_tables(backbone: str) -> list[TableSpec]:
-    return [*ptbert_tables(backbone), *paser_tables(), *l2p_tables(), *posbow_tables()]
+    return [*ptbert_tables(backbone), *paser_tables(), *paser_sup_tables(), *l2p_tables(), *posbow_tables()]
 
 
 def models_in_tables(specs: list[TableSpec]) -> set[str]:
     return {c.split("/")[0] for s in specs for r in s.rows for c in r.models}
 
 
-from .tables_l2p_posbow import l2p_tables, posbow_tables  # noqa: E402  (they build on the specs above)
+from .tables_l2p_posbow import l2p_tables, paser_sup_tables, posbow_tables  # noqa: E402  (they build on the specs above)

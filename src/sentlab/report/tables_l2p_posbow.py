@@ -1,4 +1,4 @@
-"""L2P-CSR's and the POS/BOW paper's tables (SPEC §5), with their RoBERTa-base rows (issue #34).
+"""L2P-CSR's, the POS/BOW paper's and PaSeR's supervised tables (SPEC §5), with their RoBERTa-base rows (issue #34).
 
 The RoBERTa-base rows are trained by the paper profile's ``*_roberta`` lines (params.yaml ``ablations.variants``:
 ``simcse_roberta``, ``prompt_roberta``, ``l2p_roberta``, ``prompt_l2p_roberta``) and ``posbow_adv`` (its method
@@ -82,3 +82,16 @@ def roberta_rows() -> list[RowSpec]:
             RowSpec(PROMPT_LABEL, ("prompt_roberta",), t["+Prompt"], PROMPT_NOTE, sec, backbone=ROBERTA, delta=False),
             RowSpec("+Prompt+Ours", ("prompt_l2p_roberta",), t["+Prompt+Ours"], "lr 1e-5, layers 1", sec,
                     backbone=ROBERTA)]
+
+
+def paser_sup_tables() -> list[TableSpec]:
+    """PaSeR Table 2 (supervised STS): supervised SimCSE (``simcse_sup``) and PaSeR (``paser_sup``), both trained on
+    ``prepare.nli``'s triples (the paper: SNLI + MNLI; the quick profile's stand-in is SICK train, 123 triples)."""
+    t = P.PASER_TABLE2
+    rows = (RowSpec("SimCSE-BERTbase (sup.)", ("simcse_sup",), t["SimCSE-BERTbase"],
+                    "batch 512, lr 5e-5, 3 epochs (SimCSE's supervised run) in the paper profile"),
+            RowSpec("PaSeR-BERTbase (sup.)", ("paser_sup",), t["PaSeR-BERTbase"], "starts from models/paser"))
+    return [TableSpec("paser_table2", "PaSeR Table 2: supervised STS", "PaSeR (EMNLP 2022) Table 2", COLS7, rows,
+                      paper_setting="BERT-base, SNLI + MNLI", main=True,
+                      context="Both rows train on data/corpus/nli.parquet (prepare.nli; its source is in each model's "
+                              "sentlab.json): SimCSE's SNLI + MNLI triples in the paper profile.")]
