@@ -138,7 +138,8 @@ def test_stage_lines_follow_the_profile():
     assert list(quick["seeds"]) == ["simcse-43", "simcse-44", "ptbert-43", "ptbert-44"]
     paper = validate(resolve_profile(raw, "paper"))
     lines = stage_lines_for(paper)
-    assert len(lines["train"]) == 13 and len(lines["seeds"]) == 13 * 4 and len(lines["ablations"]) == 58
+    # 14 methods (simcse_sup for PaSeR Table 2), 62 variants (the 4 *_roberta lines, issue #34)
+    assert len(lines["train"]) == 14 and len(lines["seeds"]) == 14 * 4 and len(lines["ablations"]) == 62
     assert "paser_sup-s43" not in active_models(paper) and "ct-s46" in active_models(paper)
 
 
