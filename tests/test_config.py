@@ -247,3 +247,13 @@ def test_a_method_line_sets_its_own_backbone(monkeypatch, tmp_path):
         train_method(paper, "posbow_adv", root=tmp_path, tracking=False, progress=False)
     with pytest.raises(Loaded, match="^bert-base-uncased$"):
         train_method(paper, "simcse", root=tmp_path, tracking=False, progress=False)
+
+
+def test_metrics_record_the_models_own_backbone():
+    from sentlab.evaluate.runner import metrics_backbone
+
+    paper = load_params(REPO / "params.yaml", profile="paper")
+    assert metrics_backbone(paper, "trained", {"method": {"id": "posbow_adv", "backbone": "roberta-base"}}) == \
+        "roberta-base"
+    assert metrics_backbone(paper, "trained", {"method": {"id": "simcse", "backbone": None}}) == "bert-base-uncased"
+    assert metrics_backbone(paper, "baseline", {"method": {"backbone": "roberta-base"}}) == "bert-base-uncased"
