@@ -339,7 +339,8 @@ def test_no_delta_between_backbones_and_roberta_rows(tmp_path):
     fallback = cell("posbow_table1", "SimCSE", "simcse")
     assert fallback["diff"] == "" and float(fallback["paper"]) == 70.16
     assert cell("posbow_table1", "Our sentence (full embedding)", "posbow_adv")["reference"] == ""
-    line = next(x for x in (tree / "reports/tables/posbow_table1.md").read_text().splitlines() if x.startswith("| SimCSE"))
+    md_lines = (tree / "reports/tables/posbow_table1.md").read_text().splitlines()
+    line = next(x for x in md_lines if x.startswith("| SimCSE"))
     assert "70.00 / 70.16 |" in line and "(-0.16)" not in line and "no Δ: trained on bert-base-uncased" in line
     # the quick profile's MiniLM stands in for BERT-base: Δ against BERT-base numbers, none against RoBERTa's
     quick = make_tree(tmp_path / "q")

@@ -98,8 +98,9 @@ class PosBowAdvParams(ContrastiveParams):
     bow_prior_bias: bool = Field(True, description="start the BOW heads' output biases at the log-odds of each word "
                                                    "piece's document frequency, the best constant predictor (not in "
                                                    "the paper)")
-    pos_prior_bias: bool = Field(True, description="start the POS heads' output biases at the log tag distribution of "
-                                                   "the first training batch, the constant predictor (not in the paper)")
+    pos_prior_bias: bool = Field(True, description="start the POS heads' output biases at the log tag distribution "
+                                                   "of the first training batch, the constant predictor (not in the "
+                                                   "paper)")
 
 
 # --- the adversary, one object per mode ----------------------------------------------------------

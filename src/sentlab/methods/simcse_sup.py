@@ -76,8 +76,8 @@ class SimCSESup(Method):
     def prepare(self, batch: Batch) -> Batch:
         for col in self.corpus_columns:
             if col not in batch.extras:
-                raise SentlabError(f"simcse_sup needs Batch.extras[{col!r}], a column of the NLI corpus "
-                                   f"data/corpus/nli.parquet; the prepare stage writes it (prepare.nli in params.yaml).")
+                raise SentlabError(f"simcse_sup needs Batch.extras[{col!r}], a column of the NLI corpus data/corpus/"
+                                   f"nli.parquet; the prepare stage writes it (prepare.nli in params.yaml).")
         triples = list(batch.sentences) + list(batch.extras["positive"]) + list(batch.extras["hard_negative"])
         return replace(batch, features={"triples": self.encode_text(triples)})
 

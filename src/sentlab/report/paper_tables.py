@@ -264,7 +264,8 @@ def _row_note(res: Resolved, backbone: str, profile: str) -> str:
     parts = []
     if res.evaluated:
         parts.append(f"`{res.model}`")
-        if (res.backbone and res.backbone not in (backbone, res.spec.backbone)) or (res.profile and res.profile != profile):
+        other = res.backbone and res.backbone not in (backbone, res.spec.backbone)
+        if other or (res.profile and res.profile != profile):
             parts.append(f"stale: evaluated with {res.backbone}, profile {res.profile}")
         if res.backbone and not B.comparable(res.backbone, res.spec.backbone):
             parts.append(B.no_delta_note(res.backbone, res.spec.backbone))
@@ -457,7 +458,8 @@ def _ptbert_sweep(attend_to: str, section: str, which: str) -> list[RowSpec]:
         m, q = (v, 256) if which == "m" else (128, v)
         models = tuple(dict.fromkeys((prefix, "ptbert"))) if main else (f"{prefix}_{which}{v}",)
         note_v = note + ("; queue in sentences (SPEC §3.4: batch 64 + 3 queued batches = 256)" if which == "q" else "")
-        note_v += "; 320 is the released code's queue_size=4 (it keeps 5 batches of 64)" if (which, v) == ("q", 320) else ""
+        note_v += "; 320 is the released code's queue_size=4 (it keeps 5 batches of 64)" if (which, v) == ("q", 320) \
+            else ""
         rows.append(RowSpec(f"{'L' if which == 'm' else 'Q'}-{v}" + (" (ours)" if main else ""), models, dict(paper),
                             note_v, section, expects={"pseudo_len": m, "queue_size": q, "attend_to": attend_to}))
     return rows
@@ -632,4 +634,5 @@ def models_in_tables(specs: list[TableSpec]) -> set[str]:
     return {c.split("/")[0] for s in specs for r in s.rows for c in r.models}
 
 
-from .tables_l2p_posbow import l2p_tables, paser_sup_tables, posbow_tables  # noqa: E402  (they build on the specs above)
+# they build on the specs above
+from .tables_l2p_posbow import l2p_tables, paser_sup_tables, posbow_tables  # noqa: E402

@@ -30,7 +30,8 @@ def l2p_tables() -> list[TableSpec]:
     rows1 += roberta_rows()
     rows3 = []
     for key, ab in ABLATIONS.items():   # one row per variant, l2p_beta_0p1 included
-        section = ab.get("section") or ("Table 3" if ab["paper"] is not None else "Fig. 2 sweeps (plotted, no printed values)")
+        section = ab.get("section") or ("Table 3" if ab["paper"] is not None
+                                        else "Fig. 2 sweeps (plotted, no printed values)")
         rows3.append(RowSpec(ab["label"], ("l2p",) if key == "full" else (f"l2p_{key}", "l2p"), ab["paper"],
                              "overrides: " + (", ".join(f"{k}={v}" for k, v in ab["overrides"].items()) or "none"),
                              section, expects=dict(ab["overrides"])))
@@ -56,7 +57,8 @@ def posbow_tables() -> list[TableSpec]:
                     backbone=ROBERTA),
             RowSpec("Our POS (POS channel)", ("posbow_adv/posbow_adv_pos",), t["Our POS"], "last pos_dim dimensions",
                     backbone=ROBERTA),
-            RowSpec("sentlab: no adversary", ("posbow_adv_noadv",), None, "ablation not in the paper (adversary: none)"),
+            RowSpec("sentlab: no adversary", ("posbow_adv_noadv",), None,
+                    "ablation not in the paper (adversary: none)"),
             RowSpec("sentlab: no auxiliary tasks", ("posbow_adv_noaux",), None,
                     "ablation not in the paper (aux_tasks: false, adversary: none) = SimCSE with the same seed"))
     return [TableSpec("posbow_table1", "SimCSE + POS/BOW adversarial: Table 1", "SimCSE + POS/BOW auxiliaries, Table 1",

@@ -73,7 +73,8 @@ def run_key(params: Params, method_id: str, mparams, corpus_fingerprint: str) ->
     train = resolve_train(params, mparams).model_dump()
     train.pop("methods", None)
     blob = json.dumps({"method": method_id, "method_params": mparams.model_dump(), "train": train, "seed": params.seed,
-                       "backbone": backbone_of(params, mparams), "corpus": corpus_fingerprint, "code": code_fingerprint()},
+                       "backbone": backbone_of(params, mparams), "corpus": corpus_fingerprint,
+                       "code": code_fingerprint()},
                       sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
