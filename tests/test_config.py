@@ -138,8 +138,9 @@ def test_stage_lines_follow_the_profile():
     assert list(quick["seeds"]) == ["simcse-43", "simcse-44", "ptbert-43", "ptbert-44"]
     paper = validate(resolve_profile(raw, "paper"))
     lines = stage_lines_for(paper)
-    # 57 ablations: paser_aug_sr dropped (#34; it is the paper paser again)
-    assert len(lines["train"]) == 13 and len(lines["seeds"]) == 13 * 4 and len(lines["ablations"]) == 57
+    # 14 methods (simcse_sup for PaSeR Table 2); 61 variants: paser_aug_sr dropped (it is the paper paser again),
+    # the 4 *_roberta lines added (issue #34)
+    assert len(lines["train"]) == 14 and len(lines["seeds"]) == 14 * 4 and len(lines["ablations"]) == 61
     assert "paser_sup-s43" not in active_models(paper) and "ct-s46" in active_models(paper)
 
 
@@ -217,3 +218,43 @@ def test_resolved_files_change_only_with_the_values_in_force(tmp_path):
     out = tmp_path / "params"
     assert write_resolved(validate(resolve_profile(r, "quick")), out) == len(base)
     assert json.loads((out / "methods/paser.json").read_text()) == base["methods/paser.json"]
+
+
+def test_a_method_line_sets_its_own_backbone(monkeypatch, tmp_path):
+    """Issue #34: the POS/BOW paper is RoBERTa-base: the paper profile trains posbow_adv, its SimCSE reference and
+    L2P-CSR Table 1's RoBERTa rows on roberta-base (L2P-CSR there at lr 1e-5, layer 0 masked: layers 1), the rest on
+    model.backbone; the train stage loads the method's own backbone."""
+    from sentlab.train.run import ablation_spec, backbone_of, method_params, train_method
+
+    paper, quick = load_params(REPO / "params.yaml", profile="paper"), load_params(REPO / "params.yaml")
+    assert backbone_of(paper, method_params(paper, "posbow_adv")) == "roberta-base"
+    assert backbone_of(paper, method_params(paper, "simcse")) == "bert-base-uncased"
+    assert backbone_of(quick, method_params(quick, "posbow_adv")) == quick.model.backbone
+    want = {"simcse_roberta": {}, "prompt_roberta": {}, "l2p_roberta": {"lr": 1e-5, "layers": 1},
+            "prompt_l2p_roberta": {"lr": 1e-5, "layers": 1}, "posbow_adv_noadv": {}}
+    for variant, settings in want.items():
+        mp = method_params(paper, *ablation_spec(paper, variant))
+        assert backbone_of(paper, mp) == "roberta-base", variant
+        assert {k: getattr(mp, k) for k in settings} == settings, variant
+
+    class Loaded(Exception):
+        pass
+
+    def load_model(name, device=None):
+        raise Loaded(name)
+
+    monkeypatch.setattr("sentlab.assets.load_model", load_model)
+    with pytest.raises(Loaded, match="^roberta-base$"):
+        train_method(paper, "posbow_adv", root=tmp_path, tracking=False, progress=False)
+    with pytest.raises(Loaded, match="^bert-base-uncased$"):
+        train_method(paper, "simcse", root=tmp_path, tracking=False, progress=False)
+
+
+def test_metrics_record_the_models_own_backbone():
+    from sentlab.evaluate.runner import metrics_backbone
+
+    paper = load_params(REPO / "params.yaml", profile="paper")
+    assert metrics_backbone(paper, "trained", {"method": {"id": "posbow_adv", "backbone": "roberta-base"}}) == \
+        "roberta-base"
+    assert metrics_backbone(paper, "trained", {"method": {"id": "simcse", "backbone": None}}) == "bert-base-uncased"
+    assert metrics_backbone(paper, "baseline", {"method": {"backbone": "roberta-base"}}) == "bert-base-uncased"

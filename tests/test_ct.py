@@ -61,3 +61,15 @@ def test_ct_max_length_and_eval_every(tok):
     cls = get_method("ct")
     assert resolve_train(p, cls.Params(**p.methods["ct"])).eval_every == 7
     assert resolve_train(p, cls.Params()).eval_every == 20
+
+
+def test_paper_profile_evaluates_ct_every_250_steps():
+    """CT's paper number (72.05) is SimCSE's run of CT (SPEC §3.3, "SimCSE settings"): dev every 250 steps, as
+    SimCSE's, not the paper profile's default 125 (issue #34)."""
+    from pathlib import Path
+
+    from sentlab.config import load_params
+
+    p = load_params(Path(__file__).resolve().parents[1] / "params.yaml", profile="paper")
+    assert resolve_train(p, p.method_params("ct")).eval_every == 250
+    assert resolve_train(p, p.method_params("ptbert")).eval_every == 125

@@ -285,7 +285,7 @@ def test_prompt_loss_falls_on_a_tiny_model(tiny_bert):
     torch.manual_seed(0)
     m = make(tiny_bert, "prompt")
     before = _clean_loss(m)
-    _train(m, 15, 1e-2)
+    _train(m, 30, 1e-2)  # 30 steps: from SimCSE's MLP init (N(0, 0.02)) the tiny model is at 0.91x at 15, 0.04x at 30
     assert _clean_loss(m) < 0.5 * before
 
 
@@ -372,7 +372,7 @@ def test_forward_ascent_raises_the_loss_with_dropout_on(tiny_bert):
     for params in ({}, {"beta": 0.1}, {"perturbation": "gradient_noise"}):
         torch.manual_seed(0)
         out = make(tiny_bert, **params)(Batch(SENTS))
-        assert out["ascent_loss_end"] > out["ascent_loss_start"] + 0.5, params
+        assert out["ascent_loss_end"] > out["ascent_loss_start"] + 0.1, params  # +0.34, +0.12, +30 (seeded)
     assert "ascent_loss_end" not in make(tiny_bert, steps=0)(Batch(SENTS))
 
 
@@ -465,7 +465,8 @@ def test_gradient_noise_is_added_to_the_word_embeddings_and_moves_the_encoder(ti
 def test_ascent_losses_pinned_beta_0p5_ends_worse_than_chance(tiny_bert):
     # eval mode (no dropout), fixed seeds: the numbers of the tiny case; at beta = 0.5 the final views
     # are far worse than chance (log 6 = 1.79 for 6 sentences), at the code's beta = 0.1 much less so
-    pinned = {0.5: (1.791503, 5.338442), 0.1: (1.791503, 2.583950)}
+    # (re-pinned for the MLP initialised as SimCSE's, issue #34; were 5.338442 and 2.583950 under nn.Linear's init)
+    pinned = {0.5: (1.791579, 9.838849), 0.1: (1.791579, 2.083083)}
     for beta, (start, end) in pinned.items():
         torch.manual_seed(0)
         m = make(tiny_bert, beta=beta).eval()

@@ -266,3 +266,24 @@ def test_loss_falls(tok, method_id, params):
     # MoCo's queue (32 = 4 batches) is full from step 4: compare like with like
     first, last = np.mean(losses[4:12]), np.mean(losses[-8:])
     assert last < 0.9 * first, (method_id, first, last)
+
+
+@pytest.mark.parametrize("method_id", ["simcse", "moco", "ptbert", "l2p", "posbow_adv"])
+def test_projection_mlp_is_initialised_as_simcses(tok, method_id, tmp_path):
+    """SimCSE's MLPLayer is initialised by BERT's _init_weights (cl_init calls init_weights): weight N(0, the config's
+    initializer_range: 0.02 in bert-base/roberta-base), bias zero; nn.Linear's default is Kaiming-uniform (std
+    1/sqrt(3·d) ≈ 0.10 at d = 32) with a uniform bias (issue #34)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    kw = {}
+    if method_id == "posbow_adv":
+        pq.write_table(pa.table({"id": [0, 1], "text": sentences(2)}), tmp_path / "c.parquet")
+        kw = {"bow_vocab_from": str(tmp_path / "c.parquet"), "bow_vocab_size": 5}
+    cls = get_method(method_id)
+    for init in (0.02, 0.05):
+        m = cls(_tiny(tok, 0, initializer_range=init), tok, cls.Params(**kw).resolved(TrainParams(max_length=16)))
+        dense = m.mlp.dense
+        assert torch.count_nonzero(dense.bias) == 0
+        w = dense.weight.detach()
+        assert float(w.std()) == pytest.approx(init, rel=0.1) and abs(float(w.mean())) < 0.1 * init

@@ -262,6 +262,8 @@ def test_accuracy_metrics():
     tags = torch.tensor([[0.5, 0.5, 0.0], [0.2, 0.2, 0.6], [0.0, 0.0, 0.0]])
     assert float(top_tag_accuracy(torch.tensor([[0.0, 1, 0], [1, 0, 0], [0, 0, 1]]), tags)) == 0.5  # tie: either
     assert float(top_tag_accuracy(torch.tensor([[0.0, 0, 1]]), tags)) == 0.5
+    tags = torch.tensor([[0.5, 0.5, 0.0], [0.6, 0.2, 0.2], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]])
+    assert float(top_tag_accuracy(None, tags)) == pytest.approx(2 / 3)  # majority: tag 0 is top in 2 of 3 rows
 
 
 def test_forward_logs_accuracies_and_constant_baselines(tok, corpus):
@@ -528,12 +530,13 @@ def test_heads_train_at_their_own_lr_in_the_loops_optimiser(tok, corpus):
     assert [g["weight_decay"] for g in groups] == [0.0, 0.0, 0.1]
     assert [{id(q) for q in g["params"]} for g in groups] == [ids(m.encoder, m.mlp), ids(m.classifiers),
                                                                ids(m.adversary)]
-    assert make_optimizer(make(tok, corpus), cfg, torch.device("cpu")).param_groups[1]["lr"] == 1e-3  # head_lr None
-    assert [g["lr"] for g in make(tok, corpus, adversary="none").configure_optimizers().param_groups] == [1e-3, 1e-3]
+    assert make_optimizer(make(tok, corpus), cfg, torch.device("cpu")).param_groups[1]["lr"] == 1e-2  # the default
+    assert make_optimizer(make(tok, corpus, head_lr=None), cfg, torch.device("cpu")).param_groups[1]["lr"] == 1e-3
+    assert [g["lr"] for g in make(tok, corpus, adversary="none").configure_optimizers().param_groups] == [1e-3, 1e-2]
     assert len(make(tok, corpus, aux_tasks=False, adversary="none").configure_optimizers().param_groups) == 1
 
     # AdamW's first step moves every parameter with a gradient by lr·sign(g): each group by its own rate
-    m = make(tok, corpus, disc_lr=0.05, head_lr=0.01)
+    m = make(tok, corpus, disc_lr=0.05, head_lr=0.01, pos_prior_bias=False)  # no bias set in the forward
     opt = make_optimizer(m, cfg, torch.device("cpu"))
     before = copy.deepcopy(m.state_dict())
     m.train()
@@ -557,3 +560,85 @@ def test_discriminators_beat_the_constant_baseline_only_at_a_discriminator_lr(to
         assert beats == (disc_lr == 1e-2), (task, last[f"loss_adv_{task}"], last[f"loss_base_{task}"])
     if disc_lr == 1e-2:
         assert last["acc_d_bow"] > last["acc_base_bow"] and last["acc_d_pos"] > last["acc_base_pos"]
+
+
+# Sentences whose most frequent tag varies (NN, NNS, VB*, JJ, RB, PRP, CD): the majority tag is top in 6 of 16.
+VARIED = [
+    ("the cat sat on the mat", ["DT", "NN", "VBD", "IN", "DT", "NN"]),
+    ("a dog in a house", ["DT", "NN", "IN", "DT", "NN"]),
+    ("the river near the town", ["DT", "NN", "IN", "DT", "NN"]),
+    ("book table chair lamp", ["NN", "NN", "NN", "NN"]),
+    ("city road car bridge", ["NN", "NN", "NN", "NN"]),
+    ("music art film dance", ["NN", "NN", "NN", "NN"]),
+    ("dogs cats birds fish", ["NNS", "NNS", "NNS", "NNS"]),
+    ("apples pears plums grapes", ["NNS", "NNS", "NNS", "NNS"]),
+    ("run jump swim climb", ["VB", "VB", "VB", "VB"]),
+    ("ate drank slept left", ["VBD", "VBD", "VBD", "VBD"]),
+    ("big red old happy", ["JJ", "JJ", "JJ", "JJ"]),
+    ("small green quiet tall", ["JJ", "JJ", "JJ", "JJ"]),
+    ("quickly slowly quietly gently", ["RB", "RB", "RB", "RB"]),
+    ("very often never always", ["RB", "RB", "RB", "RB"]),
+    ("he she they we", ["PRP", "PRP", "PRP", "PRP"]),
+    ("one two three four", ["CD", "CD", "CD", "CD"]),
+]
+
+
+STEPS = 100
+
+
+@pytest.mark.parametrize("head_lr", [None, 1e-2])
+def test_c_pos_beats_the_majority_tag_at_the_default_head_lr(tok, tmp_path, head_lr):
+    """Issue #34: C_BOW/C_POS at the encoder's 3e-5 (head_lr None, the old default) learn nothing in a quick run's
+    30 steps and C_POS stays at or below the majority-tag baseline; at the default head_lr (the discriminators'
+    1e-2) C_POS beats it and its loss falls below the constant predictor's (the quick profile's lr, steps)."""
+    path = tmp_path / "train.parquet"
+    pq.write_table(pa.table({"id": list(range(len(VARIED))), "text": [s for s, _ in VARIED]}), path)
+    batch = Batch([s for s, _ in VARIED], list(range(len(VARIED))),
+                  {"tokens": [s.split() for s, _ in VARIED], "pos": [t for _, t in VARIED]})
+    params = PosBowAdv.Params(bow_vocab_size=20, bow_vocab_from=str(path), bow_dim=16, pos_dim=16, lr=3e-5,
+                              **({} if head_lr else {"head_lr": None}))
+    assert PosBowAdv.Params().head_lr == 1e-2
+    m = PosBowAdv(tiny_encoder(tok, init=0.2), tok, params.resolved(TRAIN_CFG), seed=0)
+    m.train()
+    torch.manual_seed(0)
+    opt = m.configure_optimizers()
+    hist = []
+    for _ in range(STEPS):
+        out = m(m.prepare(batch))
+        opt.zero_grad()
+        out["loss"].backward()
+        opt.step()
+        hist.append({k: float(v.detach()) for k, v in out.items()})
+    assert hist[0]["acc_base_pos"] == 6 / 16
+    last = {k: float(np.mean([h[k] for h in hist[-10:]])) for k in hist[0]}
+    learns = last["acc_c_pos"] > last["acc_base_pos"] and last["loss_pos"] < last["loss_base_pos"]
+    assert learns == (head_lr is not None), (last["acc_c_pos"], last["acc_base_pos"], last["loss_pos"],
+                                             last["loss_base_pos"])
+
+
+def test_pos_prior_bias_is_the_first_training_batchs_tag_distribution_once(tok, corpus):
+    m = make(tok, corpus, adversary="grl")
+    m.eval()
+    before = m.classifiers["pos"].bias.clone()
+    m(BATCH)
+    assert torch.equal(m.classifiers["pos"].bias, before) and not bool(m.pos_prior_set)  # eval: not set
+    m.train()
+    m(BATCH)
+    prior = pos_target(m, BATCH).mean(0).clamp_min(1e-6).log()
+    for group in heads(m).values():
+        torch.testing.assert_close(group["pos"].bias.detach(), prior)
+    assert bool(m.pos_prior_set)
+    with torch.no_grad():
+        m.classifiers["pos"].bias.zero_()
+    m(BATCH)
+    assert not bool(m.classifiers["pos"].bias.any())  # once: a later batch leaves it alone
+    fresh = make(tok, corpus, adversary="grl")
+    fresh.load_state_dict(m.state_dict())  # a resumed run does not set it again
+    fresh.train()
+    fresh(BATCH)
+    assert not bool(fresh.classifiers["pos"].bias.any())
+    off = make(tok, corpus, pos_prior_bias=False)
+    off.train()
+    b0 = off.classifiers["pos"].bias.clone()
+    off(BATCH)
+    assert torch.equal(off.classifiers["pos"].bias, b0)

@@ -103,7 +103,8 @@ def test_every_table_has_reproduced_paper_and_diff(tree):
     assert r"\toprule" in tex and r"\bottomrule" in tex and "72.00 / 71.20 (+0.80)" in tex
     assert set(rep.tables) >= {"ptbert_table1", "ptbert_table2", "ptbert_table3", "ptbert_table4", "ptbert_table5",
                                "paser_table1", "paser_table4", "paser_table5", "paser_table8", "paser_table9",
-                               "paser_table10", "paser_fig4", "l2p_table1", "l2p_table3", "posbow_table1"}
+                               "paser_table10", "paser_fig4", "l2p_table1", "l2p_table3", "posbow_table1",
+                               "paser_table2"}
 
 
 def test_rows_without_numbers_say_why(tree):
@@ -189,7 +190,7 @@ def test_every_table_model_is_trained_with_what_its_row_expects_in_the_paper_pro
 
     params = load(Path(__file__).resolve().parents[1] / "params.yaml", "paper")
     registry = variants(params)
-    methods = set(params.methods)
+    methods = set(params.methods) | set(params.methods_from)  # paser_sup (PaSeR Table 2) is a methods_from line
     named = {m for m in models_in_tables(all_tables(BACKBONE)) if not m.startswith("base-")}
     assert named - methods <= set(registry), named - methods - set(registry)
     checked = 0
@@ -274,6 +275,9 @@ def test_ptbert_rows_in_both_readings_and_the_mteb_row(tree):
     assert tok64["model"] == "ptbert_tokens_m64" and "ptbert_tokens_m64.json" in tok64["status"]
     q = {r["model"] for r in t5 if r["section"].startswith("(b')")}
     assert q == {"ptbert_tokens_q192", "ptbert_tokens", "ptbert_tokens_q320"}
+    q320 = next(r for r in t5 if r["section"].startswith("(b)") and r["row"] == "Q-320")
+    assert "320 is the released code's queue_size=4" in q320["note"]  # issue #34
+    assert not any("released code's queue_size" in r["note"] for r in t5 if r["row"] != "Q-320")
     assert _row(tree, "ptbert_table3", "PT-BERT, Y = all token states")["model"] == "ptbert_tokens"
     # MTEB's SICK-R (all 9,927 pairs) is not put beside the 4,927-pair test split
     t3 = _csv(tree / "reports/tables/ptbert_table3.csv")
@@ -310,3 +314,64 @@ def test_table7_shows_reconstruction_scores_and_verdict(tmp_path):
     assert "Held-out sentences: sts_unlabeled (held out of training)" in md
     assert "greedy token accuracy yes" in md and "beats the bigram **no**" in md
     assert "reproduced,Work with a tool.,Work with a _.,tool,knife,False" in csv_text
+
+
+def test_no_delta_between_backbones_and_roberta_rows(tmp_path):
+    """Issue #34: a reproduced number and a paper number of different backbones are never subtracted (nor tested
+    against a reference row of another backbone); the RoBERTa-base rows (L2P-CSR Table 1's group, the POS/BOW table)
+    take the paper profile's *_roberta models and print their Δ; "+Prompt" says what differs and prints no Δ."""
+    tree = make_tree(tmp_path)
+    md = tree / "reports/metrics"
+    bert, rob = "bert-base-uncased", "roberta-base"
+    for name, base, bb in (("simcse", 70.0, bert), ("simcse_roberta", 71.0, rob), ("l2p_roberta", 72.0, rob),
+                           ("posbow_adv", 73.0, rob), ("prompt", 74.0, bert)):
+        (md / f"{name}.json").write_text(json.dumps({**_metrics(name, base, method={"id": name.split("_r")[0]}),
+                                                     "backbone": bb, "profile": "paper"}))
+    build_report(tree, bert, "paper")
+
+    def cell(table, row, model, col="STS12", section=None):
+        return next(r for r in _csv(tree / f"reports/tables/{table}.csv") if r["row"] == row and r["model"] == model
+                    and r["column"] == col and (section is None or r["section"] == section))
+
+    sim = cell("l2p_table1", "+SimCSE", "simcse", section="")
+    assert float(sim["diff"]) == pytest.approx(70.0 - 68.40)                       # BERT on BERT: Δ
+    rob_sim = cell("l2p_table1", "+SimCSE", "simcse_roberta", section="RoBERTa-base group")
+    assert float(rob_sim["diff"]) == pytest.approx(71.0 - 70.16)
+    rob_lines = [x for x in (tree / "reports/tables/l2p_table1.md").read_text().splitlines() if "_roberta`" in x]
+    assert len(rob_lines) == 2 and not any("stale" in x for x in rob_lines)  # its own backbone is not stale
+    assert float(cell("l2p_table1", "+Ours (L2P-CSR)", "l2p_roberta")["diff"]) == pytest.approx(72.0 - 71.69)
+    prompt = cell("l2p_table1", "+Prompt (sentlab: PromptBERT's template, not its recipe)", "prompt", section="")
+    assert prompt["diff"] == "" and float(prompt["paper"]) == 71.56 and "two templates" in prompt["note"]
+    pb = cell("posbow_table1", "SimCSE", "simcse_roberta")
+    assert float(pb["diff"]) == pytest.approx(71.0 - 70.16)
+    assert float(cell("posbow_table1", "Our sentence (full embedding)", "posbow_adv")["diff"]) == pytest.approx(
+        73.0 - 70.39)
+    # without simcse_roberta the POS/BOW SimCSE row falls back to the BERT simcse: no Δ against RoBERTa numbers,
+    # and the RoBERTa rows get no significance test against it
+    (md / "simcse_roberta.json").unlink()
+    build_report(tree, bert, "paper")
+    fallback = cell("posbow_table1", "SimCSE", "simcse")
+    assert fallback["diff"] == "" and float(fallback["paper"]) == 70.16
+    assert cell("posbow_table1", "Our sentence (full embedding)", "posbow_adv")["reference"] == ""
+    md_lines = (tree / "reports/tables/posbow_table1.md").read_text().splitlines()
+    line = next(x for x in md_lines if x.startswith("| SimCSE"))
+    assert "70.00 / 70.16 |" in line and "(-0.16)" not in line and "no Δ: trained on bert-base-uncased" in line
+    # the quick profile's MiniLM stands in for BERT-base: Δ against BERT-base numbers, none against RoBERTa's
+    quick = make_tree(tmp_path / "q")
+    build_report(quick, BACKBONE, "quick")
+    t = _csv(quick / "reports/tables/posbow_table1.csv")
+    assert next(r for r in t if r["model"] == "posbow_adv" and r["column"] == "STS12")["diff"] == ""
+
+
+def test_paser_table2_has_supervised_simcse_and_paser(tree):
+    """Issue #34: paser_sup trains, so PaSeR Table 2 (supervised STS) is a table: simcse_sup beside paser_sup."""
+    md = tree / "reports/metrics"
+    (md / "simcse_sup.json").write_text(json.dumps(_metrics("simcse_sup", 76.0, method={"id": "simcse_sup"})))
+    build_report(tree, BACKBONE, "quick")
+    t2 = _csv(tree / "reports/tables/paser_table2.csv")
+    sim = next(r for r in t2 if r["model"] == "simcse_sup" and r["column"] == "Avg")
+    assert float(sim["paper"]) == 81.57 and float(sim["reproduced"]) == pytest.approx(79.0)
+    pas = next(r for r in t2 if r["model"] == "paser_sup" and r["column"] == "Avg")
+    assert float(pas["paper"]) == 82.61 and pas["reproduced"] == ""
+    assert next(r for r in t2 if r["model"] == "paser_sup" and r["column"] == "STS12")["paper"] == "78.4"
+    assert (tree / "reports/tables/paser_table2.tex").is_file()

@@ -182,6 +182,13 @@ def whitening_encoder(params, table, name: str = "base-whitening") -> tuple[Sent
     return enc, embeddings, info
 
 
+def metrics_backbone(params, kind: str, extra_metrics: Optional[dict]) -> str:
+    """The backbone a metrics file records: a trained model's own (its method line's ``backbone``), else
+    ``model.backbone`` (the baselines, a method without its own)."""
+    own = ((extra_metrics or {}).get("method") or {}).get("backbone") if kind == "trained" else None
+    return own or params.model.backbone
+
+
 def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, table, out_path: Path,
                         kind: str, extra_params: Optional[dict] = None, figures_dir: Optional[Path] = None,
                         encoders: Optional[dict[str, SentenceEncoder]] = None, embeddings: Optional[dict] = None,
@@ -211,7 +218,8 @@ def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, t
     intervals = bootstrap_intervals(frame, [*TASKS, "STSBenchmark-dev"], seed=params.seed)
     from ..fingerprint import environment_fingerprint
 
-    metrics = {"model": name, "kind": kind, "backbone": params.model.backbone, "profile": params.profile,
+    metrics = {"model": name, "kind": kind, "backbone": metrics_backbone(params, kind, extra_metrics),
+               "profile": params.profile,
                "status": "evaluated", **precision_record(encoders[name]), **(extra_metrics or {}), **metrics,
                "ci95": confidence_intervals(frame, TASKS, intervals=intervals), "bootstrap_seed": params.seed,
                "fingerprint": environment_fingerprint(encoders[name].device, encoders[name].precision,

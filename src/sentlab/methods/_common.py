@@ -13,12 +13,22 @@ from torch import nn
 
 
 class MLPHead(nn.Module):
-    """SimCSE's training-time pooler: Linear + tanh over the [CLS] vector (dropped at test)."""
+    """SimCSE's training-time pooler: Linear + tanh over the [CLS] vector (dropped at test), initialised as SimCSE's
+    released code does: its MLPLayer goes through BERT's ``_init_weights`` (``cl_init`` calls ``init_weights``),
+    so the weight is N(0, ``std``) with ``std`` = ``initializer_range`` (0.02 in bert-base and roberta-base) and the
+    bias zero, not nn.Linear's Kaiming-uniform default."""
 
-    def __init__(self, hidden: int):
+    def __init__(self, hidden: int, std: float = 0.02):
         super().__init__()
         self.dense = nn.Linear(hidden, hidden)
+        nn.init.normal_(self.dense.weight, mean=0.0, std=std)
+        nn.init.zeros_(self.dense.bias)
         self.activation = nn.Tanh()
+
+    @classmethod
+    def of(cls, config) -> "MLPHead":
+        """The head for an encoder's ``config``: its width, N(0, its ``initializer_range``) as BERT's _init_weights."""
+        return cls(config.hidden_size, getattr(config, "initializer_range", 0.02))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.activation(self.dense(x))

@@ -54,6 +54,8 @@ class MethodParams(BaseModel):
     eval_every: Optional[int] = Field(None, gt=0, description="train.eval_every for this method (None: train.eval_every)")
     max_steps: Optional[int] = Field(None, gt=0, description="train.max_steps for this method (None: train.max_steps)")
     max_length: Optional[int] = Field(None, gt=0, description="training max length in tokens (None: train.max_length)")
+    backbone: Optional[str] = Field(None, min_length=1, description="this method's own backbone, a hub id or folder as "
+                                    "model.backbone (None: model.backbone); e.g. the POS/BOW paper's roberta-base")
 
     def resolved(self, train) -> "MethodParams":
         """A copy whose :data:`TRAIN_OVERRIDES` left at None take ``train``'s values (the values in force)."""

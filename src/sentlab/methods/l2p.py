@@ -153,7 +153,7 @@ class _TwoViewContrastive(Method):
 
     def __init__(self, encoder, tokenizer, params, seed: int = 0):
         super().__init__(encoder, tokenizer, params, seed)
-        self.mlp = MLPHead(encoder.config.hidden_size) if params.mlp_train else None
+        self.mlp = MLPHead.of(encoder.config) if params.mlp_train else None
         self._template_cache: dict[str, tuple[list[int], list[int]]] = {}
 
     # --- input --------------------------------------------------------------

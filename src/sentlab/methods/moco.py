@@ -26,7 +26,9 @@ from .base import Batch, ContrastiveParams, Method, MethodParams
 class MoCoParams(ContrastiveParams):
     momentum: float = Field(0.885, ge=0.0, le=1.0, description="λ in θk ← λθk + (1−λ)θq (PT-BERT Sec. 4.2)")
     queue_size: int = Field(256, gt=0, description="M: candidates per query, the current (global) batch's keys included")
-    key_dropout: bool = Field(True, description="dropout on in the key encoder while it encodes keys (train mode)")
+    key_dropout: bool = Field(True, description="the momentum key encoder (the backbone copy) in train mode, dropout "
+                                                "on, while it encodes keys; false: eval mode. That copy only: the key "
+                                                "MLP has no dropout, PT-BERT's key attention keeps attn_dropout")
 
 
 class RateParams(MoCoParams):
@@ -104,7 +106,7 @@ class MoCo(Method):
     def __init__(self, encoder, tokenizer, params: MoCoParams, seed: int = 0):
         super().__init__(encoder, tokenizer, params, seed)
         hidden = encoder.config.hidden_size
-        self.mlp = MLPHead(hidden)
+        self.mlp = MLPHead.of(encoder.config)
         self.key_encoder = frozen_copy(self.encoder)
         self.key_mlp = frozen_copy(self.mlp)
         global_batch = params.batch_size or 0  # the global batch (every rank together)

@@ -18,7 +18,9 @@ of the pre-MLP [CLS], the vector the exported encoder returns, in the paper's 64
 the bag is over the model's word pieces in the training window (the corpus's most frequent, stop words and
 punctuation out, as in the content bag of John et al. 2019, the style/content setting the paper names), its
 loss one Bernoulli per word summed over the vocabulary; the POS target is the tag histogram of the words the
-encoder saw; the adversary is a gradient reversal layer; the heads train at their own rates. The trained
+encoder saw; the adversary is a gradient reversal layer; the heads train at their own rates, the classifiers at
+``head_lr`` = the discriminators' 1e-2 (at the encoder's 3e-5 C_POS's loss rose while D_POS's fell: the adversary
+learned and the auxiliaries did not), the POS heads from the first batch's tag distribution. The trained
 model is evaluated as three rows: the full embedding and each channel (``channels`` in :meth:`export_info`).
 
 Example::
@@ -31,21 +33,22 @@ Example::
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Literal, NamedTuple, Optional, Sequence
+from typing import Literal, Optional, Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
-from ..data.tags import POS_TAGS, pos_targets, words_seen
+from ..data.tags import pos_targets, words_seen
 from ..data.vocab import corpus_bow_vocab
 from ..encoder import pool
 from ..errors import SentlabError
 from . import register
-from ._common import MLPHead, full_precision, in_batch_info_nce, two_views
+from ._common import MLPHead, in_batch_info_nce, two_views
 from ._grad_reverse import grad_reverse
+from ._posbow_tasks import (HeadInputs, TaskHeads, accuracies, bow_nll, bow_r_precision, pos_divergence,
+                            top_tag_accuracy)
 from .base import Batch, ContrastiveParams, Method, adamw
 
 __all__ = ["PosBowAdv", "PosBowAdvParams", "TaskHeads", "GradientReversal", "NoAdversary", "bow_nll", "pos_divergence",
@@ -90,102 +93,14 @@ class PosBowAdvParams(ContrastiveParams):
     disc_lr: float = Field(1e-2, gt=0, description="the discriminators' learning rate (their own AdamW group): a "
                                                    "random head learns next to nothing at the encoder's rate")
     disc_weight_decay: float = Field(0.0, ge=0, description="the discriminators' weight decay")
-    head_lr: Optional[float] = Field(None, gt=0, description="the classifiers' learning rate (their own AdamW "
-                                                             "group); None: lr")
+    head_lr: Optional[float] = Field(1e-2, gt=0, description="C_BOW/C_POS's rate (own AdamW group; paper silent): "
+                                                             "disc_lr's, so they learn as the adversary does; None: lr")
     bow_prior_bias: bool = Field(True, description="start the BOW heads' output biases at the log-odds of each word "
                                                    "piece's document frequency, the best constant predictor (not in "
                                                    "the paper)")
-
-
-# --- diagnostics -------------------------------------------------------------------------------
-def bow_r_precision(scores: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Mean over rows with a non-empty bag of: the fraction of the k top-scored labels in the bag (k = bag size).
-
-    ``scores`` is ``(B, N)`` or ``(1, N)`` (one ranking for every row); ties go to the smaller index.
-    NaN when no row has a bag.
-    """
-    k = target.sum(-1)
-    order = scores.expand_as(target).argsort(dim=-1, descending=True, stable=True)
-    hits = target.gather(1, order).cumsum(-1)
-    at_k = hits.gather(1, (k.long() - 1).clamp_min(0).unsqueeze(1)).squeeze(1)
-    valid = k > 0
-    return (at_k[valid] / k[valid]).mean() if bool(valid.any()) else scores.new_tensor(float("nan"))
-
-
-def top_tag_accuracy(scores: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Fraction of rows with tags whose top-scored tag is one of the row's most frequent tags (NaN: no such row)."""
-    pred = scores.expand_as(target).argmax(-1, keepdim=True)
-    top = target >= target.max(-1, keepdim=True).values
-    valid = target.sum(-1) > 0
-    hit = top.gather(1, pred).squeeze(1)
-    return hit[valid].float().mean() if bool(valid.any()) else scores.new_tensor(float("nan"))
-
-
-def accuracies(who: str, bow_logits, pos_logits, bow_target, pos_target) -> dict[str, torch.Tensor]:
-    """``acc_<who>_bow`` (R-precision) and ``acc_<who>_pos`` (top-tag accuracy) of a pair of heads."""
-    with torch.no_grad():
-        return {f"acc_{who}_bow": bow_r_precision(bow_logits, bow_target),
-                f"acc_{who}_pos": top_tag_accuracy(pos_logits, pos_target)}
-
-
-# --- the two tasks -------------------------------------------------------------------------------
-def bow_nll(logits: torch.Tensor, target: torch.Tensor, reduction: str = "sum") -> torch.Tensor:
-    """−log-likelihood of the bag: BCE summed over the labels (``mean``: ÷N), mean over rows; fp32, autocast off."""
-    with full_precision(logits.device):
-        loss = F.binary_cross_entropy_with_logits(logits.float(), target.float(), reduction="none").sum(-1).mean()
-    return loss / logits.size(-1) if reduction == "mean" else loss
-
-
-def pos_divergence(logits: torch.Tensor, target: torch.Tensor, kind: str = "kl") -> torch.Tensor:
-    """KL(p ‖ q) (``soft_ce``: −Σ p log q) averaged over the rows that have tags; fp32, autocast off."""
-    with full_precision(logits.device):
-        logq = F.log_softmax(logits.float(), dim=-1)
-        per_row = -(target * logq).sum(-1)
-        if kind == "kl":
-            per_row = per_row + torch.special.xlogy(target, target).sum(-1)
-        valid = target.sum(-1) > 0
-        return per_row[valid].mean() if bool(valid.any()) else logq.sum() * 0.0
-
-
-class HeadInputs(NamedTuple):
-    """What the heads read: the two channels of the views under ``aux_views`` and the matching targets."""
-
-    bow: torch.Tensor
-    pos: torch.Tensor
-    bow_target: torch.Tensor
-    pos_target: torch.Tensor
-
-
-def _head(d_in: int, d_out: int, hidden: int) -> nn.Module:
-    if hidden <= 0:
-        return nn.Linear(d_in, d_out)
-    return nn.Sequential(nn.Linear(d_in, hidden), nn.ReLU(), nn.Linear(hidden, d_out))
-
-
-class TaskHeads(nn.ModuleDict):
-    """A BOW head and a POS head (C_BOW/C_POS, or D_BOW/D_POS) and their losses; logits in fp32 with autocast
-    off (bf16 logits of ±10 have a resolution of 0.06)."""
-
-    def __init__(self, bow_in: int, pos_in: int, n_bow: int, hidden: int, bow_reduction: str, pos_loss: str):
-        super().__init__({"bow": _head(bow_in, n_bow, hidden), "pos": _head(pos_in, len(POS_TAGS), hidden)})
-        self.bow_reduction, self.pos_loss = bow_reduction, pos_loss
-
-    def losses(self, bow_in, pos_in, bow_target, pos_target, who: str, log: dict):
-        """(BOW loss of ``self["bow"](bow_in)``, POS loss of ``self["pos"](pos_in)``); logs their :func:`accuracies`."""
-        bow_logits, pos_logits = self._logits("bow", bow_in), self._logits("pos", pos_in)
-        log.update(accuracies(who, bow_logits, pos_logits, bow_target, pos_target))
-        return (bow_nll(bow_logits, bow_target, self.bow_reduction),
-                pos_divergence(pos_logits, pos_target, self.pos_loss))
-
-    def _logits(self, name: str, x: torch.Tensor) -> torch.Tensor:
-        with full_precision(x.device):
-            return self[name](x.float())
-
-    @torch.no_grad()
-    def init_bow_bias(self, logit: torch.Tensor) -> None:
-        """The BOW head's output biases = ``logit`` (the prior init of Lin et al. 2017, RetinaNet)."""
-        head = self["bow"]
-        (head if isinstance(head, nn.Linear) else head[-1]).bias.copy_(logit)
+    pos_prior_bias: bool = Field(True, description="start the POS heads' output biases at the log tag distribution "
+                                                   "of the first training batch, the constant predictor (not in the "
+                                                   "paper)")
 
 
 # --- the adversary, one object per mode ----------------------------------------------------------
@@ -243,16 +158,39 @@ class PosBowAdv(Method):
             self._register_bow_vocab(*corpus_bow_vocab(tokenizer, p.bow_vocab_from, p.bow_vocab_size, p.max_length,
                                                        p.bow_exclude_stopwords))
         # The MLP comes first from the global RNG, exactly as in simcse.py; the task heads come from the seed alone.
-        self.mlp = MLPHead(d) if p.mlp_train else None
+        self.mlp = MLPHead.of(encoder.config) if p.mlp_train else None
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.classifiers = self._heads(self.bow_dim, self.pos_dim) if p.aux_tasks else None
             self.adversary = (GradientReversal(self._heads(self.pos_dim, self.bow_dim), p.adv_lambda, p.adv_bow_weight,
                                                p.adv_pos_weight) if p.adversary == "grl" else NoAdversary())
         if self.needs_targets and p.bow_prior_bias:
-            for heads in (self.classifiers, getattr(self.adversary, "discriminators", None)):
-                if heads is not None:
-                    heads.init_bow_bias(self.bow_prior_logit)
+            for heads in self._all_heads():
+                heads.init_bias("bow", self.bow_prior_logit)
+        # pos_prior_bias: set from the first training batch (a buffer: a resumed run does not set it again)
+        self.register_buffer("pos_prior_set", torch.tensor(not (self.needs_targets and p.pos_prior_bias)))
+        self._pos_prior_done: Optional[bool] = bool(self.pos_prior_set)
+
+    def _load_from_state_dict(self, *args, **kwargs):
+        super()._load_from_state_dict(*args, **kwargs)
+        self._pos_prior_done = None  # read from the loaded buffer once
+
+    def _all_heads(self) -> list:
+        return [h for h in (self.classifiers, getattr(self.adversary, "discriminators", None)) if h is not None]
+
+    @torch.no_grad()
+    def _init_pos_bias(self, pos_t: torch.Tensor) -> None:
+        """``pos_prior_bias``: the POS heads' biases = the log of the first training batch's mean tag distribution
+        (the constant predictor's logits), once; a random head otherwise starts ~1 nat above that predictor and
+        spends a quick run's steps learning the prior (issue #34)."""
+        if self._pos_prior_done is None:
+            self._pos_prior_done = bool(self.pos_prior_set)
+        if self._pos_prior_done or not self.training:
+            return
+        for heads in self._all_heads():
+            heads.init_bias("pos", pos_t.float().mean(0).clamp_min(1e-6).log())
+        self.pos_prior_set.fill_(True)
+        self._pos_prior_done = True
 
     # --- set-up ----------------------------------------------------------------
     @staticmethod
@@ -371,6 +309,7 @@ class PosBowAdv(Method):
         if self.params.aux_views == "both":
             h1, bow_t, pos_t = torch.cat([h1, h2]), bow_t.repeat(2, 1), pos_t.repeat(2, 1)
         log.update(self._baselines(bow_t, pos_t))
+        self._init_pos_bias(pos_t)
         return HeadInputs(*self.split_channels(h1), bow_t, pos_t)
 
     def _auxiliary(self, x: Optional[HeadInputs], log: dict) -> dict[str, torch.Tensor]:
@@ -395,15 +334,16 @@ class PosBowAdv(Method):
         return h[:, : self.bow_dim], h[:, self.bow_dim: self.bow_dim + self.pos_dim]
 
     def _baselines(self, bow_t, pos_t) -> dict[str, torch.Tensor]:
-        """Scores and losses of a constant predictor: for BOW the corpus document frequencies, for POS the
-        batch's mean tag distribution. A discriminator above those scores reads something from the other channel."""
+        """Scores and losses of a constant predictor, the baselines ``acc_c_*``/``acc_d_*`` are logged beside: for
+        BOW the corpus document frequencies, for POS the batch's mean tag distribution (loss) and its majority tag
+        (accuracy). A head above them reads its task from its channel."""
         p = self.params
         with torch.no_grad():
             bow_logits = self.bow_prior_logit.unsqueeze(0)
             pos_logits = pos_t.mean(0, keepdim=True).clamp_min(1e-12).log()
             return {"loss_base_bow": bow_nll(bow_logits.expand_as(bow_t), bow_t, p.bow_reduction),
                     "loss_base_pos": pos_divergence(pos_logits.expand_as(pos_t), pos_t, p.pos_loss),
-                    **accuracies("base", bow_logits, pos_logits, bow_t, pos_t)}
+                    **accuracies("base", bow_logits, None, bow_t, pos_t)}
 
     @staticmethod
     def _encoder_grad_norms(terms: dict[str, torch.Tensor], views: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:

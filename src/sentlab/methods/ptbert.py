@@ -79,7 +79,7 @@ class PTBert(MoCo):
       Only the [CLS] query row of Eq. 3 is computed: rows are independent.
     * The key branch has momentum copies of the encoder, ``P``, the attention
       and the MLP (θk ← λθk + (1−λ)θq, λ = 0.885, Eq. 5); keys enter the FIFO
-      queue of :class:`~sentlab.methods.moco.MoCo`; 256 candidates; InfoNCE (Eq. 4).
+      queue of :class:`~sentlab.methods.moco.MoCo`; 256 candidates (the paper's); InfoNCE (Eq. 4).
     * Inference: the bare encoder's [CLS] (no pseudo tokens, no MLP).
 
     Paper vs the authors' released code (Namco0816/PT-BERT), each a param:
@@ -102,8 +102,12 @@ class PTBert(MoCo):
       through keys either way).
     * ``attn_dropout``: the code's BertSelfAttention applies attention dropout
       (0.1); default None = the encoder's ``attention_probs_dropout_prob``.
-    * queue: the code keeps a list of whole batches (4); here a FIFO of keys
-      with the same content order (current batch first).
+    * queue: the code keeps a list of whole batches that pops only when longer
+      than its ``queue_size = 4``, so it settles at 5 batches: 320 candidates
+      with the current batch, not the paper's 256. Here a FIFO of keys with the
+      same content order (current batch first) of ``queue_size`` candidates:
+      256 as the paper (default), the released run = ``queue_size: 320``
+      (ablation ``ptbert_q320``, PT-BERT Table 5b's 320 row).
     * precision: the code used fp16; here fp32 on CPU and bf16 autocast on GPU,
       the similarity logits and the loss in fp32.
 

@@ -43,7 +43,7 @@ class SimCSE(Method):
 
     def __init__(self, encoder, tokenizer, params: SimCSEParams, seed: int = 0):
         super().__init__(encoder, tokenizer, params, seed)
-        self.mlp = MLPHead(encoder.config.hidden_size)
+        self.mlp = MLPHead.of(encoder.config)
 
     def prepare(self, batch: Batch) -> Batch:
         return replace(batch, features={"enc": self.encode_text(batch.sentences)})

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from . import backbones as B
 from . import paper_numbers as P
 
 STS7 = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
@@ -50,6 +51,8 @@ class RowSpec:
     section: str = ""
     extract: str = "sts"                  # sts | hard_subset | hard_full | density
     expects: dict = field(default_factory=dict)   # method key -> value (a tuple: any of these) the model needs
+    backbone: str = ""                    # the paper numbers' backbone ("": BERT-base; report.backbones)
+    delta: bool = True                    # False: the model differs from the paper's run; no Δ (note says how)
 
 
 @dataclass(frozen=True)
@@ -212,8 +215,11 @@ def _f(v, digits=2) -> str:
     return "–" if v is None else f"{v:.{digits}f}"
 
 
-def _diff(r, p) -> Optional[float]:
-    return None if r is None or p is None else r - p
+def _diff(r, p, res=None) -> Optional[float]:
+    """r − p; None without both, or when the row's model and the paper's numbers are different backbones."""
+    if r is None or p is None or (res and (not res.spec.delta or not B.comparable(res.backbone, res.spec.backbone))):
+        return None
+    return r - p
 
 
 def cell_values(res: Resolved, col: str) -> tuple[Optional[float], Optional[float], Optional[float]]:
@@ -223,7 +229,7 @@ def cell_values(res: Resolved, col: str) -> tuple[Optional[float], Optional[floa
     if r is not None and col in seeds:
         r = seeds[col].mean
     p = (res.spec.paper or {}).get(col)
-    return r, p, _diff(r, p)
+    return r, p, _diff(r, p, res)
 
 
 def _reproduced_text(res: Resolved, col: str, r: Optional[float], digits: int) -> str:
@@ -240,8 +246,8 @@ def cell_text(res: Resolved, col: str, digits: int = 2) -> str:
     if p is None:
         return rs if r is not None else "–"
     ps = _f(p, digits) + ("†" if res.marks is not None and col in res.marks.outside else "")
-    if r is None:
-        return f"– / {ps}"
+    if r is None or d is None:
+        return f"{rs if r is not None else '–'} / {ps}"
     return f"{rs} / {ps} ({d:+.{digits}f})"
 
 
@@ -249,8 +255,11 @@ def _row_note(res: Resolved, backbone: str, profile: str) -> str:
     parts = []
     if res.evaluated:
         parts.append(f"`{res.model}`")
-        if (res.backbone and res.backbone != backbone) or (res.profile and res.profile != profile):
+        other = res.backbone and res.backbone not in (backbone, res.spec.backbone)
+        if other or (res.profile and res.profile != profile):
             parts.append(f"stale: evaluated with {res.backbone}, profile {res.profile}")
+        if res.backbone and not B.comparable(res.backbone, res.spec.backbone):
+            parts.append(B.no_delta_note(res.backbone, res.spec.backbone))
         if res.trained_with:
             parts.append(f"trained with {res.trained_with}")
     else:
@@ -428,10 +437,9 @@ def _ptbert_sweep(attend_to: str, section: str, which: str) -> list[RowSpec]:
         main = v == (128 if which == "m" else 256)
         m, q = (v, 256) if which == "m" else (128, v)
         models = tuple(dict.fromkeys((prefix, "ptbert"))) if main else (f"{prefix}_{which}{v}",)
-        if which == "q":
-            note_v = note + "; queue in sentences (SPEC §3.4: batch 64 + 3 queued batches = 256)"
-        else:
-            note_v = note
+        note_v = note + ("; queue in sentences (SPEC §3.4: batch 64 + 3 queued batches = 256)" if which == "q" else "")
+        note_v += "; 320 is the released code's queue_size=4 (it keeps 5 batches of 64)" if (which, v) == ("q", 320) \
+            else ""
         rows.append(RowSpec(f"{'L' if which == 'm' else 'Q'}-{v}" + (" (ours)" if main else ""), models, dict(paper),
                             note_v, section, expects={"pseudo_len": m, "queue_size": q, "attend_to": attend_to}))
     return rows
@@ -604,52 +612,13 @@ def paser_tables() -> list[TableSpec]:
     ]
 
 
-def l2p_tables() -> list[TableSpec]:
-    from ..methods.l2p import ABLATIONS
-
-    t1 = P.L2P_TABLE1
-    rows1 = [
-        RowSpec("CLS", ("base-cls",), t1["CLS"]), RowSpec("Mean", ("base-mean",), t1["Mean"]),
-        _paper_only("+Flow", t1["+Flow"], "normalising-flow post-processing"),
-        RowSpec("+Whitening", ("base-whitening",), t1["+Whitening"]),
-        _paper_only("+Contrastive(BT)", t1["+Contrastive(BT)"], "needs back-translation models"),
-        _paper_only("+SG-OPT", t1["+SG-OPT"], "self-guided contrastive learning"),
-        RowSpec("+SimCSE", ("simcse",), t1["+SimCSE"]), RowSpec("+Ours (L2P-CSR)", ("l2p",), t1["+Ours"]),
-        RowSpec("+Prompt", ("prompt",), t1["+Prompt"]), RowSpec("+Prompt+Ours", ("prompt_l2p",), t1["+Prompt+Ours"]),
-    ]
-    rows3 = []
-    for key, ab in ABLATIONS.items():   # one row per variant, l2p_beta_0p1 included
-        section = ab.get("section") or ("Table 3" if ab["paper"] is not None else "Fig. 2 sweeps (plotted, no printed values)")
-        rows3.append(RowSpec(ab["label"], ("l2p",) if key == "full" else (f"l2p_{key}", "l2p"), ab["paper"],
-                             "overrides: " + (", ".join(f"{k}={v}" for k, v in ab["overrides"].items()) or "none"),
-                             section, expects=dict(ab["overrides"])))
-    l2p_settings = tuple(dict.fromkeys(k for ab in ABLATIONS.values() for k in ab["overrides"]))
-    return [
-        TableSpec("l2p_table1", "L2P-CSR Table 1: STS (BERT-base group)", "L2P-CSR Table 1", COLS7, tuple(rows1),
-                  main=True, context="The RoBERTa-base group of the paper applies to the paper profile with roberta-base; "
-                                     "its numbers are in sentlab.report.paper_numbers.L2P_TABLE1_ROBERTA."),
-        TableSpec("l2p_table3", "L2P-CSR Table 3: ablations and variations", "L2P-CSR Table 3",
-                  ("STSBenchmark", "SICKRelatedness"), tuple(rows3), settings=l2p_settings),
-    ]
-
-
-def posbow_tables() -> list[TableSpec]:
-    t = P.POSBOW_TABLE1
-    rows = (RowSpec("SimCSE", ("simcse",), t["SimCSE"]),
-            RowSpec("Our sentence (full embedding)", ("posbow_adv",), t["Our sentence"]),
-            RowSpec("Our BOW (BOW channel)", ("posbow_adv/posbow_adv_bow",), t["Our BOW"], "first bow_dim dimensions"),
-            RowSpec("Our POS (POS channel)", ("posbow_adv/posbow_adv_pos",), t["Our POS"], "last pos_dim dimensions"),
-            RowSpec("sentlab: no adversary", ("posbow_adv_noadv",), None, "ablation not in the paper (adversary: none)"),
-            RowSpec("sentlab: no auxiliary tasks", ("posbow_adv_noaux",), None,
-                    "ablation not in the paper (aux_tasks: false, adversary: none) = SimCSE with the same seed"))
-    return [TableSpec("posbow_table1", "SimCSE + POS/BOW adversarial: Table 1", "SimCSE + POS/BOW auxiliaries, Table 1",
-                      COLS7, rows, paper_setting="RoBERTa-base, channels 640 + 128", main=True)]
-
-
 def all_tables(backbone: str) -> list[TableSpec]:
-    return [*ptbert_tables(backbone), *paser_tables(), *l2p_tables(), *posbow_tables()]
+    return [*ptbert_tables(backbone), *paser_tables(), *paser_sup_tables(), *l2p_tables(), *posbow_tables()]
 
 
 def models_in_tables(specs: list[TableSpec]) -> set[str]:
     return {c.split("/")[0] for s in specs for r in s.rows for c in r.models}
 
+
+# they build on the specs above
+from .tables_l2p_posbow import l2p_tables, paser_sup_tables, posbow_tables  # noqa: E402

@@ -38,6 +38,7 @@ from typing import Optional
 import numpy as np
 
 from ..evaluate import stats as S
+from .backbones import family
 from ..evaluate.cosines import bootstrap_intervals, bootstrap_path, read_bootstrap, read_cosines
 
 REFERENCE = "simcse"
@@ -172,22 +173,32 @@ def _correct(rows, kind: str) -> int:
 
 @dataclass
 class Family:
-    """What :func:`annotate` tested in one table: the reference and the size of each Holm family."""
-    reference: Optional[str]
+    """What :func:`annotate` tested in one table: the reference of each backbone family and the size of each
+    Holm family."""
+    references: tuple = ()
     method_tests: int = 0
     checkpoint_tests: int = 0
+
+    @property
+    def reference(self) -> Optional[str]:
+        """The references as the legend names them (one per backbone family in the table), or None."""
+        return "`, `".join(self.references) or None
 
 
 def annotate(rows, ctx: Context, columns) -> Family:
     """Fill ``res.marks`` of each evaluated STS row (main rows of a model; extra rows such as a channel get
     seeds only), then Holm-correct each family of the table. Returns the table's :class:`Family`."""
-    ref_row = next((r for r in rows if r.evaluated and r.model == REFERENCE and r.spec.extract == "sts"), None)
-    reference = ref_row.model if ref_row else None
-    fam = Family(reference)
+    # one reference per backbone family (report.backbones): a row is never tested against another backbone's
+    refs = {}
+    for r in rows:
+        if r.evaluated and r.model in (REFERENCE, f"{REFERENCE}_roberta") and r.spec.extract == "sts":
+            refs.setdefault(family(r.backbone), r.model)
+    fam = Family(tuple(dict.fromkeys(refs.values())))
     for res in rows:
         if not res.evaluated or res.spec.extract != "sts":
             continue
         base, _, extra = res.model.partition("/")
+        reference = refs.get(family(res.backbone))
         marks = Marks(reference=reference)
 
         def values(m, extra=extra):
@@ -271,10 +282,10 @@ def legend(fam: Family) -> str:
              f"{OUTSIDE_MARK} the paper's number lies outside the 95 % prediction interval of one run from the "
              "seeds; drawn only for rows with ≥ 2 seeds (n = 1 rows carry no †)"]
     if fam.reference:
-        parts.append(f"{METHOD_MARK} the method differs from the reference method `{fam.reference}`: Welch's "
-                     f"t-test over seeds, both rows ≥ 2 seeds; family: the {fam.method_tests} method-level tests "
-                     f"of this table, Holm-corrected, adjusted p < {a}")
-        parts.append(f"{CHECKPOINT_MARK} where a row ran one seed: this checkpoint differs from `{fam.reference}`'s "
+        parts.append(f"{METHOD_MARK} the method differs from the reference method of its backbone "
+                     f"(`{fam.reference}`): Welch's t-test over seeds, both rows ≥ 2 seeds; family: the "
+                     f"{fam.method_tests} method-level tests of this table, Holm-corrected, adjusted p < {a}")
+        parts.append(f"{CHECKPOINT_MARK} where a row ran one seed: this checkpoint differs from the reference's "
                      f"checkpoint (both trained with params.yaml `seed`) on the same test pairs — paired cluster "
                      f"bootstrap "
                      f"({S.N_RESAMPLES:,} shared resamples, two-sided); family: the {fam.checkpoint_tests} "

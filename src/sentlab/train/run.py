@@ -65,6 +65,11 @@ def resolve_train(params: Params, mparams):
 RUNTIME_KEYS = ("methods", "num_threads", "checkpoint_every", "loader_workers", "nproc", "device", "heap")
 
 
+def backbone_of(params: Params, mparams) -> str:
+    """The backbone a method trains from: its own ``backbone`` line, else ``model.backbone``."""
+    return getattr(mparams, "backbone", None) or params.model.backbone
+
+
 def run_key(params: Params, method_id: str, mparams, corpus_fingerprint: str) -> str:
     """Hash of what determines the trained result: method, its params, the resolved train block minus
     :data:`RUNTIME_KEYS`, seed, backbone, corpus content and the code a train stage executes
@@ -76,7 +81,7 @@ def run_key(params: Params, method_id: str, mparams, corpus_fingerprint: str) ->
     for k in RUNTIME_KEYS:
         train.pop(k, None)
     blob = json.dumps({"method": method_id, "method_params": mparams.model_dump(), "train": train, "seed": params.seed,
-                       "backbone": params.model.backbone, "corpus": corpus_fingerprint,
+                       "backbone": backbone_of(params, mparams), "corpus": corpus_fingerprint,
                        "code": provenance.training_code_fingerprint()}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -115,7 +120,7 @@ def make_dev_evaluator(sts_path: str | Path, max_pairs: Optional[int], batch_siz
     return dev_eval
 
 
-def load_encoder(params: Params, cls, models_dir: Path, device: torch.device):
+def load_encoder(params: Params, cls, models_dir: Path, device: torch.device, backbone: Optional[str] = None):
     from ..assets import load_model
 
     if cls.init_from:
@@ -127,7 +132,7 @@ def load_encoder(params: Params, cls, models_dir: Path, device: torch.device):
         model, tok = load_model(str(src))
         model.sentlab_init = cls.init_from  # sentlab.json's init: the trained method it starts from
         return model, tok
-    return load_model(params.model.backbone)
+    return load_model(backbone or params.model.backbone)
 
 
 def train_method(params: Params, method_id: str, *, name: Optional[str] = None, overrides: Optional[dict] = None,
@@ -155,7 +160,8 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
     models_dir, curves_dir = root / "models", root / "reports" / "curves"
 
     seed_everything(params.seed)  # the method's new layers (MLP, pseudo tokens) are initialised from the seed
-    model, tok = encoder_factory() if encoder_factory else load_encoder(params, cls, models_dir, device)
+    backbone = backbone_of(params, mparams)
+    model, tok = encoder_factory() if encoder_factory else load_encoder(params, cls, models_dir, device, backbone)
     attention = resolve_attention(cfg.attention, device)
     # before the method copies it (MoCo's key encoder); not saved: the exported folder loads with the default
     model.set_attn_implementation(attention)
@@ -177,11 +183,12 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
     precision = resolve_precision(cfg.precision, device)  # `auto` resolved: what the loop uses
     dropout = resolve_kernel(cfg.dropout_kernel, device)
     info = dict(method.export_info(), name=name, status="trained", seed=params.seed, init=method.init_sources(),
+                backbone=backbone,
                 attention=attention, dropout_kernel=dropout, heap=heap,
                 fingerprint=environment_fingerprint(device=device, precision=precision,
                                                     data_files=[root / "data" / "corpus" / f"{corpus_name}.parquet",
                                                                 root / "data" / "sts" / "sts.parquet"]))
-    logged = {"seed": params.seed, "profile": params.profile, "backbone": params.model.backbone,
+    logged = {"seed": params.seed, "profile": params.profile, "backbone": backbone,
               "train": cfg.model_dump(), "precision": precision, "attention": attention, "dropout_kernel": dropout,
               "heap": heap, "method": {"id": method_id, **mparams.model_dump()}, "run_key": key, "init": info["init"],
               "corpus": {"name": corpus_name, "sentences": len(corpus)}}

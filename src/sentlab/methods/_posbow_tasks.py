@@ -1,0 +1,111 @@
+"""The two tasks of :mod:`sentlab.methods.posbow_adv` (SPEC §3.8): their losses, heads and diagnostics.
+
+C_BOW/C_POS and D_BOW/D_POS are :class:`TaskHeads`; :func:`bow_nll` and :func:`pos_divergence` are their losses,
+:func:`bow_r_precision` and :func:`top_tag_accuracy` the accuracies logged beside the constant predictor's.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..data.tags import POS_TAGS
+from ._common import full_precision
+
+__all__ = ["TaskHeads", "HeadInputs", "bow_nll", "pos_divergence", "bow_r_precision", "top_tag_accuracy", "accuracies"]
+
+# --- diagnostics -------------------------------------------------------------------------------
+def bow_r_precision(scores: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean over rows with a non-empty bag of: the fraction of the k top-scored labels in the bag (k = bag size).
+
+    ``scores`` is ``(B, N)`` or ``(1, N)`` (one ranking for every row); ties go to the smaller index.
+    NaN when no row has a bag.
+    """
+    k = target.sum(-1)
+    order = scores.expand_as(target).argsort(dim=-1, descending=True, stable=True)
+    hits = target.gather(1, order).cumsum(-1)
+    at_k = hits.gather(1, (k.long() - 1).clamp_min(0).unsqueeze(1)).squeeze(1)
+    valid = k > 0
+    return (at_k[valid] / k[valid]).mean() if bool(valid.any()) else scores.new_tensor(float("nan"))
+
+
+def top_tag_accuracy(scores: Optional[torch.Tensor], target: torch.Tensor) -> torch.Tensor:
+    """Fraction of rows with tags whose top-scored tag is one of the row's most frequent tags (NaN: no such row).
+    ``scores`` None: the majority baseline, the best one tag for every row."""
+    top = target >= target.max(-1, keepdim=True).values
+    valid = target.sum(-1) > 0
+    if not bool(valid.any()):
+        return target.new_tensor(float("nan"))
+    if scores is None:
+        return top[valid].float().mean(0).max()
+    return top.gather(1, scores.expand_as(target).argmax(-1, keepdim=True)).squeeze(1)[valid].float().mean()
+
+
+def accuracies(who: str, bow_logits, pos_logits, bow_target, pos_target) -> dict[str, torch.Tensor]:
+    """``acc_<who>_bow`` (R-precision) and ``acc_<who>_pos`` (top-tag accuracy) of a pair of heads."""
+    with torch.no_grad():
+        return {f"acc_{who}_bow": bow_r_precision(bow_logits, bow_target),
+                f"acc_{who}_pos": top_tag_accuracy(pos_logits, pos_target)}
+
+
+# --- the two tasks -------------------------------------------------------------------------------
+def bow_nll(logits: torch.Tensor, target: torch.Tensor, reduction: str = "sum") -> torch.Tensor:
+    """−log-likelihood of the bag: BCE summed over the labels (``mean``: ÷N), mean over rows; fp32, autocast off."""
+    with full_precision(logits.device):
+        loss = F.binary_cross_entropy_with_logits(logits.float(), target.float(), reduction="none").sum(-1).mean()
+    return loss / logits.size(-1) if reduction == "mean" else loss
+
+
+def pos_divergence(logits: torch.Tensor, target: torch.Tensor, kind: str = "kl") -> torch.Tensor:
+    """KL(p ‖ q) (``soft_ce``: −Σ p log q) averaged over the rows that have tags; fp32, autocast off."""
+    with full_precision(logits.device):
+        logq = F.log_softmax(logits.float(), dim=-1)
+        per_row = -(target * logq).sum(-1)
+        if kind == "kl":
+            per_row = per_row + torch.special.xlogy(target, target).sum(-1)
+        valid = target.sum(-1) > 0
+        return per_row[valid].mean() if bool(valid.any()) else logq.sum() * 0.0
+
+
+class HeadInputs(NamedTuple):
+    """What the heads read: the two channels of the views under ``aux_views`` and the matching targets."""
+
+    bow: torch.Tensor
+    pos: torch.Tensor
+    bow_target: torch.Tensor
+    pos_target: torch.Tensor
+
+
+def _head(d_in: int, d_out: int, hidden: int) -> nn.Module:
+    if hidden <= 0:
+        return nn.Linear(d_in, d_out)
+    return nn.Sequential(nn.Linear(d_in, hidden), nn.ReLU(), nn.Linear(hidden, d_out))
+
+
+class TaskHeads(nn.ModuleDict):
+    """A BOW head and a POS head (C_BOW/C_POS, or D_BOW/D_POS) and their losses; logits in fp32 with autocast
+    off (bf16 logits of ±10 have a resolution of 0.06)."""
+
+    def __init__(self, bow_in: int, pos_in: int, n_bow: int, hidden: int, bow_reduction: str, pos_loss: str):
+        super().__init__({"bow": _head(bow_in, n_bow, hidden), "pos": _head(pos_in, len(POS_TAGS), hidden)})
+        self.bow_reduction, self.pos_loss = bow_reduction, pos_loss
+
+    def losses(self, bow_in, pos_in, bow_target, pos_target, who: str, log: dict):
+        """(BOW loss of ``self["bow"](bow_in)``, POS loss of ``self["pos"](pos_in)``); logs their :func:`accuracies`."""
+        bow_logits, pos_logits = self._logits("bow", bow_in), self._logits("pos", pos_in)
+        log.update(accuracies(who, bow_logits, pos_logits, bow_target, pos_target))
+        return (bow_nll(bow_logits, bow_target, self.bow_reduction),
+                pos_divergence(pos_logits, pos_target, self.pos_loss))
+
+    def _logits(self, name: str, x: torch.Tensor) -> torch.Tensor:
+        with full_precision(x.device):
+            return self[name](x.float())
+
+    @torch.no_grad()
+    def init_bias(self, name: str, logit: torch.Tensor) -> None:
+        """The ``name`` head's output biases = ``logit`` (the prior init of Lin et al. 2017, RetinaNet)."""
+        head = self[name]
+        (head if isinstance(head, nn.Linear) else head[-1]).bias.copy_(logit)
