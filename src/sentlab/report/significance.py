@@ -282,8 +282,9 @@ def legend(fam: Family) -> str:
              f"{OUTSIDE_MARK} the paper's number lies outside the 95 % prediction interval of one run from the "
              "seeds; drawn only for rows with ≥ 2 seeds (n = 1 rows carry no †)"]
     if fam.reference:
-        parts.append(f"{METHOD_MARK} the method differs from the reference method of its backbone "
-                     f"(`{fam.reference}`): Welch's t-test over seeds, both rows ≥ 2 seeds; family: the "
+        ref = (f"the reference method `{fam.reference}`" if len(fam.references) == 1 else
+               f"the reference method of its backbone (`{fam.reference}`)")
+        parts.append(f"{METHOD_MARK} the method differs from {ref}: Welch's t-test over seeds, both rows ≥ 2 seeds; family: the "
                      f"{fam.method_tests} method-level tests of this table, Holm-corrected, adjusted p < {a}")
         parts.append(f"{CHECKPOINT_MARK} where a row ran one seed: this checkpoint differs from the reference's "
                      f"checkpoint (both trained with params.yaml `seed`) on the same test pairs — paired cluster "
