@@ -443,6 +443,24 @@ def test_a_copied_workspace_keeps_its_mlflow_artifacts_with_its_own_store(tmp_pa
     assert c.get_experiment_by_name(T.EXPERIMENT).artifact_location.startswith(str(b / "mlruns"))
 
 
+def test_a_new_store_elsewhere_keeps_its_artifacts_beside_it_without_a_warning(tmp_path, monkeypatch, caplog):
+    """A fresh store named by MLFLOW_TRACKING_URI outside the working directory (stage_times.py's scratch run)
+    creates its experiment with the artifacts beside it: no "copied from another workspace" warning."""
+    import mlflow
+
+    from sentlab import tracking as T
+
+    monkeypatch.chdir(tmp_path)
+    store = tmp_path / "elsewhere"
+    store.mkdir()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{store / 'mlflow.db'}")
+    with caplog.at_level("WARNING", logger="sentlab.tracking"), T.run("first") as ml:
+        uri = ml.active_run().info.artifact_uri
+    assert "copied from another workspace" not in caplog.text
+    assert mlflow.MlflowClient().get_experiment_by_name(T.EXPERIMENT).artifact_location == str(store / "mlruns" / T.EXPERIMENT)
+    assert uri.startswith(str(store / "mlruns")) and not (tmp_path / "mlruns").exists()
+
+
 def test_a_comment_in_the_training_code_changes_no_code_file(tmp_path, monkeypatch):
     """data/params/code/train.json is what the train stages depend on: a comment or docstring edit of
     train/loop.py leaves it as it was (no training re-runs), a code edit changes it."""

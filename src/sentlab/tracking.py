@@ -110,6 +110,7 @@ def _mlflow():
     import mlflow
 
     mlflow.set_tracking_uri(tracking_uri())
+    _create_experiment_beside_store(mlflow, tracking_uri())
     exp = mlflow.set_experiment(EXPERIMENT)
     if _keep_artifacts_with_store(exp, tracking_uri()):
         exp = mlflow.get_experiment(exp.experiment_id)
@@ -118,6 +119,19 @@ def _mlflow():
         if exp.tags.get(tag) != value:  # the UI opens on the runs table with the test columns, not GenAI traces
             mlflow.MlflowClient().set_experiment_tag(exp.experiment_id, tag, value)
     return mlflow
+
+
+def _create_experiment_beside_store(mlflow, uri: str) -> None:
+    """A new experiment of a SQLite store keeps its artifacts in ``<store folder>/mlruns/<experiment>`` (MLflow's
+    default is ``./mlruns`` of the process's working directory, which differs when ``MLFLOW_TRACKING_URI`` names
+    a store elsewhere, e.g. benchmarks/stage_times.py's scratch store)."""
+    if not uri.startswith("sqlite:///") or mlflow.get_experiment_by_name(EXPERIMENT) is not None:
+        return
+    home = Path(uri[len("sqlite:///"):]).parent / "mlruns"
+    try:
+        mlflow.create_experiment(EXPERIMENT, artifact_location=str(home / EXPERIMENT))
+    except mlflow.exceptions.MlflowException:  # created meanwhile by a concurrent stage
+        pass
 
 
 def _keep_artifacts_with_store(exp, uri: str) -> bool:
