@@ -87,7 +87,7 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     assert group.data.tags["sentlab.stage"] == "method" and group.data.tags["sentlab.model"] == "simcse"
     assert group.data.metrics["seeds.Avg.mean"] == pytest.approx((simcse["Avg"] + s43["Avg"]) / 2, abs=1e-6)
     assert group.data.metrics["seeds.Avg.n"] == 2
-    assert "(2)" in table and ("Welch" in table or "paired bootstrap" in table)
+    assert "(2)" in table and "Welch" in table and "Holm-corrected" in table     # issue #35: marks and families
     assert not (repo / "models/ptbert-s43").exists() and not (repo / "models/ct").exists()
     assert "ct: not run in this profile" in table   # the report's row for a method the profile has no stage for
     assert (repo / "reports/tables/protocol_sensitivity.md").is_file()

@@ -122,11 +122,13 @@ def test_latex_carries_the_markdown_cells_marks_and_legend(report):
 
 
 def test_row_notes_list_only_settings_the_model_has(report):
-    _, rows = _table(report, "ptbert_table5")
-    md = (report / "reports/tables/ptbert_table5.md").read_text()
+    """The SimCSE row of a PT-BERT table used to say "trained with pseudo_len=absent, queue_size=absent, ..."."""
+    md = (report / "reports/tables/ptbert_table3.md").read_text()
     assert "absent" not in md
-    sim = next(line for line in md.splitlines() if "`simcse`" in line)
-    assert "trained with" not in sim
+    sim = next(line for line in md.splitlines() if line.startswith("| SimCSE"))
+    assert sim.rstrip(" |").endswith("`simcse`")
+    ptb = next(line for line in md.splitlines() if line.startswith("| PT-BERTbase"))
+    assert "trained with pseudo_len=128, queue_size=256, attend_to=cls" in ptb
 
 
 # --- the statistics -------------------------------------------------------------------------------
