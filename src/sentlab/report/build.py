@@ -260,7 +260,7 @@ def _rows_csv(rep: Report, model: str) -> Optional[str]:
     import csv
     import io
 
-    from .paper_tables import CSV_HEADER, csv_records
+    from .paper_tables import csv_header, csv_records
 
     recs = []
     for spec, rows in rep.tables.values():
@@ -270,7 +270,7 @@ def _rows_csv(rep: Report, model: str) -> Optional[str]:
         return None
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(CSV_HEADER)
+    w.writerow(csv_header())
     w.writerows(recs)
     return buf.getvalue()
 

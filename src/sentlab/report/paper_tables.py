@@ -334,7 +334,7 @@ def to_markdown(spec: TableSpec, rows: list[Resolved], backbone: str, profile: s
     return "\n".join(out) + "\n"
 
 
-def _csv_header() -> list[str]:
+def csv_header() -> list[str]:
     from .significance import STAT_HEADER
 
     return ["table", "section", "row", "model", "column", "reproduced", "paper", "diff", "status", "backbone",
@@ -365,7 +365,7 @@ def csv_records(spec: TableSpec, rows: list[Resolved], backbone: str, profile: s
 def to_csv(spec: TableSpec, rows: list[Resolved], backbone: str, profile: str, warnings: dict[str, str]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(_csv_header())
+    w.writerow(csv_header())
     w.writerows(csv_records(spec, rows, backbone, profile, warnings))
     return buf.getvalue()
 
