@@ -89,7 +89,8 @@ def _read(path: Path, encoding: str, splitlines: bool, expected=None) -> list[st
     lines = [ln.rstrip("\r\n") for ln in io.StringIO(text, newline=None)]  # SentEval's `for line in f`
     _check(path, len(lines), expected)  # the release's line count, before any SentEval-specific splitting
     # SentEval's binary tasks read f.read().splitlines(), which also breaks a line at U+0085 (NEL): MR's Latin-1
-    # ellipsis byte 0x85 occurs 23 times, so SentEval classifies 10,685 MR "sentences", not 10,662. Kept as is.
+    # ellipsis byte 0x85 occurs 23 times, so SentEval classifies 10,685 MR "sentences", not 10,662 (SUBJ:
+    # 10,021, not 10,000). Kept as SentEval does it, so the folds and the numbers are SentEval's.
     return text.splitlines() if splitlines else lines
 
 
