@@ -10,7 +10,7 @@ wall time of each and the speed ratio. SentEval is not a pip package: pass a che
 ``$SENTEVAL_PATH``; without one only sentlab's numbers and times are printed. SentEval's classifier calls
 ``.cuda()`` unconditionally; on a machine without CUDA the calls are redirected to the CPU (nothing else of
 SentEval is changed). Both run with ``--threads`` torch threads (default 1: a fair, quiet comparison on shared
-cores).
+cores). The shims: Python 3.11 removed ``inspect.getargspec`` (SentEval's ``get_optimizer`` uses it).
 """
 
 from __future__ import annotations
@@ -31,7 +31,11 @@ TASK_CLASS = {"MR": ("binary", "MREval", "MR"), "CR": ("binary", "CREval", "CR")
 
 
 def _cpu_shim() -> None:
-    """Let SentEval's classifier (written for CUDA) run on a CPU-only torch, unchanged otherwise."""
+    """Let SentEval's classifier (written for CUDA and Python < 3.11) run here, unchanged otherwise."""
+    import inspect
+
+    if not hasattr(inspect, "getargspec"):  # removed in Python 3.11; SentEval's utils.get_optimizer reads [0]
+        inspect.getargspec = inspect.getfullargspec
     if torch.cuda.is_available():
         return
     torch.nn.Module.cuda = lambda self, *a, **k: self
@@ -65,7 +69,7 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="sentence-transformers/all-MiniLM-L6-v2")
-    ap.add_argument("--pooling", default=None)
+    ap.add_argument("--pooling", default="mean", help="default mean: all-MiniLM-L6-v2's own pooling")
     ap.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     ap.add_argument("--senteval", default=os.environ.get("SENTEVAL_PATH"), help="a SentEval checkout (or $SENTEVAL_PATH)")
     ap.add_argument("--threads", type=int, default=1)
