@@ -71,7 +71,8 @@ def main(argv=None) -> int:
     ap.add_argument("--model", default="sentence-transformers/all-MiniLM-L6-v2")
     ap.add_argument("--pooling", default="mean", help="default mean: all-MiniLM-L6-v2's own pooling")
     ap.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
-    ap.add_argument("--senteval", default=os.environ.get("SENTEVAL_PATH"), help="a SentEval checkout (or $SENTEVAL_PATH)")
+    ap.add_argument("--senteval", default=os.environ.get("SENTEVAL_PATH"),
+                    help="a SentEval checkout (or $SENTEVAL_PATH)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--batch-size", type=int, default=128)
     args = ap.parse_args(argv)
@@ -88,7 +89,8 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     with embedding_cache():
         lookup = embed_unique(enc, sentences, batch_size=args.batch_size)
-    print(f"embeddings: {len(sentences)} sentences, {enc.name} ({enc.pooling} pooling), {time.perf_counter() - t0:.1f} s "
+    print(f"embeddings: {len(sentences)} sentences, {enc.name} ({enc.pooling} pooling), "
+          f"{time.perf_counter() - t0:.1f} s "
           f"(cached after the first run)")
 
     have_senteval = False
@@ -130,7 +132,8 @@ def main(argv=None) -> int:
     summary = f"avg over {len(rows)} tasks: sentlab {avg:.2f} in {tot_s:.1f} s"
     if have_senteval:
         summary += (f"; SentEval {np.mean([r[2]['acc'] for r in rows]):.2f} in {tot_e:.1f} s; "
-                    f"max |diff| {max(abs(r[1]['acc'] - r[2]['acc']) for r in rows):.2f}; speed-up {tot_e / tot_s:.1f}x")
+                    f"max |diff| {max(abs(r[1]['acc'] - r[2]['acc']) for r in rows):.2f}; "
+                    f"speed-up {tot_e / tot_s:.1f}x")
     print(summary)
     return 0
 

@@ -73,7 +73,8 @@ def test_batched_equals_one_at_a_time_reference(sep, nclasses):
         np.testing.assert_allclose(res.W[m].numpy(), model[0].weight.detach().t().numpy(), atol=2e-5)
         np.testing.assert_allclose(res.b[m].numpy(), model[0].bias.detach().numpy(), atol=2e-5)
     assert len(set(res.epochs.tolist())) > 1  # models stop at different epochs
-    one = T.fit_logreg(X, y, nclasses, fits, T.ClassifierConfig(max_epoch=24, tenacity=1, batch_size=16, lr=1e-2, chunk=1))
+    one = T.fit_logreg(X, y, nclasses, fits,
+                       T.ClassifierConfig(max_epoch=24, tenacity=1, batch_size=16, lr=1e-2, chunk=1))
     assert np.array_equal(one.dev_acc, res.dev_acc) and np.array_equal(one.epochs, res.epochs)
     torch.testing.assert_close(one.W, res.W, atol=1e-6, rtol=0)
 
@@ -88,14 +89,16 @@ def test_pinned_accuracies_and_sklearn_agreement():
     assert (easy["devacc"], easy["acc"], hard["devacc"], hard["acc"]) == (95.0, 90.0, 70.22, 67.92)
     # an independent reference: sklearn's L2 logistic regression under the same outer folds (95.0 and 72.5)
     for (X_, y_), ours in (((X, y), easy), ((Xn, yn), hard)):
-        sk = [LogisticRegression(C=1.0).fit(X_[tr], y_[tr]).score(X_[te], y_[te]) for tr, te in T.stratified_folds(y_, 3, 1111)]
+        sk = [LogisticRegression(C=1.0).fit(X_[tr], y_[tr]).score(X_[te], y_[te])
+              for tr, te in T.stratified_folds(y_, 3, 1111)]
         assert abs(ours["acc"] - 100 * np.mean(sk)) < 6.0
 
 
 def test_folds_and_initial_weights_pinned():
     y = np.array([0, 1] * 10)
     folds = T.stratified_folds(y, 10, 1111)
-    assert folds[0][1].tolist() == [6, 9] and sorted(np.concatenate([te for _, te in folds]).tolist()) == list(range(20))
+    assert folds[0][1].tolist() == [6, 9]
+    assert sorted(np.concatenate([te for _, te in folds]).tolist()) == list(range(20))
     W, b = T.initial_weights(4, 2, 1111)
     assert W.shape == (4, 2)
     np.testing.assert_allclose(b.numpy(), [0.0145, 0.3125], atol=1e-4)
@@ -115,7 +118,8 @@ def _layout(root):
     (root / "MR" / "rt-polarity.pos").write_bytes(b"a \x85 b\nc\n")  # SentEval's splitlines breaks at NEL
     (root / "MR" / "rt-polarity.neg").write_bytes(b"d\n")
     (root / "TREC").mkdir()
-    (root / "TREC" / "train_5500.label").write_bytes("NUM:date When was it ?\nHUM:ind Who is Jos\xe9 ?\n".encode("latin-1"))
+    trec = "NUM:date When was it ?\nHUM:ind Who is Jos\xe9 ?\n"
+    (root / "TREC" / "train_5500.label").write_bytes(trec.encode("latin-1"))
     (root / "TREC" / "TREC_10.label").write_bytes(b"LOC:city Where ?\n")
     (root / "SST" / "binary").mkdir(parents=True)
     for split, body in (("train", "good film\t1\nbad  film\t0\n"), ("dev", "ok\t1\n"), ("test", "meh\t0\n")):

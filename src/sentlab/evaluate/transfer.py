@@ -199,7 +199,8 @@ def inner_kfold(X, y, nclasses: int, cfg: ClassifierConfig = ClassifierConfig())
     y = np.asarray(y)
     k, regs = cfg.kfold, cfg.regs
     outer = stratified_folds(y, k, 1111)
-    fits = [Fit(tr[itr], reg, tr[ite]) for tr, _ in outer for reg in regs for itr, ite in stratified_folds(y[tr], k, 1111)]
+    fits = [Fit(tr[itr], reg, tr[ite])
+            for tr, _ in outer for reg in regs for itr, ite in stratified_folds(y[tr], k, 1111)]
     inner = fit_logreg(X, y, nclasses, fits, cfg).dev_acc.reshape(k, len(regs), k)
     scores = [[round(100 * float(np.mean(inner[o, r])), 2) for r in range(len(regs))] for o in range(k)]
     opt = [int(np.argmax(s)) for s in scores]

@@ -74,7 +74,8 @@ class TransferTask:
 
 def _fail(path: Path, problem: str) -> SentlabError:
     return SentlabError(f"SentEval transfer file {path}: {problem}. Restore the file from SentEval's data "
-                        f"(SimCSE's senteval.tar, folder downstream/, or SentEval's data/downstream/get_transfer_data.bash) "
+                        f"(SimCSE's senteval.tar, folder downstream/, or SentEval's "
+                        f"data/downstream/get_transfer_data.bash) "
                         f"into the mirror or the cache in SentEval's layout, then run again.")
 
 
