@@ -161,3 +161,30 @@ def test_mirror_counts_match_release():
         pytest.skip("no data mirror")
     assert len(load_task("CR").splits["all"].a) == 3775
     assert len(load_task("MRPC").splits["test"].a) == 1725
+
+
+def test_run_task_every_protocol_pinned():
+    from sentlab.evaluate.transfer_data import Split, TransferTask
+
+    rng = np.random.RandomState(0)
+    words = [f"w{i}" for i in range(60)]
+    y = np.arange(60) % 2
+    vec = {w: (rng.randn(6) + 2 * y[i]).astype(np.float32) for i, w in enumerate(words)}
+
+    def embed(sentences):
+        return np.stack([vec[s] for s in sentences])
+
+    def split(lo, hi, b=None):
+        return Split(words[lo:hi], y[lo:hi], b)
+
+    cfg = T.ClassifierConfig(kfold=2, max_epoch=8, batch_size=8, lr=1e-2, regs=(1e-5, 1e-2))
+    sst = T.run_task(TransferTask("SST2", 2, {"train": split(0, 40), "dev": split(40, 50), "test": split(50, 60)}),
+                     embed, cfg)
+    trec = T.run_task(TransferTask("TREC", 2, {"train": split(0, 40), "test": split(40, 60)}), embed, cfg)
+    mrpc = T.run_task(TransferTask("MRPC", 2, {"train": split(0, 40, words[20:60]), "test": split(40, 60, words[:20])}),
+                      embed, cfg)
+    cr = T.run_task(TransferTask("CR", 2, {"all": split(0, 60)}), embed, cfg)
+    got = [(r["devacc"], r["acc"]) for r in (sst, trec, mrpc, cr)] + [mrpc["f1"]]
+    assert got == PINNED_PROTOCOLS, got
+# (devacc, acc) of SST2, TREC, MRPC, CR on the synthetic tasks above, then MRPC's F1
+PINNED_PROTOCOLS = [(80.0, 70.0), (85.0, 75.0), (85.0, 100.0), (81.66, 83.33), 100.0]
