@@ -65,7 +65,7 @@ def test_batched_equals_one_at_a_time_reference(sep, nclasses):
     X, y = _blobs(sep=sep, nclasses=nclasses, scale=0.5)
     folds = T.stratified_folds(y, 2, 1111)  # 100 training rows: 7 batches of 16; the last fit: 171 rows, 11
     fits = [T.Fit(tr, reg, te) for reg in (1e-5, 1e-2) for tr, te in folds] + [T.Fit(np.arange(180), 1e-3)]
-    cfg = T.ClassifierConfig(max_epoch=24, tenacity=1, batch_size=16, lr=1e-2)
+    cfg = T.ClassifierConfig(max_epoch=12, tenacity=1, batch_size=16, lr=1e-2)
     res = T.fit_logreg(X, y, nclasses, fits, cfg)
     for m, f in enumerate(fits):
         acc, model = _reference_fit(X, y, nclasses, f, cfg)
@@ -74,7 +74,7 @@ def test_batched_equals_one_at_a_time_reference(sep, nclasses):
         np.testing.assert_allclose(res.b[m].numpy(), model[0].bias.detach().numpy(), atol=2e-5)
     assert len(set(res.epochs.tolist())) > 1  # models stop at different epochs
     one = T.fit_logreg(X, y, nclasses, fits,
-                       T.ClassifierConfig(max_epoch=24, tenacity=1, batch_size=16, lr=1e-2, chunk=1))
+                       T.ClassifierConfig(max_epoch=12, tenacity=1, batch_size=16, lr=1e-2, chunk=1))
     assert np.array_equal(one.dev_acc, res.dev_acc) and np.array_equal(one.epochs, res.epochs)
     torch.testing.assert_close(one.W, res.W, atol=1e-6, rtol=0)
 
