@@ -29,7 +29,8 @@ def _cmd_evaluate(args) -> int:
 
     params = load_params(args.params) if args.params else None
     ep = params.evaluate if params else EvaluateParams()
-    table = read_sts_table(args.sts)
+    tasks = {"sts": ["sts"], "transfer": ["transfer"], "all": ["sts", "transfer"]}[args.tasks]
+    table = read_sts_table(args.sts) if "sts" in tasks else None
     precision = args.precision or ep.precision
     batch = args.batch_size or ep.batch_size
     encoders = build_encoders(args.model, pooling=args.pooling, precision=precision, name=args.name,
@@ -37,7 +38,12 @@ def _cmd_evaluate(args) -> int:
     figures_dir = Path(args.json).parent if args.json else None
     out = {}
     for i, (name, enc) in enumerate(encoders.items()):
+        if "sts" not in tasks:
+            out[name] = {**precision_record(enc), **_transfer_metrics(enc, batch)}
+            continue
         res, lookup = evaluate_table(enc, table, batch_size=batch, return_embeddings=True)
+        if "transfer" in tasks:
+            res.update(_transfer_metrics(enc, batch))
         if args.diagnostics:
             from .evaluate.diagnostics import run_diagnostics
 
@@ -60,8 +66,9 @@ def _cmd_evaluate(args) -> int:
             with tracking.run(f"eval/{name}", params={"model": args.model, "pooling": encoders[name].pooling,
                                                       "kind": "cli", "evaluate": ep.model_dump()},
                               tags={"sentlab.stage": "evaluate", "sentlab.model": name}):
-                tracking.log_metrics({k: v for k, v in res.items() if k != "diagnostics"})
-    keys = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness", "Avg"]
+                tracking.log_metrics({k: v for k, v in res.items() if k not in ("diagnostics", "transfer")})
+    keys = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness", "Avg"] * ("sts" in tasks)
+    keys += ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC", "MRPC_F1", "TransferAvg"] * ("transfer" in tasks)
     for name, res in out.items():
         print(name + ": " + "  ".join(f"{k} {res[k]:.2f}" for k in keys))
         if "diagnostics" in res:
@@ -69,6 +76,26 @@ def _cmd_evaluate(args) -> int:
     if args.diagnostics and figures_dir is None:
         print("density figure not written: pass --json PATH (figures go next to the JSON)")
     return 0
+
+
+def _transfer_metrics(enc, batch: int) -> dict:
+    """SentEval's seven transfer tasks (:mod:`sentlab.evaluate.transfer`) on ``enc``'s embeddings, encoded through
+    the embedding cache: flat accuracies, ``MRPC_F1``, ``TransferAvg`` and the per-task details."""
+    import numpy as np
+
+    from .evaluate.cache import embedding_cache
+    from .evaluate.protocol import embed_unique
+    from .evaluate.transfer import evaluate_transfer
+
+    def embed(sentences):
+        lookup = embed_unique(enc, sentences, batch_size=batch)
+        return np.stack([lookup[s] for s in sentences])
+
+    with embedding_cache():
+        res = evaluate_transfer(embed)
+    flat = {t: v["acc"] for t, v in res.items() if t != "Avg"}
+    return {**flat, "MRPC_F1": res["MRPC"]["f1"], "TransferAvg": res["Avg"],
+            "transfer": {t: v for t, v in res.items() if t != "Avg"}}
 
 
 def _print_diagnostics(d: dict) -> None:
@@ -118,6 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(modules.json: Pooling cls/mean, sentlab's modules, its default prompt), else cls")
     e.add_argument("--json", help="write the flat metrics JSON here")
     e.add_argument("--sts", default="data/sts/sts.parquet", help="STS table written by the prepare stage")
+    e.add_argument("--tasks", choices=["sts", "transfer", "all"], default="sts",
+                   help="sts: the STS evaluation; transfer: SentEval's 7 transfer tasks (MR CR SUBJ MPQA SST2 TREC "
+                        "MRPC, logistic regression on frozen embeddings, SimCSE's settings); all: both")
     e.add_argument("--params", default=None, help="params.yaml to take evaluate.* defaults from")
     e.add_argument("--precision", choices=["auto", "fp32", "bf16"], default=None,
                    help="default: evaluate.precision (auto: exact fp32 on every device; bf16: autocast, "
