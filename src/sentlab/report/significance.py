@@ -108,8 +108,8 @@ class Context:
             found = read_bootstrap(bootstrap_path(path))
             if found is None and self.cosines(model) is not None:
                 seed = int((self.metrics.get(model) or {}).get("bootstrap_seed", 0))
-                found = ({t: iv.distribution for t, iv in bootstrap_intervals(self.cosines(model), TESTED_TASKS, seed).items()},
-                         seed)
+                intervals = bootstrap_intervals(self.cosines(model), TESTED_TASKS, seed)
+                found = ({t: iv.distribution for t, iv in intervals.items()}, seed)
             self._boot[model] = found
         return self._boot[model]
 
@@ -284,8 +284,9 @@ def legend(fam: Family) -> str:
     if fam.reference:
         ref = (f"the reference method `{fam.reference}`" if len(fam.references) == 1 else
                f"the reference method of its backbone (`{fam.reference}`)")
-        parts.append(f"{METHOD_MARK} the method differs from {ref}: Welch's t-test over seeds, both rows ≥ 2 seeds; family: the "
-                     f"{fam.method_tests} method-level tests of this table, Holm-corrected, adjusted p < {a}")
+        parts.append(f"{METHOD_MARK} the method differs from {ref}: Welch's t-test over seeds, both rows ≥ 2 "
+                     f"seeds; family: the {fam.method_tests} method-level tests of this table, Holm-corrected, "
+                     f"adjusted p < {a}")
         parts.append(f"{CHECKPOINT_MARK} where a row ran one seed: this checkpoint differs from the reference's "
                      f"checkpoint (both trained with params.yaml `seed`) on the same test pairs — paired cluster "
                      f"bootstrap "
