@@ -158,7 +158,7 @@ def test_mirror_counts_match_release():
     import os
 
     if not os.environ.get("SENTLAB_DATA_MIRROR"):
-        pytest.skip("no data mirror")
+        pytest.skip("needs the SentEval transfer data mirror (set SENTLAB_DATA_MIRROR to ../shared/data)")
     assert len(load_task("CR").splits["all"].a) == 3775
     assert len(load_task("MRPC").splits["test"].a) == 1725
 
