@@ -30,9 +30,11 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[test]"
 	touch $@
 
-# A parent MLflow run groups the runs of one pipeline run (SENTLAB_PARENT_RUN_ID).
+# params.yaml from profiles/$(PROFILE).yaml (kept as it is when it is that profile already, hand edits included;
+# FORCE=1 switches profiles over hand edits) and its stage list (models.yaml). A parent MLflow run groups the
+# runs of one pipeline run (SENTLAB_PARENT_RUN_ID).
 repro: env
-	$(PY) -m sentlab.cli profile $(PROFILE)
+	$(PY) -m sentlab.cli profile $(PROFILE) $(if $(FORCE),--force)
 	@RUN_ID=$$($(PY) -m sentlab.cli mlflow start-parent --profile $(PROFILE)) || exit 1; \
 	SENTLAB_PARENT_RUN_ID=$$RUN_ID $(VENV)/bin/dvc repro; rc=$$?; \
 	$(PY) -m sentlab.cli mlflow end-parent $$RUN_ID --rc $$rc; exit $$rc

@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 from sentlab.annotate import annotate_corpus, options_from_params, read_texts
-from sentlab.config import load_params
 from sentlab.io import write_json
 from sentlab.pipeline_util import run_stage
+from sentlab.stage_params import stage_params
 
 CORPUS_DIR = Path("data/corpus")
 OUT = Path("data/annotations")
@@ -32,7 +32,7 @@ def corpora(folder: Path = CORPUS_DIR) -> dict[str, Path]:
 
 
 def main() -> None:
-    p = load_params().annotate
+    p = stage_params("annotate").annotate
     options = options_from_params(p)
     stats = {"backend": p.backend, "jobs": p.jobs, "shard_size": p.shard_size}
     for name, src in corpora().items():

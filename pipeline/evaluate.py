@@ -1,7 +1,6 @@
 """Stage `evaluate`: SPEC §2 protocol for one model -> reports/metrics/<name>.json.
 
-    python pipeline/evaluate.py trained simcse      # models/simcse (its own pooling) -> simcse
-    python pipeline/evaluate.py baseline cls        # as pipeline/evaluate_baseline.py cls (the DVC stage's command)
+    python pipeline/evaluate.py simcse      # dvc.yaml evaluate@simcse: models/simcse (its own pooling)
 
 A trained model's metrics JSON holds its ``method`` block: the method params it was trained with
 (:func:`~sentlab.evaluate.trained.trained_method_block`: the Params in force, which this stage
@@ -31,22 +30,17 @@ FIGURES = Path("reports/figures")
 
 
 def main() -> None:
-    from sentlab.config import load_params
     from sentlab.data.sts import read_sts_table
-    from sentlab.evaluate.baselines import run_baseline_stage
     from sentlab.evaluate.cache import embedding_cache
     from sentlab.evaluate.figures import note_figure
     from sentlab.evaluate.runner import evaluate_and_record, read_model_info
     from sentlab.evaluate.trained import missing_model_error, trained_method_block
+    from sentlab.stage_params import stage_params
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("kind", choices=["baseline", "trained"])
-    ap.add_argument("name")
+    ap.add_argument("name", help="the model (models.yaml): models/<name>")
     args = ap.parse_args()
-    if args.kind == "baseline":
-        run_baseline_stage(args.name)
-        return
-    params = load_params()
+    params = stage_params(f"evaluate@{args.name}")
     table = read_sts_table("data/sts/sts.parquet")
     figures = FIGURES if params.evaluate.diagnostics else None
     if not params.evaluate.diagnostics:
@@ -55,7 +49,7 @@ def main() -> None:
     model_dir = Path("models") / args.name
     info = read_model_info(model_dir)
     if info is None:
-        raise missing_model_error(params, args.name, model_dir)
+        raise missing_model_error(args.name, model_dir)
     out = Path(f"reports/metrics/{args.name}.json")
     if info.get("status") != "trained":
         eval_not_run(args.name, info.get("status", "not trained"), params.model.backbone, params.profile)

@@ -18,14 +18,16 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from sentlab.config import load_params, profile_models
+from sentlab.config import RUNTIME_KEYS
 from sentlab.errors import SentlabError
 from sentlab.export.card import model_card
 from sentlab.io import atomic_path, independent_copy
 from sentlab.pipeline_util import run_stage
+from sentlab.stage_list import profile_models
+from sentlab.stage_params import stage_params
 
 log = logging.getLogger("export")
-MODELS, METRICS, PARAMS, OUT = Path("models"), Path("reports/metrics"), Path("data/params"), Path("exports")
+MODELS, METRICS, OUT = Path("models"), Path("reports/metrics"), Path("exports")
 
 
 def _read(path: Path) -> dict:
@@ -38,22 +40,13 @@ def _read(path: Path) -> dict:
         raise SentlabError(f"{path} is not valid JSON ({e}); re-run the stage that writes it.") from None
 
 
-def _value(resolved: dict):
-    """The values of a ``data/params/<key>.json`` file (``{"profile": ..., "value": ...}``)."""
-    return resolved.get("value", resolved) if isinstance(resolved, dict) else resolved
-
-
 def _copy_tree(src: Path, dest: Path) -> None:
     """``dest`` as a copy of ``src`` whose files are their own (:func:`sentlab.io.independent_copy`)."""
     shutil.copytree(src, dest, copy_function=independent_copy)
 
 
-def train_stage(params, name: str) -> str:
+def train_stage(name: str) -> str:
     """The DVC stage that trains ``name``."""
-    if name in (params.methods_from or {}):
-        return f"train_from@{name}"
-    if name in ((params.ablations or {}).get("variants") or {}):
-        return f"ablate@{name}"
     return f"train@{name}"
 
 
@@ -79,17 +72,17 @@ def export_one(params, folder: Path, dest: Path) -> None:
     if seeds:
         metrics = dict(metrics, seed_rows=seeds)
     method_id = info["method"]
-    in_force = metrics.get("method") or _value(_read(PARAMS / "methods" / f"{method_id}.json"))
-    train = _value(_read(PARAMS / "train.json")) if (PARAMS / "train.json").is_file() else None
+    in_force = metrics.get("method") or params.method_params(method_id).model_dump(mode="json")
+    train = params.train.model_dump(mode="json", exclude={"methods", *RUNTIME_KEYS})
     cls = registered().get(method_id)
     _copy_tree(folder, dest)
     card = model_card(name, info, metrics, in_force, train, params.profile, params.model.backbone,
-                      train_stage(params, name), summary=getattr(cls, "summary", "") if cls else "")
+                      train_stage(name), summary=getattr(cls, "summary", "") if cls else "")
     (dest / "README.md").write_text(card, encoding="utf-8")
 
 
 def main() -> None:
-    params = load_params()
+    params = stage_params("export")
     ours = profile_models(params)
     done, skipped = [], []
     with atomic_path(OUT, is_dir=True) as tmp:
@@ -103,7 +96,7 @@ def main() -> None:
             if not (folder / "modules.json").is_file():
                 raise SentlabError(f"{folder} has no modules.json: it was trained before models became "
                                    f"sentence-transformers folders. Re-run its train stage "
-                                   f"(`dvc repro -f {train_stage(params, folder.name)}`).")
+                                   f"(`dvc repro -f {train_stage(folder.name)}`).")
             export_one(params, folder, tmp / folder.name)
             done.append(folder.name)
         lines = ["# Exported models\n", "| model | folder |", "|---|---|"]

@@ -10,15 +10,13 @@ import sys
 from pathlib import Path
 
 from sentlab.assets import ASSETS
-from sentlab.config import load_params
 from sentlab.data.corpus import stats_dict, write_corpus
 from sentlab.data.nli import SOURCES, write_nli
 from sentlab.data.sts import write_table
 from sentlab.io import staged_outputs, write_json
 from sentlab.pipeline_util import run_stage
 from sentlab.sources import parse_sources
-
-
+from sentlab.stage_params import stage_params
 
 def copy_raw(resolved, rel_paths, dest: Path) -> None:
     for rel in rel_paths:
@@ -33,7 +31,7 @@ def main() -> None:
     previous data/raw, data/corpus, data/sts and data/prepare_stats.json as they were. (Under
     ``dvc repro`` the ``sources`` stage has already parsed a changed source the same way, before
     DVC removed these outputs to run this stage.)"""
-    params = load_params()
+    params = stage_params("prepare")
     p = params.prepare
     # 1. parse the sources in place
     src = parse_sources(params)

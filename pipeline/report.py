@@ -12,15 +12,16 @@ import logging
 import os
 import sys
 
-from sentlab.config import load_params, profile_models
 from sentlab.pipeline_util import run_stage
 from sentlab.report.build import build_report, log_to_mlflow
+from sentlab.stage_list import profile_models
+from sentlab.stage_params import stage_params
 
 log = logging.getLogger("report")
 
 
 def main() -> None:
-    params = load_params()
+    params = stage_params("report")
     rep = build_report(".", params.model.backbone, params.profile, profile_models(params))
     filled = {k: sum(r.evaluated for r in rows) for k, (_, rows) in rep.tables.items()}
     print(f"report: {len(rep.tables)} tables ({sum(filled.values())} rows reproduced), {len(rep.figures)} figures "

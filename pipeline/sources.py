@@ -1,8 +1,12 @@
-"""Stage `sources`: the sha256 of every source file the active profile reads -> data/sources/.
+"""Stage `sources`: the sha256 of every source file the profile reads and of the code each kind of
+stage executes -> data/sources/ (``data.json``, ``model.json``, ``code/<kind>.json``).
 
 ``always_changed`` in dvc.yaml: DVC cannot see files outside the repository, so this stage looks at
 them at every ``dvc repro``; the stages that read a source depend on its file here, so they re-run
-exactly when a source's bytes change. See :mod:`sentlab.sources`.
+exactly when a source's bytes change (:mod:`sentlab.sources`). The code files hash the sentlab modules
+each entry point can import, comments and docstrings left out (:mod:`sentlab.provenance`). It runs
+first, so it is also where a stale stage list (models.yaml) stops the run
+(:func:`sentlab.stage_list.check_stage_list`).
 """
 
 from __future__ import annotations
@@ -11,10 +15,12 @@ import json
 import sys
 from pathlib import Path
 
-from sentlab.config import load_params
 from sentlab.io import write_json
 from sentlab.pipeline_util import run_stage
+from sentlab.provenance import stage_code_files
 from sentlab.sources import data_sources, model_sources, parse_sources
+from sentlab.stage_list import check_stage_list
+from sentlab.stage_params import stage_params
 
 OUT = Path("data/sources")
 
@@ -24,7 +30,8 @@ def main() -> None:
     prepare will, so a bad file fails here (one paragraph naming it, exit 2) while prepare's outputs are
     still in place: DVC removes a stage's outputs before running it. The outputs here persist (dvc.yaml),
     so the previous hashes are there to compare with and stay when this stage fails."""
-    params = load_params()
+    params = stage_params("sources")
+    check_stage_list(params)
     data = {"files": data_sources(params.prepare.corpus, params.prepare.nli),
             "checked_with": {"seed": params.seed, "prepare": params.prepare.model_dump(mode="json")}}
     previous = OUT / "data.json"
@@ -33,6 +40,8 @@ def main() -> None:
     model = model_sources(params.model.backbone)
     write_json(OUT / "data.json", data)
     write_json(OUT / "model.json", model)
+    for rel, content in stage_code_files().items():
+        write_json(OUT / rel, content)
     n = sum(len(v) for v in data["files"].values())
     print(f"sources: {n} data files, {len(model['files'])} backbone files hashed")
 

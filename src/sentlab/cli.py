@@ -116,19 +116,36 @@ def _print_diagnostics(d: dict) -> None:
 def _cmd_params(args) -> int:
     import yaml
 
-    from .config import load_all_profiles, load_params
+    from .config import load_params
+    from .profiles import load_all_profiles, profiles_dir
 
-    load_all_profiles(args.params)  # every profile must be valid, not only the one printed
+    load_all_profiles(profiles_dir(args.params))  # every profile must be valid, not only the one printed
     p = load_params(args.params, profile=args.profile)
-    print(yaml.safe_dump(p.model_dump(exclude={"profiles"}), sort_keys=False))
+    print(yaml.safe_dump(p.model_dump(), sort_keys=False))
     return 0
 
 
 def _cmd_profile(args) -> int:
-    from .config import set_profile
+    from .profiles import set_profile
 
-    changed = set_profile(args.params, args.name)
-    print(f"{args.params}: profile {args.name}" + (" (profile line and stage_lines written)" if changed else " (unchanged)"))
+    changed = set_profile(args.params, args.name, force=args.force)
+    print(f"{args.params}: profile {args.name}" + (" (written from profiles/)" if changed else " (kept)")
+          + "; models.yaml: its stage list")
+    return 0
+
+
+def _cmd_stages(args) -> int:
+    from pathlib import Path
+
+    from .config import load_params
+    from .stage_list import stage_list_for, write_stage_list
+
+    params = load_params(args.params)
+    path = Path(args.params).resolve().parent / "models.yaml"
+    changed = write_stage_list(params, path)
+    lists = stage_list_for(params)
+    print(f"{path.name}: {len(lists['models'])} models, {len(lists['baselines'])} baselines "
+          f"({'written' if changed else 'unchanged'})")
     return 0
 
 
@@ -161,15 +178,21 @@ def build_parser() -> argparse.ArgumentParser:
                         "(SPEC §2), from the same embeddings; the density PNG goes next to --json")
     e.set_defaults(func=_cmd_evaluate)
 
-    pr = sub.add_parser("params", help="print the validated params in force (profile merged)")
+    pr = sub.add_parser("params", help="print the validated params in force (or a profile's, --profile)")
     pr.add_argument("--params", default="params.yaml")
     pr.add_argument("--profile", default=None, choices=["quick", "smoke", "paper"])
     pr.set_defaults(func=_cmd_params)
 
-    pf = sub.add_parser("profile", help="switch params.yaml's `profile:` line (make repro PROFILE=...)")
+    pf = sub.add_parser("profile", help="write params.yaml from profiles/<name>.yaml and its stage list (models.yaml)")
     pf.add_argument("name", choices=["quick", "smoke", "paper"])
     pf.add_argument("--params", default="params.yaml")
+    pf.add_argument("--force", action="store_true", help="switch even when params.yaml has hand edits (drops them)")
     pf.set_defaults(func=_cmd_profile)
+
+    st = sub.add_parser("stages", help="write the stage list (models.yaml) from params.yaml (after an edit of "
+                                       "train.methods, seeds, ablations, evaluate.baselines)")
+    st.add_argument("--params", default="params.yaml")
+    st.set_defaults(func=_cmd_stages)
 
     for mod in PLUGINS:
         importlib.import_module(mod).register_cli(sub)

@@ -1,28 +1,24 @@
-"""Typed params: ``params.yaml`` validated before any stage does work.
+"""Typed params: ``params.yaml`` (the values in force) validated before any stage does work.
 
-Layout of ``params.yaml``::
+``params.yaml`` holds every value a run uses; ``sentlab profile NAME`` writes it from the profile files
+(``profiles/quick.yaml`` and the overrides of ``profiles/<name>.yaml``, :mod:`sentlab.profiles`), and a
+researcher edits it directly (``dvc exp run -S methods.moco.lr=1e-5``). Its sections::
 
-    profile: quick            # which profile is in force (``make repro PROFILE=...``)
+    profile: quick            # the profile the values came from (recorded with every output)
     seed: 42
     model: {...}              # backbone
-    prepare: {...}            # stage sections, one per DVC stage
+    prepare: {...}            # stage sections
     annotate: {...}
     evaluate: {...}
-    train: {...}              # the method-agnostic loop
-    methods: {simcse: {}, paser: {...}, ...}   # one line per method (a train + evaluate stage each):
-                                               # what differs from its own ``Params`` defaults
+    train: {...}              # the method-agnostic loop (what changes a trained model)
+    runtime: {...}            # how a training runs, never what it computes (no stage declares it)
+    methods: {simcse: {}, paser: {...}, ...}   # one line per method: what differs from its Params defaults
     methods_from: {paser_sup: {from: paser, ...}}  # methods that start from another's trained model
     ablations: {enabled: ..., variants: {...}}     # one train + evaluate stage per variant
-    seeds: {pool: [...], count: 1, per_method: {...}}   # more seeds per method (train_seed@<m>-<s> stages)
-    profiles:                 # each profile's values in one place: overrides on top of
-      quick: {}               # the sections above (quick = the sections as written)
-      smoke: {...}
-      paper: {...}
-    stage_lines: {...}        # the active profile's stages (dvc.yaml's foreach lists), written by
-                              # ``sentlab profile NAME``: see :func:`stage_lines_for`
+    seeds: {pool: [...], count: 1, per_method: {...}}   # more seeds per method
 
-``load_params`` merges the active profile's overrides into the sections and
-validates the result. An unknown key or a bad value raises
+The stage list (``models.yaml``, :mod:`sentlab.stage_list`) is made from it; a stage reads only the
+keys it declares (:mod:`sentlab.stage_params`). An unknown key or a bad value raises
 :class:`~sentlab.errors.SentlabError` naming the key and the allowed values.
 """
 
@@ -116,6 +112,8 @@ class EvaluateParams(Strict):
 
 
 class TrainParams(Strict):
+    """The training loop's settings: params.yaml ``train`` (what changes a trained model) and the
+    ``runtime`` keys (:data:`RUNTIME_KEYS`: how it runs), which :class:`Params` copies in."""
     methods: list[str] = Field(default_factory=list, description="methods this profile trains")
     batch_size: int = Field(64, gt=0)
     lr: float = Field(3e-5, gt=0)
@@ -151,12 +149,27 @@ class TrainParams(Strict):
                                              "batch_size stays the global batch, split over the processes")
 
 
+# TrainParams fields that params.yaml keeps in its `runtime` section: they change how a training runs, never
+# what it computes, so no stage declares them (a resumed training continues its checkpoint with new values)
+RUNTIME_KEYS = ("device", "num_threads", "checkpoint_every", "loader_workers", "heap", "nproc")
+
+
+class RuntimeParams(Strict):
+    """params.yaml ``runtime``: :data:`RUNTIME_KEYS`, validated as :class:`TrainParams` validates them."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    num_threads: Optional[int] = Field(None, gt=0)
+    checkpoint_every: Optional[int] = Field(None, gt=0)
+    loader_workers: Union[Literal["auto"], Annotated[int, Field(ge=0)]] = "auto"
+    heap: Literal["auto", "retain", "system"] = "auto"
+    nproc: int = Field(1, ge=1)
+
+
 class SeedsParams(Strict):
     """Seeds as an axis of the pipeline. Every method trains with ``seed`` (stage ``train@<m>`` ->
     ``models/<m>``); a method trains ``n`` seeds in all, where ``n`` is ``per_method[<m>]`` or
     ``count``: ``seed``, then the first ``n - 1`` of ``pool`` (stage ``train_seed@<m>-<s>`` ->
     ``models/<m>-s<s>``). ``pool`` is the seeds that can have stages, the same in every profile; the
-    ones a profile trains are its ``stage_lines.seeds`` (:func:`stage_lines_for`). Changing ``n`` runs
+    ones a profile trains are in its stage list (:mod:`sentlab.stage_list`). Changing ``n`` runs
     or drops only the stages of the seeds it adds or removes."""
     pool: list[int] = Field(default_factory=lambda: [43, 44, 45, 46],
                             description="the extra seeds that have stages (train_seed@<method>-<seed>)")
@@ -197,10 +210,25 @@ class Params(Strict):
                                           "{<id>: {from: <that method>, <keys as in methods>}}")
     ablations: dict[str, Any] = Field(default_factory=dict)
     seeds: SeedsParams = SeedsParams()
-    profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    stage_lines: dict[str, Any] = Field(
-        default_factory=dict, description="the active profile's stages, written by `sentlab profile NAME` "
-                                          "(stage_lines_for); resolve_params refuses a stale one")
+    runtime: RuntimeParams = RuntimeParams()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _runtime_keys_in_runtime(cls, data):
+        moved = sorted(set((data or {}).get("train") or {}) & set(RUNTIME_KEYS)) if isinstance(data, dict) else []
+        if moved:
+            raise ValueError(f"`train.{moved[0]}` belongs to the `runtime` section (how a training runs, not what it "
+                             f"computes: no stage declares it); move {', '.join(f'`{k}`' for k in moved)} to "
+                             f"`runtime:`")
+        return data
+
+    @model_validator(mode="after")
+    def _runtime_into_train(self):
+        """The loop reads one train block: ``train`` with the ``runtime`` values in."""
+        given = self.runtime.model_dump(include=self.runtime.model_fields_set)
+        if given:
+            self.__dict__["train"] = self.train.model_copy(update=given)
+        return self
 
     @model_validator(mode="after")
     def _check_lists(self):
@@ -369,17 +397,13 @@ def _validate_ablations(params: Params, source: str) -> None:
             raise SentlabError(_format_validation(e, cls.Params, prefix=f"{key}.set", source=source)) from None
 
 
-def load_all_profiles(path: str | os.PathLike = "params.yaml") -> dict[str, Params]:
-    """Every profile of ``path`` validated (not just the active one): a typo in ``profiles.paper`` is
-    found on a quick run, before a GPU day is spent on it."""
-    raw = read_yaml(path)
-    return {p: validate(resolve_profile(raw, p, source=str(path)), source=f"{path} (profile {p})") for p in PROFILES}
 
 
 def read_yaml(path: str | os.PathLike) -> dict:
     path = Path(path)
     if not path.exists():
-        raise SentlabError(f"Params file {path} not found. Run from the repository root (where params.yaml lives) or pass --params PATH.")
+        raise SentlabError(f"Params file {path} not found. Run from the repository root (where params.yaml lives) or "
+                           f"pass --params PATH.")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as e:
@@ -387,244 +411,12 @@ def read_yaml(path: str | os.PathLike) -> dict:
     return data or {}
 
 
-def resolve_profile(raw: dict, profile: str | None = None, source: str = "params.yaml") -> dict:
-    """Apply ``profiles[profile]`` (default: ``raw['profile']``) on top of the sections."""
-    profile = profile or raw.get("profile", "quick")
-    if profile not in PROFILES:
-        raise SentlabError(f"Invalid params in {source}: `profile`: {profile!r} is not a profile; allowed: {', '.join(PROFILES)}.")
-    overrides = (raw.get("profiles") or {}).get(profile) or {}
-    for forbidden in ("profile", "profiles", "stage_lines"):
-        if forbidden in overrides:
-            raise SentlabError(
-                f"Invalid params in {source}: `profiles.{profile}.{forbidden}` cannot be overridden by a profile. "
-                f"Remove that key."
-            )
-    for section in ("methods", "methods_from", "ablations"):  # a profile sets values; dvc.yaml's stages are fixed
-        new = set(((overrides.get(section) or {}).get("variants") if section == "ablations" else overrides.get(section)) or {})
-        have = set(((raw.get(section) or {}).get("variants") if section == "ablations" else raw.get(section)) or {})
-        if new - have:
-            key = f"{section}.variants" if section == "ablations" else section
-            raise SentlabError(
-                f"Invalid params in {source}: `profiles.{profile}.{key}` adds {sorted(new - have)}, which "
-                f"`{key}` does not list; a line is defined once for every profile, so add it to `{key}` "
-                f"(a profile only changes values).")
-    pool = (overrides.get("seeds") or {}).get("pool")
-    if pool is not None and pool != (raw.get("seeds") or {}).get("pool", SeedsParams().pool):
-        raise SentlabError(
-            f"Invalid params in {source}: `profiles.{profile}.seeds.pool` changes the seed pool, whose seeds are "
-            f"defined once for every profile (train_seed@<method>-<seed>); edit `seeds.pool` itself and set "
-            f"the profile's `seeds.count` / `seeds.per_method` to choose how many of them it trains.")
-    merged = deep_merge({k: v for k, v in raw.items()}, overrides)
-    merged["profile"] = profile
-    return merged
-
-
-# --- the active profile's stages -------------------------------------------------------------------
-STAGE_LINES_HEADER = "# --- stage_lines: generated by `sentlab profile NAME`"
-
-
-def stage_lines_for(params: Params) -> dict[str, Any]:
-    """The stages the active profile runs, as the lists dvc.yaml's ``foreach`` loops read from
-    params.yaml ``stage_lines``: ``train`` (the ``methods`` lines it trains: train@ + evaluate@),
-    ``train_from`` (``{id: from}`` of the ``methods_from`` lines it trains), ``seeds``
-    (``{<m>-<s>: {method, seed}}``: train_seed@ + evaluate_seed@ for every extra seed it trains),
-    ``ablations`` (the variants, when ``ablations.enabled``) and ``baselines``.
-
-    A profile's pipeline holds only its own stages: the quick profile's 35, not the paper profile's
-    257 with 222 "not run" markers (each marker stage cost ~2.6 s of DVC bookkeeping, 571 s of a
-    quick run). DVC reads the lists from params.yaml before any stage runs, so they are written when
-    the profile is switched (:func:`set_profile`) and ``resolve_params`` refuses lists that disagree
-    with the profile in force (:func:`check_stage_lines`)."""
-    trains = params.train.methods
-    variants = (params.ablations.get("variants") or {}) if params.ablations.get("enabled", False) else {}
-    return {
-        "train": [m for m in params.methods if m in trains],
-        "train_from": {m: b["from"] for m, b in params.methods_from.items() if m in trains},
-        "seeds": {f"{m}-{s}": {"method": m, "seed": s}
-                  for m in params.methods if m in trains for s in params.seeds.extra_seeds(m)},
-        "ablations": list(variants),
-        "baselines": list(params.evaluate.baselines),
-    }
-
-
-def active_models(params: Params) -> list[str]:
-    """The model names (``models/<name>``, ``reports/metrics/<name>.json``) the active profile trains:
-    what its report and export read; another profile's outputs left in the workspace are not its."""
-    lines = stage_lines_for(params)
-    return [*lines["train"], *lines["train_from"], *(f"{v['method']}-s{v['seed']}" for v in lines["seeds"].values()),
-            *lines["ablations"]]
-
-
-def profile_models(params: Params) -> dict[str, bool]:
-    """Every model name params.yaml can make (method lines, their pool seeds, ablation variants) ->
-    whether the active profile trains it (:func:`active_models`)."""
-    active = set(active_models(params))
-    names = [*params.trained_ids, *(f"{m}-s{s}" for m in params.methods for s in params.seeds.pool),
-             *(params.ablations.get("variants") or {})]
-    return {n: n in active for n in names}
-
-
-def check_stage_lines(raw: dict, params: Params, source: str = "params.yaml") -> None:
-    """Refuse ``stage_lines`` that are not the active profile's: dvc.yaml would run another
-    profile's stages (or miss some of this one's) under this profile's values."""
-    want = stage_lines_for(params)
-    have = raw.get("stage_lines")
-    if have == want:
-        return
-    if not isinstance(have, dict):
-        what = "has no `stage_lines` section"
-    else:
-        diff = [k for k in want if have.get(k) != want[k]] + sorted(set(have) - set(want))
-        what = f"lists stages that are not profile `{params.profile}`'s (`stage_lines.{diff[0]}` differs)"
-    raise SentlabError(
-        f"{source} {what}: dvc.yaml makes its stages from `stage_lines`, which DVC reads before any stage runs, "
-        f"so they must be those of the active profile. Run `sentlab profile {params.profile}` (or `make repro "
-        f"PROFILE={params.profile}`), which rewrites them, then `dvc repro` again; an edit of `profile:`, "
-        f"`train.methods`, `seeds`, `ablations.enabled` or `evaluate.baselines` by hand needs the same command.")
-
-
-def _stage_lines_text(lines: dict[str, Any]) -> str:
-    body = yaml.safe_dump({"stage_lines": lines}, sort_keys=False, default_flow_style=None, width=110)
-    return (f"{STAGE_LINES_HEADER} (`make repro PROFILE=NAME`) from the profile's train.methods,\n"
-            f"# methods_from, seeds, ablations and evaluate.baselines: the stages dvc.yaml makes (foreach). Do not edit;\n"
-            f"# resolve_params refuses lists that are not the active profile's.\n{body}")
-
-
-def write_stage_lines(text: str, lines: dict[str, Any]) -> str:
-    """``text`` (params.yaml) with its generated ``stage_lines`` block (the file's tail, from
-    :data:`STAGE_LINES_HEADER`) replaced by ``lines``, or appended."""
-    at = text.find(STAGE_LINES_HEADER)
-    if at < 0:
-        m = re.search(r"^stage_lines:", text, re.M)
-        at = m.start() if m else -1
-    head = text if at < 0 else text[:at]
-    return head.rstrip("\n") + "\n\n" + _stage_lines_text(lines)
-
-
 def load_params(path: str | os.PathLike = "params.yaml", profile: str | None = None) -> Params:
-    """Read, merge the active profile, validate. The one entry point stages use."""
-    raw = read_yaml(path)
-    return validate(resolve_profile(raw, profile, source=str(path)), source=str(path))
+    """The values in force (``path``), validated; with ``profile``, that profile's values from the
+    profile files beside ``path`` instead (:func:`sentlab.profiles.profile_values`). Stages read their
+    declared keys only (:func:`sentlab.stage_params.stage_params`); this is for tools and tests."""
+    if profile is not None:
+        from .profiles import profile_values
 
-
-def set_profile(path: str | os.PathLike, profile: str) -> bool:
-    """Point ``params.yaml``'s ``profile:`` line at ``profile`` (comments preserved) and write the
-    profile's ``stage_lines`` (:func:`stage_lines_for`).
-
-    Returns True if the file changed. The whole file is validated under the new
-    profile before it is written.
-    """
-    path = Path(path)
-    if profile not in PROFILES:
-        raise SentlabError(f"Unknown profile {profile!r}; allowed: {', '.join(PROFILES)} (make repro PROFILE=...).")
-    text = path.read_text(encoding="utf-8")
-    pattern = re.compile(r"^profile:\s*(\S+)(.*)$", re.M)
-    m = pattern.search(text)
-    if not m:
-        raise SentlabError(f"{path} has no top-level `profile:` line; add `profile: quick` at the top.")
-    new = text[: m.start()] + f"profile: {profile}{m.group(2)}" + text[m.end():]
-    params = validate(resolve_profile(yaml.safe_load(new), profile, source=str(path)), source=str(path))
-    new = write_stage_lines(new, stage_lines_for(params))
-    if new == text:
-        return False
-    from .io import write_text
-
-    write_text(path, new)
-    return True
-
-
-# --- the active profile's values, one file per params key (DVC dependencies) ----------------
-RESOLVED_DIR = "data/params"
-RESOLVED_SECTIONS = ("seed", "model", "prepare", "annotate", "evaluate", "train")
-# train.* keys that change no number: which methods run (each method's file says whether it is
-# trained), how often a resume state is written, the thread count, the device `auto` resolves to.
-TRAIN_RUNTIME_KEYS = ("methods", "checkpoint_every", "num_threads", "device", "loader_workers")
-
-
-def resolved_files(params: Params) -> dict[str, Any]:
-    """``{relative path: content}`` of the files :func:`write_resolved` writes.
-
-    One JSON file per params key a stage reads, each holding the active profile's name and the
-    key's value *after* the profile is merged; stages depend on these files (and declare them as
-    DVC params files, so ``dvc exp show`` shows the values in force), never on raw params.yaml keys.
-
-    * ``train.json`` holds only the keys that change a trained model (not :data:`TRAIN_RUNTIME_KEYS`);
-    * ``methods/<id>.json`` holds the method's Params in force (every key, its defaults included) and
-      ``trained``: whether ``train.methods``
-      lists it, so editing the list re-runs only the stages of the methods it adds or removes;
-    * ``seeds/<id>-<seed>.json`` holds one seed stage's method and seed and ``trained`` (the method is
-      trained and the seed is among its :meth:`SeedsParams.extra_seeds`): adding a seed re-runs only
-      its own stages; ``seeds`` is in no other file, so the earlier seeds' outputs stay current;
-    * ``ablations/variants/<name>.json`` holds the variant, the merged block of its method and
-      ``enabled``: a variant re-runs when its own values change, not when the main method's
-      ``trained`` flag does.
-
-    The profile's name is in every file because outputs record it: switching profiles re-runs
-    every stage.
-    """
-    dumped = params.model_dump(mode="json")
-
-    def entry(value, **extra):
-        return {"profile": params.profile, "value": value, **extra}
-
-    files: dict[str, Any] = {f"{k}.json": entry(dumped[k]) for k in RESOLVED_SECTIONS}
-    files["train.json"] = entry({k: v for k, v in dumped["train"].items() if k not in TRAIN_RUNTIME_KEYS})
-    for mid in sorted(params.trained_ids):
-        files[f"methods/{mid}.json"] = entry(params.method_params(mid).model_dump(mode="json"),
-                                             trained=mid in params.train.methods)
-    enabled = bool(params.ablations.get("enabled", False))
-    for name, spec in sorted((params.ablations.get("variants") or {}).items()):
-        from .methods import get_method
-
-        block = get_method(spec["method"]).Params(**deep_merge(params.method_block(spec["method"]), spec.get("set") or {}))
-        files[f"ablations/variants/{name}.json"] = entry(block.model_dump(mode="json"), method=spec["method"],
-                                                         set=spec.get("set") or {}, enabled=enabled)
-    for mid in sorted(params.methods):
-        extra = params.seeds.extra_seeds(mid)
-        for s in params.seeds.pool:
-            files[f"seeds/{mid}-{s}.json"] = entry({"method": mid, "seed": s},
-                                                   trained=mid in params.train.methods and s in extra)
-    return files
-
-
-def shadowed_edits(raw: dict, previous: dict, profile: str) -> list[str]:
-    """Leaf keys of the sections whose value differs from ``previous`` (the raw params of the last
-    run, on the same profile) while ``profiles.<profile>`` sets the same key to the same value as
-    then: such an edit would not take effect. A profile switch, or an edit made together with the
-    profile's own key, is not refused."""
-    if previous.get("profile", profile) != profile:
-        return []
-    overrides = (raw.get("profiles") or {}).get(profile) or {}
-    prev_overrides = (previous.get("profiles") or {}).get(profile) or {}
-    out: list[str] = []
-    missing = object()
-
-    def walk(cur, prev, over, prev_over, path):
-        if isinstance(over, dict) and isinstance(cur, dict):
-            for k in over:
-                if k in cur:
-                    walk(cur[k], prev.get(k, missing) if isinstance(prev, dict) else missing, over[k],
-                         prev_over.get(k, missing) if isinstance(prev_over, dict) else missing, path + [str(k)])
-        elif prev is not missing and cur != prev and over == prev_over:
-            out.append(".".join(path))
-
-    for section, over in overrides.items():
-        if section in raw and section in previous:
-            walk(raw[section], previous[section], over, prev_overrides.get(section, missing), [section])
-    return out
-
-
-def write_resolved(params: Params, out_dir: str | os.PathLike = RESOLVED_DIR, extra: dict | None = None) -> int:
-    """Write :func:`resolved_files` (and ``extra``, more ``{path: content}``) under ``out_dir``,
-    replaced as a whole, atomically. Returns the count."""
-    import json
-
-    from .io import atomic_path
-
-    files = {**resolved_files(params), **(extra or {})}
-    with atomic_path(Path(out_dir), is_dir=True) as tmp:
-        for rel, content in files.items():
-            f = Path(tmp) / rel
-            f.parent.mkdir(parents=True, exist_ok=True)
-            f.write_text(json.dumps(content, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return len(files)
+        return validate(profile_values(profile, Path(path).parent / "profiles"), source=f"profile {profile}")
+    return validate(read_yaml(path), source=str(path))

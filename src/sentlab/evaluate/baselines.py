@@ -14,15 +14,15 @@ FIGURES = Path("reports/figures")
 
 def run_baseline_stage(name: str) -> None:
     """The stage ``evaluate_baseline@<name>`` (in the repository's working directory)."""
-    from ..config import load_params
     from ..data.sts import read_sts_table
     from ..errors import SentlabError
     from .cache import embedding_cache
+    from ..stage_params import stage_params
     from .figures import note_figure
 
     if name not in BASELINES:
         raise SentlabError(f"Unknown baseline {name!r} in evaluate.baselines; allowed: {', '.join(BASELINES)}.")
-    params = load_params()
+    params = stage_params(f"evaluate_baseline@{name}")
     table = read_sts_table("data/sts/sts.parquet")
     figures = FIGURES if params.evaluate.diagnostics else None
     if not params.evaluate.diagnostics:

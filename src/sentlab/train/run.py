@@ -234,20 +234,32 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
 
 
 def stage_main(argv: Optional[Sequence[str]] = None, prog: str = "pipeline/train.py") -> int:
-    """``pipeline/train.py METHOD [--variant NAME --set key=value ...]``: the DVC train stage."""
+    """``pipeline/train.py NAME --method M --seed S``: the DVC stage ``train@NAME`` (dvc.yaml; the model's
+    entry in models.yaml). It reads exactly the params the stage declares (:mod:`sentlab.stage_params`): the
+    model's params lines (its method's, and an ablation variant's ``set``), the train keys, the backbone."""
     import argparse
 
-    from ..config import load_params
+    from ..stage_params import stage_params
 
-    ap = argparse.ArgumentParser(prog=prog, description="Train one method (a DVC train stage).")
-    add_train_arguments(ap)
+    ap = argparse.ArgumentParser(prog=prog, description="Train one model of the stage list (DVC stage train@NAME).")
+    ap.add_argument("name", help="the model (models.yaml): models/<name>")
+    ap.add_argument("--method", required=True, help="its registered method id")
+    ap.add_argument("--seed", type=int, required=True, help="its seed")
+    ap.add_argument("--keep-checkpoint", action="store_true", help="keep checkpoints/<name>/ after success")
     args = ap.parse_args(argv)
-    params = load_params(args.params)
-    # train.nproc > 1: the same command again under torchrun, one process per device
+    params = stage_params(f"train@{args.name}")
+    # runtime.nproc > 1: the same command again under torchrun, one process per device
     rc = D.launch(params.train.nproc, sys.argv[0], list(sys.argv[1:] if argv is None else argv))
     if rc is not None:
         return rc
-    return run_from_args(args, params)
+    variants = (params.ablations or {}).get("variants") or {}
+    overrides = dict((variants.get(args.name) or {}).get("set") or {})
+    params = params.model_copy(update={"seed": args.seed})
+    group = args.method if args.name == f"{args.method}-s{args.seed}" else args.name
+    final = train_method(params, args.method, name=args.name, overrides=overrides,
+                         keep_checkpoint=args.keep_checkpoint, group=group)
+    print(f"{args.name}: best STS-B dev {final['best_stsb_dev']:.2f} at step {final['best_step']} -> models/{args.name}")
+    return 0
 
 
 def add_train_arguments(ap) -> None:

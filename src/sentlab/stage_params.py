@@ -1,0 +1,124 @@
+"""What a stage reads of params.yaml: exactly the keys its dvc.yaml entry declares.
+
+A stage's script calls :func:`stage_params`. It asks DVC for the params the stage declares
+(``dvc.api.params_show(stages=..., deps=True)``, the stage named by ``DVC_STAGE``, which ``dvc repro``
+sets) and validates them; the result is a :class:`Declared` view of :class:`~sentlab.config.Params`
+whose undeclared sections and keys raise :class:`UndeclaredParam` when read. An edit DVC does not see
+cannot reach a stage, and a stage that reads a key it does not declare fails loudly (naming the key to
+add) instead of running on a value DVC never compared.
+
+The one exception is params.yaml ``runtime`` (threads, device, checkpoint interval, loader workers,
+heap, processes): how a training runs, never what it computes, so no stage declares it and editing it
+re-runs nothing (:data:`sentlab.config.RUNTIME_KEYS`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+from .config import Params, read_yaml, validate
+from .errors import SentlabError
+
+DICT_SECTIONS = ("methods", "methods_from", "ablations")
+
+
+class UndeclaredParam(SentlabError):
+    """A stage read a params key its dvc.yaml entry does not declare."""
+
+
+def declared_params(stage: str, root: str | os.PathLike = ".") -> dict:
+    """``{section: value}`` of the params.yaml keys ``stage`` declares, as DVC resolves them."""
+    import dvc.api
+
+    try:
+        return dvc.api.params_show(stages=[stage], deps=True, repo=str(root))
+    except Exception as e:  # DVC raises its own error types for an unknown stage
+        raise SentlabError(f"dvc.yaml has no stage `{stage}` in this profile ({type(e).__name__}: {e}). The stages "
+                           f"are the models of models.yaml: add the method to params.yaml `train.methods` and run "
+                           f"`sentlab stages`, or train it outside the pipeline with `sentlab train`.") from None
+
+
+def _key_paths(tree: dict, prefix: tuple = ()) -> set[tuple]:
+    """Every (section, key, ...) path down to the leaves DVC returned, and each prefix of them."""
+    out: set[tuple] = set()
+    for k, v in tree.items():
+        out.add(prefix + (k,))
+        if isinstance(v, dict) and prefix == () and k not in DICT_SECTIONS:
+            out |= _key_paths(v, (k,))
+    return out
+
+
+class SectionView:
+    """A params section of which only ``keys`` may be read."""
+
+    def __init__(self, model, section: str, keys: set[str], stage: str):
+        self.__dict__.update(_model=model, _section=section, _keys=set(keys), _stage=stage)
+
+    def __getattr__(self, key: str):
+        if key in type(self._model).model_fields and key not in self._keys:
+            raise UndeclaredParam(f"stage `{self._stage}` reads `{self._section}.{key}`, which its dvc.yaml entry does "
+                                  f"not declare: add `{self._section}.{key}` to the stage's params in dvc.yaml.")
+        return getattr(self._model, key)
+
+    def model_dump(self, **kw) -> dict:
+        return {k: v for k, v in self._model.model_dump(**kw).items() if k in self._keys}
+
+    def model_copy(self, update: Optional[dict] = None, **kw) -> "SectionView":
+        return SectionView(self._model.model_copy(update=update, **kw), self._section, self._keys | set(update or {}),
+                           self._stage)
+
+
+class Declared:
+    """:class:`~sentlab.config.Params` as one stage may read it (see the module docstring)."""
+
+    def __init__(self, params: Params, paths: set[tuple], stage: str, extra_keys: Optional[dict] = None):
+        self.__dict__.update(_params=params, _paths=paths, _stage=stage, _extra=extra_keys or {})
+
+    def __getattr__(self, name: str):
+        p = self._params
+        if name not in type(p).model_fields:
+            return getattr(p, name)  # methods: method_block, method_params, trained_ids
+        if name in DICT_SECTIONS or (name,) in self._paths:
+            keys = {path[1] for path in self._paths if len(path) == 2 and path[0] == name}
+            if keys:
+                return SectionView(getattr(p, name), name, keys | set(self._extra.get(name, ())), self._stage)
+            return getattr(p, name)
+        raise UndeclaredParam(f"stage `{self._stage}` reads `{name}`, which its dvc.yaml entry does not declare: add "
+                              f"`{name}` (or the keys of it that the stage reads) to the stage's params in dvc.yaml.")
+
+    def model_copy(self, update: Optional[dict] = None, **kw) -> "Declared":
+        paths = self._paths | {(k,) for k in (update or {})}
+        return Declared(self._params.model_copy(update=update, **kw), paths, self._stage, self._extra)
+
+
+def stage_name(default: Optional[str] = None) -> str:
+    """The stage this process runs: ``DVC_STAGE`` (set by ``dvc repro``), else ``default`` (a script run by
+    hand names the stage it stands for)."""
+    name = os.environ.get("DVC_STAGE") or default
+    if not name:
+        raise SentlabError("This is a DVC stage's script: run it with `dvc repro` (or name its stage).")
+    return name
+
+
+def stage_params(stage: Optional[str] = None, root: str | os.PathLike = ".") -> Declared:
+    """The params ``stage`` declares (default: :func:`stage_name`), validated, plus ``runtime``."""
+    stage = stage_name(stage)
+    raw = declared_params(stage, root)
+    raw["runtime"] = read_yaml(Path(root) / "params.yaml").get("runtime") or {}
+    return declared_view(raw, stage)
+
+
+def declared_view(raw: dict, stage: str) -> Declared:
+    """Validate the declared ``raw`` params and wrap them; the train block also carries the runtime keys."""
+    from .config import RUNTIME_KEYS
+
+    params = validate(raw, source=f"params.yaml (the keys stage `{stage}` declares)")
+    paths = _key_paths({k: v for k, v in raw.items() if k != "runtime"})
+    return Declared(params, paths, stage, extra_keys={"train": RUNTIME_KEYS})
+
+
+def runtime_params(root: str | os.PathLike = ".") -> Any:
+    """params.yaml ``runtime``, validated (the keys no stage declares)."""
+    return validate({"runtime": read_yaml(Path(root) / "params.yaml").get("runtime") or {}}).runtime
