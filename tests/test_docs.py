@@ -88,3 +88,28 @@ def test_relative_links_resolve(page):
 def test_readme_is_short():
     n = len((REPO / "README.md").read_text(encoding="utf-8").splitlines())
     assert n <= README_MAX_LINES, f"README.md has {n} lines (at most {README_MAX_LINES}): move detail into docs/"
+
+
+CODE = [p for d in ("src", "pipeline", "benchmarks", "scripts", "tests") for p in sorted((REPO / d).rglob("*.py"))]
+CODE += [REPO / "params.yaml", REPO / "dvc.yaml"]
+DOCS_REF = re.compile(r"(?<![\w/.])docs/([\w-]+\.md)(?:#([\w-]+))?")
+
+
+def test_code_links_to_the_docs_resolve():
+    """The code cites the docs pages (``docs/methods.md#pt-bert``): each page and anchor exists."""
+    broken = []
+    for path in CODE:
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for m in DOCS_REF.finditer(line):
+                page = REPO / "docs" / m.group(1)
+                if not page.exists() or (m.group(2) and m.group(2) not in anchors(page)):
+                    broken.append(f"{path.relative_to(REPO)}:{n}: {m.group(0)}")
+    assert not broken, "references to docs pages that do not resolve:\n" + "\n".join(broken)
+
+
+def test_code_cites_no_specification_outside_the_repository():
+    """The specification the project was built from is not in the repository: the code cites docs/ instead."""
+    spec = re.compile(r"\bSPEC\b")
+    hits = [f"{p.relative_to(REPO)}:{n}" for p in CODE if p.name != "test_docs.py"
+            for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if spec.search(line)]
+    assert not hits, "cite the docs pages (docs/evaluation.md, docs/methods.md#...) instead of SPEC:\n" + "\n".join(hits)
