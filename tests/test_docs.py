@@ -66,7 +66,7 @@ def test_github_slug():
     assert github_slug("Reading the tables: seeds, confidence intervals, significance") == \
         "reading-the-tables-seeds-confidence-intervals-significance"
     assert github_slug("Transfer (SentEval) agreement (issue #39)") == "transfer-senteval-agreement-issue-39"
-    assert github_slug("What a failed or interrupted `dvc repro` leaves") == "what-a-failed-or-interrupted-dvc-repro-leaves"
+    assert github_slug("What a failed `dvc repro` leaves") == "what-a-failed-dvc-repro-leaves"
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
@@ -112,4 +112,4 @@ def test_code_cites_no_specification_outside_the_repository():
     spec = re.compile(r"\bSPEC\b")
     hits = [f"{p.relative_to(REPO)}:{n}" for p in CODE if p.name != "test_docs.py"
             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if spec.search(line)]
-    assert not hits, "cite the docs pages (docs/evaluation.md, docs/methods.md#...) instead of SPEC:\n" + "\n".join(hits)
+    assert not hits, "cite the docs pages (docs/evaluation.md, docs/methods.md#…) instead of SPEC:\n" + "\n".join(hits)
