@@ -186,7 +186,7 @@ def levers(args, enc: SentenceEncoder, table) -> None:
 
 
 def diagnostics_cost(args, enc, table) -> None:
-    """Evaluation alone vs evaluation + every SPEC §2 diagnostic (same embeddings, no second pass)."""
+    """Evaluation alone vs evaluation + every diagnostic (docs/evaluation.md) (same embeddings, no second pass)."""
     import tempfile
 
     from sentlab.config import EvaluateParams

@@ -17,7 +17,7 @@ extra forward, 2 · N · tokens, is not counted), peak CUDA memory.
 fp32 vs bf16 on CPU (``--compare-precision``): per method, fp32 and bf16 autocast runs of the
 same seed and the same ``--steps``, steps/s side by side, then the STS-B dev Spearman (fp32
 evaluation, ``--dev-pairs`` seeded genre-stratified pairs; 0 = all 1,500) of each trained model:
-whether bf16 autocast (fp32 logits, SPEC §3) pays on a CPU with native bf16 (AVX-512 BF16/AMX).
+whether bf16 autocast (fp32 logits, docs/methods.md) pays on a CPU with native bf16 (AVX-512 BF16/AMX).
 
 glibc's malloc vs retained freed memory (``--compare-heap``, ``train.heap``: a per-process setting, so
 each configuration is its own process): per method, processes alternate system, retain, system,

@@ -1,4 +1,4 @@
-"""Stage `evaluate`: SPEC §2 protocol for one model -> reports/metrics/<name>.json.
+"""Stage `evaluate`: docs/evaluation.md protocol for one model -> reports/metrics/<name>.json.
 
     python pipeline/evaluate.py simcse      # dvc.yaml evaluate@simcse: models/simcse (its own pooling)
 
@@ -11,7 +11,7 @@ tests and protocol table read them) and its metrics JSON holds the 95 % bootstra
 A model folder that says it was not trained (``pipeline/train.py`` run by hand for a method the profile
 does not train) gets its "not run" metrics, a placeholder figure and an empty cosines table
 (:mod:`sentlab.markers`); under ``dvc repro`` every evaluate stage is of a model the profile trains.
-With ``evaluate.diagnostics`` (SPEC §2) the metrics JSON also holds alignment/uniformity,
+With ``evaluate.diagnostics`` (docs/evaluation.md#diagnostics) the metrics JSON also holds alignment/uniformity,
 the hard length subset and the cosine density table, and the density figure is written to
 reports/figures/<name>_density.png.
 """

@@ -1,4 +1,4 @@
-"""Stage `report`: every paper table and figure (SPEC §5) -> reports/tables, reports/figures, reports/index.md.
+"""Stage `report`: every paper table and figure (docs/reproducing.md) -> reports/ (tables, figures, index.md).
 
 Reads reports/metrics/*.json, reports/curves/*.csv, models/*/sentlab.json, models/paser/reconstruction.json
 and data/prepare_stats.json; see :mod:`sentlab.report.build`. The tables and figures are also attached to

@@ -64,7 +64,7 @@ def test_ct_max_length_and_eval_every(tok):
 
 
 def test_paper_profile_evaluates_ct_every_250_steps():
-    """CT's paper number (72.05) is SimCSE's run of CT (SPEC §3.3, "SimCSE settings"): dev every 250 steps, as
+    """CT's paper number (72.05) is SimCSE's run of CT (docs/methods.md, "SimCSE settings"): dev every 250 steps, as
     SimCSE's, not the paper profile's default 125 (issue #34)."""
     from pathlib import Path
 

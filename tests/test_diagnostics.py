@@ -1,4 +1,4 @@
-"""Diagnostics (SPEC §2): closed-form alignment/uniformity, the hard length subset, density bins,
+"""Diagnostics (docs/evaluation.md): closed-form alignment/uniformity, the hard length subset, density bins,
 reuse of the evaluation embeddings, and the encoder called the way MTEB / sentence-transformers call it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""L2P-CSR, PromptBERT and PromptBERT + L2P (SPEC §3.7) on a tiny random BERT."""
+"""L2P-CSR, PromptBERT and PromptBERT + L2P (docs/methods.md#l2p-csr) on a tiny random BERT."""
 
 from __future__ import annotations
 

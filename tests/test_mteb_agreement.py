@@ -1,7 +1,7 @@
 """The evaluator against public MTEB numbers of all-MiniLM-L6-v2 (mean pooling).
 
 MTEB uses the same test pairs and the "all" aggregation for STS12–16 and STS-B,
-so the numbers must agree to within 0.01 (SPEC §2). SICK-R is not compared: MTEB's
+so the numbers must agree to within 0.01 (docs/evaluation.md). SICK-R is not compared: MTEB's
 SICK-R (77.58) scores all 9,927 SICK pairs, while SentEval, the papers and sentlab score
 the 4,927-pair test split (a different protocol; the test pins that split's size).
 """

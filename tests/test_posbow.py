@@ -1,4 +1,4 @@
-"""SimCSE + POS/BOW auxiliaries with adversarial disentangling (methods/posbow_adv.py, SPEC §3.8).
+"""SimCSE + POS/BOW auxiliaries with adversarial disentangling (methods/posbow_adv.py, docs/methods.md).
 
 Tiny random BERT (hidden 32 → BOW 27 / POS 5 channels) with the MiniLM tokenizer; seconds each.
 """

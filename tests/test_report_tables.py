@@ -266,7 +266,7 @@ def test_ptbert_rows_in_both_readings_and_the_mteb_row(tree):
     t5 = _csv(tree / "reports/tables/ptbert_table5.csv")
     sections = [r["section"] for r in t5]
     assert "(a) pseudo sequence length m, attend_to: cls (P receives no gradient)" in sections
-    assert "(a') pseudo sequence length m, attend_to: tokens (SPEC §3.5 reading)" in sections
+    assert "(a') pseudo sequence length m, attend_to: tokens (docs/methods.md#pt-bert reading)" in sections
     cls128 = next(r for r in t5 if r["section"].startswith("(a)") and r["row"] == "L-128 (ours)")
     tok128 = next(r for r in t5 if r["section"].startswith("(a')") and r["row"] == "L-128 (ours)")
     assert (cls128["model"], tok128["model"]) == ("ptbert", "ptbert_tokens")

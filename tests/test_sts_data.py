@@ -10,7 +10,7 @@ from sentlab.data.corpus import sample_corpus
 from sentlab.data.sts import language_warnings, parse_all, parse_senteval_sts, parse_sick, parse_stsb
 from sentlab.errors import DataFormatError, SentlabError
 
-# SPEC §1: pair counts after dropping unscored pairs.
+# docs/evaluation.md#data-sets-and-the-offline-mirror: pair counts after dropping unscored pairs.
 EXPECTED_PAIRS = {("STS12", "test"): 3108, ("STS13", "test"): 1500, ("STS14", "test"): 3750, ("STS15", "test"): 3000,
                   ("STS16", "test"): 1186, ("STSBenchmark", "test"): 1379, ("STSBenchmark", "dev"): 1500,
                   ("SICKRelatedness", "test"): 4927}

@@ -321,7 +321,7 @@ def test_quick_step_budgets_follow_encoder_passes_with_two_dev_points():
     """params.yaml's quick budgets (README "Stage times"): the two-view methods share one step budget,
     L2P-CSR (5 encoder passes a step against 2) gets the same number of encoder passes, every run has two
     dev evaluations (the curve: one midway, one at its last step), and the quick-only PaSeR dev interval
-    does not leak into the paper profile (SPEC: its train.eval_every)."""
+    does not leak into the paper profile (docs/evaluation.md#the-sts-protocol: its train.eval_every)."""
     from pathlib import Path
 
     from sentlab.config import load_params

@@ -1,4 +1,4 @@
-"""BERT-whitening baseline (Su et al. 2021; SPEC §3.1)."""
+"""BERT-whitening baseline (Su et al. 2021; docs/methods.md#baselines)."""
 
 from __future__ import annotations
 

@@ -154,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true")
     sub = p.add_subparsers(dest="command", required=True)
 
-    e = sub.add_parser("evaluate", help="STS evaluation (SPEC §2) of a model: 7 tasks + STS-B dev")
+    e = sub.add_parser("evaluate", help="STS evaluation (docs/evaluation.md) of a model: 7 tasks + STS-B dev")
     e.add_argument("--model", required=True, help="hub id or folder (a trained models/<method>, any sentence-transformers model folder, "
                         "or any HF model)")
     e.add_argument("--pooling", choices=["cls", "mean", "first_last", "mask"], default=None,
@@ -175,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--name", default=None, help="row name (default: the folder name)")
     e.add_argument("--diagnostics", action="store_true",
                    help="also alignment/uniformity, the hard length subset and the cosine density by gold level "
-                        "(SPEC §2), from the same embeddings; the density PNG goes next to --json")
+                        "(docs/evaluation.md), from the same embeddings; the density PNG goes next to --json")
     e.set_defaults(func=_cmd_evaluate)
 
     pr = sub.add_parser("params", help="print the validated params in force (or a profile's, --profile)")

@@ -5,7 +5,7 @@ loop's dev evaluation call. Its ``encode(sentences, batch_size=...)`` returns a
 NumPy array, the way MTEB and sentence-transformers call encoders, so any
 sentlab model can be handed to those tools.
 
-Poolings (SPEC §2):
+Poolings (docs/evaluation.md#pooling):
 
 * ``cls`` — last-layer [CLS] vector, no MLP (SimCSE's ``cls_before_pooler``);
 * ``mean`` — attention-masked mean of the last layer;
@@ -339,7 +339,7 @@ class SentenceEncoder:
             self.model.train(was_training)
         return np.concatenate(chunks, 0)
 
-    # sentence-transformers / MTEB similarity interface: cosine, as the protocol (SPEC §2).
+    # sentence-transformers / MTEB similarity interface: cosine, as the protocol (docs/evaluation.md).
     similarity_fn_name = "cosine"
 
     def similarity(self, embeddings1, embeddings2) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""Discrete sentence augmentations for MoCo-BERT's key branch (PT-BERT Table 3, SPEC §3.4).
+"""Discrete sentence augmentations for MoCo-BERT's key branch (PT-BERT Table 3, docs/methods.md#moco-bert).
 
 PT-BERT (Tan et al., ACL 2022, Sec. 4.4 / Table 3) compares MoCo-BERT with
 four discrete augmentations of the key sentence but gives neither rates nor

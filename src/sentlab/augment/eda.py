@@ -1,4 +1,4 @@
-"""EDA (Wei & Zou, EMNLP 2019) that leaves chosen phrase spans intact — for PaSeR (SPEC §3.6).
+"""EDA (Wei & Zou, EMNLP 2019) that leaves chosen phrase spans intact — for PaSeR (docs/methods.md#paser).
 
 Wei & Zou, "EDA: Easy Data Augmentation Techniques for Boosting Performance on
 Text Classification Tasks", EMNLP 2019, Sec. 2:
@@ -36,7 +36,7 @@ character spans; the phrase text is unchanged byte for byte (asserted).
 
 Unlike the EDA reference code the sentence is not lower-cased and
 punctuation is not stripped (the encoder's tokenizer sees the sentence as in
-the corpus, SPEC §2). SR needs WordNet (``nltk``); where it is not installed,
+the corpus, docs/evaluation.md). SR needs WordNet (``nltk``); where it is not installed,
 building an SR augmenter raises :class:`~sentlab.errors.AssetMissingError`
 naming ``python -m nltk.downloader wordnet`` — unless a synonym source is
 passed in (tests do). RD and RS need nothing.

@@ -1,4 +1,4 @@
-"""NLI triples as a corpus (supervised PaSeR, SPEC §1 / §3.6).
+"""NLI triples as a corpus (supervised PaSeR, docs/methods.md#supervised-paser).
 
 Two sources, chosen by ``prepare.nli`` (:func:`choose_source`):
 

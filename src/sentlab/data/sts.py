@@ -3,7 +3,7 @@
 The table has one row per scored pair: ``task``, ``subset``, ``split``,
 ``sentence1``, ``sentence2``, ``score``, ``line`` (1-based line in the input file).
 Sentences are kept exactly as in the files (only the line ending is removed),
-as SPEC §2 asks. Every malformed file raises
+as docs/evaluation.md asks. Every malformed file raises
 :class:`~sentlab.errors.DataFormatError` naming the file and line.
 """
 

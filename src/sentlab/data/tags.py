@@ -1,4 +1,4 @@
-"""POS-tag targets counted on annotated sentences: the POS task of ``posbow_adv`` (SPEC §3.8).
+"""POS-tag targets counted on annotated sentences: the POS task of ``posbow_adv`` (docs/methods.md#posbow-adversarial).
 
 :data:`POS_TAGS` are the 45 Penn tags plus one ``OTHER`` bucket (spaCy's ``HYPH``, ``NFP``, ``_SP`` …);
 :func:`pos_histogram` is a sentence's normalised tag distribution over them; :func:`words_seen` says how

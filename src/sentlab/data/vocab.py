@@ -1,4 +1,4 @@
-"""Bag-of-words vocabularies counted on a corpus: the BOW task of ``posbow_adv`` (SPEC §3.8).
+"""Bag-of-words vocabularies counted on a corpus: the BOW task of ``posbow_adv`` (docs/methods.md#posbow-adversarial).
 
 The bag is the set of *word pieces* the encoder sees (after truncation to ``max_length``), so it needs no
 annotation and matches any corpus the tokenizer reads. :func:`build_bow_vocab` keeps the pieces with the

@@ -1,4 +1,4 @@
-"""Diagnostics that explain *why* an embedding works (SPEC §2).
+"""Diagnostics that explain *why* an embedding works (docs/evaluation.md#diagnostics).
 
 Alignment and uniformity (Wang & Isola, 2020) on normalised embeddings f:
 
@@ -176,7 +176,7 @@ def bin_index(gold: np.ndarray, edges: Sequence[float] = DENSITY_EDGES) -> np.nd
 
 def run_diagnostics(table: pd.DataFrame, lookup: dict[str, np.ndarray], ep, max_pairs: int | None = None,
                     with_dev: bool = True) -> tuple[dict, dict]:
-    """All SPEC §2 diagnostics of one model from its evaluation lookup.
+    """All diagnostics (docs/evaluation.md#diagnostics) of one model from its evaluation lookup.
 
     ``ep`` is :class:`sentlab.config.EvaluateParams`; ``max_pairs`` must be the
     value the evaluation used (the same seeded sample of pairs is taken).

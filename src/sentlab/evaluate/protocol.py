@@ -1,4 +1,4 @@
-"""The STS evaluation protocol of SPEC §2 (SimCSE's), with each distinct sentence encoded once.
+"""The STS evaluation protocol of docs/evaluation.md (SimCSE's), with each distinct sentence encoded once.
 
 * similarity: cosine; score: Spearman × 100;
 * STS12–16: the "all" setting (one Spearman over the concatenation of every

@@ -89,7 +89,7 @@ def build_encoders(model: str, pooling: Optional[str] = None, precision: str = "
 
 
 def diagnose(table, lookup, params, name: str, figures_dir: Optional[Path] = None) -> dict:
-    """SPEC §2 diagnostics of one evaluated encoder from its evaluation lookup (no second encoding
+    """Diagnostics (docs/evaluation.md) of one evaluated encoder from its evaluation lookup (no second encoding
     pass); the density figure goes to ``figures_dir/<name>_density.png`` when a folder is given."""
     from .diagnostics import run_diagnostics
 
@@ -148,7 +148,7 @@ def _channel_lookup(enc: SentenceEncoder, main: Optional[SentenceEncoder], looku
 
 
 def whitening_encoder(params, table, name: str = "base-whitening") -> tuple[SentenceEncoder, Optional[dict], dict]:
-    """The BERT-whitening baseline (SPEC §3.1, :mod:`sentlab.evaluate.whitening`).
+    """The BERT-whitening baseline (docs/methods.md#baselines, :mod:`sentlab.evaluate.whitening`).
 
     Returns ``(encoder, embeddings, info)``: the backbone with ``evaluate.whitening.pooling``
     and the fitted transform as its ``post``; for ``fit_on: sts_pool`` also the whitened

@@ -1,5 +1,5 @@
 """BERT-whitening baseline (Su et al., 2021, "Whitening Sentence Representations for
-Better Semantics and Faster Retrieval"; SPEC §3.1).
+Better Semantics and Faster Retrieval"; docs/methods.md#baselines).
 
 Fit on a sample of sentence embeddings X (n × d):
 

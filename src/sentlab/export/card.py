@@ -153,8 +153,8 @@ def _results(metrics: dict) -> str:
             cells.append(f"{statistics.mean(vals):.2f} ± {statistics.stdev(vals):.2f}" if len(vals) > 1 else "–")
         rows.append(f"| mean ± std ({len(runs)} seeds) | " + " | ".join(cells) + " |")
     out = "\n".join(rows) + "\n\nSpearman correlation × 100 between the cosine of the two sentence embeddings and " \
-                            "the gold score (SPEC §2: SentEval's \"all\" setting for STS12–16, the test splits of " \
-                            "STS-B and SICK-R)."
+                            "the gold score (SentEval's \"all\" setting for STS12–16, the test splits of " \
+                            "STS-B and SICK-R: the protocol of sentlab's docs/evaluation.md)."
     dev = metrics.get("STSBenchmark-dev", metrics.get("stsb_dev"))
     if dev is not None:
         out += f" STS-B dev: {_fmt(dev)}."
@@ -192,7 +192,7 @@ def model_card(name: str, info: dict, metrics: dict, params_in_force: dict, trai
              + (f" ({summary})" if summary else "") + f", from `{backbone}`, profile `{profile}`.\n",
              f"Paper: {paper}.\n",
              "## Usage\n", _usage(name, info),
-             "## Results (SPEC §2 protocol)\n", _results(metrics),
+             "## Results (docs/evaluation.md protocol)\n", _results(metrics),
              "## Params in force\n",
              f"The method's params (`data/params/methods/{method_id}.json` merged with the model's variant, if any):\n",
              _yaml_block(params_in_force)]

@@ -1,4 +1,4 @@
-"""The perturbations of L2P-CSR (SPEC §3.7): weakening masks, FreeLB noise, layer-output hooks.
+"""The perturbations of L2P-CSR (docs/methods.md#l2p-csr): weakening masks, FreeLB noise, layer-output hooks.
 
 Small, separately testable pieces of Zhou et al., "Learning to Perturb for
 Contrastive Learning of Unsupervised Sentence Representations" (L2P-CSR):

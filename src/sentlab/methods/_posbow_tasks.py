@@ -1,4 +1,4 @@
-"""The two tasks of :mod:`sentlab.methods.posbow_adv` (SPEC §3.8): their losses, heads and diagnostics.
+"""The two tasks of :mod:`sentlab.methods.posbow_adv` (docs/methods.md): their losses, heads and diagnostics.
 
 C_BOW/C_POS and D_BOW/D_POS are :class:`TaskHeads`; :func:`bow_nll` and :func:`pos_divergence` are their losses,
 :func:`bow_r_precision` and :func:`top_tag_accuracy` the accuracies logged beside the constant predictor's.

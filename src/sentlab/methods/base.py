@@ -136,7 +136,7 @@ class Method(nn.Module):
             corpus is a param overrides :meth:`corpus_name`.
         init_from: id of a method whose trained model (``models/<id>``)
             initialises the encoder (e.g. supervised PaSeR from unsupervised PaSeR).
-        inference_pooling: pooling of the exported encoder (SPEC §2).
+        inference_pooling: pooling of the exported encoder (docs/evaluation.md#pooling).
     """
 
     id: ClassVar[str] = ""

@@ -1,4 +1,4 @@
-"""Contrastive Tension (Carlsson et al., ICLR 2021), SPEC §3.3."""
+"""Contrastive Tension (Carlsson et al., ICLR 2021), docs/methods.md#contrastive-tension."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""L2P-CSR (learned weakening perturbations), PromptBERT and both together — SPEC §3.7.
+"""L2P-CSR (learned weakening perturbations), PromptBERT and both together — docs/methods.md#l2p-csr.
 
 Three registered methods share one two-view contrastive core
 (:class:`_TwoViewContrastive`: SimCSE's doubled batch ``[s_1..s_N, s_1..s_N]``
@@ -264,7 +264,7 @@ class PromptBERT(_TwoViewContrastive):
 class L2PCSR(_TwoViewContrastive):
     """L2P-CSR: learning to perturb for contrastive sentence representations
     (Zhou et al., "Learning to Perturb for Contrastive Learning of Unsupervised
-    Sentence Representations"; RUCAIBox/L2P-CSR), SPEC §3.7.
+    Sentence Representations"; RUCAIBox/L2P-CSR), docs/methods.md#l2p-csr.
 
     Per batch (Algorithm 1): for the embedding output and the first k
     transformer layers (``layers``), draw a token probability vector and a

@@ -1,4 +1,4 @@
-"""MoCo-BERT and its discrete-augmentation variants (PT-BERT Table 3), SPEC §3.4.
+"""MoCo-BERT and its discrete-augmentation variants (PT-BERT Table 3), docs/methods.md#moco-bert.
 
 Registered ids: ``moco`` (no augmentation), ``moco_reorder``,
 ``moco_duplication``, ``moco_deletion``, ``moco_srl``. One class,
@@ -64,7 +64,7 @@ class MoCo(Method):
     Representation Learning", CVPR 2020 (structure of facebookresearch/moco
     ``builder.py``), applied to BERT as the MoCo baseline of Tan et al.,
     "A Sentence is Worth 128 Pseudo Tokens" (PT-BERT), ACL 2022, Sec. 3.2 /
-    Table 3; SPEC §3.4.
+    Table 3; docs/methods.md#moco-bert.
 
     Per batch of B sentences:
 
@@ -238,7 +238,7 @@ class MoCoSRL(MoCo):
     """MoCo-BERT, key sentence rebuilt from its predicate-argument frames (:func:`sentlab.augment.srl_rebuild`).
 
     Needs the annotation stage's ``frames`` column (heuristic frames; the
-    paper used a neural SRL model, see SPEC §4).
+    paper used a neural SRL model, see docs/annotation.md#what-the-frames-are).
 
     Choice (param ``srl_min_args``, default 1): a frame with fewer than that many core
     arguments (non-empty ARG0 / ARG1; ARGM-NEG is a modifier and does not count) is left out

@@ -1,4 +1,4 @@
-"""PaSeR: phrase reconstruction as the sentence-level objective (SPEC §3.6).
+"""PaSeR: phrase reconstruction as the sentence-level objective (docs/methods.md#paser).
 
 The supervised variant is :mod:`sentlab.methods.paser_sup`; the decoder, the decoding signal, phrase choice and
 masking are in :mod:`sentlab.methods._paser_decoder`; the held-out reconstruction check (Table 7) is

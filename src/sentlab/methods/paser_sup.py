@@ -1,4 +1,4 @@
-"""Supervised PaSeR (SPEC §3.6): SimCSE's supervised NLI loss + α·phrase reconstruction, from models/paser."""
+"""Supervised PaSeR (docs/methods.md): SimCSE's supervised NLI loss + α·phrase reconstruction, from models/paser."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ class PaSeRSupParams(PaSeRParams, ContrastiveParams):
     gen_weight: float = Field(1.0, ge=0, description="unused in paser_sup (alpha is the weight)")
     mlm_weight: float = Field(0.0, ge=0, description="Eq. 5 has no MLM term")
     eda: Literal["none", "sr", "rd", "rs", "sr+rd", "sr+rs"] = Field("none", description="EDA on the anchors")
-    mlp_head: bool = Field(True, description="SimCSE-sup's MLP over [CLS] in training (dropped at test, SPEC §2)")
+    mlp_head: bool = Field(True, description="SimCSE-sup's MLP over [CLS] in training "
+                                             "(dropped at test, docs/evaluation.md#pooling)")
     hard_negative_weight: float = Field(0.0, description="SimCSE's log-weight added to hard-negative logits")
     lm_head: Literal["paser", "fresh"] = Field(
         "paser", description="the output head shared by decoder and MLM: the one the unsupervised PaSeR trained "

@@ -1,4 +1,4 @@
-"""SimCSE with POS and bag-of-words auxiliary tasks and adversarial disentangling (SPEC §3.8).
+"""SimCSE with POS and bag-of-words auxiliary tasks and adversarial disentangling (docs/methods.md#posbow-adversarial).
 
 "Improving sentence embeddings with POS and bag-of-words auxiliary tasks and adversarial disentangling"
 (``shared/papers/simcse_pos_bow_adversarial.md``), built on SimCSE (Gao et al. 2021, arXiv:2104.08821) with

@@ -1,4 +1,4 @@
-"""PT-BERT: "A Sentence is Worth 128 Pseudo Tokens" (Tan et al., ACL 2022), SPEC §3.5."""
+"""PT-BERT: "A Sentence is Worth 128 Pseudo Tokens" (Tan et al., ACL 2022), docs/methods.md#pt-bert."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ class PTBertParams(MoCoParams):
     attn_dropout: Optional[float] = Field(
         None, ge=0.0, lt=1.0, description="dropout on attention probabilities (None: the encoder's attention_probs_dropout_prob)")
     key_second_attention: Literal["momentum", "online"] = Field(
-        "momentum", description="attention of the key branch's second mapping: its momentum copy (SPEC/paper) | the online one (released code)")
+        "momentum", description="attention of the key branch's second mapping: its momentum copy (the paper) | the online one (released code)")
 
 
 class PseudoTokenAttention(nn.Module):
@@ -67,7 +67,7 @@ class PTBert(MoCo):
 
     Tan et al., "A Sentence is Worth 128 Pseudo Tokens: A
     Semantic-Aware Contrastive Learning Framework for Sentence Embeddings",
-    Findings of ACL 2022, Sec. 3.2 (Eqs. 1–5), Fig. 2; SPEC §3.5.
+    Findings of ACL 2022, Sec. 3.2 (Eqs. 1–5), Fig. 2; docs/methods.md#pt-bert.
 
     * ``P`` — an ``nn.Embedding(m, d)`` table (torch's default N(0, 1) init,
       independent of the BERT vocabulary); the pseudo sentence is always the
@@ -96,7 +96,7 @@ class PTBert(MoCo):
     * ``num_heads``: Eq. 2 is single-head with d_k = d (``num_heads: 1``); the
       code uses HF ``BertSelfAttention`` (the encoder's heads, no output
       projection) → default None = the encoder's heads.
-    * ``key_second_attention``: the paper/SPEC give the key branch its own
+    * ``key_second_attention``: the paper gives the key branch its own
       momentum attention (``momentum``, default); the code reuses the online
       attention for the key's second mapping (``online``; no gradient flows
       through keys either way).

@@ -1,4 +1,4 @@
-"""Unsupervised SimCSE (Gao et al., EMNLP 2021), SPEC §3.2."""
+"""Unsupervised SimCSE (Gao et al., EMNLP 2021), docs/methods.md#simcse."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Supervised SimCSE (Gao et al., EMNLP 2021, Sec. 4): NLI entailment positives, contradiction hard negatives.
 
-The reference row of PaSeR Table 2 (SimCSE-BERT-base supervised, avg 81.57; SPEC §3.6): ``paser_sup`` is
+The reference row of PaSeR Table 2 (SimCSE-BERT-base supervised, avg 81.57; docs/methods.md): ``paser_sup`` is
 this loss + α·phrase reconstruction, started from unsupervised PaSeR; this method is the loss alone, started
 from the backbone, as SimCSE trains it.
 """

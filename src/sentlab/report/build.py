@@ -113,7 +113,8 @@ def build_report(root: Path | str = ".", backbone: str = "", profile: str = "",
     _write(root, TABLES / "paser_table7.csv", csv_text, rep, "PaSeR Table 7 examples (reproduced and paper)")
 
     diag = diagnostics_tables.render(metrics, backbone, profile, figures_prefix="../")
-    diag_ctx = {"diagnostics.md": "Diagnostics: hard length subset, alignment/uniformity, cosine density (SPEC §2)",
+    diag_ctx = {"diagnostics.md": "Diagnostics: hard length subset, alignment/uniformity, cosine density "
+                                  "(docs/evaluation.md#diagnostics)",
                 "hard_subset.csv": "Hard length subset per model (PT-BERT Tables 1 / 5c)",
                 "alignment_uniformity.csv": "Alignment and uniformity on STS-B test/dev per model",
                 "cosine_density.csv": "Cosine mean/variance by gold level (PaSeR Table 10)"}
@@ -184,7 +185,8 @@ def write_index(rep: Report, metrics: dict[str, dict]) -> None:
                   + ". Their rows show mean ± std (n); see each table's last line for the tests.", ""]
     groups = [("Protocol sensitivity", ("protocol_sensitivity",)), ("PT-BERT (ACL 2022)", ("ptbert_",)), ("PaSeR (EMNLP 2022)", ("paser_",)), ("L2P-CSR", ("l2p_",)),
               ("SimCSE + POS/BOW adversarial", ("posbow_",)),
-              ("Diagnostics (SPEC §2)", ("diagnostics", "hard_subset", "alignment_uniformity", "cosine_density")),
+              ("Diagnostics (docs/evaluation.md#diagnostics)",
+               ("diagnostics", "hard_subset", "alignment_uniformity", "cosine_density")),
               ("Training curves", ("dev_curves",))]
     listed = set()
     for title, prefixes in groups:

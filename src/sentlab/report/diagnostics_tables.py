@@ -1,4 +1,4 @@
-"""Diagnostics tables (SPEC §2) from ``reports/metrics/*.json``, the papers' numbers beside.
+"""Diagnostics tables (docs/evaluation.md#diagnostics) from ``reports/metrics/*.json``, the papers' numbers beside.
 
 * hard length subset of STS12–16: PT-BERT Table 1 / Table 5c shape (subset and full
   Spearman per task, pair counts);
@@ -175,8 +175,8 @@ def render(metrics: dict[str, dict], backbone: str, profile: str, figures_prefix
     au_md, au_csv = alignment_uniformity_table(rows)
     de_md, de_csv = density_table(rows)
     lines = ["# Diagnostics: hard length subset, alignment/uniformity, cosine density", "",
-             f"Reproduced rows: backbone `{backbone}`, profile `{profile}` (SPEC §2). Paper rows: BERT-base, "
-             f"as printed.", ""]
+             f"Reproduced rows: backbone `{backbone}`, profile `{profile}` (docs/evaluation.md#diagnostics). "
+             f"Paper rows: BERT-base, as printed.", ""]
     if missing:
         lines += ["Models without diagnostics: " + "; ".join(f"`{n}` ({why})" for n, why in missing) + ".", ""]
     lines += ["## Hard length subset of STS12–16 (PT-BERT Table 1 / Table 5c)", "",

@@ -57,7 +57,7 @@ PASER_ALIGNMENT = {"PaSeR-base": 0.17, "SBERT-base (supervised)": 0.19, "SimCSE-
 
 
 # ---------------------------------------------------------------------------------------------
-# Every other table the report regenerates (SPEC §5). Values copied from the extracted paper text
+# Every other table the report regenerates (docs/reproducing.md#the-tables). Values copied from the extracted paper text
 # in /work/shared/papers; where the extraction is uncertain a comment says so.
 # ---------------------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Every paper table of SPEC §5 from ``reports/metrics/*.json``: reproduced, paper, difference.
+"""Every paper table of docs/reproducing.md#the-tables from ``reports/metrics/*.json``: reproduced, paper, difference.
 
 A table is a :class:`TableSpec`: columns (metric keys) and rows; a row names the sentlab
 model(s) that reproduce it (``"ptbert_m64"``, or ``"posbow_adv/posbow_adv_bow"`` for an extra
@@ -306,7 +306,7 @@ def unplaced_rows(spec: TableSpec, rows: list[Resolved], metrics: dict[str, dict
 
 def header_text(spec: TableSpec, backbone: str, profile: str, warnings: dict[str, str]) -> str:
     lines = [f"Source: {spec.source} ({spec.paper_setting}, as printed). Reproduced: backbone `{backbone}`, "
-             f"profile `{profile}`, SPEC §2 protocol (Spearman × 100).",
+             f"profile `{profile}`, docs/evaluation.md protocol (Spearman × 100).",
              "", "Cell: **reproduced / paper (Δ = reproduced − paper)**; `–` = no number (the row's note says why)."]
     if spec.context:
         lines += ["", spec.context]
@@ -437,7 +437,7 @@ def _ptbert_sweep(attend_to: str, section: str, which: str) -> list[RowSpec]:
         main = v == (128 if which == "m" else 256)
         m, q = (v, 256) if which == "m" else (128, v)
         models = tuple(dict.fromkeys((prefix, "ptbert"))) if main else (f"{prefix}_{which}{v}",)
-        note_v = note + ("; queue in sentences (SPEC §3.4: batch 64 + 3 queued batches = 256)" if which == "q" else "")
+        note_v = note + ("; queue in sentences (64 + 3 queued batches = 256, docs/methods.md)" if which == "q" else "")
         note_v += "; 320 is the released code's queue_size=4 (it keeps 5 batches of 64)" if (which, v) == ("q", 320) \
             else ""
         rows.append(RowSpec(f"{'L' if which == 'm' else 'Q'}-{v}" + (" (ours)" if main else ""), models, dict(paper),
@@ -469,7 +469,7 @@ def ptbert_tables(backbone: str) -> list[TableSpec]:
         RowSpec(t3["ptbert"][0], ("ptbert",), dict(t3["ptbert"][1]), PTBERT_CLS_NOTE, "Continuous augmentation",
                 expects={"attend_to": "cls"}),
         RowSpec("PT-BERT, Y = all token states", ("ptbert_tokens", "ptbert"), None,
-                "SPEC §3.5 reading of the equations (attend_to: tokens); the paper reports one variant",
+                "docs/methods.md#pt-bert reading of the equations (attend_to: tokens); the paper reports one variant",
                 "Continuous augmentation", expects={"attend_to": "tokens"}),
     ]
     t4 = P.PTBERT_TABLE4
@@ -486,17 +486,19 @@ def ptbert_tables(backbone: str) -> list[TableSpec]:
     ]
     t5_rows = [
         *_ptbert_sweep("cls", "(a) pseudo sequence length m, attend_to: cls (P receives no gradient)", "m"),
-        *_ptbert_sweep("tokens", "(a') pseudo sequence length m, attend_to: tokens (SPEC §3.5 reading)", "m"),
+        *_ptbert_sweep("tokens", "(a') pseudo sequence length m, attend_to: tokens "
+                                 "(docs/methods.md#pt-bert reading)", "m"),
         *_ptbert_sweep("cls", "(b) queue size, attend_to: cls (P receives no gradient)", "q"),
-        *_ptbert_sweep("tokens", "(b') queue size, attend_to: tokens (SPEC §3.5 reading)", "q"),
-        *[RowSpec(hs[k][0], (k,), dict(hs[k][1], Avg=hs[k][2]), "hard length subset (SPEC §2)",
+        *_ptbert_sweep("tokens", "(b') queue size, attend_to: tokens (docs/methods.md#pt-bert reading)", "q"),
+        *[RowSpec(hs[k][0], (k,), dict(hs[k][1], Avg=hs[k][2]), "hard length subset (docs/evaluation.md#diagnostics)",
                   "(c) hard sentence pairs of STS12–16", "hard_subset") for k in ("simcse", "ptbert")],
     ]
     return [
         TableSpec("ptbert_table1", "PT-BERT Table 1: SimCSE on the hard length subset of STS12–16",
                   "PT-BERT (ACL 2022) Table 1", COLS_HARD, (
                       RowSpec("SimCSE sub-dataset", ("simcse",), P.PTBERT_TABLE1["sub-dataset"],
-                              "positives with |length diff| > 5 words, negatives < 2 (SPEC §2, evaluate.hard_subset)",
+                              "positives with |length diff| > 5 words, negatives < 2 "
+                              "(docs/evaluation.md#diagnostics, evaluate.hard_subset)",
                               extract="hard_subset"),
                       RowSpec("SimCSE original", ("simcse",), P.PTBERT_TABLE1["original"],
                               "every scored pair ('all' setting); paper Avg not printed", extract="hard_full"),

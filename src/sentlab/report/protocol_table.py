@@ -4,7 +4,7 @@ One row per evaluated model (its first seed; the baselines too), from what the e
 already computed — the metrics JSON and the cached per-pair cosines — and the training curve:
 
 * STS12–16, averaged over the five: SimCSE's "all" (one Spearman over the concatenated subsets,
-  SPEC §2) vs SentEval's ``mean`` and ``wmean`` of the per-subset Spearmans, and the largest
+  docs/evaluation.md) vs SentEval's ``mean`` and ``wmean`` of the per-subset Spearmans, and the largest
   |all − wmean| of one task;
 * SICK-R on its test split (4,927 pairs, SentEval and the papers) vs on every SICK pair (9,927,
   MTEB's SICK-R), and the 7-task Avg. under each;

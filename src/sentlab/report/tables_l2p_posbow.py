@@ -1,4 +1,4 @@
-"""L2P-CSR's, the POS/BOW paper's and PaSeR's supervised tables (SPEC §5), with their RoBERTa-base rows (issue #34).
+"""L2P-CSR's, the POS/BOW paper's and PaSeR's supervised tables (docs/reproducing.md), with RoBERTa-base rows (#34).
 
 The RoBERTa-base rows are trained by the paper profile's ``*_roberta`` lines (params.yaml ``ablations.variants``:
 ``simcse_roberta``, ``prompt_roberta``, ``l2p_roberta``, ``prompt_l2p_roberta``) and ``posbow_adv`` (its method

@@ -2,7 +2,7 @@
 
 :func:`train_loop` drives any :class:`~sentlab.methods.base.Method`:
 
-* AdamW (fused on CUDA) with linear decay to 0 and no warm-up (SPEC §3);
+* AdamW (fused on CUDA) with linear decay to 0 and no warm-up (docs/methods.md#shared-conventions);
 * one optimiser step = ``train.grad_accum`` micro-batches of ``train.batch_size``
   sentences, the **global** batch: under ``torchrun`` each of W ranks takes
   ``batch_size / W`` of them (in-batch negatives are gathered across ranks, so the
@@ -38,7 +38,7 @@
 * precision: chosen by the profile (``train.precision``), never by detecting the CPU: the same profile gives
   the same numbers on a CPU with native bf16 (AVX-512 BF16/AMX) and on one without (issue #35,
   ``benchmarks/precision_isa.py``). ``auto`` = bf16 autocast on CUDA, fp32 on every CPU; ``fp32``/``bf16``
-  force it. Logits and losses stay fp32 under autocast (SPEC §3); evaluation is fp32 whatever training used;
+  force it. Logits and losses stay fp32 under autocast (docs/methods.md); evaluation is fp32 whatever training used;
 * dropout: ``train.dropout_kernel`` ``auto`` = on CPU the same inverted dropout with a mask from fewer random
   numbers (:mod:`sentlab.train.dropout`: drop probability within 8e-6 of ``p``; 1.43 -> 1.23 s a SimCSE step on
   2 cores, ``benchmarks/train_speed.py --compare-dropout``), PyTorch's kernel elsewhere;

@@ -149,7 +149,8 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
     name = name or method_id
     cls = get_method(method_id)
     mparams = method_params(params, method_id, overrides)
-    # A method's own dev interval (SPEC §2: PT-BERT 125, SimCSE 250), epochs (PaSeR: 5), batch, lr or step budget.
+    # A method's own dev interval (docs/evaluation.md#the-sts-protocol: PT-BERT 125, SimCSE 250), epochs (PaSeR: 5),
+    # batch, lr or step budget.
     cfg = resolve_train(params, mparams)
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)
