@@ -251,10 +251,10 @@ def run_probe(work: Path) -> list[dict]:
     # code and params that do not change the numbers
     loop = work / "src/sentlab/train/loop.py"
     text = P.edit(loop, "\ndef train_loop(", "\n# a comment\ndef train_loop(")
-    P.row("a comment in src/sentlab/train/loop.py", P.dvc("repro", "resolve_params"))
+    P.row("a comment in src/sentlab/train/loop.py", P.dvc("repro", "sources"))
     P.status("… then `dvc status`")
     loop.write_text(text, encoding="utf-8")
-    P.row("comment removed", P.dvc("repro", "resolve_params"))
+    P.row("comment removed", P.dvc("repro", "sources"))
     text = P.edit(params, "  jobs: 2\n", "  jobs: 1\n")
     P.row("annotate.jobs 2 -> 1", P.dvc("repro"))
     params.write_text(text, encoding="utf-8")

@@ -1,4 +1,4 @@
-"""Per-stage times of a fresh `dvc repro`, written into the README's stage-time table.
+"""Per-stage times of a fresh `dvc repro`, written into benchmarks/RESULTS.md's stage-time table.
 
     python benchmarks/stage_times.py [--profile quick] [--workdir DIR] [--readme README.md] [--no-readme]
                                      [--no-second-run] [--keep]
@@ -86,8 +86,8 @@ def stage_durations(starts: list[tuple[str, float]], total: float) -> list[tuple
 
 
 def output_name(stage: str) -> str:
-    """The model / metrics name a foreach stage writes: ``train_seed@simcse-43`` -> ``simcse-s43`` (seed stages
-    name their outputs ``<method>-s<seed>``), otherwise the stage's key."""
+    """The model / metrics name a foreach stage writes: the stage's key (``train@simcse-s43`` -> ``simcse-s43``);
+    in logs of the earlier layout ``train_seed@simcse-43`` -> ``simcse-s43``."""
     kind, key = stage.split("@", 1)
     if kind in ("train_seed", "evaluate_seed"):
         method, _, seed = key.rpartition("-")
@@ -191,7 +191,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profile", default="quick")
     ap.add_argument("--workdir", type=Path, default=None, help="scratch folder (default: a new temporary one)")
-    ap.add_argument("--readme", type=Path, default=REPO / "README.md")
+    ap.add_argument("--readme", type=Path, default=REPO / "benchmarks" / "RESULTS.md")
     ap.add_argument("--no-readme", action="store_true", help="print the table only")
     ap.add_argument("--no-second-run", action="store_true", help="skip the nothing-changed `dvc repro`")
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")

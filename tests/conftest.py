@@ -52,3 +52,26 @@ def tiny_bert(tok):
     from tiny import tiny_bert as make
 
     return make(tok, max_position_embeddings=128), tok
+
+
+def stage_workspace(work: Path, edit=None) -> Path:
+    """A folder where a stage's script runs as under `dvc repro`: dvc.yaml, models.yaml, pipeline/ and params.yaml (the
+    committed values, ``edit(raw)`` applied) of the repository, and `dvc init`; what the script reads is what its stage
+    declares there (sentlab.stage_params)."""
+    import shutil
+    import subprocess
+    import sys
+
+    import yaml
+
+    work.mkdir(parents=True, exist_ok=True)
+    for f in ("dvc.yaml", "models.yaml"):
+        shutil.copy(REPO / f, work / f)
+    shutil.copytree(REPO / "pipeline", work / "pipeline", dirs_exist_ok=True)
+    raw = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
+    if edit:
+        edit(raw)
+    (work / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    if not (work / ".dvc").is_dir():
+        subprocess.run([str(Path(sys.executable).with_name("dvc")), "init", "--no-scm", "-q"], cwd=work, check=True)
+    return work

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 import sentlab.methods as M
-from sentlab.config import load_params, resolved_files
+from sentlab.config import load_params
 from test_protocol import _table
 from test_train_loop import factory, fake_dev_eval, make_root
 
@@ -52,19 +52,19 @@ def test_sentlab_methods_and_params_pick_it_up(added, tmp_path, capsys):
     assert "mean_simcse" in capsys.readouterr().out
     params = load_params(with_line(tmp_path))
     assert params.method_params("mean_simcse").temperature == 0.05
-    files = resolved_files(params)
-    assert files["methods/mean_simcse.json"]["value"]["temperature"] == 0.05
-    assert files["methods/mean_simcse.json"]["trained"] is False   # a stage, not trained until train.methods lists it
+    from sentlab.stage_list import stage_list_for
+
+    assert "mean_simcse" not in stage_list_for(params)["models"]   # no stage until train.methods lists it
 
 
 def test_dvc_has_its_train_and_evaluate_stages_once_the_profile_trains_it(added, tmp_path):
-    from sentlab.config import set_profile
+    from sentlab.cli import main
 
     params_file = with_line(tmp_path)
     raw = yaml.safe_load(params_file.read_text())
     raw["train"]["methods"].append("mean_simcse")
     params_file.write_text(yaml.safe_dump(raw, sort_keys=False))
-    assert set_profile(params_file, "quick") is True     # its stage lines: what `sentlab profile quick` writes
+    assert main(["stages", "--params", str(params_file)]) == 0     # its stage list: models.yaml
     dvc = str(Path(sys.executable).with_name("dvc"))
     subprocess.run([dvc, "init", "--no-scm", "-q"], cwd=tmp_path, check=True)
     out = subprocess.run([dvc, "stage", "list"], cwd=tmp_path, check=True, capture_output=True, text=True).stdout

@@ -332,7 +332,9 @@ def test_pipeline_entry_point(tmp_path, monkeypatch):
     corpus.mkdir(parents=True)
     for name, rows in {"train": ["Mary did not sign the contract.", ""], "sts_unlabeled": ["A man plays a guitar."]}.items():
         pq.write_table(pa.table({"id": pa.array(range(len(rows)), pa.int64()), "text": rows}), corpus / f"{name}.parquet")
-    (tmp_path / "params.yaml").write_text("annotate: {backend: nltk, jobs: 1, shard_size: 10}\n")
+    from conftest import stage_workspace
+
+    stage_workspace(tmp_path, lambda r: r["annotate"].update(backend="nltk", jobs=1, shard_size=10))
     monkeypatch.chdir(tmp_path)
     mod = runpy.run_path(str(REPO / "pipeline" / "annotate.py"))
     mod["main"]()
@@ -344,7 +346,7 @@ def test_pipeline_entry_point(tmp_path, monkeypatch):
     # reusing every shard) leaves data/annotations byte for byte as it was, so no training re-runs
     tree = {p.relative_to(tmp_path).as_posix(): p.read_bytes()
             for p in sorted((tmp_path / "data" / "annotations").rglob("*")) if p.is_file()}
-    (tmp_path / "params.yaml").write_text("annotate: {backend: nltk, jobs: 2, shard_size: 10}\n")
+    stage_workspace(tmp_path, lambda r: r["annotate"].update(backend="nltk", jobs=2, shard_size=10))
     mod["main"]()
     assert {p.relative_to(tmp_path).as_posix(): p.read_bytes()
             for p in sorted((tmp_path / "data" / "annotations").rglob("*")) if p.is_file()} == tree

@@ -1,47 +1,83 @@
-"""params.yaml validation: unknown keys, bad values, profiles."""
+"""params.yaml validation (unknown keys, bad values), the profile files and the stage list."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
-from sentlab.config import PROFILES, load_params, resolve_profile, set_profile, validate
+from sentlab.config import PROFILES, load_params, validate
 from sentlab.errors import SentlabError
+from sentlab.profiles import profile_values
 
 REPO = Path(__file__).resolve().parents[1]
+PROFILES_DIR = REPO / "profiles"
 
 
 def raw():
     return yaml.safe_load((REPO / "params.yaml").read_text())
 
 
+def copy_params(tmp_path) -> Path:
+    shutil.copytree(PROFILES_DIR, tmp_path / "profiles")
+    shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
+    return tmp_path / "params.yaml"
+
+
 @pytest.mark.parametrize("profile", PROFILES)
-def test_every_profile_of_the_committed_params_is_valid(profile):
+def test_every_profile_is_valid(profile):
     p = load_params(REPO / "params.yaml", profile=profile)
     assert p.profile == profile
     for mid in p.trained_ids:
         p.method_params(mid)
 
 
-def test_profiles_override_the_sections():
+def test_the_committed_params_are_the_quick_profile_byte_for_byte():
+    from sentlab.profiles import params_text
+
+    assert (REPO / "params.yaml").read_text() == params_text("quick", PROFILES_DIR)
+    assert raw()["profile"] == "quick"
+
+
+def test_profiles_override_the_base():
+    smoke, quick = profile_values("smoke", PROFILES_DIR), profile_values("quick", PROFILES_DIR)
+    over = yaml.safe_load((PROFILES_DIR / "smoke.yaml").read_text())
+    assert smoke["prepare"]["size"] == over["prepare"]["size"] != quick["prepare"]["size"]
+    assert smoke["prepare"]["max_words"] == quick["prepare"]["max_words"]   # what the override leaves alone
+    assert validate(profile_values("paper", PROFILES_DIR)).model.backbone == "bert-base-uncased"
+
+
+def test_the_base_profile_sets_every_key_one_layer_of_defaults():
+    """params.yaml (made from profiles/quick.yaml) names every section key: the values a run uses are read in one
+    place, never a code default that params.yaml does not show (prepare.size was 11,913 in code, 11,000 there)."""
+    from sentlab.config import Params
+
+    base = yaml.safe_load((PROFILES_DIR / "quick.yaml").read_text())
+    for section, field in Params.model_fields.items():
+        model = field.annotation
+        if isinstance(model, type) and hasattr(model, "model_fields"):
+            keys = set(model.model_fields) - ({"device", "num_threads", "checkpoint_every", "loader_workers", "heap",
+                                               "nproc"} if section == "train" else set())
+            assert keys <= set(base[section]), (section, sorted(keys - set(base[section])))
+    assert {"seed", "model", "methods", "methods_from", "ablations", "seeds", "runtime"} <= set(base)
+
+
+def test_runtime_keys_live_in_runtime_and_reach_the_loop():
     r = raw()
-    smoke = validate(resolve_profile(r, "smoke"))
-    quick = validate(resolve_profile(r, "quick"))
-    assert smoke.prepare.size == r["profiles"]["smoke"]["prepare"]["size"]
-    assert quick.prepare.size == r["prepare"]["size"]
-    paper = validate(resolve_profile(r, "paper"))
-    assert paper.model.backbone == "bert-base-uncased"
+    r["runtime"]["num_threads"] = 3
+    assert validate(r).train.num_threads == 3
+    r["train"]["num_threads"] = 3
+    with pytest.raises(SentlabError, match=r"`train.num_threads` belongs to the `runtime` section"):
+        validate(r)
 
 
 def test_unknown_key_names_key_and_allowed_keys():
     r = raw()
     r["train"]["learning_rate"] = 1e-3
     with pytest.raises(SentlabError) as e:
-        validate(resolve_profile(r))
+        validate(r)
     msg = str(e.value)
     assert "`train.learning_rate`: unknown key" in msg and "lr" in msg and "batch_size" in msg
 
@@ -50,50 +86,49 @@ def test_bad_value_names_key_and_allowed_values():
     r = raw()
     r["annotate"]["backend"] = "stanza"
     with pytest.raises(SentlabError) as e:
-        validate(resolve_profile(r))
+        validate(r)
     assert "`annotate.backend`" in str(e.value) and "'nltk'" in str(e.value) and "'spacy'" in str(e.value)
     r = raw()
     r["train"]["lr"] = -1
     with pytest.raises(SentlabError, match=r"`train.lr`: Input should be greater than 0 \(got -1\)"):
-        validate(resolve_profile(r))
+        validate(r)
 
 
 def test_unknown_method_is_rejected():
     r = raw()
     r["train"]["methods"] = ["simcse_typo"]
     with pytest.raises(SentlabError, match="simcse_typo"):
-        validate(resolve_profile(r))
+        validate(r)
 
 
-def test_unknown_profile_and_forbidden_override():
-    r = raw()
+def test_unknown_profile_and_a_profile_file_naming_its_profile(tmp_path):
     with pytest.raises(SentlabError, match="allowed: quick, smoke, paper"):
-        resolve_profile(r, "huge")
-    r["profiles"]["smoke"]["profile"] = "paper"
-    with pytest.raises(SentlabError, match="cannot be overridden"):
-        resolve_profile(r, "smoke")
+        profile_values("huge", PROFILES_DIR)
+    copy_params(tmp_path)
+    (tmp_path / "profiles/smoke.yaml").write_text("profile: paper\n")
+    with pytest.raises(SentlabError, match="`profile` is set by `sentlab profile NAME`"):
+        profile_values("smoke", tmp_path / "profiles")
 
 
-def test_a_profile_cannot_add_a_stage():
-    """A method line is defined once, in `methods`: a profile sets values (and picks lines with train.methods)."""
-    r = raw()
-    r["profiles"]["smoke"]["methods"] = {"simcse": {}, "ct_new": {}}
-    with pytest.raises(SentlabError, match=r"profiles\.smoke\.methods` adds \['ct_new'\]"):
-        resolve_profile(r, "smoke")
+def test_a_profile_cannot_add_a_stage(tmp_path):
+    """A method line is defined once, in the base profile: a profile sets values (and picks lines with
+    train.methods)."""
+    copy_params(tmp_path)
+    (tmp_path / "profiles/smoke.yaml").write_text("methods: {simcse: {}, ct_new: {}}\n")
+    with pytest.raises(SentlabError, match=r"`methods` adds \['ct_new'\]"):
+        profile_values("smoke", tmp_path / "profiles")
 
 
 def test_a_method_with_init_from_belongs_in_methods_from():
     r = raw()
     r["methods"]["paser_sup"] = r["methods_from"].pop("paser_sup")
     r["methods"]["paser_sup"].pop("from")
-    r["profiles"]["paper"]["methods"]["paser_sup"] = r["profiles"]["paper"]["methods_from"].pop("paser_sup")
     with pytest.raises(SentlabError, match="move its line to `methods_from` as `paser_sup: {from: paser"):
-        validate(resolve_profile(r, "quick"))
+        validate(r)
 
 
 def test_method_lines_list_only_what_differs_from_the_defaults():
-    """params.yaml's method lines are differences (nanoGPT-style); data/params/methods/<id>.json has every value."""
-    from sentlab.config import resolved_files
+    """params.yaml's method lines are differences (nanoGPT-style) from the method's Params defaults."""
     from sentlab.methods import get_method
 
     r = raw()
@@ -102,62 +137,66 @@ def test_method_lines_list_only_what_differs_from_the_defaults():
             defaults = get_method(mid).Params().model_dump()
             same = {k: v for k, v in block.items() if k != "from" and defaults.get(k) == v}
             assert not same, (mid, same)
-    files = resolved_files(validate(resolve_profile(r, "quick")))
-    moco = files["methods/moco.json"]["value"]
-    assert moco == get_method("moco").Params().model_dump(mode="json") and moco["queue_size"] == 256
 
 
-def test_set_profile_edits_the_profile_line_and_writes_its_stage_lines(tmp_path):
-    from sentlab.config import STAGE_LINES_HEADER, check_stage_lines, read_yaml, stage_lines_for
+def test_set_profile_writes_params_and_the_stage_list(tmp_path):
+    from sentlab.profiles import set_profile
+    from sentlab.stage_list import read_stage_list
 
-    p = tmp_path / "params.yaml"
-    shutil.copy(REPO / "params.yaml", p)
+    p = copy_params(tmp_path)
     before = p.read_text()
-    check_stage_lines(read_yaml(p), load_params(p))   # the committed file: the quick profile's stages
     assert set_profile(p, "smoke") is True
-    after = p.read_text()
-    assert "profile: smoke" in after and load_params(p).profile == "smoke"
-    head = before.index(STAGE_LINES_HEADER)
-    assert [l for l in before[:head].splitlines() if not l.startswith("profile:")] == \
-           [l for l in after[:after.index(STAGE_LINES_HEADER)].splitlines() if not l.startswith("profile:")]
-    lines = read_yaml(p)["stage_lines"]
-    assert lines == stage_lines_for(load_params(p))
-    assert lines["train"] == ["simcse", "moco_srl", "ptbert"]   # in the order of `methods`
-    assert lines["seeds"] == {"simcse-43": {"method": "simcse", "seed": 43}} and lines["ablations"] == []
-    assert set_profile(p, "smoke") is False
-    assert set_profile(p, "quick") is True and p.read_text() == before   # back: byte for byte
+    assert load_params(p).profile == "smoke" and load_params(p).prepare.size == 400
+    models = read_stage_list(tmp_path / "models.yaml")["models"]
+    assert list(models) == ["simcse", "moco_srl", "ptbert", "simcse-s43"]   # in the order of `methods`, then seeds
+    assert models["simcse-s43"] == {"method": "simcse", "seed": 43, "line": "methods.simcse", "own": "methods.simcse",
+                                    "init": "data/sources/model.json"}
+    # the same profile again keeps params.yaml, hand edits included
+    p.write_text(p.read_text().replace("  lr: 3.0e-5\n", "  lr: 1.0e-5\n", 1))
+    edited = p.read_text()
+    assert "lr: 1.0e-5" in edited and set_profile(p, "smoke") is False and p.read_text() == edited
+    # another profile would drop the edit: refused, naming it, unless forced
+    with pytest.raises(SentlabError, match=r"train\.lr.*--force"):
+        set_profile(p, "quick")
+    assert set_profile(p, "quick", force=True) is True and p.read_text() == before   # back: byte for byte
 
 
-def test_stage_lines_follow_the_profile():
-    from sentlab.config import active_models, stage_lines_for
+def test_a_profile_drops_the_comments_of_the_values_it_changes():
+    from sentlab.profiles import params_text
 
-    raw = yaml.safe_load((REPO / "params.yaml").read_text())
-    quick = stage_lines_for(validate(resolve_profile(raw, "quick")))
-    assert quick["train"] == ["simcse", "moco", "moco_srl", "ptbert", "paser", "l2p", "prompt_l2p", "posbow_adv"]
-    assert quick["train_from"] == {"paser_sup": "paser"} and quick["ablations"] == []
-    assert list(quick["seeds"]) == ["simcse-43", "simcse-44", "ptbert-43", "ptbert-44"]
-    paper = validate(resolve_profile(raw, "paper"))
-    lines = stage_lines_for(paper)
-    # 14 methods (simcse_sup for PaSeR Table 2); 61 variants: paser_aug_sr dropped (it is the paper paser again),
-    # the 4 *_roberta lines added (issue #34)
-    assert len(lines["train"]) == 14 and len(lines["seeds"]) == 14 * 4 and len(lines["ablations"]) == 61
+    paper = params_text("paper", PROFILES_DIR)
+    assert "quick: a CPU-sized slice of the epoch" not in paper and "max_steps: null" in paper
+    assert "# DataLoader workers running each method's prepare()" in paper   # a value it keeps keeps its comment
+    assert yaml.safe_load(paper) == {**profile_values("paper", PROFILES_DIR)}
+
+
+def test_the_stage_list_follows_the_profile():
+    from sentlab.stage_list import active_models, stage_list_for
+
+    quick = stage_list_for(load_params(REPO / "params.yaml"))
+    assert list(quick["models"]) == ["simcse", "moco", "moco_srl", "ptbert", "paser", "l2p", "prompt_l2p",
+                                     "posbow_adv", "paser_sup", "simcse-s43", "simcse-s44", "ptbert-s43", "ptbert-s44"]
+    assert quick["models"]["paser_sup"]["init"] == "models/paser" and quick["baselines"][0] == "cls"
+    paper = load_params(REPO / "params.yaml", profile="paper")
+    models = stage_list_for(paper)["models"]
+    # 14 methods + paser_sup, 4 more seeds each of the 14; 61 variants: paser_aug_sr dropped (it is the paper paser
+    # again), the 4 *_roberta lines added (issue #34)
+    variants = {k: v for k, v in models.items() if v["own"].startswith("ablations.")}
+    assert len(models) == 15 + 14 * 4 + 61 and len(variants) == 61
+    assert variants["ptbert_m64"]["line"] == "methods.ptbert"
     assert "paser_sup-s43" not in active_models(paper) and "ct-s46" in active_models(paper)
 
 
-def test_stale_stage_lines_are_refused_with_the_command_that_rewrites_them():
-    from sentlab.config import check_stage_lines
+def test_the_committed_stage_list_is_the_committed_params(tmp_path):
+    from sentlab.stage_list import check_stage_list, stage_list_text
 
-    raw = yaml.safe_load((REPO / "params.yaml").read_text())
-    raw["profile"] = "paper"          # switched by hand: the quick profile's stage lines are still there
-    with pytest.raises(SentlabError, match=r"stage_lines.train. differs.*sentlab profile paper"):
-        check_stage_lines(raw, validate(resolve_profile(raw)))
-    del raw["stage_lines"]
-    with pytest.raises(SentlabError, match="has no `stage_lines` section"):
-        check_stage_lines(raw, validate(resolve_profile(raw)))
-    raw = yaml.safe_load((REPO / "params.yaml").read_text())
-    raw["profiles"]["quick"] = {"stage_lines": {}}
-    with pytest.raises(SentlabError, match=r"profiles.quick.stage_lines. cannot be overridden"):
-        resolve_profile(raw)
+    assert (REPO / "models.yaml").read_text() == stage_list_text(load_params(REPO / "params.yaml"))
+    r = raw()
+    r["seeds"]["per_method"]["simcse"] = 2   # edited by hand: the list has two simcse seeds too many
+    with pytest.raises(SentlabError, match=r"lists other models than params.yaml makes \(simcse-s44\).*sentlab stages"):
+        check_stage_list(validate(r), REPO / "models.yaml")
+    with pytest.raises(SentlabError, match="is missing"):
+        check_stage_list(validate(r), tmp_path / "models.yaml")
 
 
 def test_cli_reports_invalid_params_with_exit_2(tmp_path, capsys):
@@ -176,7 +215,7 @@ def test_ablation_variant_names_must_be_dvc_safe():
     r = raw()
     r["ablations"]["variants"]["l2p_phi_0.5"] = {"method": "l2p", "set": {"phi": 0.5}}
     with pytest.raises(SentlabError, match=r"l2p_phi_0.5.*0p01"):
-        validate(resolve_profile(r))
+        validate(r)
 
 
 def test_every_ablation_variant_has_a_valid_method_and_overrides():
@@ -186,38 +225,6 @@ def test_every_ablation_variant_has_a_valid_method_and_overrides():
     for name in p.ablations["variants"]:
         method_id, overrides = ablation_spec(p, name)
         method_params(p, method_id, overrides)
-
-
-def test_resolved_files_change_only_with_the_values_in_force(tmp_path):
-    from sentlab.config import resolved_files, write_resolved
-
-    r = raw()
-    base = resolved_files(validate(resolve_profile(r, "quick")))
-    assert {"seed.json", "train.json", "evaluate.json", "methods/simcse.json", "methods/paser.json",
-            "ablations/variants/ptbert_m64.json"} <= set(base)
-
-    # Editing another profile's block changes none of the active profile's files.
-    r2 = raw()
-    r2["profiles"]["paper"].setdefault("train", {})["lr"] = 0.123
-    assert resolved_files(validate(resolve_profile(r2, "quick"))) == base
-
-    # Editing one method's block changes that method's file ...
-    r3 = raw()
-    r3["methods"]["paser"]["top_k"] = 3
-    changed = resolved_files(validate(resolve_profile(r3, "quick")))
-    # ... and the ablation variants of that method, whose merged block holds it
-    assert {k for k in base if base[k] != changed[k]} == {"methods/paser.json"} | {
-        f"ablations/variants/{n}.json" for n, v in r3["ablations"]["variants"].items()
-        if v["method"] == "paser" and "top_k" not in v["set"]}  # (a variant setting top_k itself stays)
-
-    # Switching profiles changes every file (each names the profile that outputs record).
-    paper = resolved_files(validate(resolve_profile(r, "paper")))
-    assert all(paper[k] != base[k] for k in base if k in paper)
-    assert paper["model.json"]["value"]["backbone"] == "bert-base-uncased"
-
-    out = tmp_path / "params"
-    assert write_resolved(validate(resolve_profile(r, "quick")), out) == len(base)
-    assert json.loads((out / "methods/paser.json").read_text()) == base["methods/paser.json"]
 
 
 def test_a_method_line_sets_its_own_backbone(monkeypatch, tmp_path):

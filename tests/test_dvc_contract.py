@@ -1,7 +1,7 @@
 """dvc.yaml declares every file a stage executes: the sentlab modules reachable from the stage's
 entry point (every import, module-level or inside a function, followed transitively) must each be
 covered by one of the stage's deps — the file itself, a folder holding it, or the stage kind's
-code file ``data/params/code/<kind>.json`` (resolve_params writes the sha256 of every file that
+code file ``data/sources/code/<kind>.json`` (the ``sources`` stage writes the sha256 of every file that
 kind executes, found by :mod:`sentlab.provenance`; this test walks the imports on its own)."""
 
 from __future__ import annotations
@@ -73,6 +73,8 @@ def _stages():
 
     with Repo(str(REPO)) as repo:
         for stage in repo.index.stages:
+            if stage.always_changed:   # `sources`: runs at every `dvc repro`, its deps decide nothing
+                continue
             deps = [Path(d.def_path).as_posix().rstrip("/") for d in stage.deps]
             yield stage.addressing, stage.cmd, deps
 
@@ -82,10 +84,10 @@ STAGES = list(_stages())
 
 @lru_cache(maxsize=None)
 def code_file_lists() -> dict[str, tuple[str, frozenset[str]]]:
-    """``{"data/params/code/<kind>.json": (entry, files it hashes)}`` as resolve_params writes them."""
+    """``{"data/sources/code/<kind>.json": (entry, files it hashes)}`` as the sources stage writes them."""
     from sentlab.provenance import stage_code_files
 
-    return {f"data/params/{rel}": (c["entry"], frozenset(c["files"])) for rel, c in stage_code_files(REPO).items()}
+    return {f"data/sources/{rel}": (c["entry"], frozenset(c["files"])) for rel, c in stage_code_files(REPO).items()}
 
 
 @pytest.mark.parametrize("name, cmd, deps", STAGES, ids=[s[0] for s in STAGES])
@@ -116,15 +118,15 @@ def test_a_code_file_changes_exactly_when_a_module_its_stage_runs_changes():
 
     from sentlab import provenance
 
-    assert "src/sentlab/report/build.py" in code_file_lists()["data/params/code/report.json"][1]
-    assert "src/sentlab/report/build.py" not in code_file_lists()["data/params/code/train.json"][1]
-    assert "src/sentlab/evaluate/figures.py" not in code_file_lists()["data/params/code/train.json"][1]
+    assert "src/sentlab/report/build.py" in code_file_lists()["data/sources/code/report.json"][1]
+    assert "src/sentlab/report/build.py" not in code_file_lists()["data/sources/code/train.json"][1]
+    assert "src/sentlab/evaluate/figures.py" not in code_file_lists()["data/sources/code/train.json"][1]
     code = provenance.stage_code("train", REPO)
     f = "src/sentlab/train/loop.py"
     assert code["files"][f] == hashlib.sha256(provenance._semantic_source(REPO / f)).hexdigest()
 
 
-def test_only_the_param_files_and_the_exports_stay_out_of_the_dvc_cache():
+def test_only_the_exports_stay_out_of_the_dvc_cache():
     """Issue 15: exports/ holds copies of the weights of models/<m>, which DVC caches; caching exports/ too
     copied ~1.1 GB into the cache and back (35 s of the quick run's 37 s export stage). Every other output,
     the trained models included, stays cached (`dvc checkout` / `dvc push` need them)."""
@@ -133,4 +135,4 @@ def test_only_the_param_files_and_the_exports_stay_out_of_the_dvc_cache():
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
     uncached = sorted(next(iter(out)) for stage in stages.values() for out in stage.get("outs", [])
                       if isinstance(out, dict) and next(iter(out.values()), {}).get("cache") is False)
-    assert uncached == ["data/params", "exports"]
+    assert uncached == ["exports"]

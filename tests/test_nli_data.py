@@ -111,7 +111,9 @@ def test_choose_source_reads_the_upstream_csv_when_present_and_falls_back_offlin
 
 
 def run_prepare(folder: Path, mirror: Path, nli: str, monkeypatch) -> dict:
-    (folder / "params.yaml").write_text(f"profile: quick\nprepare: {{size: 50, nli: {nli}}}\n", encoding="utf-8")
+    from conftest import stage_workspace
+
+    stage_workspace(folder, lambda r: r["prepare"].update(size=50, nli=nli))
     monkeypatch.chdir(folder)
     monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(mirror))
     monkeypatch.setenv("SENTLAB_OFFLINE", "1")

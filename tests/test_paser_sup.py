@@ -146,15 +146,16 @@ def test_dvc_paser_sup_stage_reads_models_paser_and_others_do_not():
     with Repo(str(REPO)) as repo:
         stages = {s.addressing: s for s in repo.index.stages}
     deps = {name: {Path(d.def_path).as_posix().rstrip("/") for d in s.deps} for name, s in stages.items()}
-    assert stages["train_from@paser_sup"].cmd == "python pipeline/train.py paser_sup"
-    assert {"models/paser", "data/annotations", "data/corpus", "data/params/methods/paser_sup.json"} <= deps[
-        "train_from@paser_sup"]
-    assert "models/paser_sup" in deps["evaluate_from@paser_sup"]
+    assert stages["train@paser_sup"].cmd == "python pipeline/train.py paser_sup --method paser_sup --seed 42"
+    assert {"models/paser", "data/annotations", "data/corpus"} <= deps["train@paser_sup"]
+    assert "models/paser_sup" in deps["evaluate@paser_sup"]
+    params = {name: {k for p in s.deps if hasattr(p, "params") for k in (p.params or [])} for name, s in stages.items()}
+    assert "methods_from.paser_sup" in params["train@paser_sup"]
     for name, d in deps.items():  # no other stage depends on a model folder it does not read
-        if name.startswith(("train", "ablate")) and name != "train_from@paser_sup":
+        if name.startswith("train@") and name != "train@paser_sup":
             assert not any(x.startswith("models/") for x in d), name
-            if "data/params/methods/paser.json" in d:  # paser's params: only paser's own train stages (its seeds)
-                assert name == "train@paser" or name.startswith("train_seed@paser-"), name
+            if "methods.paser" in params[name]:  # paser's params: only paser's own train stages (its seeds)
+                assert name == "train@paser" or name.startswith("train@paser-s"), name
     assert "data/corpus" in deps["annotate"]
 
 

@@ -48,8 +48,8 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     # and `sources`, which hashes the files outside the repository
     stages = subprocess.run(dvc + ["stage", "list", "--name-only"], cwd=repo, env=env, capture_output=True, text=True,
                             check=True).stdout.split()
-    assert len(stages) == 18 and "sources" in stages, stages
-    assert "train_seed@simcse-43" in stages and "train@ct" not in stages, stages
+    assert len(stages) == 17 and "sources" in stages, stages
+    assert "train@simcse-s43" in stages and "train@ct" not in stages, stages
     run = subprocess.run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
 
@@ -97,7 +97,7 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     cache = repo / ".sentlab_cache/embeddings"
     entries = {f.name: f.stat().st_ino for f in cache.glob("*.npy")}   # a miss would replace a file (a new inode)
     assert "simcse" in {json.loads(f.read_text())["name"] for f in cache.glob("*.json")}
-    rerun = subprocess.run([sys.executable, "pipeline/evaluate.py", "trained", "simcse"], cwd=repo,
+    rerun = subprocess.run([sys.executable, "pipeline/evaluate.py", "simcse"], cwd=repo,
                            env={**env, "SENTLAB_LOG": "INFO"}, capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert "embedding cache hit: simcse" in rerun.stderr, rerun.stderr[-3000:]
@@ -110,32 +110,39 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     assert [ln for ln in again.stdout.splitlines() if ln.startswith("Running stage")] == \
         ["Running stage 'sources':"], again.stdout
 
-    # Editing another profile's block re-runs only resolve_params, whose files come out the same.
-    raw = yaml.safe_load((repo / "params.yaml").read_text())
-    raw["profiles"]["paper"].setdefault("train", {})["lr"] = 1.23e-5
-    (repo / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    # An edit of `runtime` (how a training runs) re-runs nothing; an edit of a method's line is seen by `dvc status`
+    # at once, before anything runs, and names exactly that method's stages (and the report and export that read
+    # every model).
+    params_file = repo / "params.yaml"
+    original = params_file.read_text()
+    params_file.write_text(original.replace("num_threads: null", "num_threads: 1", 1))
     edited = subprocess.run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
     assert edited.returncode == 0, edited.stdout[-3000:] + edited.stderr[-3000:]
     ran = [ln for ln in edited.stdout.splitlines() if ln.startswith("Running stage")]
-    assert ran == ["Running stage 'resolve_params':", "Running stage 'sources':"], edited.stdout[-3000:]
+    assert ran == ["Running stage 'sources':"], edited.stdout[-3000:]
+    raw = yaml.safe_load(original)
+    raw["methods"]["simcse"] = {"temperature": 0.07}
+    params_file.write_text(yaml.safe_dump(raw, sort_keys=False))
+    status = subprocess.run(dvc + ["status", "--json"], cwd=repo, env=env, capture_output=True, text=True, check=True)
+    assert set(json.loads(status.stdout)) - {"sources"} == {"train@simcse", "train@simcse-s43", "evaluate@simcse",
+                                                             "evaluate@simcse-s43", "report", "export"}, status.stdout
+    params_file.write_text(original)
     shown = subprocess.run(dvc + ["metrics", "show"], cwd=repo, env=env, capture_output=True, text=True)
     assert "base-mean.json" in shown.stdout and "STS12" in shown.stdout
 
-    # Adding a seed changes the stage list: resolve_params refuses to run on the stale stage_lines (nothing else
-    # runs); `sentlab profile smoke` rewrites them, and then only that seed's stages (and the report) run.
-    raw = yaml.safe_load((repo / "params.yaml").read_text())
-    raw["profiles"]["smoke"]["seeds"]["per_method"]["simcse"] = 3
-    (repo / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    # Adding a seed changes the stage list: the `sources` stage refuses to run on the stale models.yaml (nothing
+    # else runs); `sentlab stages` rewrites it, and then only that seed's stages (and the report, export) run.
+    raw = yaml.safe_load(original)
+    raw["seeds"]["per_method"]["simcse"] = 3
+    params_file.write_text(yaml.safe_dump(raw, sort_keys=False))
     stale = subprocess.run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
-    assert stale.returncode != 0 and "sentlab profile smoke" in stale.stdout + stale.stderr, stale.stdout[-3000:]
+    assert stale.returncode != 0 and "sentlab stages" in stale.stdout + stale.stderr, stale.stdout[-3000:]
     assert [ln for ln in stale.stdout.splitlines() if ln.startswith("Running stage")] == \
-        ["Running stage 'resolve_params':"], stale.stdout[-3000:]
-    subprocess.run([sys.executable, "-m", "sentlab.cli", "profile", "smoke"], cwd=repo, env=env, check=True)
+        ["Running stage 'sources':"], stale.stdout[-3000:]
+    subprocess.run([sys.executable, "-m", "sentlab.cli", "stages"], cwd=repo, env=env, check=True)
     added = subprocess.run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
     assert added.returncode == 0, added.stdout[-3000:] + added.stderr[-3000:]
     ran = [ln for ln in added.stdout.splitlines() if ln.startswith("Running stage")]
-    expected = {f"Running stage '{s}':" for s in ("resolve_params", "sources", "train_seed@simcse-44",
-                                                  "evaluate_seed@simcse-44",
-                                                  "report")}
+    expected = {f"Running stage '{s}':" for s in ("sources", "train@simcse-s44", "evaluate@simcse-s44", "report")}
     assert set(ran) - {"Running stage 'export':"} == expected, added.stdout[-3000:]   # (export reads every model)
     assert json.loads((repo / "reports/metrics/simcse-s43.json").read_text()) == s43

@@ -6,13 +6,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sentlab.config import PROFILES, load_all_profiles
+from sentlab.config import PROFILES
+from sentlab.profiles import load_all_profiles
 from sentlab.train import loop
 
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_profile_states_its_training_precision(profile):
-    p = load_all_profiles("params.yaml")[profile]
+    p = load_all_profiles("profiles")[profile]
     assert p.train.precision in ("fp32", "bf16"), f"profile {profile}: train.precision {p.train.precision!r}"
     assert p.evaluate.precision in ("auto", "fp32")                      # exact evaluation
 
@@ -20,5 +21,5 @@ def test_every_profile_states_its_training_precision(profile):
 @pytest.mark.parametrize("native", [True, False])
 def test_the_stated_precision_is_what_trains_whatever_the_cpu(monkeypatch, native):
     monkeypatch.setattr(loop, "cpu_has_native_bf16", lambda *a: native)
-    stated = load_all_profiles("params.yaml")["quick"].train.precision
+    stated = load_all_profiles("profiles")["quick"].train.precision
     assert loop.resolve_precision(stated, torch.device("cpu")) == stated

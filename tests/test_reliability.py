@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sentlab.config import load_all_profiles, resolve_profile, validate
+from sentlab.config import validate
+from sentlab.profiles import load_all_profiles, profile_values
 from sentlab.errors import SentlabError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -88,18 +89,21 @@ def test_corrupt_safetensors_is_one_paragraph_not_a_traceback(tmp_path, tok):
 
 # --- params: every profile, ablation variants -------------------------------------------------
 def test_all_committed_profiles_validate():
-    assert set(load_all_profiles(REPO / "params.yaml")) == {"quick", "smoke", "paper"}
+    assert set(load_all_profiles(REPO / "profiles")) == {"quick", "smoke", "paper"}
 
 
 def test_a_bad_key_in_an_inactive_profile_is_found(tmp_path, capsys):
     from sentlab.cli import main
 
-    r = raw()
-    r["profiles"]["paper"]["train"]["batch_sizee"] = 64
+    import shutil
+
+    shutil.copytree(REPO / "profiles", tmp_path / "profiles")
+    shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
+    paper = tmp_path / "profiles" / "paper.yaml"
+    paper.write_text(paper.read_text().replace("  max_steps: null\n", "  max_steps: null\n  batch_sizee: 64\n", 1))
     p = tmp_path / "params.yaml"
-    p.write_text(yaml.safe_dump(r))
     with pytest.raises(SentlabError, match=r"profile paper.*batch_sizee"):
-        load_all_profiles(p)
+        load_all_profiles(tmp_path / "profiles")
     assert main(["params", "--params", str(p), "--profile", "quick"]) == 2
     assert "batch_sizee" in capsys.readouterr().err
 
@@ -114,14 +118,14 @@ def test_ablation_variants_are_validated(spec, match):
     r = raw()
     r["ablations"]["variants"]["bad"] = spec
     with pytest.raises(SentlabError, match=match):
-        validate(resolve_profile(r))
+        validate(r)
 
 
 def test_ablations_enabled_must_be_a_real_bool():
     r = raw()
     r["ablations"]["enabled"] = "false"
     with pytest.raises(SentlabError, match=r"ablations\.enabled.*true or false"):
-        validate(resolve_profile(r))
+        validate(r)
 
 
 # --- MLflow -----------------------------------------------------------------------------------
@@ -168,61 +172,43 @@ def test_runs_carry_the_commit_and_the_dvc_experiment(monkeypatch):
     assert tags["sentlab.dvc_exp_name"] == "ptbert-m64"
 
 
-# --- DVC: the resolved params files are exact ---------------------------------------------------
-def _resolved(r, profile="quick"):
-    from sentlab.config import resolved_files
+# --- DVC: what a stage declares is what it reads -------------------------------------------------
+def test_no_stage_declares_runtime_and_runtime_changes_no_stage_list():
+    """`runtime` (threads, device, checkpoint interval) is how a training runs: no stage declares it, so an edit of
+    it re-runs nothing; it changes no entry of the stage list either."""
+    from sentlab.stage_list import stage_list_for
 
-    return resolved_files(validate(resolve_profile(r, profile)))
-
-
-def test_non_semantic_train_keys_change_no_file():
-    base = _resolved(raw())
+    dvc_yaml = yaml.safe_load((REPO / "dvc.yaml").read_text())
+    for name, stage in dvc_yaml["stages"].items():
+        declared = (stage.get("do") or stage).get("params") or []
+        assert not any(str(k).split(".")[0] == "runtime" for k in declared), name
+    base = stage_list_for(validate(raw()))
     for key, value in (("checkpoint_every", 7), ("num_threads", 1), ("device", "cpu")):
         r = raw()
-        r["train"][key] = value
-        assert _resolved(r) == base, key
+        r["runtime"][key] = value
+        assert stage_list_for(validate(r)) == base, key
 
 
-def test_editing_train_methods_changes_only_the_methods_added_or_removed():
+def test_editing_train_methods_changes_only_the_entries_added_or_removed():
+    from sentlab.stage_list import stage_list_for
+
     r = raw()
-    base = _resolved(r)
-    assert base["methods/simcse.json"]["trained"] is True and base["methods/ct.json"]["trained"] is False
+    base = stage_list_for(validate(r))["models"]
     r["train"]["methods"] = [m for m in r["train"]["methods"] if m != "simcse"] + ["ct"]
-    changed = _resolved(r)
-    # ... and the seed files of the method removed (simcse's extra seeds leave its stage lines)
-    assert sorted(k for k in base if base[k] != changed[k]) == ["methods/ct.json", "methods/simcse.json",
-                                                                "seeds/simcse-43.json", "seeds/simcse-44.json"]
+    changed = stage_list_for(validate(r))["models"]
+    assert sorted(set(base) ^ set(changed)) == ["ct", "simcse", "simcse-s43", "simcse-s44"]
+    assert all(changed[k] == base[k] for k in set(base) & set(changed))
 
 
-def test_ablation_file_holds_its_merged_block_and_not_the_main_methods_selection():
-    r = raw()
-    base = _resolved(r, "paper")
-    v = base["ablations/variants/ptbert_m64.json"]
-    assert v["method"] == "ptbert" and v["value"]["pseudo_len"] == 64 and v["enabled"] is True
-    r["profiles"]["paper"]["train"]["methods"].remove("ptbert")
-    assert _resolved(r, "paper")["ablations/variants/ptbert_m64.json"] == v
+def test_an_ablation_entry_names_its_method_line_and_does_not_depend_on_the_methods_selection():
+    from sentlab.stage_list import stage_list_for
 
-
-def test_an_edit_the_active_profile_shadows_is_refused(tmp_path, monkeypatch):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("params_stage", REPO / "pipeline" / "params.py")
-    stage = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(stage)
-    r = raw()
-    r["profile"] = "paper"
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "dvc.lock").write_text(yaml.safe_dump(
-        {"schema": "2.0", "stages": {"resolve_params": {"params": {"params.yaml": r}}}}))
-    edited = yaml.safe_load(yaml.safe_dump(r))
-    edited["methods"]["paser"]["decoder_layers"] = 4  # shadowed by profiles.paper.methods.paser.decoder_layers
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(edited))
-    with pytest.raises(SentlabError, match=r"`methods\.paser\.decoder_layers`.*profiles\.paper\.methods\.paser\.decoder_layers"):
-        stage.refuse_shadowed_edits()
-    edited["methods"]["paser"]["decoder_layers"] = 2
-    edited["methods"]["paser"]["top_k"] = 3  # not shadowed: takes effect
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(edited))
-    stage.refuse_shadowed_edits()
+    paper = profile_values("paper", REPO / "profiles")
+    v = stage_list_for(validate(paper))["models"]["ptbert_m64"]
+    assert v == {"method": "ptbert", "seed": 42, "line": "methods.ptbert", "own": "ablations.variants.ptbert_m64",
+                 "init": "data/sources/model.json"}
+    paper["train"]["methods"].remove("ptbert")
+    assert stage_list_for(validate(paper))["models"]["ptbert_m64"] == v
 
 
 # --- `sentlab train` outside the profile ---------------------------------------------------------
@@ -233,11 +219,11 @@ def test_sentlab_train_refuses_a_method_the_profile_does_not_train(tmp_path, mon
 
     monkeypatch.chdir(tmp_path)
     r = raw()
-    assert "ct" not in resolve_profile(r).get("train", {}).get("methods", [])
+    assert "ct" not in r["train"]["methods"]
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(r))
     assert main(["train", "ct", "--params", "params.yaml"]) == 2
     err = capsys.readouterr().err
-    assert "`ct` is not in train.methods of profile `quick`" in err and "profiles.quick.train.methods" in err
+    assert "`ct` is not in train.methods of profile `quick`" in err and "sentlab stages" in err
     assert main(["train", "--ablation", "ptbert_m64", "--params", "params.yaml"]) == 2
     assert "ablations.enabled is false" in capsys.readouterr().err
     assert not (tmp_path / "models").exists()
@@ -246,19 +232,16 @@ def test_sentlab_train_refuses_a_method_the_profile_does_not_train(tmp_path, mon
 # --- dvc.yaml declares the values in force ------------------------------------------------------
 
 
-def test_stages_declare_resolved_params_files_not_raw_keys():
-    """Only resolve_params reads params.yaml; every other stage's params are files it writes
-    (the values after the active profile is merged), so `dvc exp show` shows what trained."""
+def test_stages_declare_params_yaml_keys():
+    """Every stage's params are params.yaml keys (the values in force), so `dvc exp show` shows what trained and
+    `dvc exp run -S key=value` reaches the stages that read it; a model that starts from another depends on it."""
     from dvc.repo import Repo
 
     with Repo(str(REPO)) as repo:
         for stage in repo.index.stages:
             files = {Path(p.def_path).as_posix() for p in stage.params}
-            if stage.addressing == "resolve_params":
-                assert files == {"params.yaml"}
-            else:
-                assert files and all(f.startswith("data/params/") for f in files), (stage.addressing, files)
-            if stage.addressing.startswith("train_from@"):
+            assert files == {"params.yaml"}, (stage.addressing, files)
+            if stage.addressing == "train@paser_sup":
                 assert "models/paser" in {Path(d.def_path).as_posix() for d in stage.deps}
 
 
@@ -267,7 +250,7 @@ def test_paper_profile_prepare_keeps_every_line_simcse_trains_on(tmp_path):
     them. The paper profile's prepare settings must take them all (only empty lines go)."""
     from sentlab.data.corpus import sample_corpus
 
-    p = resolve_profile({**raw(), "profile": "paper"})["prepare"]
+    p = profile_values("paper", REPO / "profiles")["prepare"]
     lines = ["a repeated line ."] * 3 + ["word " * 300, "", "another one ."]
     f = tmp_path / "wiki.txt"
     f.write_text("\n".join(lines) + "\n")
@@ -313,9 +296,9 @@ def test_prepare_on_a_bad_source_names_it_and_leaves_the_outputs_as_they_were(mi
 
     src = tmp_path / "mirror"
     shutil.copytree(mirror, src)
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "params.yaml").write_text("profile: quick\nprepare: {size: 50, nli: none}\n", encoding="utf-8")
+    from conftest import stage_workspace
+
+    work = stage_workspace(tmp_path / "work", lambda r: r["prepare"].update(size=50, nli="none"))
     monkeypatch.chdir(work)
     monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(src))
     monkeypatch.setenv("SENTLAB_OFFLINE", "1")
@@ -376,14 +359,3 @@ def test_sentlab_evaluate_logs_to_mlflow_and_records_its_numerics(mirror, tmp_pa
                                         "SICKRelatedness", "Avg")]
 
 
-def test_a_profile_switch_or_an_edit_made_with_the_profiles_key_is_not_refused():
-    from sentlab.config import shadowed_edits
-
-    prev = raw()
-    prev["profile"] = "paper"
-    cur = yaml.safe_load(yaml.safe_dump(prev))
-    cur["methods"]["paser"]["decoder_layers"] = 4
-    assert shadowed_edits(cur, prev, "paper") == ["methods.paser.decoder_layers"]
-    assert shadowed_edits(cur, {**prev, "profile": "quick"}, "paper") == []  # switched profile: everything re-runs
-    cur["profiles"]["paper"]["methods"]["paser"]["decoder_layers"] = 5  # a commit changing both: in force changes
-    assert shadowed_edits(cur, prev, "paper") == []

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sentlab.config import resolve_profile, validate
+from sentlab.config import validate
 from sentlab.errors import SentlabError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,7 +33,7 @@ def test_nan_and_infinity_are_refused_naming_the_key(path, value):
         node = node.setdefault(k, {})
     node[path[-1]] = value
     with pytest.raises(SentlabError, match=r"`" + r"\.".join(path) + r"`.*finite"):
-        validate(resolve_profile(r))
+        validate(r)
 
 
 def test_yaml_nan_in_params_file_exits_2(tmp_path, capsys):
@@ -150,12 +150,14 @@ def test_a_corrupt_resume_state_names_the_checkpoint_folder_to_delete(tmp_path, 
 
 # --- the resume key: what determines the trained result, nothing else ------------------------------
 def test_runtime_settings_keep_the_resume_key_and_result_settings_change_it():
+    from sentlab.config import RUNTIME_KEYS
     from sentlab.train.run import method_params, run_key
 
     def key(**train):
         r = raw()
-        r["train"].update(train)
-        p = validate(resolve_profile(r))
+        for k, v in train.items():
+            r["runtime" if k in RUNTIME_KEYS else "train"][k] = v
+        p = validate(r)
         return run_key(p, "simcse", method_params(p, "simcse"), "corpus-fp")
 
     base = key()
@@ -251,9 +253,9 @@ def test_every_file_prepare_reads_is_hashed_by_content_not_by_place(mirror, tmp_
 
     src = tmp_path / "mirror"
     shutil.copytree(mirror, src, ignore=shutil.ignore_patterns("models"))
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "params.yaml").write_text("profile: quick\nprepare: {size: 50, nli: none}\n", encoding="utf-8")
+    from conftest import stage_workspace
+
+    work = stage_workspace(tmp_path / "work", lambda r: r["prepare"].update(size=50, nli="none"))
     monkeypatch.chdir(work)
     monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(src))
     monkeypatch.setenv("SENTLAB_OFFLINE", "1")
@@ -280,17 +282,18 @@ def test_every_file_prepare_reads_is_hashed_by_content_not_by_place(mirror, tmp_
 def test_the_stages_reading_a_source_depend_on_its_hashes():
     d = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
     assert d["sources"]["always_changed"] is True
-    assert {next(iter(o)) if isinstance(o, dict) else o for o in d["sources"]["outs"]} == \
-        {"data/sources/data.json", "data/sources/model.json"}
+    assert {next(iter(o)) if isinstance(o, dict) else o for o in d["sources"]["outs"]} == {"data/sources"}
     assert "data/sources/data.json" in d["prepare"]["deps"]
-    for stage in ("train", "train_seed", "ablate", "evaluate_baseline"):
-        assert "data/sources/model.json" in d[stage]["do"]["deps"], stage
+    assert "data/sources/model.json" in d["evaluate_baseline"]["do"]["deps"]
+    assert "${item.init}" in d["train"]["do"]["deps"]   # the backbone's hashes, or the model it starts from
+    models = yaml.safe_load((REPO / "models.yaml").read_text())["models"]
+    assert {m["init"] for m in models.values()} == {"data/sources/model.json", "models/paser"}
 
 
 # --- a failed `dvc repro` stage loses nothing `dvc checkout` cannot bring back ------------------------
 def test_every_output_dvc_cannot_restore_persists():
     """DVC removes a stage's outputs before running it; `dvc checkout` restores the cached ones after a
-    failure, not the `cache: false` ones (data/params, exports): those must persist (the stage replaces
+    failure, not the `cache: false` ones (exports): those must persist (the stage replaces
     them as a whole, atomically, only when it succeeds)."""
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
     uncached = {}
@@ -300,7 +303,7 @@ def test_every_output_dvc_cannot_restore_persists():
                 (path, opts), = out.items()
                 if opts and opts.get("cache") is False:
                     uncached[path] = opts.get("persist")
-    assert uncached == {"data/params": True, "exports": True}
+    assert uncached == {"exports": True}
 
 
 def test_a_bad_source_fails_in_the_sources_stage_before_prepare_loses_its_outputs(mirror, tmp_path, monkeypatch,
@@ -312,9 +315,9 @@ def test_a_bad_source_fails_in_the_sources_stage_before_prepare_loses_its_output
 
     src = tmp_path / "mirror"
     shutil.copytree(mirror, src, ignore=shutil.ignore_patterns("models"))
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "params.yaml").write_text("profile: quick\nprepare: {size: 50, nli: none}\n", encoding="utf-8")
+    from conftest import stage_workspace
+
+    work = stage_workspace(tmp_path / "work", lambda r: r["prepare"].update(size=50, nli="none"))
     monkeypatch.chdir(work)
     monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(src))
     monkeypatch.setenv("SENTLAB_OFFLINE", "1")
@@ -342,7 +345,7 @@ def test_an_edit_of_the_training_code_is_not_a_dependency_of_the_baselines():
     assert "src/sentlab/evaluate/baselines.py" in baseline and "src/sentlab/evaluate/protocol.py" in baseline
     d = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["evaluate_baseline"]["do"]
     assert d["cmd"].startswith("python pipeline/evaluate_baseline.py")
-    assert "data/params/code/evaluate_baseline.json" in d["deps"] and "data/params/code/evaluate.json" not in d["deps"]
+    assert "data/sources/code/evaluate_baseline.json" in d["deps"] and "data/sources/code/evaluate.json" not in d["deps"]
     assert "__pycache__/" in (REPO / ".dvcignore").read_text().splitlines()
 
 
@@ -398,22 +401,12 @@ def test_an_exported_model_shares_no_file_with_the_trained_one(tmp_path):
     assert (src / "model.safetensors").read_bytes() == b"weights" * 100   # ... leaves the trained model
 
 
-@pytest.mark.parametrize("name, stage", [("simcse", "train@simcse"), ("simcse-s43", "train_seed@simcse-43"),
-                                         ("paser_sup", "train_from@paser_sup")])
-def test_a_missing_trained_model_names_its_existing_stage(name, stage):
+@pytest.mark.parametrize("name", ["simcse", "simcse-s43", "paser_sup"])
+def test_a_missing_trained_model_names_its_train_stage(name):
     from sentlab.evaluate.trained import missing_model_error
 
-    e = missing_model_error(validate(resolve_profile(raw())), name, f"models/{name}")
-    assert f"`dvc repro {stage}`" in str(e) and e.exit_code == 2
-
-
-@pytest.mark.parametrize("name", ["ct", "ptbert-s46", "ptbert_m64", "nosuch"])
-def test_evaluating_a_model_outside_the_profile_names_no_stage_that_does_not_exist(name):
-    from sentlab.evaluate.trained import missing_model_error
-
-    msg = str(missing_model_error(validate(resolve_profile(raw())), name, f"models/{name}"))
-    assert "dvc repro train" not in msg and "ablate@" not in msg
-    assert "profiles.quick.train.methods" in msg and "sentlab profile quick" in msg
+    e = missing_model_error(name, f"models/{name}")
+    assert f"`dvc repro train@{name}`" in str(e) and e.exit_code == 2
 
 
 def test_a_copied_workspace_keeps_its_mlflow_artifacts_with_its_own_store(tmp_path, monkeypatch):
@@ -462,7 +455,7 @@ def test_a_new_store_elsewhere_keeps_its_artifacts_beside_it_without_a_warning(t
 
 
 def test_a_comment_in_the_training_code_changes_no_code_file(tmp_path, monkeypatch):
-    """data/params/code/train.json is what the train stages depend on: a comment or docstring edit of
+    """data/sources/code/train.json is what the train stages depend on: a comment or docstring edit of
     train/loop.py leaves it as it was (no training re-runs), a code edit changes it."""
     import shutil
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from sentlab.config import Params, load_params, resolve_profile, resolved_files, validate
+from sentlab.config import Params, load_params, validate
 from sentlab.errors import SentlabError
 from sentlab.evaluate import stats as S
 from sentlab.evaluate.cosines import SCHEMA, confidence_intervals, read_cosines, write_cosines
@@ -119,15 +119,16 @@ def _raw():
     return yaml.safe_load(open("params.yaml"))
 
 
-def test_adding_a_seed_changes_only_its_own_stage_file():
+def test_adding_a_seed_adds_only_its_own_stage_entry():
+    from sentlab.stage_list import stage_list_for
+
     raw = _raw()
-    before = resolved_files(validate(resolve_profile(raw, "quick")))
+    before = stage_list_for(validate(raw))["models"]
     raw["seeds"]["per_method"]["simcse"] = 4
-    after = resolved_files(validate(resolve_profile(raw, "quick")))
-    changed = sorted(k for k in after if after[k] != before.get(k))
-    assert changed == ["seeds/simcse-45.json"]
-    assert after["seeds/simcse-45.json"]["trained"] is True and before["seeds/simcse-45.json"]["trained"] is False
-    assert before["seeds/simcse-43.json"]["value"] == {"method": "simcse", "seed": 43}
+    after = stage_list_for(validate(raw))["models"]
+    assert sorted(set(after) - set(before)) == ["simcse-s45"] and all(after[k] == before[k] for k in before)
+    assert before["simcse-s43"] == {"method": "simcse", "seed": 43, "line": "methods.simcse",
+                                    "own": "methods.simcse", "init": "data/sources/model.json"}
 
 
 def test_quick_trains_three_seeds_of_simcse_and_ptbert_paper_five_of_every_method():
@@ -148,40 +149,39 @@ def test_bad_seed_params_are_refused(seeds, msg):
     raw = _raw()
     raw["seeds"] = {**raw["seeds"], **seeds}
     with pytest.raises(SentlabError, match=msg):
-        validate(resolve_profile(raw, "quick"))
+        validate(raw)
 
 
 def test_a_profile_cannot_change_the_seed_pool():
-    raw = _raw()
-    raw["profiles"]["smoke"]["seeds"] = {"pool": [7, 8]}
+    from sentlab.profiles import check_overrides
+
     with pytest.raises(SentlabError, match="seeds.pool"):
-        resolve_profile(raw, "smoke")
+        check_overrides(_raw(), {"seeds": {"pool": [7, 8]}}, "profiles/smoke.yaml")
 
 
 def test_dvc_yaml_declares_a_seed_stage_per_extra_seed_of_the_profile():
     import yaml
 
     dvc = yaml.safe_load(open("dvc.yaml"))
-    st = dvc["stages"]["train_seed"]
-    assert st["foreach"] == "${stage_lines.seeds}"
-    assert st["do"]["cmd"] == "python pipeline/train.py ${item.method} --seed ${item.seed}"
-    assert "data/params/seeds/${key}.json" in [next(iter(p)) for p in st["do"]["params"]]
-    assert not any("seed.json" in next(iter(p)) for p in st["do"]["params"])   # not the global seed: its own
-    assert dvc["stages"]["evaluate_seed"]["do"]["outs"][1] == "reports/cosines/${item.method}-s${item.seed}.parquet"
+    st = dvc["stages"]["train"]
+    assert st["foreach"] == "${models}"   # models.yaml: every seed a model entry <m>-s<seed>
+    assert st["do"]["cmd"] == "python pipeline/train.py ${key} --method ${item.method} --seed ${item.seed}"
+    assert "seed" not in st["do"]["params"]   # not the global seed: its own, in its command
+    assert dvc["stages"]["evaluate"]["do"]["outs"][1] == "reports/cosines/${key}.parquet"
 
 
 def test_the_report_reads_only_the_profiles_models(tmp_path):
     """Another profile's outputs left in the workspace (no stage of this profile writes them) are not
     reported as current: a method the profile does not train says "not run in this profile"."""
-    from sentlab.config import profile_models
     from sentlab.report.build import build_report
+    from sentlab.stage_list import profile_models
 
     _evaluated(tmp_path, "simcse", 2.0, 1, {"id": "simcse"})
     _evaluated(tmp_path, "ct", 0.5, 2, {"id": "ct"})            # an earlier paper run's, stale here
     (tmp_path / "reports/curves").mkdir(parents=True)
     for n in ("simcse", "ct"):
         (tmp_path / f"reports/curves/{n}.csv").write_text("step,stsb_dev,alignment,uniformity,loss\n20,80,,,\n")
-    quick = profile_models(validate(resolve_profile(_raw(), "quick")))
+    quick = profile_models(validate(_raw()))
     assert quick["simcse"] and not quick["ct"] and quick["simcse-s43"] and not quick["moco-s43"]
     rep = build_report(tmp_path, "b", "quick", quick)
     md = (tmp_path / "reports/tables/ptbert_table3.md").read_text()

@@ -13,7 +13,8 @@ spec.loader.exec_module(stage_times)
 def test_seed_stages_are_grouped_by_the_model_they_wrote(tmp_path):
     """A seed stage's key is `<method>-<seed>` but its outputs are `<method>-s<seed>`: a not-run seed is a
     marker, a trained one stays in `train_seed@*` (the first table counted 104 seed markers as trainings)."""
-    assert stage_times.output_name("train_seed@simcse-43") == "simcse-s43"
+    assert stage_times.output_name("train@simcse-s43") == "simcse-s43"
+    assert stage_times.output_name("train_seed@simcse-43") == "simcse-s43"   # a log of the earlier layout
     assert stage_times.output_name("evaluate_seed@moco_srl-46") == "moco_srl-s46"
     assert stage_times.output_name("ablate@ptbert_m64") == "ptbert_m64"
     for name, status in (("simcse-s43", "trained"), ("ct-s43", "not run in this profile")):

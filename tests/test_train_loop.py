@@ -199,17 +199,17 @@ def test_corpus_too_small_is_a_clear_error(tmp_path, tok):
                      tracking=False, progress=False)
 
 
-def test_stage_writes_marker_when_not_in_profile(tmp_path, monkeypatch):
-    (tmp_path / "params.yaml").write_text(
-        "profile: quick\ntrain: {methods: []}\nmethods: {simcse: {}, ptbert: {}}\nablations: {enabled: false}\n"
-        "profiles: {paper: {ablations: {enabled: true}}}\n")
-    monkeypatch.chdir(tmp_path)
-    assert stage_main(["simcse"]) == 0
-    assert json.loads((tmp_path / "models" / "simcse" / "sentlab.json").read_text()) == {
-        "method": "simcse", "name": "simcse", "status": "not run in this profile"}
-    assert (tmp_path / "reports" / "curves" / "simcse.csv").read_text() == "step,stsb_dev,alignment,uniformity,loss\n"
-    assert stage_main(["ptbert", "--variant", "m64", "--set", "pseudo_len=64"]) == 0
-    assert json.loads((tmp_path / "models" / "ptbert_m64" / "sentlab.json").read_text())["status"] == "not run in this profile"
+def test_the_stage_of_a_model_the_profile_does_not_train_does_not_exist(tmp_path, monkeypatch, capsys):
+    """pipeline/train.py reads what its dvc.yaml stage declares: a model with no stage (not in models.yaml) is one
+    paragraph naming the fix, exit 2, and nothing written."""
+    from conftest import stage_workspace
+
+    from sentlab.pipeline_util import report_errors
+
+    monkeypatch.chdir(stage_workspace(tmp_path))
+    monkeypatch.delenv("DVC_STAGE", raising=False)
+    assert report_errors(lambda: stage_main(["ct", "--method", "ct", "--seed", "42"])) == 2
+    assert "no stage `train@ct`" in capsys.readouterr().err and not (tmp_path / "models").exists()
 
 
 def test_corpus_joins_annotation_frames_on_id(tmp_path):
@@ -354,29 +354,31 @@ def test_run_key_includes_the_code_fingerprint(monkeypatch):
 
 
 def test_train_nproc_relaunches_the_stage_under_torchrun(tmp_path, monkeypatch):
-    """train.nproc: 2 re-runs the same stage command through PyTorch's launcher (an argument list,
+    """runtime.nproc: 2 re-runs the same stage command through PyTorch's launcher (an argument list,
     no shell); under torchrun (WORLD_SIZE set) the stage trains itself."""
     import subprocess
     import sys
 
-    import yaml
+    from conftest import stage_workspace
 
     from sentlab.train import run as R
 
-    raw = yaml.safe_load((REPO / "params.yaml").read_text())
-    raw["train"]["nproc"] = 2
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    monkeypatch.chdir(stage_workspace(tmp_path, lambda r: r["runtime"].update(nproc=2)))
+    monkeypatch.delenv("DVC_STAGE", raising=False)
     seen = []
     monkeypatch.setattr(subprocess, "run", lambda cmd, check: seen.append(cmd) or subprocess.CompletedProcess(cmd, 7))
-    monkeypatch.setattr(sys, "argv", ["pipeline/train.py", "simcse"])
+    argv = ["simcse", "--method", "simcse", "--seed", "42"]
+    monkeypatch.setattr(sys, "argv", ["pipeline/train.py", *argv])
     monkeypatch.delenv("WORLD_SIZE", raising=False)
-    assert R.stage_main(["simcse"]) == 7
+    assert R.stage_main(argv) == 7
     assert seen == [[sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                     "pipeline/train.py", "simcse"]]
+                     "pipeline/train.py", *argv]]
     monkeypatch.setenv("WORLD_SIZE", "2")
-    monkeypatch.setattr(R, "run_from_args", lambda args, params: 0)
-    assert R.stage_main(["simcse"]) == 0 and len(seen) == 1
+    trained = []
+    monkeypatch.setattr(R, "train_method", lambda params, method, **kw: trained.append((method, params.seed, kw))
+                        or {"best_stsb_dev": 1.0, "best_step": 1})
+    assert R.stage_main(argv) == 0 and len(seen) == 1
+    assert trained[0][:2] == ("simcse", 42) and trained[0][2]["name"] == "simcse"
 
 
 def test_batch_size_is_the_global_batch():

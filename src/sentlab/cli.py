@@ -119,7 +119,8 @@ def _cmd_params(args) -> int:
     from .config import load_params
     from .profiles import load_all_profiles, profiles_dir
 
-    load_all_profiles(profiles_dir(args.params))  # every profile must be valid, not only the one printed
+    if profiles_dir(args.params).is_dir():
+        load_all_profiles(profiles_dir(args.params))  # every profile must be valid, not only the one printed
     p = load_params(args.params, profile=args.profile)
     print(yaml.safe_dump(p.model_dump(), sort_keys=False))
     return 0

@@ -215,7 +215,8 @@ class Params(Strict):
     @model_validator(mode="before")
     @classmethod
     def _runtime_keys_in_runtime(cls, data):
-        moved = sorted(set((data or {}).get("train") or {}) & set(RUNTIME_KEYS)) if isinstance(data, dict) else []
+        train = data.get("train") if isinstance(data, dict) else None
+        moved = sorted(set(train) & set(RUNTIME_KEYS)) if isinstance(train, dict) else []
         if moved:
             raise ValueError(f"`train.{moved[0]}` belongs to the `runtime` section (how a training runs, not what it "
                              f"computes: no stage declares it); move {', '.join(f'`{k}`' for k in moved)} to "

@@ -93,8 +93,11 @@ def params_text(name: str, folder: str | os.PathLike = "profiles") -> str:
     validate(values, source=f"{folder / name}.yaml")
     rt = YAML()
     rt.width = 120
+    rt.representer.add_representer(type(None), lambda r, _: r.represent_scalar("tag:yaml.org,2002:null", "null"))
     doc = rt.load((folder / f"{BASE}.yaml").read_text(encoding="utf-8"))
-    _apply(doc, {**_overrides(name, folder), "profile": name} if name != BASE else {"profile": BASE})
+    # the override file read the same way: its values keep their spelling (PyYAML reads a dumped 3e-05 as a string)
+    over = rt.load((folder / f"{name}.yaml").read_text(encoding="utf-8")) if name != BASE else {}
+    _apply(doc, {**over, "profile": name})
     out = io.StringIO()
     rt.dump(doc, out)
     body = out.getvalue()
@@ -107,6 +110,8 @@ def params_text(name: str, folder: str | os.PathLike = "profiles") -> str:
 def _apply(doc, over: dict) -> None:
     for k, v in over.items():
         if isinstance(v, dict) and isinstance(doc.get(k), dict):
+            if hasattr(doc, "ca") and getattr(getattr(doc[k], "fa", None), "flow_style", lambda: False)():
+                doc.ca.items.pop(k, None)  # a one-line mapping's comment speaks of the values the profile changes
             _apply(doc[k], v)
             continue
         if hasattr(doc, "ca"):

@@ -16,9 +16,9 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 # --- the code each pipeline stage executes ----------------------------------------------------
-# The entry point of each kind of stage (dvc.yaml's cmd). resolve_params writes, for each, the
+# The entry point of each kind of stage (dvc.yaml's cmd). The sources stage writes, for each, the
 # sha256 of the code (comments, formatting and docstrings left out) of every file it can execute
-# (data/params/code/<kind>.json); the stages of that kind depend on that one file, so DVC re-runs a
+# (data/sources/code/<kind>.json); the stages of that kind depend on that one file, so DVC re-runs a
 # stage exactly when code it runs changed, with a dvc.lock entry of one line instead of one per module.
 STAGE_ENTRIES = {"sources": "pipeline/sources.py", "prepare": "pipeline/prepare.py",
                  "annotate": "pipeline/annotate.py", "train": "pipeline/train.py",
@@ -122,5 +122,5 @@ def training_code_fingerprint() -> str:
 
 
 def stage_code_files(root: str | Path = ".") -> dict[str, dict]:
-    """``{"code/<kind>.json": stage_code(kind)}`` for every kind of stage (written by resolve_params)."""
+    """``{"code/<kind>.json": stage_code(kind)}`` for every kind of stage (written by the sources stage)."""
     return {f"code/{kind}.json": stage_code(kind, root) for kind in STAGE_ENTRIES}

@@ -32,6 +32,9 @@ def declared_params(stage: str, root: str | os.PathLike = ".") -> dict:
     """``{section: value}`` of the params.yaml keys ``stage`` declares, as DVC resolves them."""
     import dvc.api
 
+    if not (Path(root) / ".dvc").is_dir() or not (Path(root) / "dvc.yaml").is_file():
+        raise SentlabError(f"{Path(root).resolve()} is not a sentlab DVC project (no .dvc/ or dvc.yaml): a stage "
+                           f"script runs in the repository root (`dvc repro`), where dvc.yaml declares what it reads.")
     try:
         return dvc.api.params_show(stages=[stage], deps=True, repo=str(root))
     except Exception as e:  # DVC raises its own error types for an unknown stage

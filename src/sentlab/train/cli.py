@@ -33,19 +33,18 @@ def cmd_train(args) -> int:
         if not (params.ablations or {}).get("enabled", False):
             name = args.ablation or args.variant
             raise SentlabError(
-                f"`sentlab train` was asked for the ablation `{name}`, but ablations.enabled is false in profile "
-                f"`{params.profile}` ({args.params}): nothing would train and models/{name} would hold a \"not run\" "
-                f"marker. Set `profiles.{params.profile}.ablations.enabled: true`, run `sentlab profile {params.profile}` "
-                f"(which writes the profile's stages) and `dvc repro ablate@{name}`.")
+                f"`sentlab train` was asked for the ablation `{name}`, but ablations.enabled is false in "
+                f"{args.params} (profile `{params.profile}`): nothing would train and models/{name} would hold a "
+                f"\"not run\" marker. Set `ablations.enabled: true` there, run `sentlab stages` (which writes the "
+                f"stage list) and `dvc repro train@{name}`.")
         if args.ablation:
             ablation_spec(params, args.ablation)  # an unknown variant fails here, naming the list
     elif args.method and args.method not in params.train.methods:
         raise SentlabError(
             f"`sentlab train {args.method}`: `{args.method}` is not in train.methods of profile `{params.profile}` "
             f"({args.params}: {', '.join(params.train.methods)}), so nothing would train and models/{args.method} "
-            f"would hold a \"not run\" marker. Add it to `profiles.{params.profile}.train.methods` (or `train.methods` "
-            f"when the profile does not set it), run `sentlab profile {params.profile}` (which writes the profile's "
-            f"stages) and `dvc repro train@{args.method}`.")
+            f"would hold a \"not run\" marker. Add it to `train.methods` there, run `sentlab stages` (which writes "
+            f"the stage list) and `dvc repro train@{args.method}`.")
     return run_from_args(args, params)
 
 
