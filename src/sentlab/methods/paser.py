@@ -116,6 +116,14 @@ class PaSeR(Method):
         out["loss"].backward()
     """
 
+    paper = ("Wu and Zhao: Sentence Representation Learning with Generative Objective rather than Contrastive "
+             "Objective (EMNLP 2022)")
+    citation = """@inproceedings{wu2022paser,
+  title = {Sentence Representation Learning with Generative Objective rather than Contrastive Objective},
+  author = {Wu, Bohong and Zhao, Hai},
+  booktitle = {Proceedings of the 2022 Conference on Empirical Methods in Natural Language Processing},
+  year = {2022}
+}"""
     summary = "PaSeR: mask RAKE phrases, decode them from [E_s, E_s~, m|diff|, n|prod|] + MLM; [CLS] at test"
     Params = PaSeRParams
     corpus_columns = ("rake", "chunks")
@@ -269,7 +277,8 @@ class PaSeR(Method):
         return self.signal(e_s, self.embed(features["s_masked"]["input_ids"], features["s_masked"]["attention_mask"]))
 
     def decoder_logits(self, memory: torch.Tensor, dec_in: torch.Tensor, dec_att: torch.Tensor,
-                       positions: Optional[torch.Tensor] = None, flat_index: Optional[torch.Tensor] = None) -> torch.Tensor:
+                       positions: Optional[torch.Tensor] = None,
+                       flat_index: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Vocabulary logits ``(B, T, V)`` of the decoder; with ``positions`` (one index per row) only those
         rows' positions ``(B, V)``: greedy decoding needs the last one; with ``flat_index`` only those positions
         of the flattened ``(B·T)`` grid ``(N, V)``: the loss needs the target tokens. The head over ~30k words
