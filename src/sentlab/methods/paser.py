@@ -257,10 +257,18 @@ class PaSeR(Method):
         return {"views": views, "s_masked": {"input_ids": ids, "attention_mask": att},
                 "target": self.decoder_batch(self.targets(views))}
 
+    def view_features(self, views: Views) -> dict:
+        """The CPU inputs of steps 3-5: ``s`` and :meth:`reconstruction_inputs`."""
+        return {"s": self.encode_text(views.s_texts), **self.reconstruction_inputs(views)}
+
     def prepare(self, batch: Batch) -> Batch:
         views = self.prepare_views(batch.sentences, batch.extras, batch.index, augment=self.training, draw=batch.draw)
-        batch.features = {"s": self.encode_text(views.s_texts), **self.reconstruction_inputs(views)}
+        batch.features = self.view_features(views)
         return batch
+
+    def check_inputs(self, sentences: Sequence[str], views: Views) -> dict:
+        """:meth:`view_features` of ``views`` (unaugmented) on the device: the reconstruction check's inputs."""
+        return self.prepared(Batch(list(sentences), features=self.view_features(views)))
 
     # --- steps 3-6 ----------------------------------------------------------------------
     def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -289,6 +297,11 @@ class PaSeR(Method):
         elif flat_index is not None:
             h = h.flatten(0, 1).index_select(0, flat_index)
         return self.lm_head(h, self.encoder.get_input_embeddings().weight)
+
+    def next_token_logits(self, memory: torch.Tensor, seqs: Sequence[Sequence[int]]) -> torch.Tensor:
+        """Greedy decoding's step: the logits ``(B, V)`` after the last token of each sequence of ``seqs``."""
+        ids, att = (t.to(memory.device) for t in pad(seqs, self.tokenizer.pad_token_id))
+        return self.decoder_logits(memory, ids, att, positions=att.sum(1) - 1)
 
     def teacher_forcing(self, memory: torch.Tensor, dec: dict[str, torch.Tensor]):
         """(logits ``(rows, T, V)``, labels ``(rows, T)``) of teacher-forced decoding of a :meth:`decoder_batch`
