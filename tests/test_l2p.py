@@ -17,7 +17,7 @@ from sentlab.methods._perturb import (Masks, MaskPerturbation, Noise, NoisePertu
                                       freelb_step, perturbable_modules, threshold, transform_outputs, weakening_mask,
                                       word_embedding_module)
 from sentlab.methods.base import Batch
-from sentlab.methods.l2p import ABLATIONS, FIG2, TABLE3, L2PCSR, L2PParams, PromptBERT, PromptL2P, ablation_params
+from sentlab.methods.l2p import L2PCSR, L2PParams, PromptBERT, PromptL2P
 from sentlab.train.data import Corpus
 
 SENTS = ["a cat sat on the mat", "dogs bark loudly at night", "the stock market fell sharply today",
@@ -333,23 +333,36 @@ def test_ablation_switches_change_what_is_perturbed(tiny_bert):
     assert len(noise.perturbation.transforms(st)) == 1  # word embeddings only
 
 
+def l2p_variants() -> dict:
+    """params.yaml ``ablations.variants`` of L2P-CSR: the one ablation registry."""
+    from pathlib import Path
+
+    from sentlab.report.ablations import load, variants
+
+    params = load(Path(__file__).resolve().parents[1] / "params.yaml", "paper")
+    return {k: v[1] for k, v in variants(params).items() if v[0] == "l2p" and "backbone" not in v[1]}
+
+
 def test_params_and_ablation_table():
+    from sentlab.report.paper_tables.l2p import FIG2, TABLE3, TABLE3_ROWS
+
     with pytest.raises(ValueError, match="nothing is perturbed"):
         L2PParams(token_mask=False, feature_mask=False)
     base = {"beta": 0.1}
-    for name, spec in ABLATIONS.items():
-        p = ablation_params(base, name)
-        assert p.beta == 0.1 and all(getattr(p, k) == v for k, v in spec["overrides"].items())
-    assert ablation_params(base, "no_learning").learn is False
-    with pytest.raises(SentlabError, match="allowed"):
-        ablation_params(base, "nope")
-    assert {"full", "no_feature_mask", "no_token_mask", "no_learning", "gradient_noise", "continuous"} <= set(ABLATIONS)
+    registry = l2p_variants()
+    for name, overrides in registry.items():
+        p = L2PParams(**{**base, **overrides})
+        assert all(getattr(p, k) == v for k, v in overrides.items()), name
+        assert p.beta == (overrides.get("beta", 0.1)), name
+    assert {"l2p_no_feature_mask", "l2p_no_token_mask", "l2p_no_learning", "l2p_gradient_noise",
+            "l2p_continuous"} <= set(registry)
     assert isinstance(PromptBERT.Params(), PromptBERT.Params) and L2PCSR.Params().beta == 0.5
-    assert ablation_params({}, "beta_0p1").beta == 0.1
-    assert [k for k, v in ABLATIONS.items() if v["section"] == TABLE3] == [
-        "full", "no_feature_mask", "no_token_mask", "no_learning", "gradient_noise", "continuous"]
-    assert all(v["paper"] is None for v in ABLATIONS.values() if v["section"] != TABLE3)
-    assert ABLATIONS["beta_0p1"]["section"] not in (TABLE3, FIG2)   # not a paper sweep
+    # Table 3's rows: each names its variant and expects exactly that variant's settings
+    rows = {models[0]: (section, expects) for _, models, section, expects in TABLE3_ROWS}
+    assert {k: v[1] for k, v in rows.items() if k != "l2p"} == registry and rows["l2p"] == (TABLE3, {})
+    assert [m for m, (section, _) in rows.items() if section == TABLE3] == [
+        "l2p", "l2p_no_feature_mask", "l2p_no_token_mask", "l2p_no_learning", "l2p_gradient_noise", "l2p_continuous"]
+    assert rows["l2p_beta_0p1"][0] not in (TABLE3, FIG2)   # not a paper sweep
 
 
 # --------------------------------------------------------------------------- ascent losses, fp32
@@ -362,9 +375,11 @@ def test_ascent_loss_end_is_the_loss_after_the_last_step(tiny_bert):
     final, stats = m.learn_to_perturb(views, init, [0, 0, 0])
     assert stats["ascent_loss_start"].item() == pytest.approx(loss_under(m, views, init), rel=1e-6)
     assert stats["ascent_loss_end"].item() == pytest.approx(loss_under(m, views, final), rel=1e-6)
-    assert loss_under(m, views, before_last) != pytest.approx(loss_under(m, views, final), rel=1e-3)  # the last step counts
+    # the last step counts
+    assert loss_under(m, views, before_last) != pytest.approx(loss_under(m, views, final), rel=1e-3)
     assert stats["ascent_loss_end"] > stats["ascent_loss_start"]
-    assert stats["ascent_gain"].item() == pytest.approx(stats["ascent_loss_end"].item() - stats["ascent_loss_start"].item())
+    gain = stats["ascent_loss_end"].item() - stats["ascent_loss_start"].item()
+    assert stats["ascent_gain"].item() == pytest.approx(gain)
 
 
 def test_forward_ascent_raises_the_loss_with_dropout_on(tiny_bert):
@@ -447,7 +462,8 @@ def test_gradient_noise_is_added_to_the_word_embeddings_and_moves_the_encoder(ti
             noisy_last = m.encoder(**views).last_hidden_state
         clean_last = m.encoder(**views).last_hidden_state
         pos = emb.position_embeddings(torch.arange(ids.size(1))).unsqueeze(0)
-        expected = emb.LayerNorm(emb.word_embeddings(ids) + st.delta + pos + emb.token_type_embeddings(torch.zeros_like(ids)))
+        types = emb.token_type_embeddings(torch.zeros_like(ids))
+        expected = emb.LayerNorm(emb.word_embeddings(ids) + st.delta + pos + types)
     assert torch.allclose(noisy, expected, atol=1e-5)   # before the position/type embeddings and the LayerNorm
     real = st.real
     rel = lambda a, b: ((a - b)[real].norm() / b[real].norm()).item()
@@ -486,7 +502,7 @@ def test_paper_profile_has_the_l2p_paper_settings():
 
     path = Path(__file__).resolve().parents[1] / "params.yaml"
     paper, quick = load_params(path, "paper"), load_params(path, "quick")
-    for mid, overrides in (("l2p", None), ("prompt_l2p", None), ("l2p", ABLATIONS["beta_0p1"]["overrides"])):
+    for mid, overrides in (("l2p", None), ("prompt_l2p", None), ("l2p", l2p_variants()["l2p_beta_0p1"])):
         mp = method_params(paper, mid, overrides)
         cfg = resolve_train(paper, mp)
         assert (mp.max_sentences, cfg.batch_size, cfg.eval_every, cfg.lr, cfg.epochs, cfg.max_steps) == (

@@ -30,6 +30,29 @@ def test_front_matter_is_hugging_face_model_index():
                                         "name": "Spearman correlation of cosine similarity (x100)"}
 
 
+def test_metadata_is_huggingface_hubs_model_card_data():
+    """The front matter is huggingface_hub's ModelCardData: the library reads the seven results back."""
+    from huggingface_hub import ModelCard
+
+    data = ModelCard(_card()).data
+    assert data.model_name == "posbow_adv" and data.base_model.endswith("all-MiniLM-L6-v2")
+    assert [(r.dataset_name, r.metric_type, r.metric_value, r.dataset_split) for r in data.eval_results] == [
+        (t, "spearman_cosine", METRICS[t], "test") for t in TASKS]
+
+
+def test_every_method_class_carries_its_paper_and_the_card_reads_it():
+    from sentlab.methods import registered
+
+    for mid, cls in registered().items():
+        assert cls.paper, mid
+        card = model_card(mid, dict(INFO, method=mid), dict(METRICS), {}, None, "quick", "bert-base-uncased",
+                          f"train@{mid}")
+        assert f"Paper: {cls.paper}." in card
+        assert (f"```bibtex\n{cls.citation}\n```" in card) if cls.citation else "no published BibTeX" in card
+    assert "Tan, Haochen" in registered()["moco_srl"].citation and registered()["l2p"].citation is None
+    assert registered()["simcse_sup"].citation == registered()["simcse"].citation
+
+
 def test_card_body_names_method_results_params_command_and_citation():
     card = _card()
     assert "| posbow_adv | 60.50 | 70.25 | 65.00 | 75.00 | 72.00 | 71.00 | 66.00 | 68.54 |" in card
@@ -69,8 +92,9 @@ def test_export_stage_passes_the_evaluated_seeds_of_a_model(tmp_path, monkeypatc
     spec.loader.exec_module(export)
     metrics = tmp_path / "metrics"
     metrics.mkdir()
-    for name, status in (("simcse", "evaluated"), ("simcse-s43", "evaluated"), ("simcse-s44", "not run in this profile"),
-                         ("simcse-sup", "evaluated"), ("simcse-s43-x", "evaluated")):
+    for name, status in (("simcse", "evaluated"), ("simcse-s43", "evaluated"),
+                         ("simcse-s44", "not run in this profile"), ("simcse-sup", "evaluated"),
+                         ("simcse-s43-x", "evaluated")):
         (metrics / f"{name}.json").write_text(json.dumps({"status": status, "Avg": 1.0}))
     monkeypatch.setattr(export, "METRICS", metrics)
     assert list(export.seed_metrics("simcse")) == ["simcse-s43"]

@@ -1,4 +1,5 @@
-"""PaSeR (sentlab.methods.paser): masking, signal, gradients, inference, learning, reconstruction, supervised variant."""
+"""PaSeR (sentlab.methods.paser): masking, signal, gradients, inference, learning, reconstruction, supervised
+variant."""
 
 from __future__ import annotations
 
@@ -353,7 +354,8 @@ def test_greedy_decoding_applies_the_vocabulary_head_at_the_last_position_only(t
     m.eval()
     torch.manual_seed(0)
     memory = torch.randn(3, 4, 32)
-    ids = torch.tensor([[m.tokenizer.cls_token_id, 5, 6], [m.tokenizer.cls_token_id, 8, 0], [m.tokenizer.cls_token_id, 0, 0]])
+    cls = m.tokenizer.cls_token_id
+    ids = torch.tensor([[cls, 5, 6], [cls, 8, 0], [cls, 0, 0]])
     att = (ids != 0).long()
     last = att.sum(1) - 1
     with torch.no_grad():
@@ -870,3 +872,20 @@ def test_paper_profile_paser_states_its_choices_and_trains_on_every_sts_sentence
     assert len(m.split_heldout(corpus)) == 6000 and m.recon_sets is None
     quick = method_params(load_params(Path(__file__).resolve().parents[1] / "params.yaml", profile="quick"), "paser")
     assert len(_make(tiny_bert, recon_heldout=quick.recon_heldout).split_heldout(corpus)) == 5500  # quick: 500 out
+
+
+def test_the_reconstruction_check_imports_no_method_module():
+    """No import cycle: methods.paser imports the check (sentlab.evaluate.reconstruction), which imports nothing
+    of sentlab.methods: it asks the method for its inputs (``check_inputs``) and decoding step
+    (``next_token_logits``)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import sentlab
+
+    code = ("import sys, sentlab.evaluate.reconstruction; "
+            "print(sorted(m for m in sys.modules if m.startswith('sentlab.methods')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={"PYTHONPATH": str(Path(sentlab.__file__).parents[1]), "PATH": "/usr/bin:/bin"})
+    assert out.stdout.strip() == "[]"

@@ -75,7 +75,8 @@ def make_tree(root: Path) -> Path:
     (cu / "ptbert.csv").write_text(header + "4,61.0,0.28,-2.1,1.4\n8,63.0,0.22,-2.4,1.1\n12,64.0,0.21,-2.5,1.0\n")
     (cu / "ptbert_m64.csv").write_text(header)                          # not run: empty curve
     (mo / "ptbert_m64").mkdir()
-    (mo / "ptbert_m64" / "sentlab.json").write_text(json.dumps({"method": "ptbert", "status": "not run in this profile"}))
+    (mo / "ptbert_m64" / "sentlab.json").write_text(json.dumps({"method": "ptbert",
+                                                                 "status": "not run in this profile"}))
     return root
 
 
@@ -118,7 +119,8 @@ def test_rows_without_numbers_say_why(tree):
     assert "unreadable metrics file" in note("ptbert_table3", "moco")
     assert "trained but its evaluate stage did not run or failed" in note("l2p_table1", "l2p")
     assert "train stage of ct did not run or failed" in note("ptbert_table3", "ct")
-    assert "metrics/simcse_len64.json and models/simcse_len64/sentlab.json missing" in note("ptbert_table2", "simcse_len64")
+    assert ("metrics/simcse_len64.json and models/simcse_len64/sentlab.json missing"
+            in note("ptbert_table2", "simcse_len64"))
     # paper-only rows (systems sentlab does not implement) keep the paper's number and say so
     t3 = _csv(tree / "reports/tables/ptbert_table3.csv")
     clear = [r for r in t3 if r["row"] == "CLEAR"]
@@ -193,6 +195,7 @@ def test_every_table_model_is_trained_with_what_its_row_expects_in_the_paper_pro
     methods = set(params.methods) | set(params.methods_from)  # paser_sup (PaSeR Table 2) is a methods_from line
     named = {m for m in models_in_tables(all_tables(BACKBONE)) if not m.startswith("base-")}
     assert named - methods <= set(registry), named - methods - set(registry)
+    assert set(registry) <= named, set(registry) - named            # and every variant has its table row
     checked = 0
     for spec in all_tables(BACKBONE):
         for row in spec.rows:
@@ -235,7 +238,8 @@ def test_rows_are_filled_by_what_the_model_was_trained_with(tree):
     assert not six["reproduced"] and "decoder_layers=2, this row expects decoder_layers=6" in six["status"]
     t1 = _row(tree, "paser_table1", "PaSeR-BERTbase")         # the main table: filled, labelled as trained
     assert t1["reproduced"] and "eda=rd" in t1["trained_with"]
-    line = next(x for x in (tree / "reports/tables/paser_table4.md").read_text().splitlines() if x.startswith("| + RD |"))
+    line = next(x for x in (tree / "reports/tables/paser_table4.md").read_text().splitlines()
+                if x.startswith("| + RD |"))
     assert "trained with eda=rd" in line and "decoder_layers=2" in line and "row expects eda=rd" in line
 
 
@@ -261,7 +265,8 @@ def test_metrics_without_a_method_block_fill_no_settings_checked_row(tree):
 
 def test_ptbert_rows_in_both_readings_and_the_mteb_row(tree):
     md = tree / "reports/metrics"
-    (md / "ptbert_tokens.json").write_text(json.dumps(_metrics("ptbert_tokens", 73.0, method={**PTBERT, "attend_to": "tokens"})))
+    tokens = {**PTBERT, "attend_to": "tokens"}
+    (md / "ptbert_tokens.json").write_text(json.dumps(_metrics("ptbert_tokens", 73.0, method=tokens)))
     build_report(tree, BACKBONE, "quick")
     t5 = _csv(tree / "reports/tables/ptbert_table5.csv")
     sections = [r["section"] for r in t5]
@@ -310,7 +315,8 @@ def test_table7_shows_reconstruction_scores_and_verdict(tmp_path):
            "examples": [ex], "mismatches": [ex]}
     (tmp_path / "reconstruction.json").write_text(json.dumps(rec))
     md, csv_text, ok = render(tmp_path, "minilm", "quick")
-    assert ok and "| PaSeR greedy | 5.6% | 1.0% | 5.2% |" in md and "| baseline: positional mode | 1.0% | 0.0% | 0.8% |" in md
+    assert ok and "| PaSeR greedy | 5.6% | 1.0% | 5.2% |" in md
+    assert "| baseline: positional mode | 1.0% | 0.0% | 0.8% |" in md
     assert "Held-out sentences: sts_unlabeled (held out of training)" in md
     assert "greedy token accuracy yes" in md and "beats the bigram **no**" in md
     assert "reproduced,Work with a tool.,Work with a _.,tool,knife,False" in csv_text
@@ -376,3 +382,15 @@ def test_paser_table2_has_supervised_simcse_and_paser(tree):
     assert float(pas["paper"]) == 82.61 and pas["reproduced"] == ""
     assert next(r for r in t2 if r["model"] == "paser_sup" and r["column"] == "STS12")["paper"] == "78.4"
     assert (tree / "reports/tables/paser_table2.tex").is_file()
+
+
+def test_tables_name_their_variants_literally():
+    """Each variant id of params.yaml ``ablations.variants`` is written out in its paper's table module (no
+    name built from a setting), and the table modules read no other ablation list."""
+    import sentlab.report.paper_tables as T
+    from sentlab.report.ablations import load, variants
+
+    sources = "".join(Path(m.__file__).read_text() for m in (T.ptbert, T.paser, T.l2p, T.posbow))
+    registry = variants(load(Path(__file__).resolve().parents[1] / "params.yaml", "paper"))
+    assert [v for v in registry if f'"{v}"' not in sources] == []
+    assert "ABLATIONS" not in sources

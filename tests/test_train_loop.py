@@ -131,7 +131,8 @@ def test_resume_equals_uninterrupted(tmp_path, tok, method_id, checkpoint_every,
     wa = load_file(a / "models" / method_id / "model.safetensors")
     wb = load_file(b / "models" / method_id / "model.safetensors")
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
-    assert read_curve(a / "reports" / "curves" / f"{method_id}.csv") == read_curve(b / "reports" / "curves" / f"{method_id}.csv")
+    curve = f"reports/curves/{method_id}.csv"
+    assert read_curve(a / curve) == read_curve(b / curve)
     ja = json.loads((a / "models" / method_id / "sentlab.json").read_text())
     jb = json.loads((b / "models" / method_id / "sentlab.json").read_text())
     assert ja["best_stsb_dev"] == jb["best_stsb_dev"] and ja["best_step"] == jb["best_step"]
@@ -178,7 +179,8 @@ def test_cpu_training_uses_eager_attention_and_fused_adamw(tmp_path, tok, monkey
     def spy(method, cfg, device):
         opt = real_make(method, cfg, device)
         seen["fused"] = opt.defaults.get("fused")
-        seen["attn"] = {m.config._attn_implementation for m in method.modules() if hasattr(m, "set_attn_implementation")}
+        seen["attn"] = {m.config._attn_implementation for m in method.modules()
+                        if hasattr(m, "set_attn_implementation")}
         return opt
 
     monkeypatch.setattr(loop, "make_optimizer", spy)
@@ -266,8 +268,8 @@ def test_clipping_covers_every_param_group(tmp_path, tok):
     def hook(opt, args, kwargs):
         seen["groups"] = len(opt.param_groups)
         seen["decoder"] = float(m.decoder.weight.grad.norm())
-        seen["encoder"] = float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in opt.param_groups[0]["params"]
-                                                                      if p.grad is not None])))
+        grads = [p.grad.norm() for p in opt.param_groups[0]["params"] if p.grad is not None]
+        seen["encoder"] = float(torch.linalg.vector_norm(torch.stack(grads)))
 
     handle = register_optimizer_step_pre_hook(hook)
     try:
@@ -389,3 +391,50 @@ def test_batch_size_is_the_global_batch():
     assert plan_steps(80, cfg, world=1) == plan_steps(80, cfg, world=2) == (10, 10)
     with pytest.raises(SentlabError, match="global batch.*3 ranks"):
         plan_steps(80, cfg, world=3)
+
+
+def _rng_states():
+    return random.getstate(), np.random.get_state()[1].tolist(), torch.get_rng_state()
+
+
+def test_seed_everything_is_transformers_set_seed_with_the_old_states():
+    """``seed_everything`` = ``transformers.set_seed`` (+ numpy's 32-bit wrap): every generator ends in the state
+    sentlab's own seeding gave (random.seed, np.random.seed(seed % 2**32), torch.manual_seed)."""
+    from sentlab.train.loop import seed_everything
+
+    def old(seed):
+        random.seed(seed)
+        np.random.seed(seed % 2**32)
+        torch.manual_seed(seed)
+
+    for seed in (0, 42, 43, 1111, 2**31 + 7, 2**32 - 1, 2**32 + 5, -3):
+        old(seed)
+        want = _rng_states()
+        random.seed(1), np.random.seed(1), torch.manual_seed(1)      # anything else in between
+        seed_everything(seed)
+        got = _rng_states()
+        assert got[0] == want[0] and got[1] == want[1] and torch.equal(got[2], want[2]), seed
+        assert (random.random(), float(np.random.rand()), float(torch.rand(1))) == (
+            old(seed) or (random.random(), float(np.random.rand()), float(torch.rand(1)))), seed
+
+
+def test_linear_schedule_gives_the_old_lr_at_every_step():
+    """``transformers.get_linear_schedule_with_warmup`` (no warm-up) = sentlab's own linear decay, bit for bit,
+    at every step of runs of several lengths, for every param group (the encoder's lr and a head's)."""
+    from sentlab.train.loop import linear_schedule
+
+    def old(total):
+        return lambda step: max(0.0, (total - step) / max(1, total))
+
+    for total in (1, 2, 3, 7, 125, 1953):
+        runs = []
+        for make in (lambda o: torch.optim.lr_scheduler.LambdaLR(o, old(total)), lambda o: linear_schedule(o, total)):
+            opt = torch.optim.AdamW([{"params": [torch.nn.Parameter(torch.zeros(1))], "lr": 3e-5},
+                                     {"params": [torch.nn.Parameter(torch.zeros(1))], "lr": 1e-3}])
+            sched, lrs = make(opt), []
+            for _ in range(total + 2):
+                lrs.append(sched.get_last_lr() + [g["lr"] for g in opt.param_groups])
+                opt.step()
+                sched.step()
+            runs.append(lrs)
+        assert runs[0] == runs[1], total

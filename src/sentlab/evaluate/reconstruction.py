@@ -46,9 +46,6 @@ from typing import TYPE_CHECKING, NamedTuple, Optional, Sequence
 import numpy as np
 import torch
 
-from ..methods._paser_decoder import pad
-from ..methods.base import Batch
-
 if TYPE_CHECKING:
     from ..train.data import Corpus
 
@@ -168,12 +165,6 @@ def _views_targets(method, sentences, extras, batch_size):
         yield idx, views, method.targets(views)
 
 
-def _inputs(method, sentences, views) -> dict:
-    """The method's inputs of steps 3-5 for ``views`` (unaugmented), on its device."""
-    features = {"s": method.encode_text(views.s_texts), **method.reconstruction_inputs(views)}
-    return method.prepared(Batch(list(sentences), features=features))
-
-
 @torch.no_grad()
 def greedy_decode(method, memory: torch.Tensor, n_phrases: Sequence[int], max_new_tokens: int = 40) -> list[list[int]]:
     """Greedy decoding from [CLS] until as many [SEP] as phrases were masked (or ``max_new_tokens``)."""
@@ -183,8 +174,7 @@ def greedy_decode(method, memory: torch.Tensor, n_phrases: Sequence[int], max_ne
     for _ in range(max_new_tokens):
         if all(done):
             break
-        ids, att = (t.to(memory.device) for t in pad(seqs, tok.pad_token_id))
-        nxt = method.decoder_logits(memory, ids, att, positions=att.sum(1) - 1).argmax(-1).tolist()  # last token
+        nxt = method.next_token_logits(memory, seqs).argmax(-1).tolist()
         for i, t in enumerate(nxt):
             if done[i]:
                 continue
@@ -238,7 +228,7 @@ def reconstruction_report(method, sentences: Sequence[str], extras: dict, fit_se
         for idx, views, targets in tqdm(_views_targets(method, list(sentences), extras, batch_size),
                                         total=(n_sent + batch_size - 1) // batch_size, desc="reconstruction",
                                         disable=n_sent < 2000):
-            inputs = _inputs(method, [sentences[i] for i in idx], views)
+            inputs = method.check_inputs([sentences[i] for i in idx], views)
             memory = method.decoding_signal(inputs)
             # teacher forcing
             if inputs["target"] is not None:

@@ -4,6 +4,8 @@ YAML front matter (``library_name``, ``tags``, ``base_model`` and ``model-index`
 results, so the Hub shows them), then: the method and its paper, how to load it, the seven STS
 results + Avg (with seeds and confidence intervals when the metrics record them), the params in
 force, the environment fingerprint (when recorded), the command that reproduces it and the citation.
+The metadata is huggingface_hub's (``ModelCardData`` with an ``EvalResult`` per task); the paper and its
+BibTeX are the method class's ``paper`` and ``citation`` (:class:`sentlab.methods.base.Method`).
 Everything comes from the pipeline's own outputs (``sentlab.json``, ``reports/metrics/<m>.json``,
 ``data/params``); nothing is typed in by hand.
 """
@@ -20,73 +22,41 @@ from .st import needs_sentlab
 
 TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
 
-# method id -> (paper, BibTeX or None). The BibTeX entries are the published versions; a paper the
-# project only has as a manuscript (shared/papers/) is named without one.
-_SIMCSE = ("Gao, Yao and Chen: SimCSE: Simple Contrastive Learning of Sentence Embeddings (EMNLP 2021)",
-           "@inproceedings{gao2021simcse,\n  title = {{SimCSE}: Simple Contrastive Learning of Sentence Embeddings},\n"
-           "  author = {Gao, Tianyu and Yao, Xingcheng and Chen, Danqi},\n"
-           "  booktitle = {Proceedings of the 2021 Conference on Empirical Methods in Natural Language Processing},\n"
-           "  year = {2021}\n}")
-_PTBERT = ("Tan et al.: A Sentence is Worth 128 Pseudo Tokens: A Semantic-Aware Contrastive Learning Framework "
-           "for Sentence Embeddings (Findings of ACL 2022)",
-           "@inproceedings{tan2022ptbert,\n  title = {A Sentence is Worth 128 Pseudo Tokens: A Semantic-Aware "
-           "Contrastive Learning Framework for Sentence Embeddings},\n"
-           "  author = {Tan, Haochen and Shao, Wei and Wu, Han and Yang, Ke and Song, Linqi},\n"
-           "  booktitle = {Findings of the Association for Computational Linguistics: ACL 2022},\n  year = {2022}\n}")
-_PASER = ("Wu and Zhao: Sentence Representation Learning with Generative Objective rather than Contrastive "
-          "Objective (EMNLP 2022)",
-          "@inproceedings{wu2022paser,\n  title = {Sentence Representation Learning with Generative Objective rather "
-          "than Contrastive Objective},\n  author = {Wu, Bohong and Zhao, Hai},\n"
-          "  booktitle = {Proceedings of the 2022 Conference on Empirical Methods in Natural Language Processing},\n"
-          "  year = {2022}\n}")
-_L2P = ("Learning to Perturb for Contrastive Learning of Unsupervised Sentence Representations (L2P-CSR; "
-        "manuscript under review, shared/papers/l2p_csr.md)", None)
-_PROMPT = ("Jiang et al.: PromptBERT: Improving BERT Sentence Embeddings with Prompts (EMNLP 2022)",
-           "@inproceedings{jiang2022promptbert,\n  title = {{PromptBERT}: Improving {BERT} Sentence Embeddings with "
-           "Prompts},\n  author = {Jiang, Ting and Jiao, Jian and Huang, Shaohan and Zhang, Zihan and Wang, Deqing and "
-           "Zhuang, Fuzhen and Wei, Furu and Huang, Haizhen and Deng, Denvy and Zhang, Qi},\n"
-           "  booktitle = {Proceedings of the 2022 Conference on Empirical Methods in Natural Language Processing},\n"
-           "  year = {2022}\n}")
-PAPERS: dict[str, tuple[str, Optional[str]]] = {
-    "simcse": _SIMCSE,
-    "ct": ("Carlsson et al.: Semantic Re-tuning with Contrastive Tension (ICLR 2021)",
-           "@inproceedings{carlsson2021ct,\n  title = {Semantic Re-tuning with Contrastive Tension},\n"
-           "  author = {Carlsson, Fredrik and Gyllensten, Amaru Cuba and Gogoulou, Evangelia and Hellqvist, Erik "
-           "Yl{\\\"i}p{\\\"a}{\\\"a} and Sahlgren, Magnus},\n"
-           "  booktitle = {International Conference on Learning Representations},\n  year = {2021}\n}"),
-    "moco": _PTBERT, "moco_reorder": _PTBERT, "moco_duplication": _PTBERT, "moco_deletion": _PTBERT,
-    "moco_srl": _PTBERT, "ptbert": _PTBERT,
-    "paser": _PASER, "paser_sup": _PASER,
-    "l2p": _L2P, "prompt_l2p": _L2P, "prompt": _PROMPT,
-    "posbow_adv": ("Improving sentence embeddings with POS and bag-of-words auxiliary tasks and adversarial "
-                   "disentangling (manuscript, shared/papers/simcse_pos_bow_adversarial.md), built on SimCSE",
-                   _SIMCSE[1]),
-}
-
 
 def _paper(method_id: str) -> tuple[str, Optional[str]]:
-    return PAPERS.get(method_id, (f"method `{method_id}` (see its module docstring in sentlab)", None))
+    """(paper, BibTeX or None) of a registered method: its class's ``paper`` and ``citation`` (a new method
+    brings its own; this module lists none)."""
+    from ..methods import registered
+
+    cls = registered().get(method_id)
+    paper = getattr(cls, "paper", "") if cls is not None else ""
+    return (paper or f"method `{method_id}` (see its module docstring in sentlab)",
+            getattr(cls, "citation", None) if cls is not None else None)
 
 
 def _front_matter(name: str, info: dict, metrics: dict, backbone: str) -> str:
-    results = [{"task": {"type": "sentence-similarity", "name": "Semantic Textual Similarity"},
-                "dataset": {"name": task, "type": task, "split": "test"},
-                "metrics": [{"type": "spearman_cosine", "value": round(float(metrics[task]), 2),
-                             "name": "Spearman correlation of cosine similarity (x100)"}]}
+    """The YAML metadata, by huggingface_hub's :class:`~huggingface_hub.ModelCardData`: ``model-index`` holds one
+    :class:`~huggingface_hub.EvalResult` per STS task with a number."""
+    from huggingface_hub import EvalResult, ModelCardData
+
+    results = [EvalResult(task_type="sentence-similarity", task_name="Semantic Textual Similarity",
+                          dataset_type=task, dataset_name=task, dataset_split="test", metric_type="spearman_cosine",
+                          metric_value=round(float(metrics[task]), 2),
+                          metric_name="Spearman correlation of cosine similarity (x100)")
                for task in TASKS if isinstance(metrics.get(task), (int, float))]
-    meta = {"library_name": "sentence-transformers", "pipeline_tag": "sentence-similarity",
-            "tags": ["sentence-transformers", "sentence-similarity", "feature-extraction", "sentlab",
-                     str(info.get("method", name))],
-            "base_model": backbone, "language": ["en"],
-            "model-index": [{"name": name, "results": results}]}
-    return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n"
+    data = ModelCardData(library_name="sentence-transformers", pipeline_tag="sentence-similarity",
+                         tags=["sentence-transformers", "sentence-similarity", "feature-extraction", "sentlab",
+                               str(info.get("method", name))],
+                         base_model=backbone, language=["en"], model_name=name, eval_results=results)
+    return "---\n" + data.to_yaml() + "\n---\n"
 
 
 def _usage(name: str, info: dict) -> str:
     extra = needs_sentlab(info)
     lines = ["```python", "from sentence_transformers import SentenceTransformer", ""]
     if extra:
-        lines.append(f'model = SentenceTransformer("exports/{name}", trust_remote_code=True)  # needs `pip install sentlab`')
+        lines.append(f'model = SentenceTransformer("exports/{name}", trust_remote_code=True)'
+                     '  # needs `pip install sentlab`')
     else:
         lines.append(f'model = SentenceTransformer("exports/{name}")')
     lines.append('emb = model.encode(["A man is playing a guitar.", "Someone plays an instrument."])')

@@ -49,9 +49,11 @@ class MethodParams(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=(), allow_inf_nan=False)  # floats are finite
 
     epochs: Optional[int] = Field(None, gt=0, description="train.epochs for this method (None: train.epochs)")
-    batch_size: Optional[int] = Field(None, gt=0, description="train.batch_size (the global batch) for this method (None: train.batch_size)")
+    batch_size: Optional[int] = Field(
+        None, gt=0, description="train.batch_size (the global batch) for this method (None: train.batch_size)")
     lr: Optional[float] = Field(None, gt=0, description="train.lr for this method (None: train.lr)")
-    eval_every: Optional[int] = Field(None, gt=0, description="train.eval_every for this method (None: train.eval_every)")
+    eval_every: Optional[int] = Field(
+        None, gt=0, description="train.eval_every for this method (None: train.eval_every)")
     max_steps: Optional[int] = Field(None, gt=0, description="train.max_steps for this method (None: train.max_steps)")
     max_length: Optional[int] = Field(None, gt=0, description="training max length in tokens (None: train.max_length)")
     backbone: Optional[str] = Field(None, min_length=1, description="this method's own backbone, a hub id or folder as "
@@ -70,7 +72,8 @@ class MethodParams(BaseModel):
 class ContrastiveParams(MethodParams):
     """A method with an InfoNCE loss over cos/τ."""
 
-    temperature: float = Field(0.05, gt=0, description="τ of the InfoNCE loss over cosine similarities (SimCSE, PT-BERT: 0.05)")
+    temperature: float = Field(
+        0.05, gt=0, description="τ of the InfoNCE loss over cosine similarities (SimCSE, PT-BERT: 0.05)")
 
 
 @dataclass
@@ -99,7 +102,8 @@ class Batch:
         return len(self.sentences)
 
     def pin_memory(self) -> "Batch":
-        """Pinned copies of the prepared tensors (the DataLoader calls this on CUDA): non-blocking host->device copies."""
+        """Pinned copies of the prepared tensors (the DataLoader calls this on CUDA): non-blocking host->device
+        copies."""
         def pin(v):
             if isinstance(v, torch.Tensor):
                 return v.pin_memory()
@@ -127,6 +131,10 @@ class Method(nn.Module):
     Class attributes:
         id: registry id (set by ``@register``).
         summary: one line for ``sentlab methods``.
+        paper: the method's paper, one line (the model card's "Paper:").
+        citation: its BibTeX entry (the model card's "Citation"; None: no published
+            entry), as sentence-transformers' losses carry one: the card reads both
+            from the class, so a new method brings its own.
         Params: the method's pydantic params model.
         corpus_columns: annotation columns the method needs in ``Batch.extras``
             (non-empty means the train stage depends on the annotation stage).
@@ -141,6 +149,8 @@ class Method(nn.Module):
 
     id: ClassVar[str] = ""
     summary: ClassVar[str] = ""
+    paper: ClassVar[str] = ""
+    citation: ClassVar[Optional[str]] = None
     Params: ClassVar[type[MethodParams]] = MethodParams
     corpus_columns: ClassVar[tuple[str, ...]] = ()
     corpus: ClassVar[str] = "train"
@@ -172,7 +182,8 @@ class Method(nn.Module):
         """The optimiser (Lightning's hook): AdamW over the trainable parameters at ``params.lr``. A
         method whose new modules train at their own rate returns :func:`adamw` over its own groups;
         the loop clips every group on its own and steps it."""
-        return adamw([{"params": self.trainable_parameters()}], lr=self.params.lr, weight_decay=weight_decay, fused=fused)
+        return adamw([{"params": self.trainable_parameters()}], lr=self.params.lr, weight_decay=weight_decay,
+                     fused=fused)
 
     def corpus_name(self) -> str:
         return self.corpus

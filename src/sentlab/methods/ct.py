@@ -43,8 +43,9 @@ class ContrastiveTension(Method):
     negatives come from the batch (sentence-transformers draws them from the
     whole corpus). Exported copy: ``second`` — CT reports the second model, and
     sentence-transformers' ``ContrastiveTensionLoss`` keeps ``model2`` as "the
-    final model used during the inference time"; ``first`` is available. ``self.encoder`` is always the exported copy, ``self.other`` the
-    copy thrown away after training.
+    final model used during the inference time"; ``first`` is available.
+    ``self.encoder`` is always the exported copy, ``self.other`` the copy
+    thrown away after training.
 
     Example::
 
@@ -52,7 +53,16 @@ class ContrastiveTension(Method):
         method(Batch(["a", "b", "c", "d"]))["loss"].backward()
     """
 
-    summary = "CT-BERT: two independent encoder copies, same-sentence positives, K random negatives, BCE on dot products"
+    paper = "Carlsson et al.: Semantic Re-tuning with Contrastive Tension (ICLR 2021)"
+    citation = """@inproceedings{carlsson2021ct,
+  title = {Semantic Re-tuning with Contrastive Tension},
+  author = {Carlsson, Fredrik and Gyllensten, Amaru Cuba and Gogoulou, Evangelia and Hellqvist, Erik \
+Yl{\\"i}p{\\"a}{\\"a} and Sahlgren, Magnus},
+  booktitle = {International Conference on Learning Representations},
+  year = {2021}
+}"""
+    summary = ("CT-BERT: two independent encoder copies, same-sentence positives, K random negatives, "
+               "BCE on dot products")
     Params = CTParams
     inference_pooling = "mean"
 

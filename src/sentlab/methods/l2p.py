@@ -10,56 +10,31 @@ in one forward pass, in-batch InfoNCE over cos/τ between the two halves):
 * ``prompt_l2p`` — :class:`PromptL2P`, the template and the learned masks.
 
 The perturbations themselves (masks, FreeLB noise, hooks) are in
-:mod:`sentlab.methods._perturb`. The paper's ablations (Table 3) and
-hyper-parameter sweeps (Fig. 2) are params of ``methods.l2p``;
-:data:`ABLATIONS` lists them with the paper's numbers so the DVC matrix stage
-and the report read one definition.
+:mod:`sentlab.methods._perturb`, the params in :mod:`sentlab.methods._l2p_params`.
+The paper's ablations (Table 3) and hyper-parameter sweeps (Fig. 2) are params
+of ``methods.l2p``; the variants that train them are params.yaml
+``ablations.variants`` (the one registry, which the report's table names).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Literal, Optional
+from typing import Optional
 
 import numpy as np
 import torch
-from pydantic import Field, field_validator, model_validator
 
-from ..encoder import PROMPT_TEMPLATE, pool
+from ..encoder import pool
 from ..errors import SentlabError
 from . import register
 from ._common import MLPHead, doubled, in_batch_info_nce
+from ._l2p_params import L2PParams, PromptL2PParams, PromptParams
 from ._perturb import PERTURBATIONS, isolated_rng
-from .base import Batch, ContrastiveParams, Method
+from .base import Batch, Method
 
-# L2P-CSR Table 3 (BERT-base, STS-B / SICK-R test Spearman x100), Fig. 2 sweeps and sentlab's own
-# rows. Each variant = overrides on top of ``methods.l2p``; ``section`` = where the report puts it.
-# The Fig. 2 curves are plots without printed values, so the sweep rows carry no paper number.
-TABLE3, FIG2 = "Table 3", "Fig. 2 sweeps (plotted, no printed values)"
-BETA = "sentlab: ascent step beta (paper 0.5, released code 0.1; not in the paper)"
-ABLATIONS: dict[str, dict] = {
-    "full": {"label": "BERT-base + L2P-CSR", "overrides": {}, "section": TABLE3,
-             "paper": {"STSBenchmark": 77.80, "SICKRelatedness": 72.65}},
-    "no_feature_mask": {"label": "w/o feature mask", "overrides": {"feature_mask": False}, "section": TABLE3,
-                        "paper": {"STSBenchmark": 70.91, "SICKRelatedness": 73.01}},
-    "no_token_mask": {"label": "w/o token mask", "overrides": {"token_mask": False}, "section": TABLE3,
-                      "paper": {"STSBenchmark": 74.05, "SICKRelatedness": 70.71}},
-    "no_learning": {"label": "w/o learning to perturb", "overrides": {"learn": False}, "section": TABLE3,
-                    "paper": {"STSBenchmark": 75.09, "SICKRelatedness": 70.34}},
-    "gradient_noise": {"label": "BERT-base + Emb Noise", "overrides": {"perturbation": "gradient_noise"},
-                       "section": TABLE3, "paper": {"STSBenchmark": 75.95, "SICKRelatedness": 70.73}},
-    "continuous": {"label": "BERT-base + Continual Mask", "overrides": {"continuous": True}, "section": TABLE3,
-                   "paper": {"STSBenchmark": 75.05, "SICKRelatedness": 70.54}},
-    # names carry no "." (a DVC params key path): phi_0p01 is phi = 0.01
-    **{f"phi_{v:g}".replace(".", "p"): {"label": f"phi = {v:g}", "overrides": {"phi": v}, "section": FIG2,
-                                          "paper": None}
-       for v in (0.01, 0.1, 0.2, 0.3)},
-    **{f"layers_{k}": {"label": f"k = {k}", "overrides": {"layers": k}, "section": FIG2, "paper": None}
-       for k in (0, 1, 4, 6)},
-    # the released code's ascent step
-    "beta_0p1": {"label": "beta = 0.1 (released code)", "overrides": {"beta": 0.1}, "section": BETA, "paper": None},
-}
+__all__ = ["L2PCSR", "L2PParams", "PromptBERT", "PromptL2P", "PromptL2PParams", "PromptParams", "paper_lr"]
+
 log = logging.getLogger(__name__)
 
 # the stream of the seeded max_sentences subset (apart from the batch order's [seed, epoch] streams)
@@ -69,80 +44,6 @@ _SUBSET_STREAM = 0x4C3250
 def paper_lr(config) -> float:
     """The encoder's learning rate of the paper (§B): 1e-5 for RoBERTa-base, 3e-5 for the other backbones."""
     return 1e-5 if config.model_type == "roberta" and config.num_hidden_layers == 12 else 3e-5
-
-
-def ablation_params(base: dict, variant: str) -> "L2PParams":
-    """``methods.l2p`` with the overrides of one :data:`ABLATIONS` variant, validated."""
-    if variant not in ABLATIONS:
-        raise SentlabError(f"Unknown L2P-CSR ablation {variant!r}; allowed: {', '.join(ABLATIONS)} (ablations.l2p in params.yaml).")
-    return L2PParams(**{**(base or {}), **ABLATIONS[variant]["overrides"]})
-
-
-# --------------------------------------------------------------------------- params
-class _TemplateFields(ContrastiveParams):
-    template: str = Field(PROMPT_TEMPLATE, description="PromptBERT template with {sentence} and {mask}; used at test too")
-    template2: Optional[str] = Field(
-        None, description="template of the second view (PromptBERT's unsup. runs use a different one); None: same as `template`")
-
-    @field_validator("template", "template2")
-    @classmethod
-    def _placeholders(cls, v):
-        if v is not None and (v.count("{sentence}") != 1 or v.count("{mask}") != 1):
-            raise ValueError("a template needs exactly one {sentence} and one {mask}, e.g. " + PROMPT_TEMPLATE)
-        return v
-
-
-class PromptParams(_TemplateFields):
-    mlp_train: bool = Field(True, description="MLP over the [MASK] vector in training (PromptBERT --mlp_only_train)")
-
-
-class L2PParams(ContrastiveParams):
-    max_sentences: Optional[int] = Field(
-        None, gt=0, description="train on a seeded random subset of this many corpus sentences (paper: 100,000 "
-                                "Wikipedia sentences); None: the whole training corpus")
-    layers: int = Field(2, ge=0, description="k: the embedding output and the first k transformer layers are masked")
-    phi: float = Field(0.05, ge=0, le=1, description="mask threshold: alpha = 1 where p >= phi")
-    steps: int = Field(4, ge=0, description="t: gradient-ascent steps on the masks per batch (the code's 4)")
-    beta: float = Field(0.5, gt=0, description="ascent step on p (paper 0.5; the released code 0.1)")
-    token_mask: bool = Field(True, description="False: alpha_tok = 1 everywhere (Table 3 'w/o token mask')")
-    feature_mask: bool = Field(True, description="False: alpha_fea = 1 everywhere (Table 3 'w/o feature mask')")
-    learn: bool = Field(True, description="False: random U(0,1) masks, no ascent (Table 3 'w/o learning to perturb')")
-    perturbation: Literal["mask", "gradient_noise"] = Field(
-        "mask", description="gradient_noise: FreeLB additive noise on the word embeddings (inputs_embeds, before the "
-                            "position/type embeddings and the embedding LayerNorm), Table 3 'Emb Noise'")
-    continuous: bool = Field(False, description="True: M = (p_tok + p_fea)/2, p used directly (Table 3 'Continual Mask')")
-    ascent_grad: Literal["binary", "continuous"] = Field(
-        "binary", description="binary: dL/d(alpha) at the binary masks applied to p (straight-through, as the code); "
-                              "continuous: the ascent passes use M = (p_tok + p_fea)/2 and take dL/dp")
-    token_norm: Literal["vector", "element"] = Field(
-        "vector", description="token step g/||g||: vector = L2 over the positions of one sentence-view (paper); "
-                              "element = g/|g| per entry (the code's norm over a size-1 axis = sign ascent)")
-    feature_scope: Literal["batch", "view", "sentence"] = Field(
-        "view", description="one feature vector per layer for the whole batch (code: both views share it), "
-                            "per layer and view (paper: different masks for the two views), or per sentence-view")
-    zero_grad: Literal["keep", "reset"] = Field(
-        "keep", description="entries whose gradient norm is 0: keep p, or reset p to 1 (the code's NaN -> 1)")
-    ascent_dropout: Literal["fresh", "shared"] = Field(
-        "fresh", description="fresh: each ascent pass draws its own (seeded) dropout, as the code; shared: the ascent "
-                             "passes and the encoder step use one dropout realisation")
-    noise_init: float = Field(
-        0.1, ge=0, description="gradient_noise: FreeLB adv-init-mag: delta ~ U(-1,1) * noise_init / sqrt(L_i * d) on "
-                               "the real tokens (E||delta_i||^2 = noise_init^2 / 3), in word-embedding units")
-    noise_step: float = Field(0.1, gt=0, description="gradient_noise: FreeLB adv-lr: delta += noise_step * g / ||g_i||")
-    noise_max_norm: Optional[float] = Field(
-        None, gt=0, description="gradient_noise: FreeLB adv-max-norm: rows above this norm are scaled back to it; "
-                                "None: no projection (FreeLB's 0)")
-    mlp_train: bool = Field(True, description="[CLS]/[MASK] + MLP (Linear+tanh) in training, dropped at test")
-
-    @model_validator(mode="after")
-    def _something_to_perturb(self):
-        if self.perturbation == "mask" and not (self.token_mask or self.feature_mask):
-            raise ValueError("token_mask and feature_mask are both false: nothing is perturbed; enable one of them")
-        return self
-
-
-class PromptL2PParams(L2PParams, _TemplateFields):
-    pass
 
 
 # --------------------------------------------------------------------------- shared core
@@ -188,14 +89,16 @@ class _TwoViewContrastive(Method):
         before, after = self._template_pieces(template)
         head, tail = self._special_tokens()
         budget = max(1, self.params.max_length - len(head) - len(tail))
-        sent = self.tokenizer(list(sentences), add_special_tokens=False, truncation=True, max_length=budget)["input_ids"]
+        sent = self.tokenizer(list(sentences), add_special_tokens=False, truncation=True,
+                              max_length=budget)["input_ids"]
         return [head + before + s + after + tail for s in sent]
 
     def _template_pieces(self, template: str) -> tuple[list[int], list[int]]:
         if template not in self._template_cache:
             before, after = template.split("{sentence}")
             mask = self.tokenizer.mask_token
-            ids = [self.tokenizer(part.format(mask=mask), add_special_tokens=False)["input_ids"] for part in (before, after)]
+            ids = [self.tokenizer(part.format(mask=mask), add_special_tokens=False)["input_ids"]
+                   for part in (before, after)]
             self._template_cache[template] = (ids[0], ids[1])
         return self._template_cache[template]
 
@@ -251,7 +154,16 @@ class PromptBERT(_TwoViewContrastive):
         m.sentence_encoder().encode(["a cat sat"])   # [MASK] pooling, same template
     """
 
-    summary = "PromptBERT (unsup.): template 'This sentence : \"[X]\" means [MASK] .', [MASK] vector, two dropout views, InfoNCE"
+    paper = "Jiang et al.: PromptBERT: Improving BERT Sentence Embeddings with Prompts (EMNLP 2022)"
+    citation = """@inproceedings{jiang2022promptbert,
+  title = {{PromptBERT}: Improving {BERT} Sentence Embeddings with Prompts},
+  author = {Jiang, Ting and Jiao, Jian and Huang, Shaohan and Zhang, Zihan and Wang, Deqing and Zhuang, Fuzhen \
+and Wei, Furu and Huang, Haizhen and Deng, Denvy and Zhang, Qi},
+  booktitle = {Proceedings of the 2022 Conference on Empirical Methods in Natural Language Processing},
+  year = {2022}
+}"""
+    summary = ("PromptBERT (unsup.): template 'This sentence : \"[X]\" means [MASK] .', [MASK] vector, "
+               "two dropout views, InfoNCE")
     Params = PromptParams
     inference_pooling = "mask"
 
@@ -310,7 +222,7 @@ class L2PCSR(_TwoViewContrastive):
     ``learn: false`` (random masks), ``perturbation: gradient_noise``,
     ``continuous: true`` (M from p directly, ascent w.r.t. p). Sweeps: ``phi``,
     ``layers`` (Fig. 2); sentlab's ``beta: 0.1`` (the code's step). See
-    :data:`ABLATIONS`.
+    params.yaml ``ablations.variants`` (``l2p_*``).
 
     "Emb Noise" follows FreeLB (Zhu et al., ICLR 2020), the VAT paradigm the
     paper cites: the noise δ is added to the *word embeddings* (FreeLB's
@@ -353,6 +265,9 @@ class L2PCSR(_TwoViewContrastive):
         out["loss"].backward()      # out["weakened_tokens"], out["ascent_gain"], ...
     """
 
+    paper = ("Learning to Perturb for Contrastive Learning of Unsupervised Sentence Representations (L2P-CSR; "
+             "manuscript under review, shared/papers/l2p_csr.md)")
+    citation = None                   # a manuscript: no published BibTeX entry
     summary = "L2P-CSR: learned token/feature weakening masks on the first layers, two views, InfoNCE, [CLS]+MLP"
     Params = L2PParams
     inference_pooling = "cls"

@@ -25,7 +25,8 @@ from .base import Batch, ContrastiveParams, Method, MethodParams
 
 class MoCoParams(ContrastiveParams):
     momentum: float = Field(0.885, ge=0.0, le=1.0, description="λ in θk ← λθk + (1−λ)θq (PT-BERT Sec. 4.2)")
-    queue_size: int = Field(256, gt=0, description="M: candidates per query, the current (global) batch's keys included")
+    queue_size: int = Field(
+        256, gt=0, description="M: candidates per query, the current (global) batch's keys included")
     key_dropout: bool = Field(True, description="the momentum key encoder (the backbone copy) in train mode, dropout "
                                                 "on, while it encodes keys; false: eval mode. That copy only: the key "
                                                 "MLP has no dropout, PT-BERT's key attention keeps attn_dropout")
@@ -98,6 +99,16 @@ class MoCo(Method):
         out = m(Batch(sentences)); out["loss"].backward(); opt.step(); m.after_optimizer_step()
     """
 
+    # MoCo-BERT and its augmentations are PT-BERT's baselines (its Tables 3, 4); PT-BERT inherits these
+    paper = ("Tan et al.: A Sentence is Worth 128 Pseudo Tokens: A Semantic-Aware Contrastive Learning Framework "
+             "for Sentence Embeddings (Findings of ACL 2022)")
+    citation = """@inproceedings{tan2022ptbert,
+  title = {A Sentence is Worth 128 Pseudo Tokens: A Semantic-Aware Contrastive Learning Framework for Sentence \
+Embeddings},
+  author = {Tan, Haochen and Shao, Wei and Wu, Han and Yang, Ke and Song, Linqi},
+  booktitle = {Findings of the Association for Computational Linguistics: ACL 2022},
+  year = {2022}
+}"""
     summary = "MoCo-BERT: momentum key encoder (λ=0.885) + FIFO queue, 256 candidates, InfoNCE; no augmentation"
     Params: ClassVar[type[MethodParams]] = MoCoParams
     inference_pooling = "cls"

@@ -116,6 +116,14 @@ class PaSeR(Method):
         out["loss"].backward()
     """
 
+    paper = ("Wu and Zhao: Sentence Representation Learning with Generative Objective rather than Contrastive "
+             "Objective (EMNLP 2022)")
+    citation = """@inproceedings{wu2022paser,
+  title = {Sentence Representation Learning with Generative Objective rather than Contrastive Objective},
+  author = {Wu, Bohong and Zhao, Hai},
+  booktitle = {Proceedings of the 2022 Conference on Empirical Methods in Natural Language Processing},
+  year = {2022}
+}"""
     summary = "PaSeR: mask RAKE phrases, decode them from [E_s, E_s~, m|diff|, n|prod|] + MLM; [CLS] at test"
     Params = PaSeRParams
     corpus_columns = ("rake", "chunks")
@@ -249,10 +257,18 @@ class PaSeR(Method):
         return {"views": views, "s_masked": {"input_ids": ids, "attention_mask": att},
                 "target": self.decoder_batch(self.targets(views))}
 
+    def view_features(self, views: Views) -> dict:
+        """The CPU inputs of steps 3-5: ``s`` and :meth:`reconstruction_inputs`."""
+        return {"s": self.encode_text(views.s_texts), **self.reconstruction_inputs(views)}
+
     def prepare(self, batch: Batch) -> Batch:
         views = self.prepare_views(batch.sentences, batch.extras, batch.index, augment=self.training, draw=batch.draw)
-        batch.features = {"s": self.encode_text(views.s_texts), **self.reconstruction_inputs(views)}
+        batch.features = self.view_features(views)
         return batch
+
+    def check_inputs(self, sentences: Sequence[str], views: Views) -> dict:
+        """:meth:`view_features` of ``views`` (unaugmented) on the device: the reconstruction check's inputs."""
+        return self.prepared(Batch(list(sentences), features=self.view_features(views)))
 
     # --- steps 3-6 ----------------------------------------------------------------------
     def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -269,7 +285,8 @@ class PaSeR(Method):
         return self.signal(e_s, self.embed(features["s_masked"]["input_ids"], features["s_masked"]["attention_mask"]))
 
     def decoder_logits(self, memory: torch.Tensor, dec_in: torch.Tensor, dec_att: torch.Tensor,
-                       positions: Optional[torch.Tensor] = None, flat_index: Optional[torch.Tensor] = None) -> torch.Tensor:
+                       positions: Optional[torch.Tensor] = None,
+                       flat_index: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Vocabulary logits ``(B, T, V)`` of the decoder; with ``positions`` (one index per row) only those
         rows' positions ``(B, V)``: greedy decoding needs the last one; with ``flat_index`` only those positions
         of the flattened ``(B·T)`` grid ``(N, V)``: the loss needs the target tokens. The head over ~30k words
@@ -280,6 +297,11 @@ class PaSeR(Method):
         elif flat_index is not None:
             h = h.flatten(0, 1).index_select(0, flat_index)
         return self.lm_head(h, self.encoder.get_input_embeddings().weight)
+
+    def next_token_logits(self, memory: torch.Tensor, seqs: Sequence[Sequence[int]]) -> torch.Tensor:
+        """Greedy decoding's step: the logits ``(B, V)`` after the last token of each sequence of ``seqs``."""
+        ids, att = (t.to(memory.device) for t in pad(seqs, self.tokenizer.pad_token_id))
+        return self.decoder_logits(memory, ids, att, positions=att.sum(1) - 1)
 
     def teacher_forcing(self, memory: torch.Tensor, dec: dict[str, torch.Tensor]):
         """(logits ``(rows, T, V)``, labels ``(rows, T)``) of teacher-forced decoding of a :meth:`decoder_batch`

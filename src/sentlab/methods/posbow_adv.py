@@ -50,6 +50,7 @@ from ._grad_reverse import grad_reverse
 from ._posbow_tasks import (HeadInputs, TaskHeads, accuracies, bow_nll, bow_r_precision, pos_divergence,
                             top_tag_accuracy)
 from .base import Batch, ContrastiveParams, Method, adamw
+from .simcse import SIMCSE_CITATION
 
 __all__ = ["PosBowAdv", "PosBowAdvParams", "TaskHeads", "GradientReversal", "NoAdversary", "bow_nll", "pos_divergence",
            "bow_r_precision", "top_tag_accuracy"]
@@ -142,6 +143,9 @@ class GradientReversal(nn.Module):
 
 @register("posbow_adv")
 class PosBowAdv(Method):
+    paper = ("Improving sentence embeddings with POS and bag-of-words auxiliary tasks and adversarial "
+             "disentangling (manuscript, shared/papers/simcse_pos_bow_adversarial.md), built on SimCSE")
+    citation = SIMCSE_CITATION        # the manuscript has no published entry: the method it builds on
     summary = "SimCSE + POS / bag-of-words auxiliary tasks on two embedding channels, adversarially disentangled"
     Params = PosBowAdvParams
     corpus_columns = ("tokens", "pos")

@@ -10,6 +10,14 @@ from . import register
 from ._common import MLPHead, in_batch_info_nce, two_views
 from .base import Batch, ContrastiveParams, Method
 
+SIMCSE_PAPER = "Gao, Yao and Chen: SimCSE: Simple Contrastive Learning of Sentence Embeddings (EMNLP 2021)"
+SIMCSE_CITATION = """@inproceedings{gao2021simcse,
+  title = {{SimCSE}: Simple Contrastive Learning of Sentence Embeddings},
+  author = {Gao, Tianyu and Yao, Xingcheng and Chen, Danqi},
+  booktitle = {Proceedings of the 2021 Conference on Empirical Methods in Natural Language Processing},
+  year = {2021}
+}"""
+
 
 class SimCSEParams(ContrastiveParams):
     """``methods.simcse`` in params.yaml: τ and the train keys a method may set for itself (the paper's
@@ -37,6 +45,7 @@ class SimCSE(Method):
         out["loss"].backward()
     """
 
+    paper, citation = SIMCSE_PAPER, SIMCSE_CITATION
     summary = "SimCSE (unsup.): two dropout views, in-batch InfoNCE, [CLS]+MLP in training, [CLS] at test"
     Params = SimCSEParams
     inference_pooling = "cls"

@@ -18,6 +18,7 @@ from ..train.distributed import gather_with_grad
 from . import register
 from ._common import MLPHead, cosine_logits
 from .base import Batch, ContrastiveParams, Method
+from .simcse import SIMCSE_CITATION, SIMCSE_PAPER
 
 
 class SimCSESupParams(ContrastiveParams):
@@ -54,6 +55,7 @@ class SimCSESup(Method):
     (``nli_source``, ``nli_label``).
     """
 
+    paper, citation = SIMCSE_PAPER, SIMCSE_CITATION
     summary = "SimCSE (sup.): NLI entailment positives + contradiction hard negatives, InfoNCE, [CLS]+MLP in training"
     Params = SimCSESupParams
     corpus = "nli"

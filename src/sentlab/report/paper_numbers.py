@@ -47,9 +47,12 @@ PTBERT_HARD_SUBSET = {
 # PaSeR Appendix C Table 10: mean / variance of cosine similarity on STS-B by gold level (BERT-base).
 DENSITY_LEVELS = ("0-1", "1-2", "2-3", "3-4", "4-5")
 PASER_TABLE10 = {
-    "BERT-[CLS]": dict(zip(DENSITY_LEVELS, ((0.86, 0.006), (0.88, 0.006), (0.89, 0.006), (0.90, 0.004), (0.90, 0.005)))),
-    "SimCSE-base": dict(zip(DENSITY_LEVELS, ((0.50, 0.013), (0.67, 0.014), (0.74, 0.010), (0.81, 0.008), (0.87, 0.006)))),
-    "PaSeR-base": dict(zip(DENSITY_LEVELS, ((0.55, 0.015), (0.74, 0.011), (0.81, 0.008), (0.86, 0.005), (0.92, 0.003)))),
+    "BERT-[CLS]": dict(zip(DENSITY_LEVELS, (
+        (0.86, 0.006), (0.88, 0.006), (0.89, 0.006), (0.90, 0.004), (0.90, 0.005)))),
+    "SimCSE-base": dict(zip(DENSITY_LEVELS, (
+        (0.50, 0.013), (0.67, 0.014), (0.74, 0.010), (0.81, 0.008), (0.87, 0.006)))),
+    "PaSeR-base": dict(zip(DENSITY_LEVELS, (
+        (0.55, 0.015), (0.74, 0.011), (0.81, 0.008), (0.86, 0.005), (0.92, 0.003)))),
 }
 
 # PaSeR Appendix D (text of Fig. 6): alignment on STS-B, BERT-base. Uniformity is only drawn in the figure.
@@ -146,14 +149,14 @@ PASER_TABLE9 = {  # pooling
 }
 # PaSeR Fig. 4 (Avg of the 7 STS tasks vs decoder layers 1..8) is a plot: its values are not printed
 # in the text, so the report shows the reproduced curve only and says so.
-PASER_FIG4_DEPTHS = tuple(range(1, 9))
 
 # PaSeR Table 7: decoder reconstructions (cases that differ from the original; one phrase masked).
 PASER_TABLE7 = [
     {"sentence": "Work with a tool.", "masked": "_ with a tool", "generated": "Try"},
     {"sentence": "At least 89 dead in china earthquakes", "masked": "At _ _ _ dead in china earthquakes",
      "generated": "least 7 dead."},
-    {"sentence": "Do I need a transit visa for a stop in London?", "masked": "Do I need a transit visa for a stop in _?",
+    {"sentence": "Do I need a transit visa for a stop in London?",
+     "masked": "Do I need a transit visa for a stop in _?",
      "generated": "UK"},
     {"sentence": "There are two options for you", "masked": "There are _ _ for you", "generated": "options options"},
 ]
@@ -181,7 +184,16 @@ L2P_TABLE1_ROBERTA = {
     "+Prompt": _row(73.94, 84.74, 77.28, 84.99, 81.74, 81.88, 69.50, 79.15),
     "+Prompt+Ours": _row(74.97, 83.63, 78.28, 84.86, 82.03, 82.77, 71.26, 79.69),
 }
-# L2P-CSR Table 3 lives with the method (sentlab.methods.l2p.ABLATIONS: overrides + paper numbers).
+# L2P-CSR Table 3 (BERT-base, STS-B / SICK-R test): its rows' variants are params.yaml `ablations.variants`
+# (report.paper_tables.l2p names them); the Fig. 2 sweeps are plots without printed values.
+L2P_TABLE3 = {
+    "BERT-base + L2P-CSR": {"STSBenchmark": 77.80, "SICKRelatedness": 72.65},
+    "w/o feature mask": {"STSBenchmark": 70.91, "SICKRelatedness": 73.01},
+    "w/o token mask": {"STSBenchmark": 74.05, "SICKRelatedness": 70.71},
+    "w/o learning to perturb": {"STSBenchmark": 75.09, "SICKRelatedness": 70.34},
+    "BERT-base + Emb Noise": {"STSBenchmark": 75.95, "SICKRelatedness": 70.73},
+    "BERT-base + Continual Mask": {"STSBenchmark": 75.05, "SICKRelatedness": 70.54},
+}
 
 # SimCSE + POS/BOW adversarial, Table 1 (RoBERTa-base; channels 640 BOW + 128 POS of the 768).
 POSBOW_TABLE1 = {

@@ -58,6 +58,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import torch
+from transformers import get_linear_schedule_with_warmup, set_seed
 
 from ..encoder import autocast
 from ..errors import SentlabError
@@ -112,16 +113,19 @@ def resolve_precision(precision: str, device: torch.device) -> str:
 
 
 def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
+    """``transformers.set_seed``: ``random``, numpy and torch (CPU and every accelerator) from ``seed``.
+
+    numpy takes 32-bit seeds only: it gets ``seed mod 2**32``; a seed outside [0, 2**32) seeds ``random``
+    and torch with the seed itself, as sentlab always did (``tests/test_train_loop.py`` compares the states)."""
+    set_seed(seed % 2**32)
+    if not 0 <= seed < 2**32:
+        random.seed(seed)
+        torch.manual_seed(seed)
 
 
-def linear_decay(total_steps: int):
-    """lr multiplier: 1 at step 0, linearly to 0 at ``total_steps`` (no warm-up)."""
-    def f(step: int) -> float:
-        return max(0.0, (total_steps - step) / max(1, total_steps))
-    return f
+def linear_schedule(optimizer, total_steps: int):
+    """lr multiplier 1 at step 0, linearly to 0 at ``total_steps``, no warm-up: HF's linear schedule (docs/methods.md#shared-conventions)."""
+    return get_linear_schedule_with_warmup(optimizer, num_warmup_steps=0, num_training_steps=total_steps)
 
 
 def plan_steps(n_sentences: int, train_cfg, world: int = 1) -> tuple[int, int]:
@@ -168,7 +172,8 @@ class MicroBatches(torch.utils.data.Dataset):
     """Item ``t`` = this rank's rows of micro-batch ``t`` (``step · grad_accum + a``) of the run: a function
     of the seed and ``t`` only, so any worker can build any item and a resumed run starts at its step."""
 
-    def __init__(self, n: int, batch_size: int, grad_accum: int, steps_per_epoch: int, seed: int, rank: int, world: int):
+    def __init__(self, n: int, batch_size: int, grad_accum: int, steps_per_epoch: int, seed: int, rank: int,
+                 world: int):
         self.n, self.batch_size, self.grad_accum, self.steps_per_epoch = n, batch_size, grad_accum, steps_per_epoch
         self.seed, self.rank, self.local = seed, rank, batch_size // world
         self._orders: dict[int, np.ndarray] = {}
@@ -208,7 +213,8 @@ def micro_batch_loader(method, corpus: Corpus, train_cfg, *, seed: int, steps_pe
         data, batch_size=None, sampler=range(start, end), collate_fn=PrepareBatch(method, corpus, seed),
         num_workers=workers, pin_memory=device.type == "cuda", persistent_workers=False,
         prefetch_factor=4 if workers else None,
-        generator=torch.Generator().manual_seed(seed))  # its base seed is not drawn from (and does not move) torch's RNG
+        # its base seed is not drawn from (and does not move) torch's RNG
+        generator=torch.Generator().manual_seed(seed))
 
 
 def clip_gradients(optimizer: torch.optim.Optimizer, max_norm: float, mode: str = "per_group") -> None:
@@ -246,7 +252,7 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
     method.train()
     steps_per_epoch, total_steps = plan_steps(len(corpus), train_cfg, world)
     optimizer = make_optimizer(method, train_cfg, device)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_decay(total_steps))
+    scheduler = linear_schedule(optimizer, total_steps)
     model = method
     if D.is_dist():
         from torch.nn.parallel import DistributedDataParallel as DDP
@@ -263,7 +269,8 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
     meta = load_resume(last, method, optimizer, scheduler, rank=rank)  # each rank restores its own RNG state
     if meta is not None:
         if meta.get("total_steps") != total_steps:
-            raise SentlabError(f"The resume checkpoint {ckpt_dir / 'last'} was planned for {meta.get('total_steps')} steps, "
+            raise SentlabError(f"The resume checkpoint {ckpt_dir / 'last'} was planned for "
+                               f"{meta.get('total_steps')} steps, "
                                f"this run for {total_steps}; delete {ckpt_dir} to start afresh.")
         step, best_score, best_step, curve = meta["step"], meta["best_score"], meta["best_step"], meta["curve"]
         best_score = -math.inf if best_score is None else best_score
@@ -358,12 +365,12 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
                     if log_metrics is not None:  # + the method's loss parts (loss_gen, gen_token_acc …), window means
                         parts = {k: float(np.nanmean(v)) for k, v in window_extras.items()
                                  if any(math.isfinite(x) for x in v)}
-                        log_metrics({k: v for k, v in row.items() if k != "step"} | {"lr": record["lr"], "train": parts},
-                                    step)
+                        log_metrics({k: v for k, v in row.items() if k != "step"}
+                                    | {"lr": record["lr"], "train": parts}, step)
                     if best_step is None or row["stsb_dev"] > best_score:  # (a NaN score never beats a number)
                         best_score, best_step = row["stsb_dev"], step
-                        export_model(ckpt_dir / "best", method,
-                                     dict(export_info or method.export_info(), best_stsb_dev=best_score, best_step=best_step))
+                        export_model(ckpt_dir / "best", method, dict(export_info or method.export_info(),
+                                                                     best_stsb_dev=best_score, best_step=best_step))
                     bar.write(f"step {step}: stsb_dev {row['stsb_dev']:.2f} (best {best_score:.2f} @ {best_step}) "
                               f"align {row['alignment']:.3f} unif {row['uniformity']:.3f} loss {row['loss']:.4f}")
                 window_losses, window_extras = [], {}

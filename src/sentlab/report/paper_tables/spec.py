@@ -1,0 +1,67 @@
+"""What a paper table is: :class:`TableSpec` (columns, rows) and :class:`RowSpec` (the model(s) that
+reproduce a row, the paper's values, the settings the row expects); :class:`Resolved`, a row filled
+from the metrics. The shared columns and the paper-only row of a system sentlab does not implement."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+STS7 = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
+LABELS = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R", "STSBenchmark-dev": "STS-B dev", "Avg": "Avg."}
+EVALUATED = "evaluated"
+OTHER_SETTINGS = "sentlab runs at other settings (no paper row)"
+
+COLS7 = (*STS7, "Avg")
+COLS_HARD = (*STS7[:5], "Avg")
+COLS3 = ("STS12-16", "STSBenchmark", "SICKRelatedness")
+NOT_IMPL = "not implemented in sentlab"
+
+
+@dataclass(frozen=True)
+class RowSpec:
+    label: str
+    models: tuple[str, ...] = ()          # candidates, first found wins; () = paper-only row
+    paper: Optional[dict] = None          # column -> paper value (None: the paper prints none)
+    note: str = ""                        # shown in the Note column (why paper-only, caveats)
+    section: str = ""
+    extract: str = "sts"                  # sts | hard_subset | hard_full | density
+    expects: dict = field(default_factory=dict)   # method key -> value (a tuple: any of these) the model needs
+    backbone: str = ""                    # the paper numbers' backbone ("": BERT-base; report.backbones)
+    delta: bool = True                    # False: the model differs from the paper's run; no Δ (note says how)
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    id: str                               # file stem: reports/tables/<id>.{md,csv,tex}
+    title: str
+    source: str                           # paper + table, e.g. "PT-BERT (ACL 2022) Table 3"
+    columns: tuple[str, ...]
+    rows: tuple[RowSpec, ...]
+    paper_setting: str = "BERT-base"
+    context: str = ""
+    main: bool = False                    # LaTeX too
+    digits: int = 2
+    settings: tuple[str, ...] = ()        # method keys each filled row reports as "trained with"
+
+
+@dataclass
+class Resolved:
+    spec: RowSpec
+    model: Optional[str] = None           # the sentlab model that filled the row
+    status: str = ""                      # EVALUATED or the reason the row has no numbers
+    values: dict = field(default_factory=dict)
+    backbone: str = ""
+    profile: str = ""
+    method: dict = field(default_factory=dict)   # the method block the model was trained with
+    trained_with: str = ""                # the table's settings keys of ``method``, as text
+    marks: Optional[object] = None        # seeds / CI / significance (:class:`sentlab.report.significance.Marks`)
+
+    @property
+    def evaluated(self) -> bool:
+        return self.status == EVALUATED
+
+
+def paper_only(label: str, paper: dict, why: str, section: str = "") -> RowSpec:
+    """A row of a system sentlab does not implement: the paper's numbers and why there is no model."""
+    return RowSpec(label, (), paper, f"{NOT_IMPL}: {why}", section)
