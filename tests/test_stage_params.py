@@ -1,0 +1,79 @@
+"""A stage reads exactly the params.yaml keys its dvc.yaml entry declares (sentlab.stage_params): an edit DVC does not
+see cannot reach it, and a read of an undeclared key fails, naming the key to declare."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import stage_workspace
+
+from sentlab.stage_params import UndeclaredParam, stage_params
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch):
+    monkeypatch.delenv("DVC_STAGE", raising=False)
+    monkeypatch.chdir(stage_workspace(tmp_path))
+    return tmp_path
+
+
+def _edit(work, edit):
+    stage_workspace(work, edit)
+
+
+def test_a_training_gets_its_declared_values(work):
+    p = stage_params("train@moco")
+    assert p.model.backbone == "sentence-transformers/all-MiniLM-L6-v2" and p.train.lr == 3e-5
+    assert p.method_params("moco").queue_size == 256 and p.evaluate.batch_size == 128
+    assert list(p.methods) == ["moco"] and p.methods_from == {}        # its own line, no other
+    assert p.train.num_threads is None                                 # runtime: read, never declared
+
+
+@pytest.mark.parametrize("read, key", [
+    (lambda p: p.prepare, "`prepare`"),                  # a section the stage does not declare
+    (lambda p: p.train.methods, "`train.methods`"),      # a key of a section it declares in part
+    (lambda p: p.evaluate.max_pairs, "`evaluate.max_pairs`"),
+    (lambda p: p.seed, "`seed`"),                        # its seed is in its command, not the global one
+])
+def test_reading_an_undeclared_key_fails_naming_it(work, read, key):
+    p = stage_params("train@simcse")
+    with pytest.raises(UndeclaredParam, match=f"stage `train@simcse` reads {key}.*dvc.yaml"):
+        read(p)
+
+
+def test_an_undeclared_edit_cannot_reach_a_training(work):
+    """Edits of keys train@simcse does not declare (another method's line, the evaluation's pairs, the corpus size,
+    the ablation registry) leave everything it reads as it was; an edit of its own line reaches it."""
+    before = stage_params("train@simcse")
+    seen = (before.method_params("simcse").model_dump(), before.train.model_dump(), before.model.model_dump())
+
+    def others(r):
+        r["methods"]["moco"]["queue_size"] = 512
+        r["evaluate"]["max_pairs"] = 10
+        r["prepare"]["size"] = 100
+        r["ablations"]["variants"]["simcse_len64"]["set"]["max_length"] = 16
+        r["train"]["methods"] = ["simcse"]
+
+    _edit(work, others)
+    after = stage_params("train@simcse")
+    assert (after.method_params("simcse").model_dump(), after.train.model_dump(), after.model.model_dump()) == seen
+    _edit(work, lambda r: r["methods"]["simcse"].update(temperature=0.07))
+    assert stage_params("train@simcse").method_params("simcse").temperature == 0.07
+
+
+def test_an_ablation_variant_reads_its_method_line_and_its_own(work):
+    _edit(work, lambda r: r["ablations"].update(enabled=True))
+    from sentlab.cli import main
+
+    assert main(["stages"]) == 0
+    p = stage_params("train@ptbert_m64")
+    assert p.ablations["variants"]["ptbert_m64"] == {"method": "ptbert", "set": {"pseudo_len": 64}}
+    assert list(p.methods) == ["ptbert"] and list(p.ablations["variants"]) == ["ptbert_m64"]
+
+
+def test_a_script_outside_a_dvc_project_is_one_paragraph(tmp_path, monkeypatch):
+    from sentlab.errors import SentlabError
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DVC_STAGE", raising=False)
+    with pytest.raises(SentlabError, match="not a sentlab DVC project"):
+        stage_params("prepare")
