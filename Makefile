@@ -48,6 +48,7 @@ preflight: env
 	$(PY) -m sentlab.cli preflight --profile $(PROFILE)
 
 test: env
+	$(VENV)/bin/ruff check src pipeline tests benchmarks scripts
 	$(PY) -m pytest -q
 
 bench: env

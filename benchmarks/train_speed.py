@@ -19,7 +19,7 @@ same seed and the same ``--steps``, steps/s side by side, then the STS-B dev Spe
 evaluation, ``--dev-pairs`` seeded genre-stratified pairs; 0 = all 1,500) of each trained model:
 whether bf16 autocast (fp32 logits, docs/methods.md) pays on a CPU with native bf16 (AVX-512 BF16/AMX).
 
-glibc's malloc vs retained freed memory (``--compare-heap``, ``train.heap``: a per-process setting, so
+glibc's malloc vs retained freed memory (``--compare-heap``, ``runtime.heap``: a per-process setting, so
 each configuration is its own process): per method, processes alternate system, retain, system,
 retain … (``--repeats`` each) on the quick profile's real corpus and annotations when the pipeline
 has written them (``data/``; PaSeR needs its phrases), bf16 autocast where the CPU has it; the
@@ -229,7 +229,7 @@ def main() -> int:
                          "(train.dropout_kernel), interleaved step by step")
     ap.add_argument("--compare-heap", action="store_true",
                     help="CPU: per method, processes with glibc's malloc beside ones retaining freed memory "
-                         "(train.heap), alternating, --repeats each")
+                         "(runtime.heap), alternating, --repeats each")
     ap.add_argument("--repeats", type=int, default=2, help="--compare-heap: processes per configuration and method")
     ap.add_argument("--heap", default="system", choices=["system", "retain"], help=argparse.SUPPRESS)
     ap.add_argument("--dropout-configs", action="store_true", help=argparse.SUPPRESS)
@@ -295,7 +295,7 @@ def main() -> int:
 
 def real_corpus_child(method_id: str, steps: int, heap: str) -> dict:
     """s/step of ``method_id`` through :func:`sentlab.train.run.train_method` (the train stage's own setup:
-    quick params, its corpus and annotations under ``data/``, bf16 autocast where native) with ``train.heap``
+    quick params, its corpus and annotations under ``data/``, bf16 autocast where native) with ``runtime.heap``
     set to ``heap``; no dev evaluation, no tracking, outputs in a scratch folder."""
     import resource
 
@@ -316,7 +316,7 @@ def real_corpus_child(method_id: str, steps: int, heap: str) -> dict:
 
 
 def compare_heap(args) -> int:
-    """glibc's malloc vs retained freed memory (train.heap), process by process, alternating."""
+    """glibc's malloc vs retained freed memory (runtime.heap), process by process, alternating."""
     import statistics
 
     if not (REPO / "data" / "corpus").is_dir():

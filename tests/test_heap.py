@@ -1,4 +1,4 @@
-"""train.heap (issue 15): glibc's malloc keeps freed blocks instead of page-faulting big ones in again."""
+"""runtime.heap (issue 15): glibc's malloc keeps freed blocks instead of page-faulting big ones in again."""
 
 import json
 import subprocess
@@ -39,7 +39,7 @@ def _thp_always() -> bool:
     return f.is_file() and "[always]" in f.read_text()
 
 
-@pytest.mark.skipif(not H.glibc(), reason="needs glibc's malloc (Linux): train.heap retain is glibc-only")
+@pytest.mark.skipif(not H.glibc(), reason="needs glibc's malloc (Linux): runtime.heap retain is glibc-only")
 def test_retain_keeps_a_freed_64_mb_block_mapped():
     retained = _second_round_faults("retain")
     assert retained < 1000  # 16,384 pages of 4 KB would fault in again
@@ -54,7 +54,7 @@ def test_resolve_heap_and_the_param(monkeypatch):
     assert H.resolve_heap("system", torch.device("cpu")) == "system"
     monkeypatch.setattr(H, "glibc", lambda: False)
     assert H.resolve_heap("auto", torch.device("cpu")) == "system"
-    with pytest.raises(SentlabError, match="train.heap: retain needs glibc"):
+    with pytest.raises(SentlabError, match="runtime.heap: retain needs glibc"):
         H.resolve_heap("retain", torch.device("cpu"))
     assert H.apply_heap("system") is False
     assert TrainParams().heap == "auto"

@@ -139,7 +139,7 @@ class TrainParams(Strict):
                             "probability within 8e-6 of p; sentlab.train.dropout), torch elsewhere (PyTorch's kernel)")
     heap: Literal["auto", "retain", "system"] = Field(
         "auto", description="malloc in the training process: auto = retain on CPU under glibc (freed blocks of >= 32 MB "
-                            "stay mapped instead of being page-faulted in again; sentlab.train.heap), system elsewhere")
+                            "stay mapped instead of being page-faulted in again; sentlab.runtime.heap), system elsewhere")
     num_threads: Optional[int] = Field(None, gt=0)
     loader_workers: Union[Literal["auto"], Annotated[int, Field(ge=0)]] = Field(
         "auto", description="DataLoader worker processes running each method's prepare() (tokenisation, augmentation) "

@@ -168,7 +168,7 @@ class Method(nn.Module):
     # --- what the loop calls -------------------------------------------------
     def prepare(self, batch: Batch) -> Batch:
         """CPU work for one micro-batch, run in the loop's DataLoader (in worker processes when
-        ``train.loader_workers`` > 0): tokenisation and augmentation, results in ``batch.features``.
+        ``runtime.loader_workers`` > 0): tokenisation and augmentation, results in ``batch.features``.
         Must not touch the device or the global RNGs (draw from ``batch.rng()``). Default: nothing."""
         return batch
 

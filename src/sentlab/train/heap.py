@@ -1,4 +1,4 @@
-"""Keep freed memory in the training process (``train.heap``).
+"""Keep freed memory in the training process (``runtime.heap``).
 
 glibc's ``malloc`` serves a block of 32 MB or more (its largest mmap threshold) with a fresh ``mmap``
 and gives it back to the kernel on ``free``, so the next block of that size is page-faulted in
@@ -44,9 +44,9 @@ def resolve_heap(setting: str, device: torch.device) -> str:
     if setting == "auto":
         return "retain" if device.type == "cpu" and glibc() else "system"
     if setting == "retain" and not glibc():
-        raise SentlabError(f"train.heap: retain needs glibc's malloc (Linux); this system is "
+        raise SentlabError(f"runtime.heap: retain needs glibc's malloc (Linux); this system is "
                            f"{platform.system()} {' '.join(platform.libc_ver()) or 'without glibc'}. "
-                           f"Set train.heap to auto or system in params.yaml.")
+                           f"Set runtime.heap to auto or system in params.yaml.")
     return setting
 
 
@@ -57,8 +57,8 @@ def apply_heap(setting: str) -> bool:
     libc = ctypes.CDLL("libc.so.6")
     ok = libc.mallopt(M_MMAP_MAX, 0) == 1 and libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
     if not ok:
-        raise SentlabError("train.heap: retain: glibc refused mallopt(M_MMAP_MAX / M_TRIM_THRESHOLD); set "
-                           "train.heap: system in params.yaml.")
+        raise SentlabError("runtime.heap: retain: glibc refused mallopt(M_MMAP_MAX / M_TRIM_THRESHOLD); set "
+                           "runtime.heap: system in params.yaml.")
     return True
 
 

@@ -19,7 +19,7 @@
   epoch dropped (every step sees full batches, MoCo's candidate count stays M);
   the position in the data is a function of the step, so resume needs only the step;
   a DataLoader's ``collate_fn`` builds each micro-batch and runs the method's
-  ``prepare`` (tokenisation, augmentation) on the CPU, in ``train.loader_workers``
+  ``prepare`` (tokenisation, augmentation) on the CPU, in ``runtime.loader_workers``
   worker processes ahead of the step on a GPU (:class:`MicroBatches`);
 * a dev evaluation every ``train.eval_every`` steps and at the last step:
   ``dev_eval(method.sentence_encoder())`` → ``{"stsb_dev", "alignment",
@@ -31,7 +31,7 @@
   summed on the device and read (all-reduced once) at each dev evaluation, where the
   non-finite-loss check runs too;
 * a resume checkpoint (``<ckpt_dir>/last``) at every dev evaluation (or every
-  ``train.checkpoint_every`` steps): an interrupted run started again with the
+  ``runtime.checkpoint_every`` steps): an interrupted run started again with the
   same ``ckpt_dir`` continues from it and, on CPU, ends with the same numbers
   as an uninterrupted run; every rank saves (its RNG state is gathered) and
   resumes with its own RNG state;
@@ -42,7 +42,7 @@
 * dropout: ``train.dropout_kernel`` ``auto`` = on CPU the same inverted dropout with a mask from fewer random
   numbers (:mod:`sentlab.train.dropout`: drop probability within 8e-6 of ``p``; 1.43 -> 1.23 s a SimCSE step on
   2 cores, ``benchmarks/train_speed.py --compare-dropout``), PyTorch's kernel elsewhere;
-* several processes under ``torchrun`` (``train.nproc``): DDP, rank r takes rows
+* several processes under ``torchrun`` (``runtime.nproc``): DDP, rank r takes rows
   ``[r·B/W, (r+1)·B/W)`` of each global micro-batch; only rank 0 evaluates, logs and writes.
 """
 
@@ -87,7 +87,7 @@ def resolve_device(device: str) -> torch.device:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda":
         if not torch.cuda.is_available():
-            raise SentlabError("train.device is `cuda` but no CUDA device is available; set train.device: auto or cpu.")
+            raise SentlabError("runtime.device is `cuda` but no CUDA device is available; set runtime.device: auto or cpu.")
         return torch.device("cuda", D.local_rank())
     return torch.device("cpu")
 
@@ -132,7 +132,7 @@ def plan_steps(n_sentences: int, train_cfg, world: int = 1) -> tuple[int, int]:
     """(steps per epoch, total steps) for a corpus of ``n_sentences``."""
     if train_cfg.batch_size % world:
         raise SentlabError(f"train.batch_size ({train_cfg.batch_size}) is the global batch and must divide evenly over "
-                           f"the {world} ranks (train.nproc); choose a multiple of {world}.")
+                           f"the {world} ranks (runtime.nproc); choose a multiple of {world}.")
     per_step = train_cfg.batch_size * train_cfg.grad_accum
     steps_per_epoch = n_sentences // per_step
     if steps_per_epoch == 0:
@@ -162,7 +162,7 @@ def resolve_attention(setting: str, device: torch.device) -> str:
 
 
 def loader_workers(setting, device: torch.device) -> int:
-    """``train.loader_workers``: ``auto`` = 0 on CPU (the cores are busy training), 4 on a GPU."""
+    """``runtime.loader_workers``: ``auto`` = 0 on CPU (the cores are busy training), 4 on a GPU."""
     if setting == "auto":
         return 4 if device.type == "cuda" else 0
     return int(setting)
@@ -206,7 +206,7 @@ class PrepareBatch:
 
 def micro_batch_loader(method, corpus: Corpus, train_cfg, *, seed: int, steps_per_epoch: int, start: int, end: int,
                        rank: int, world: int, device: torch.device):
-    """Micro-batches ``start..end-1``, prepared (in worker processes when ``train.loader_workers`` > 0)."""
+    """Micro-batches ``start..end-1``, prepared (in worker processes when ``runtime.loader_workers`` > 0)."""
     workers = loader_workers(train_cfg.loader_workers, device)
     data = MicroBatches(len(corpus), train_cfg.batch_size, train_cfg.grad_accum, steps_per_epoch, seed, rank, world)
     return torch.utils.data.DataLoader(

@@ -60,7 +60,7 @@ def resolve_train(params: Params, mparams):
 
 
 # Train keys that decide how a run executes, not what it computes: out of the resume key, so resuming with
-# more threads, another checkpoint interval, more loader workers, on more ranks (train.nproc: each rank the
+# more threads, another checkpoint interval, more loader workers, on more ranks (runtime.nproc: each rank the
 # checkpoint has no RNG state for keeps its seeded one) or another device setting continues the checkpoint.
 RUNTIME_KEYS = ("methods", "num_threads", "checkpoint_every", "loader_workers", "nproc", "device", "heap")
 
@@ -250,7 +250,7 @@ def stage_main(argv: Optional[Sequence[str]] = None, prog: str = "pipeline/train
     args = ap.parse_args(argv)
     params = stage_params(f"train@{args.name}")
     # runtime.nproc > 1: the same command again under torchrun, one process per device
-    rc = D.launch(params.train.nproc, sys.argv[0], list(sys.argv[1:] if argv is None else argv))
+    rc = D.launch(params.runtime.nproc, sys.argv[0], list(sys.argv[1:] if argv is None else argv))
     if rc is not None:
         return rc
     variants = (params.ablations or {}).get("variants") or {}
