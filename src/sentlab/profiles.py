@@ -24,9 +24,9 @@ from .errors import SentlabError
 
 BASE = "quick"
 HEADER = ("# params.yaml: the values in force (profile {name}), written by `sentlab profile {name}` from {files}.\n"
-          "# Edit it freely (stages declare its keys: `dvc status` shows what an edit re-runs); `sentlab profile NAME`\n"
-          "# rewrites it from the profile files, `sentlab stages` the stage list (models.yaml) after an edit of\n"
-          "# train.methods, methods_from, seeds, ablations, evaluate.baselines or seed.\n")
+          "# Edit it freely (stages declare its keys: `dvc status` shows what an edit re-runs);\n"
+          "# `sentlab profile NAME` rewrites it from the profile files, `sentlab stages` the stage list (models.yaml)\n"
+          "# after an edit of train.methods, methods_from, seeds, ablations, evaluate.baselines or seed.\n")
 
 
 def profiles_dir(params_path: str | os.PathLike = "params.yaml") -> Path:

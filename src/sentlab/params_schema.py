@@ -1,0 +1,172 @@
+"""The params sections' schemas (one pydantic model per params.yaml section): what each key may hold.
+
+:class:`sentlab.config.Params` puts them together and validates params.yaml; the values themselves live in
+params.yaml (made from ``profiles/``), so a default here is for code that builds params without a file.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Strict(BaseModel):
+    """Base for every params section: unknown keys are errors; every float is finite (no YAML .nan/.inf)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=False, protected_namespaces=(), allow_inf_nan=False)
+
+
+class ModelParams(Strict):
+    backbone: str = "sentence-transformers/all-MiniLM-L6-v2"
+    """Hub id or local path of the encoder (``bert-base-uncased`` in the paper profile)."""
+
+
+class PrepareParams(Strict):
+    corpus: Literal["wiki1m"] = "wiki1m"
+    size: int = Field(11913, gt=0, description="sentences sampled from the corpus")
+    min_words: int = Field(1, ge=1, description="lines with fewer whitespace words are dropped")
+    max_words: int = Field(128, ge=1, description="lines with more whitespace words are dropped")
+    dedupe: bool = True
+    allow_smaller: bool = Field(
+        False, description="accept a corpus with fewer lines than `size` (use all of it) instead of failing"
+    )
+    nli: Literal["auto", "simcse", "sick_standin", "none"] = Field(
+        "auto", description="paser_sup's NLI triples (data/corpus/nli.parquet): SimCSE's nli_for_simcse.csv (simcse), "
+                            "the offline stand-in from SICK train (sick_standin), the CSV when it can be had else the "
+                            "stand-in (auto), or none")
+
+    @model_validator(mode="after")
+    def _check_lengths(self):
+        if self.min_words > self.max_words:
+            raise ValueError(f"min_words ({self.min_words}) must be <= max_words ({self.max_words})")
+        return self
+
+
+class AnnotateParams(Strict):
+    backend: Literal["nltk", "spacy"] = "nltk"
+    spacy_model: str = "en_core_web_sm"
+    jobs: int = Field(2, ge=1)
+    shard_size: int = Field(5000, ge=1)
+    rake_max_words: Optional[int] = Field(None, ge=1, description="longest RAKE phrase, in words; null: unbounded "
+                                                                  "(RAKE's first-ranked phrases are often long)")
+
+
+class HardSubsetParams(Strict):
+    pos_min_score: float = 4.0
+    neg_max_score: float = 2.0
+    pos_len_diff_gt: int = 5
+    neg_len_diff_lt: int = 2
+
+
+class WhiteningParams(Strict):
+    fit_on: Literal["sts_pool", "corpus"] = "sts_pool"
+    sample_size: int = Field(10000, gt=0, description="sentences used to fit mu and W")
+    dim: Optional[int] = Field(None, gt=0, description="keep the first k whitened dimensions (None: all)")
+    pooling: Literal["cls", "mean", "first_last"] = "first_last"
+
+
+class EvaluateParams(Strict):
+    batch_size: int = Field(128, gt=0)
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: CUDA when available, else CPU")
+    precision: Literal["auto", "fp32", "bf16"] = Field(
+        "auto", description="auto: exact fp32 on every device; bf16: autocast, recorded as approximate")
+    max_length: Optional[int] = Field(None, gt=0, description="None: the model's own maximum")
+    workers: Union[Literal["auto"], Annotated[int, Field(ge=1)]] = Field(
+        "auto", description="CPU: batches encoded at once, each on one intra-op thread; auto = the torch thread count "
+                            "(1 on CUDA); 1 = one batch at a time on every thread. The bits do not depend on it "
+                            "above 1")
+    diagnostics: bool = True
+    max_pairs: Optional[int] = Field(None, gt=0, description="None: every pair; else a seeded sample per task "
+                                                             "(smoke runs; labelled)")
+    hard_subset: HardSubsetParams = HardSubsetParams()
+    whitening: WhiteningParams = WhiteningParams()
+    baselines: list[Literal["cls", "mean", "first_last", "whitening"]] = Field(
+        default_factory=lambda: ["cls", "mean", "first_last", "whitening"],
+        description="pooling / whitening baselines of the backbone (one evaluate_baseline stage each)")
+
+
+class TrainParams(Strict):
+    """The training loop's settings: params.yaml ``train`` (what changes a trained model) and the
+    ``runtime`` keys (:data:`RUNTIME_KEYS`: how it runs), which :class:`Params` copies in."""
+    methods: list[str] = Field(default_factory=list, description="methods this profile trains")
+    batch_size: int = Field(64, gt=0)
+    lr: float = Field(3e-5, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    epochs: int = Field(1, gt=0)
+    max_steps: Optional[int] = Field(None, gt=0, description="stop after this many optimiser steps")
+    grad_accum: int = Field(1, gt=0)
+    max_grad_norm: Optional[float] = Field(1.0, gt=0, description="gradient clipping (HF Trainer's default, as "
+                                                                  "SimCSE/PT-BERT); None: off")
+    max_length: int = Field(32, gt=0)
+    eval_every: int = Field(125, gt=0)
+    checkpoint_every: Optional[int] = Field(None, gt=0, description="None: at every dev evaluation")
+    dev_max_pairs: Optional[int] = Field(None, gt=0, description="None: all 1500 STS-B dev pairs")
+    precision: Literal["auto", "fp32", "bf16"] = Field(
+        "auto", description="the profile's choice, never the CPU's: auto = bf16 autocast on CUDA, fp32 on CPU; "
+                            "logits and losses stay fp32; evaluation precision is evaluate.precision")
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    attention: Literal["auto", "eager", "sdpa"] = Field(
+        "auto", description="the backbone's attention kernel while training: auto = eager on CPU (PyTorch's CPU SDPA "
+                            "backward is slower at sentence lengths; benchmarks/train_speed.py --compare-attention), "
+                            "sdpa on CUDA; the same maths, round-off apart; evaluation keeps the model's default")
+    dropout_kernel: Literal["auto", "torch", "fast"] = Field(
+        "auto", description="the dropout mask while training: auto = fast on CPU (16-bit lanes of 64-bit draws, drop "
+                            "probability within 8e-6 of p; sentlab.train.dropout), torch elsewhere (PyTorch's kernel)")
+    heap: Literal["auto", "retain", "system"] = Field(
+        "auto", description="malloc in the training process: auto = retain on CPU under glibc (freed blocks of "
+                            ">= 32 MB stay mapped instead of being page-faulted in again; sentlab.train.heap), "
+                            "system elsewhere")
+    num_threads: Optional[int] = Field(None, gt=0)
+    loader_workers: Union[Literal["auto"], Annotated[int, Field(ge=0)]] = Field(
+        "auto", description="DataLoader worker processes running each method's prepare() (tokenisation, augmentation) "
+                            "ahead of the step; auto: 0 on CPU (the cores are busy training), 4 per GPU; the numbers "
+                            "do not depend on it")
+    nproc: int = Field(1, ge=1, description="processes (GPUs) to train on: > 1 re-runs the train stage under torchrun; "
+                                             "batch_size stays the global batch, split over the processes")
+
+
+# TrainParams fields that params.yaml keeps in its `runtime` section: they change how a training runs, never
+# what it computes, so no stage declares them (a resumed training continues its checkpoint with new values)
+RUNTIME_KEYS = ("device", "num_threads", "checkpoint_every", "loader_workers", "heap", "nproc")
+
+
+class RuntimeParams(Strict):
+    """params.yaml ``runtime``: :data:`RUNTIME_KEYS`, validated as :class:`TrainParams` validates them."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    num_threads: Optional[int] = Field(None, gt=0)
+    checkpoint_every: Optional[int] = Field(None, gt=0)
+    loader_workers: Union[Literal["auto"], Annotated[int, Field(ge=0)]] = "auto"
+    heap: Literal["auto", "retain", "system"] = "auto"
+    nproc: int = Field(1, ge=1)
+
+
+class SeedsParams(Strict):
+    """Seeds as an axis of the pipeline. Every method trains with ``seed`` (stage ``train@<m>`` ->
+    ``models/<m>``); a method trains ``n`` seeds in all, where ``n`` is ``per_method[<m>]`` or
+    ``count``: ``seed``, then the first ``n - 1`` of ``pool`` (stage ``train_seed@<m>-<s>`` ->
+    ``models/<m>-s<s>``). ``pool`` is the seeds that can have stages, the same in every profile; the
+    ones a profile trains are in its stage list (:mod:`sentlab.stage_list`). Changing ``n`` runs
+    or drops only the stages of the seeds it adds or removes."""
+    pool: list[int] = Field(default_factory=lambda: [43, 44, 45, 46],
+                            description="the extra seeds that have stages (train_seed@<method>-<seed>)")
+    count: int = Field(1, ge=1, description="seeds every method trains (1: `seed` only)")
+    per_method: dict[str, Annotated[int, Field(ge=1)]] = Field(
+        default_factory=dict, description="a method's own seed count, e.g. {simcse: 3}")
+
+    @model_validator(mode="after")
+    def _check_pool(self):
+        if len(set(self.pool)) != len(self.pool):
+            raise ValueError(f"seeds.pool {self.pool} repeats a seed; list each once")
+        most = max([self.count, *self.per_method.values()])
+        if most - 1 > len(self.pool):
+            raise ValueError(f"seeds: a method trains {most} seeds but seeds.pool has {len(self.pool)} extra seeds "
+                             f"(+ `seed`); add seeds to seeds.pool (each is a stage line) or lower the count")
+        return self
+
+    def count_for(self, method_id: str) -> int:
+        return self.per_method.get(method_id, self.count)
+
+    def extra_seeds(self, method_id: str) -> list[int]:
+        """The pool seeds ``method_id`` trains besides ``seed``."""
+        return self.pool[: self.count_for(method_id) - 1]
