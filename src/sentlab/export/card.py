@@ -7,7 +7,7 @@ force, the environment fingerprint (when recorded), the command that reproduces 
 The metadata is huggingface_hub's (``ModelCardData`` with an ``EvalResult`` per task); the paper and its
 BibTeX are the method class's ``paper`` and ``citation`` (:class:`sentlab.methods.base.Method`).
 Everything comes from the pipeline's own outputs (``sentlab.json``, ``reports/metrics/<m>.json``,
-``data/params``); nothing is typed in by hand.
+params.yaml's values in force); nothing is typed in by hand.
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ def model_card(name: str, info: dict, metrics: dict, params_in_force: dict, trai
     """The ``README.md`` text of model ``name``.
 
     ``info``: its ``sentlab.json``; ``metrics``: ``reports/metrics/<name>.json``; ``params_in_force``:
-    the method's Params the model trained with; ``train_params``: ``data/params/train.json``;
+    the method's Params the model trained with; ``train_params``: params.yaml ``train`` in force;
     ``stage``: its DVC train stage (``train@simcse``); ``summary``: the method's one-line summary.
     """
     method_id = str(info.get("method", name))
@@ -164,10 +164,11 @@ def model_card(name: str, info: dict, metrics: dict, params_in_force: dict, trai
              "## Usage\n", _usage(name, info),
              "## Results (docs/evaluation.md protocol)\n", _results(metrics),
              "## Params in force\n",
-             f"The method's params (`data/params/methods/{method_id}.json` merged with the model's variant, if any):\n",
+             f"The method's params (params.yaml `methods.{method_id}` over its defaults, with the model's variant "
+             f"if any):\n",
              _yaml_block(params_in_force)]
     if train_params:
-        parts += ["Training loop (`data/params/train.json`):\n", _yaml_block(train_params)]
+        parts += ["Training loop (params.yaml `train`):\n", _yaml_block(train_params)]
     run = {k: info[k] for k in ("run_key", "best_stsb_dev", "best_step", "steps", "resumed_from_step") if k in info}
     if run:
         parts += ["Training run (`sentlab.json`):\n", _yaml_block(run)]
