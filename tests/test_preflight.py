@@ -152,6 +152,45 @@ def test_planted_broken_profile_fails_with_its_error(workspace, tmp_path):
     assert _snapshot(workspace) == before
 
 
+def test_a_method_standin_marks_every_model_that_trains_with_it(tmp_path):
+    """WordNet missing on the paper profile: train@paser needs it, the method's own stand-in (EDA without `sr`)
+    goes into the scratch params.yaml and the stage runs again; every later training whose method block the
+    stand-in changed (PaSeR's seeds, the `sr` variants) is `needs asset` too, the others plain ok."""
+    from sentlab.preflight import slice_edits
+    from sentlab.preflight.run import Preflight
+    from sentlab.preflight.slice import write_params
+    from sentlab.preflight.stages import Stage
+
+    shutil.copytree(REPO / "profiles", tmp_path / "profiles")
+    values = _values("paper")
+    write_params(tmp_path, values, slice_edits(values, SL))
+    runs = []
+
+    class FakeRunner:  # what a stage process would answer: PaSeR's `sr` fails until the stand-in is in
+        scratch = tmp_path
+
+        def run(self, stage):
+            eda = yaml.safe_load((tmp_path / "params.yaml").read_text())["methods"]["paser"]["eda"]
+            runs.append((stage.name, eda))
+            if stage.name == "train@paser" and "sr" in eda.split("+"):
+                return {"rc": 2, "kind": "asset", "error": "NLTK resource 'wordnet' (corpora/wordnet) is not "
+                        "installed."}, ""
+            return {"rc": 0, "steps": 3, "sec_per_step": 0.1}, ""
+
+    pf = Preflight(tmp_path, "paper", SL, values, FakeRunner(), "stand-in")
+    rows = {n: pf.check(Stage(n, f"run {n}", [], [], [])) for n in
+            ("train@paser", "train@paser-s43", "train@paser_aug_sr_rs", "train@paser_aug_none", "train@simcse")}
+    assert runs[:2] == [("train@paser", "sr"), ("train@paser", "rd")]
+    assert rows["train@paser"].status == "needs asset" and "that run ok" in rows["train@paser"].note
+    assert rows["train@paser"].fetch == "python -m nltk.downloader wordnet" and rows["train@paser"].steps == 3
+    for name in ("train@paser-s43", "train@paser_aug_sr_rs"):
+        assert rows[name].status == "needs asset" and rows[name].asset == "NLTK wordnet", name
+    assert rows["train@paser_aug_none"].status == rows["train@simcse"].status == "ok"
+    sliced = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    assert sliced["ablations"]["variants"]["paser_aug_sr_rs"]["set"]["eda"] == "rs"
+    assert sliced["train"]["max_steps"] == SL["steps"]  # the slice stays under the stand-in
+
+
 # --- the stages: dvc.yaml + models.yaml, no DVC internals ----------------------------------------------------
 def test_stages_are_the_ones_dvc_lists_each_after_its_upstream():
     """The preflight reads the stages from dvc.yaml and its vars (models.yaml); DVC's own CLI lists the same."""
@@ -253,7 +292,9 @@ def test_whitening_alone_gets_the_pairs_its_fit_needs():
 
 def test_asset_messages_name_the_fetch_command_and_the_standins_are_params_edits():
     from sentlab.preflight import classify_asset, standin_for
-    from sentlab.preflight.standins import edited_lines
+    from sentlab.config import deep_merge, validate
+    from sentlab.preflight.standins import changed_models
+    from sentlab.stage_list import stage_list_for
 
     assert classify_asset("NLTK resource 'wordnet' (corpora/wordnet) is not installed.") == (
         "NLTK wordnet", "python -m nltk.downloader wordnet")
@@ -267,7 +308,11 @@ def test_asset_messages_name_the_fetch_command_and_the_standins_are_params_edits
     assert edit["methods"]["paser"]["eda"] == "rd" and "simcse" not in edit["methods"]
     assert edit["ablations"]["variants"]["paser_aug_sr_rs"]["set"]["eda"] == "rs"
     assert "paser_aug_none" not in edit["ablations"]["variants"]
-    assert {"methods.paser", "ablations.variants.paser_aug_sr_rs"} <= edited_lines(edit)
+    # the models that train with it: PaSeR's lines and seeds and the variants that asked for `sr`
+    paper = _values("paper")
+    changed = changed_models(paper, deep_merge(paper, edit), stage_list_for(validate(paper))["models"])
+    assert {"paser", "paser-s43", "paser_aug_sr_rs", "paser_aug_sr_rd", "paser_np"} <= changed
+    assert not {"paser_aug_none", "paser_aug_rs", "paser_sup", "simcse"} & changed
     assert "methods" not in standin_for("NLTK wordnet", _values("quick"))[0]  # quick's PaSeR uses rd already
     assert standin_for("hub model x", _values("paper")) == (None, "")
 

@@ -17,7 +17,7 @@ from .projection import project
 from .runner import StageRunner, error_paragraph
 from .scratch import check_location, make_scratch, scratch_env
 from .stages import Stage, consumers, consumers_first, dvc_stages, prune_weights, with_upstream
-from .standins import backbone_standin, classify_asset, corpus_shortfall, edited_lines, standin_for
+from .standins import backbone_standin, changed_models, classify_asset, corpus_shortfall, standin_for
 from .table import Row, write
 
 
@@ -64,13 +64,14 @@ class Preflight:
         self.scratch, self.profile, self.sl, self.values, self.runner, self.how = \
             scratch, profile, sl, values, runner, how
         self.slice = S.slice_edits(values, sl)
+        self.whitening_pairs = S.whitening_min_pairs(values)
         self.standin_edits: list[dict] = []
-        self.affected: dict[str, tuple[str, str, str]] = {}   # model line -> (asset, fetch, description)
+        self.affected: dict[str, tuple[str, str, str]] = {}   # model -> (asset, fetch, description)
         self.models = (read_yaml(scratch / "models.yaml") or {}).get("models") or {}
         self.rows: dict[str, Row] = {}
 
-    def write_params(self, *extra: dict) -> None:
-        S.write_params(self.scratch, self.values, self.slice, *self.standin_edits, *extra)
+    def write_params(self, *extra: dict) -> dict:
+        return S.write_params(self.scratch, self.values, self.slice, *self.standin_edits, *extra)
 
     def check(self, st: Stage) -> Row:
         row = Row(st.name, st.cmd, model=self.how)
@@ -79,7 +80,7 @@ class Preflight:
         if bad:
             row.status, row.error = "blocked", f"not run: {', '.join(bad)} did not succeed"
             return row
-        whitening = S.whitening_min_pairs(self.values)
+        whitening = self.whitening_pairs
         if st.name == S.WHITENING_STAGE and whitening > self.sl["max_pairs"]:
             self.write_params({"evaluate": {"max_pairs": whitening}})
             try:
@@ -94,9 +95,8 @@ class Preflight:
         if row.status == "needs asset":
             self._stand_in(st, row)
         elif row.status == "ok" and row.steps:
-            entry = self.models.get(st.name.split("@", 1)[-1]) or {}
-            hit = next((self.affected[k] for k in (entry.get("line"), entry.get("own")) if k in self.affected), None)
-            if hit:  # trained with a method line a stand-in changed
+            hit = self.affected.get(st.name.split("@", 1)[-1])
+            if hit:  # trained with a method block a stand-in changed
                 row.status, row.asset, row.fetch = "needs asset", hit[0], hit[1]
                 row.note = f"continued with a stand-in, {hit[2]}: that run ok"
         return row
@@ -105,10 +105,10 @@ class Preflight:
         edit, desc = standin_for(row.asset, self.values)
         if not edit:
             return
+        before = self.write_params()
         self.standin_edits.append(edit)
-        self.write_params()
-        for line in edited_lines(edit):
-            self.affected[line] = (row.asset, row.fetch, desc)
+        for model in changed_models(before, self.write_params(), self.models):
+            self.affected.setdefault(model, (row.asset, row.fetch, desc))
         again = Row(st.name, st.cmd, model=self.how)
         run_one(self.runner, st, again)
         row.note = f"continued with a stand-in, {desc}: that run {again.status}" + (

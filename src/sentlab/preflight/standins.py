@@ -55,11 +55,23 @@ def _line_edits(edit: dict) -> list[tuple[str, dict]]:
     return out + [(v, e["set"]) for v, e in ((edit.get("ablations") or {}).get("variants") or {}).items()]
 
 
-def edited_lines(edit: dict) -> set[str]:
-    """The params keys of the model lines an edit changes (``methods.<m>``, ``ablations.variants.<v>``):
-    the ``line``/``own`` of the models.yaml entries it reaches."""
-    out = {f"{s}.{m}" for s in ("methods", "methods_from") for m in (edit.get(s) or {})}
-    return out | {f"ablations.variants.{v}" for v in ((edit.get("ablations") or {}).get("variants") or {})}
+def model_block(values: dict, entry: dict, name: str) -> dict:
+    """The method block a models.yaml ``entry`` (model ``name``) trains with under ``values``: its line, with an
+    ablation variant's ``set`` on top."""
+    from ..config import deep_merge
+
+    section, _, mid = str(entry.get("line", "")).partition(".")
+    block = dict((values.get(section) or {}).get(mid) or {})
+    if str(entry.get("own", "")).startswith("ablations.variants."):
+        spec = ((values.get("ablations") or {}).get("variants") or {}).get(name) or {}
+        block = deep_merge(block, spec.get("set") or {})
+    return block
+
+
+def changed_models(before: dict, after: dict, models: dict) -> set[str]:
+    """The models (models.yaml names) whose method block differs between the values ``before`` and ``after``
+    (a stand-in's edit): they train with the stand-in."""
+    return {n for n, e in models.items() if model_block(before, e, n) != model_block(after, e, n)}
 
 
 def corpus_shortfall(real) -> Optional[tuple[str, str]]:
