@@ -45,6 +45,16 @@ def _snapshot(root: Path) -> dict[str, str]:
     return out
 
 
+def _child_env() -> dict:
+    """This process's environment for a child run elsewhere: the sentlab imported here first on its path."""
+    import sentlab
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(sentlab.__file__).resolve().parents[1]),
+                                         *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))])
+    return env
+
+
 def _values(profile: str) -> dict:
     from sentlab.profiles import profile_values
 
@@ -143,7 +153,7 @@ def test_planted_broken_profile_fails_with_its_error(workspace, tmp_path):
     before = _snapshot(workspace)
     run = subprocess.run([sys.executable, "-m", "sentlab.cli", "preflight", "--profile", "smoke", "--workspace",
                           str(workspace), "--scratch", str(tmp_path / "scratch")], capture_output=True, text=True,
-                         env=dict(os.environ), cwd=tmp_path)
+                         env=_child_env(), cwd=tmp_path)
     assert run.returncode == 1, run.stderr[-2000:]
     report = json.loads((tmp_path / "scratch/reports/preflight/preflight.json").read_text())
     row = report["rows"][0]

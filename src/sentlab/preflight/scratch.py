@@ -52,6 +52,8 @@ def scratch_env(scratch: Path) -> dict:
     env = dict(os.environ)
     env.pop("SENTLAB_PARENT_RUN_ID", None)
     bindir = str(Path(sys.executable).parent)
+    if env.get("PYTHONPATH"):  # the stages run in the scratch folder: a relative entry would point into it
+        env["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in env["PYTHONPATH"].split(os.pathsep) if p)
     env.update(PATH=bindir + os.pathsep + env.get("PATH", ""),
                MLFLOW_TRACKING_URI=f"sqlite:///{scratch / 'mlflow.db'}",
                SENTLAB_LOG=env.get("SENTLAB_LOG", "WARNING"), TOKENIZERS_PARALLELISM="false")
