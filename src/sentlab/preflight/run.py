@@ -114,7 +114,8 @@ class Preflight:
         row.note = f"continued with a stand-in, {desc}: that run {again.status}" + (
             f" ({again.error})" if again.error else "")
         if again.status == "ok":
-            row.probe, row.sec_per_step, row.steps, row.init = again.probe, again.sec_per_step, again.steps, again.init
+            row.measured(again.probe)
+            row.init = again.init
         else:
             row.note = f"stand-in ({desc}) {again.status}: {again.error}"
 
