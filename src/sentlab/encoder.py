@@ -26,6 +26,8 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 import torch
 
+from .timing import timed
+
 POOLINGS = ("cls", "mean", "first_last", "top2_mean", "mask")
 NEEDS_HIDDEN_STATES = ("first_last", "top2_mean")
 PROMPT_TEMPLATE = 'This sentence : "{sentence}" means {mask} .'
@@ -205,7 +207,9 @@ class SentenceEncoder:
         if ("mask" in poolings or self.template is not None) and poolings != [self.pooling]:
             raise ValueError("encode_poolings: a template (mask pooling) changes the input text; it cannot share a "
                              f"forward pass with other poolings ({poolings})")
-        return self._encode_sorted(_texts(sentences), poolings, batch_size, show_progress_bar)
+        texts = _texts(sentences)
+        with timed("encode", sentences=len(texts), device=self.device.type):  # sentlab.timing
+            return self._encode_sorted(texts, poolings, batch_size, show_progress_bar)
 
     def token_batches(self, texts: Sequence[str], batch_size: int) -> tuple[dict, list[np.ndarray]]:
         """Tokenise ``texts`` once (no padding) and cut them into batches: sorted by token count
@@ -316,10 +320,11 @@ class SentenceEncoder:
         if n == 0:
             out = np.zeros((0, 0), dtype=np.float32)
         else:
-            if sort_by_length:
-                out = self._encode_sorted(sentences, [self.pooling], batch_size, show_progress_bar)[self.pooling]
-            else:
-                out = self._encode_in_order(sentences, batch_size)
+            with timed("encode", sentences=n, device=self.device.type):  # sentlab.timing: observed by tools
+                if sort_by_length:
+                    out = self._encode_sorted(sentences, [self.pooling], batch_size, show_progress_bar)[self.pooling]
+                else:
+                    out = self._encode_in_order(sentences, batch_size)
             if self.post is not None:
                 out = self.post(out).astype(np.float32)
         if normalize_embeddings and len(out):

@@ -8,6 +8,7 @@ import sys
 from typing import Callable
 
 from .errors import SentlabError
+from .timing import timed
 
 
 def run_stage(main: Callable[[], object]) -> int:
@@ -15,7 +16,12 @@ def run_stage(main: Callable[[], object]) -> int:
     logging.basicConfig(level=os.environ.get("SENTLAB_LOG", "INFO"), format="%(levelname)s %(name)s: %(message)s")
     for noisy in ("httpx", "urllib3", "filelock", "huggingface_hub", "alembic", "mlflow"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    return report_errors(main)
+
+    def observed():  # the `stage` phase (sentlab.timing): a tool observing it sees the stage's exception
+        with timed("stage", script=sys.argv[0] if sys.argv else ""):
+            return main()
+
+    return report_errors(observed)
 
 
 def report_errors(fn: Callable[[], object]) -> int:

@@ -73,6 +73,16 @@ class L2PParams(ContrastiveParams):
                                 "None: no projection (FreeLB's 0)")
     mlp_train: bool = Field(True, description="[CLS]/[MASK] + MLP (Linear+tanh) in training, dropped at test")
 
+    def slice_caps(self, *, steps: int, batch_size: int, sentences: int) -> dict:
+        """``max_sentences``, a subset of the corpus, at most half the slice's corpus."""
+        caps = super().slice_caps(steps=steps, batch_size=batch_size, sentences=sentences)
+        if self.max_sentences:
+            caps["max_sentences"] = min(self.max_sentences, sentences // 2)
+        return caps
+
+    def train_sentences(self, corpus: int) -> int:
+        return min(corpus, self.max_sentences) if self.max_sentences else corpus
+
     @model_validator(mode="after")
     def _something_to_perturb(self):
         if self.perturbation == "mask" and not (self.token_mask or self.feature_mask):

@@ -68,6 +68,27 @@ class MethodParams(BaseModel):
         """The train keys this block sets for itself (not None)."""
         return {k: getattr(self, k) for k in TRAIN_OVERRIDES if getattr(self, k) is not None}
 
+    def slice_caps(self, *, steps: int, batch_size: int, sentences: int) -> dict:
+        """The keys of this block that a tiny slice of the run sets (``sentlab preflight``): ``steps`` optimiser
+        steps of ``batch_size`` sentences on a corpus of ``sentences``, one dev evaluation at the end. Here: the
+        step budget, and the batch and epochs where the block sets its own. A method with keys that scale with
+        the corpus or the run (a subset size, a check after training) caps them in its override."""
+        caps: dict[str, Any] = {"max_steps": steps, "eval_every": steps}
+        if self.batch_size is not None:
+            caps["batch_size"] = batch_size
+        if self.epochs is not None:
+            caps["epochs"] = 1
+        return caps
+
+    def train_sentences(self, corpus: int) -> int:
+        """Sentences a run trains on from a corpus of ``corpus`` (all of them here; a subset size caps it)."""
+        return corpus
+
+    def standin(self, asset: str) -> dict:
+        """The keys of this block that let it run without ``asset`` (as ``sentlab preflight`` names a missing
+        asset: ``NLTK wordnet``, ``nli``, ``hub model <id>``), for a preflight that goes on; {} when none."""
+        return {}
+
 
 class ContrastiveParams(MethodParams):
     """A method with an InfoNCE loss over cos/τ."""

@@ -21,6 +21,13 @@ class CTParams(MethodParams):
     pooling: Literal["mean", "cls"] = Field("mean", description="pooling of both copies in training and at test")
     export: Literal["second", "first"] = Field("second", description="which copy is the trained model")
 
+    def slice_caps(self, *, steps: int, batch_size: int, sentences: int) -> dict:
+        """A batch holds the positive and ``negatives`` other sentences: at least 1 + negatives."""
+        caps = super().slice_caps(steps=steps, batch_size=batch_size, sentences=sentences)
+        if self.negatives + 1 > caps.get("batch_size", batch_size):
+            caps["batch_size"] = self.negatives + 1
+        return caps
+
 
 @register("ct")
 class ContrastiveTension(Method):

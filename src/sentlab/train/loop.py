@@ -62,6 +62,7 @@ from transformers import get_linear_schedule_with_warmup, set_seed
 
 from ..encoder import autocast
 from ..errors import SentlabError
+from ..timing import timed
 from . import distributed as D
 from .checkpoint import export_model, load_resume, save_resume
 from .data import Corpus, epoch_order
@@ -250,7 +251,10 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
     world, rank = D.world_size(), D.rank()
     method.to(device)
     method.train()
-    steps_per_epoch, total_steps = plan_steps(len(corpus), train_cfg, world)
+    with timed("plan", sentences=len(corpus), batch_size=train_cfg.batch_size,
+               grad_accum=train_cfg.grad_accum) as phase:
+        steps_per_epoch, total_steps = plan_steps(len(corpus), train_cfg, world)
+        phase.record(steps_per_epoch=steps_per_epoch, total_steps=total_steps)
     optimizer = make_optimizer(method, train_cfg, device)
     scheduler = linear_schedule(optimizer, total_steps)
     model = method
@@ -318,27 +322,28 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
                dynamic_ncols=True)
     try:
         while step < total_steps:
-            step_loss = torch.zeros((), device=device)
-            extras: dict[str, torch.Tensor] = {}
-            for a in range(grad_accum):
-                batch = next(batches)
-                sync = contextlib.nullcontext() if (a == grad_accum - 1 or model is method) else model.no_sync()
-                with sync:
-                    with autocast(device, precision), dropout_kernel(kernel):
-                        out = model(batch)
-                    loss = out["loss"].float() / grad_accum
-                    loss.backward()
-                step_loss += loss.detach()
-                for k, v in out.items():
-                    if k != "loss":
-                        extras[k] = torch.as_tensor(v).detach().float()
-                n_sent += len(batch) * world
-            if max_grad_norm:  # per group by default: a head's large gradient does not shrink the encoder's step
-                clip_gradients(optimizer, max_grad_norm, getattr(method, "grad_clip", "per_group"))
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            method.after_optimizer_step()
+            with timed("step", step=step + 1, device=device.type):  # sentlab.timing: observed by tools
+                step_loss = torch.zeros((), device=device)
+                extras: dict[str, torch.Tensor] = {}
+                for a in range(grad_accum):
+                    batch = next(batches)
+                    sync = contextlib.nullcontext() if (a == grad_accum - 1 or model is method) else model.no_sync()
+                    with sync:
+                        with autocast(device, precision), dropout_kernel(kernel):
+                            out = model(batch)
+                        loss = out["loss"].float() / grad_accum
+                        loss.backward()
+                    step_loss += loss.detach()
+                    for k, v in out.items():
+                        if k != "loss":
+                            extras[k] = torch.as_tensor(v).detach().float()
+                    n_sent += len(batch) * world
+                if max_grad_norm:  # per group by default: a head's large gradient does not shrink the encoder's step
+                    clip_gradients(optimizer, max_grad_norm, getattr(method, "grad_clip", "per_group"))
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                method.after_optimizer_step()
             step += 1
             pending.append(step_loss)
             pending_extras.append(extras)

@@ -29,6 +29,7 @@ from pydantic import ValidationError
 from ..config import Params, _format_validation, deep_merge
 from ..encoder import resolve_workers
 from ..errors import SentlabError
+from ..timing import timed
 from ..methods import get_method
 from . import distributed as D
 from .checkpoint import publish, write_curve, write_marker
@@ -169,9 +170,11 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
     method = cls(model, tok, mparams.resolved(cfg), seed=params.seed)
 
     corpus_name = method.corpus_name()
-    corpus = load_corpus(root / "data" / "corpus" / f"{corpus_name}.parquet", method.corpus_columns,
-                         root / "data" / "annotations" / corpus_name)
-    corpus = method.split_heldout(corpus)
+    with timed("corpus", name=corpus_name) as phase:  # sentlab.timing: observed by tools (the preflight)
+        corpus = load_corpus(root / "data" / "corpus" / f"{corpus_name}.parquet", method.corpus_columns,
+                             root / "data" / "annotations" / corpus_name)
+        corpus = method.split_heldout(corpus)
+        phase.record(sentences=len(corpus))
     if dev_eval is None:
         dev_eval = make_dev_evaluator(root / "data" / "sts" / "sts.parquet", cfg.dev_max_pairs, params.evaluate.batch_size,
                                       params.evaluate.workers)

@@ -1,0 +1,116 @@
+"""Missing assets: what a stage's error names, the command that fetches it, and the stand-ins that let the
+preflight go on.
+
+A stand-in is a params.yaml edit of the scratch copy, like the slice: SimCSE's NLI triples -> the SICK
+stand-in (``prepare.nli: sick_standin``); anything a method line can do without declares the edit itself
+(:meth:`sentlab.methods.base.MethodParams.standin`: PaSeR's EDA without WordNet's synonyms, ``sr`` -> ``rd``).
+The backbone, when it is not here but its architecture is kept (:mod:`sentlab.backbones`), is had as its
+hub-shaped stand-in in a scratch mirror.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Optional
+
+from ..errors import SentlabError
+from .slice import method_edits
+
+# Stand-ins of the pipeline's own (not a method's): asset -> (params.yaml edit, description).
+PIPELINE_STANDINS = {"nli": ({"prepare": {"nli": "sick_standin"}}, "prepare.nli: sick_standin (the SICK stand-in)")}
+
+
+def classify_asset(message: str) -> tuple[str, str]:
+    """(asset, fetch command) named by an :class:`~sentlab.errors.AssetMissingError` message."""
+    from ..assets import data_fetch_command, hub_fetch_command
+
+    m = re.search(r"NLTK resource '([^']+)'", message)
+    if m:
+        return f"NLTK {m.group(1)}", f"python -m nltk.downloader {m.group(1)}"
+    m = re.search(r"Data asset '([^']+)'", message)
+    if m:
+        return m.group(1), data_fetch_command(m.group(1))
+    m = re.search(r"(?:Model|tokenizer of) '([^']+)'", message)
+    if m:
+        return f"hub model {m.group(1)}", hub_fetch_command(m.group(1))
+    m = re.search(r"`([^`]+)`", message)
+    return "asset", m.group(1) if m else ""
+
+
+def standin_for(asset: str, values: dict) -> tuple[Optional[dict], str]:
+    """(params.yaml edit, description) that lets the pipeline go on without ``asset``, or (None, "")."""
+    if asset in PIPELINE_STANDINS:
+        return PIPELINE_STANDINS[asset]
+    edit = method_edits(values, lambda p: p.standin(asset))
+    if not edit:
+        return None, ""
+    changes = [f"{line}: " + ", ".join(f"{k} {v}" for k, v in e.items()) for line, e in _line_edits(edit)]
+    more = f" and {len(changes) - 4} more" if len(changes) > 4 else ""
+    return edit, f"the method lines' own stand-in without {asset} ({'; '.join(changes[:4])}{more})"
+
+
+def _line_edits(edit: dict) -> list[tuple[str, dict]]:
+    out = [(m, e) for s in ("methods", "methods_from") for m, e in (edit.get(s) or {}).items()]
+    return out + [(v, e["set"]) for v, e in ((edit.get("ablations") or {}).get("variants") or {}).items()]
+
+
+def model_block(values: dict, entry: dict, name: str) -> dict:
+    """The method block a models.yaml ``entry`` (model ``name``) trains with under ``values``: its line, with an
+    ablation variant's ``set`` on top."""
+    from ..config import deep_merge
+
+    section, _, mid = str(entry.get("line", "")).partition(".")
+    block = dict((values.get(section) or {}).get(mid) or {})
+    if str(entry.get("own", "")).startswith("ablations.variants."):
+        spec = ((values.get("ablations") or {}).get("variants") or {}).get(name) or {}
+        block = deep_merge(block, spec.get("set") or {})
+    return block
+
+
+def changed_models(before: dict, after: dict, models: dict) -> set[str]:
+    """The models (models.yaml names) whose method block differs between the values ``before`` and ``after``
+    (a stand-in's edit): they train with the stand-in."""
+    return {n for n, e in models.items() if model_block(before, e, n) != model_block(after, e, n)}
+
+
+def corpus_shortfall(real) -> Optional[tuple[str, str]]:
+    """(asset, fetch) when the corpus here is smaller than the profile asks for: ``allow_smaller`` would
+    otherwise let a paper run train on a head sample without a word."""
+    from ..assets import ASSETS, data_fetch_command, resolve_data
+
+    try:
+        r = resolve_data(real.prepare.corpus)
+    except SentlabError:
+        return None  # prepare's own row says it
+    if r.path.name == Path(ASSETS[real.prepare.corpus].paths[0]).name:
+        return None
+    with open(r.path, "rb") as f:
+        lines = sum(1 for _ in f)
+    if lines >= real.prepare.size:
+        return None
+    return (f"{real.prepare.corpus} (only {r.path} here, {lines:,} lines; the profile asks for "
+            f"{real.prepare.size:,})", data_fetch_command(real.prepare.corpus))
+
+
+def backbone_standin(backbone: str, scratch: Path) -> tuple[Optional[Path], str, Optional[tuple[str, str]]]:
+    """(a scratch mirror that holds the backbone's stand-in, for the stage processes' SENTLAB_DATA_MIRROR, or None
+    when the backbone is here; how the backbone is had; (asset, fetch) when it cannot be)."""
+    from .. import backbones
+    from ..assets import hub_fetch_command, mirror_root, resolve_model
+    from ..backbones.standin import standin_mirror
+
+    try:
+        return None, f"{backbone} ({resolve_model(backbone)})", None
+    except SentlabError:
+        pass
+    if backbones.spec(backbone) is None:
+        return None, f"{backbone}: not here", (f"hub model {backbone}", hub_fetch_command(backbone))
+    dest = scratch / ".preflight" / "mirror"
+    try:
+        standin_mirror(backbone, dest, mirror_root())
+    except SentlabError:
+        return None, f"{backbone}: not here, no offline tokenizer", (f"hub model {backbone}",
+                                                                     hub_fetch_command(backbone))
+    return dest, (f"stand-in of {backbone} (weights not here): the original checkpoint's layout, random values, "
+                  f"loaded from the mirror's models/{backbone}"), None
