@@ -106,7 +106,8 @@ def main(argv=None) -> int:
         print(f"sentlab nltk backend, jobs={j}:   {n / t:8.1f} sentences/s  ({t:.2f} s; {n / c:.0f} per CPU-second)  "
               f"ratio to naive: {res[f'jobs{j}_ratio']:.2f}x")
     res["loadavg_after"] = os.getloadavg()[0]
-    print(f"load average before/after: {res['loadavg_before']:.2f} / {res['loadavg_after']:.2f} on {os.cpu_count()} CPUs")
+    print(f"load average before/after: {res['loadavg_before']:.2f} / {res['loadavg_after']:.2f} "
+          f"on {os.cpu_count()} CPUs")
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=2) + "\n")
     return 0

@@ -46,7 +46,8 @@ def stage_dir(workdir: Path, model: str, dest: Path) -> None:
 
 
 def run_stage(dest: Path, model: str, cache: Path) -> tuple[float, dict]:
-    env = {**os.environ, "SENTLAB_EMBEDDING_CACHE": str(cache), "MLFLOW_TRACKING_URI": f"sqlite:///{dest / 'mlflow.db'}"}
+    env = {**os.environ, "SENTLAB_EMBEDDING_CACHE": str(cache),
+           "MLFLOW_TRACKING_URI": f"sqlite:///{dest / 'mlflow.db'}"}
     t = time.perf_counter()
     run = subprocess.run([sys.executable, str(REPO / "pipeline/evaluate.py"), "trained", model], cwd=dest, env=env,
                          capture_output=True, text=True)
@@ -82,7 +83,8 @@ def main() -> None:
     print(f"evaluate@{args.model}, {args.rounds} rounds alternated ({os.cpu_count()} CPUs):")
     print(f"  encoding (empty cache): {', '.join(f'{s:.1f}' for s in cold_s)} s  mean {cold:.1f} s")
     print(f"  loading (warm cache):   {', '.join(f'{s:.1f}' for s in warm_s)} s  mean {hot:.1f} s")
-    print(f"  ratio {cold / hot:.2f}x; cache entry {size / 1e6:.1f} MB; the seven scores and Avg identical in every run: "
+    print(f"  ratio {cold / hot:.2f}x; cache entry {size / 1e6:.1f} MB; "
+          "the seven scores and Avg identical in every run: "
           f"{all(m == scores[0] for m in scores)}")
 
 

@@ -5,8 +5,8 @@
 
 sentlab: every distinct sentence of the seven tasks encoded once, in length-sorted
 batches, with ``evaluate.workers: auto`` (on CPU one single-threaded worker per core). SentEval-style:
-each task's pairs encoded batch by batch in file order, duplicates encoded again. Prints both times, the ratio and the largest Spearman
-difference (targets: >= 1.5x in exact fp32 with Spearman identical to 4 decimals;
+each task's pairs encoded batch by batch in file order, duplicates encoded again. Prints both times,
+the ratio and the largest Spearman difference (targets: >= 1.5x in exact fp32 with Spearman identical to 4 decimals;
 bf16 mode, approximate, >= 2.5x). With --diagnostics it also times evaluation with
 diagnostics against evaluation alone (target <= 1.1x): evaluation alone (7 tasks + STS-B
 dev), then evaluation + alignment/uniformity + hard subset + density table + density PNG
@@ -69,7 +69,8 @@ def main() -> None:
     model.eval()
     enc = SentenceEncoder(model, tok, pooling=args.pooling, name="bench")
 
-    print(f"torch threads: {torch.get_num_threads()}; model {args.model}, pooling {args.pooling}, batch {args.batch_size}")
+    print(f"torch threads: {torch.get_num_threads()}; model {args.model}, pooling {args.pooling}, "
+          f"batch {args.batch_size}")
     if args.levers:
         levers(args, enc, table)
     if not args.no_reference:
@@ -92,7 +93,8 @@ def reference(args, enc, model, tok, table) -> None:
     t0, c0 = time.perf_counter(), time.process_time()
     ref = senteval_style(enc, table, batch_size=args.batch_size)
     t_ref, c_ref = time.perf_counter() - t0, time.process_time() - c0
-    ours_enc = dataclasses.replace(enc, workers=resolve_workers("auto", torch.device("cpu")))  # as evaluate.workers: auto
+    # as evaluate.workers: auto
+    ours_enc = dataclasses.replace(enc, workers=resolve_workers("auto", torch.device("cpu")))
     t0, c0 = time.perf_counter(), time.process_time()
     ours = evaluate_table(ours_enc, table, batch_size=args.batch_size, with_dev=False)
     t_ours, c_ours = time.perf_counter() - t0, time.process_time() - c0

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -43,7 +42,8 @@ def synthetic_tree(root: Path) -> None:
     seven = list(SIZES)[:7]
     for model, seeds in QUICK_MODELS.items():
         sigma = rng.uniform(1.0, 2.5)
-        method = {"id": model, "pseudo_len": 128, "queue_size": 256, "attend_to": "cls"} if model == "ptbert" else {"id": model}
+        method = ({"id": model, "pseudo_len": 128, "queue_size": 256, "attend_to": "cls"} if model == "ptbert"
+                  else {"id": model})
         for k in range(seeds):
             name = model if k == 0 else f"{model}-s{42 + k}"
             frame = pd.concat([pd.DataFrame({"task": t, "subset": "s", "pair": np.arange(len(g), dtype=np.int32),

@@ -167,7 +167,8 @@ def plain_simcse(model, tok, texts, cfg, device, precision, tick, n_steps):
 
     dev = torch.device(device)
     model.to(dev).train()
-    mlp = torch.nn.Sequential(torch.nn.Linear(model.config.hidden_size, model.config.hidden_size), torch.nn.Tanh()).to(dev)
+    mlp = torch.nn.Sequential(torch.nn.Linear(model.config.hidden_size, model.config.hidden_size),
+                              torch.nn.Tanh()).to(dev)
     params = list(model.parameters()) + list(mlp.parameters())
     opt = torch.optim.AdamW(params, lr=3e-5, **({"fused": True} if device == "cuda" else {}))
     ctx = (lambda: torch.autocast(dev.type, dtype=torch.bfloat16)) if precision == "bf16" else contextlib.nullcontext
@@ -265,7 +266,8 @@ def main() -> int:
     if torch.cuda.is_available() and not args.no_cuda:
         runs.append(("cuda", "bf16"))
     results = []
-    print(f"CPU: {os.cpu_count()} logical cores (load average {os.getloadavg()[0]:.1f}; a shared machine inflates times)")
+    print(f"CPU: {os.cpu_count()} logical cores (load average {os.getloadavg()[0]:.1f}; "
+          "a shared machine inflates times)")
     for device, precision in runs:
         plain = run_child("plain", args, device, precision)
         rows = [plain] + [run_child(m, args, device, precision) for m in args.methods.split(",")]

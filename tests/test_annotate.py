@@ -31,7 +31,8 @@ def _nltk_ready() -> str | None:
 
 
 needs_nltk = pytest.mark.skipif(_nltk_ready() is not None,
-                                reason="needs NLTK resources averaged_perceptron_tagger_eng and stopwords (set NLTK_DATA)")
+                                reason="needs NLTK resources averaged_perceptron_tagger_eng and stopwords "
+                                       "(set NLTK_DATA)")
 
 
 @pytest.fixture(scope="module")
@@ -279,7 +280,8 @@ def test_corrupt_and_stale_shards_are_rebuilt(tmp_path):
     s = annotate_corpus(ids, texts2, out, shard_size=20, progress=False, options=BackendOptions(rake_max_words=3))
     assert (s.shards_reused, s.shards_written) == (2, 1)
     # a smaller corpus removes the shards past its end
-    s = annotate_corpus(ids[:15], texts2[:15], out, shard_size=20, progress=False, options=BackendOptions(rake_max_words=3))
+    s = annotate_corpus(ids[:15], texts2[:15], out, shard_size=20, progress=False,
+                        options=BackendOptions(rake_max_words=3))
     assert [f.name for f in out.glob("part-*.parquet")] == ["part-00000.parquet"]
 
 
@@ -330,8 +332,10 @@ def test_pipeline_entry_point(tmp_path, monkeypatch):
 
     corpus = tmp_path / "data" / "corpus"
     corpus.mkdir(parents=True)
-    for name, rows in {"train": ["Mary did not sign the contract.", ""], "sts_unlabeled": ["A man plays a guitar."]}.items():
-        pq.write_table(pa.table({"id": pa.array(range(len(rows)), pa.int64()), "text": rows}), corpus / f"{name}.parquet")
+    for name, rows in {"train": ["Mary did not sign the contract.", ""],
+                       "sts_unlabeled": ["A man plays a guitar."]}.items():
+        pq.write_table(pa.table({"id": pa.array(range(len(rows)), pa.int64()), "text": rows}),
+                       corpus / f"{name}.parquet")
     from conftest import stage_workspace
 
     stage_workspace(tmp_path, lambda r: r["annotate"].update(backend="nltk", jobs=1, shard_size=10))

@@ -112,7 +112,8 @@ def test_two_predicates_shared_subject_and_passive():
                   ["NNP", "VBD", "CC", "VBD", "."], ["nsubj", "ROOT", "cc", "conj", "punct"], [1, 1, 1, 1, 1])
     assert [f["arg0"] for f in _texts(frames_from_doc(shared, shared.text))] == ["Mary", "Mary"]
     passive = _doc(["The", "contract", "was", "signed", "by", "Mary", "."],
-                   ["DET", "NOUN", "AUX", "VERB", "ADP", "PROPN", "PUNCT"], ["DT", "NN", "VBD", "VBN", "IN", "NNP", "."],
+                   ["DET", "NOUN", "AUX", "VERB", "ADP", "PROPN", "PUNCT"],
+                   ["DT", "NN", "VBD", "VBN", "IN", "NNP", "."],
                    ["det", "nsubjpass", "auxpass", "ROOT", "agent", "pobj", "punct"], [1, 3, 3, 3, 3, 4, 3])
     assert _texts(frames_from_doc(passive, passive.text)) == [
         {"predicate": "signed", "arg0": "Mary", "arg1": "The contract", "argm_neg": None}]
@@ -143,7 +144,8 @@ def test_spacy_backend_through_the_runner(monkeypatch, tmp_path, rake):
     stats = annotate_corpus([0, 1, 2], [doc.text, "", "..."], tmp_path / "sp", backend="spacy", progress=False)
     assert stats.skipped == 2 and stats.with_frames == 1 and stats.backend == "spacy"
     rows = read_annotations(tmp_path / "sp").to_pylist()
-    assert _texts(rows[0]["frames"]) == [{"predicate": "sign", "arg0": "Mary", "arg1": "the contract", "argm_neg": "not"}]
+    assert _texts(rows[0]["frames"]) == [{"predicate": "sign", "arg0": "Mary", "arg1": "the contract",
+                                          "argm_neg": "not"}]
     assert rows[1]["tokens"] == [] and rows[2]["frames"] == []
 
 

@@ -50,7 +50,8 @@ def test_srl_two_predicates_and_none():
     frames = [
         {"predicate": span("approve", s), "arg0": span("The committee", s), "arg1": span("the plan", s),
          "argm_neg": span("not", s)},
-        {"predicate": span("rejected", s), "arg0": span("the members", s), "arg1": span("its cost", s), "argm_neg": None},
+        {"predicate": span("rejected", s), "arg0": span("the members", s), "arg1": span("its cost", s),
+         "argm_neg": None},
     ]
     assert srl_rebuild(s, frames) == "The committee approve not the plan the members rejected its cost"
     assert srl_rebuild(s, []) == s

@@ -16,8 +16,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def build(tok, **params):
     cls = get_method("ct")
     torch.manual_seed(0)
-    return cls(tiny_bert(tok, 0, initializer_range=0.2), tok, cls.Params(**params).resolved(TrainParams(batch_size=8, max_length=16, lr=1e-3)),
-               seed=0)
+    return cls(tiny_bert(tok, 0, initializer_range=0.2), tok,
+               cls.Params(**params).resolved(TrainParams(batch_size=8, max_length=16, lr=1e-3)), seed=0)
 
 
 def test_ct_pair_logits_fp32_under_autocast(tok):

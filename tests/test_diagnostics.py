@@ -169,7 +169,8 @@ def test_diagnostics_use_the_evaluation_lookup_only(tmp_path):
     d = metrics["diagnostics"]
     assert set(d["alignment_uniformity"]) >= {"STSBenchmark-test", "STSBenchmark-dev"}
     test = d["alignment_uniformity"]["STSBenchmark-test"]
-    assert test["positive_pairs"] == int((table[(table.task == "STSBenchmark") & (table.split == "test")].score >= 4).sum())
+    assert test["positive_pairs"] == int(
+        (table[(table.task == "STSBenchmark") & (table.split == "test")].score >= 4).sum())
     assert sum(b["pairs"] for b in d["density"]["bins"]) == 13  # includes the gold-5.0 pair
     assert sorted(d["hard_subset"]["tasks"]) == ["STS12", "STS13", "STS14", "STS15", "STS16"]
     png = tmp_path / "m_density.png"

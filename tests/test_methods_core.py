@@ -245,8 +245,9 @@ def test_simcse_views_differ_by_dropout_in_training_only(tok, monkeypatch):
 
 # --- every method learns ----------------------------------------------------------
 CASES = [("simcse", {}), ("ct", {"negatives": 3}), ("moco", {"queue_size": 32}), ("moco_reorder", {"queue_size": 32}),
-         ("moco_duplication", {"queue_size": 32}), ("moco_deletion", {"queue_size": 32}), ("moco_srl", {"queue_size": 32}),
-         ("ptbert", {"queue_size": 32, "pseudo_len": 16}), ("ptbert", {"queue_size": 32, "pseudo_len": 16, "attend_to": "tokens"})]
+         ("moco_duplication", {"queue_size": 32}), ("moco_deletion", {"queue_size": 32}),
+         ("moco_srl", {"queue_size": 32}), ("ptbert", {"queue_size": 32, "pseudo_len": 16}),
+         ("ptbert", {"queue_size": 32, "pseudo_len": 16, "attend_to": "tokens"})]
 
 
 @pytest.mark.parametrize("method_id,params", CASES, ids=[f"{m}-{p.get('attend_to', '')}" for m, p in CASES])
@@ -254,7 +255,8 @@ def test_loss_falls(tok, method_id, params):
     m = build(method_id, tok, **params)
     opt = torch.optim.AdamW(m.trainable_parameters(), lr=3e-3)
     pool = sentences(64, seed=1)
-    batches = [Batch(pool[i: i + 8], extras={"frames": [frames_for(s) for s in pool[i: i + 8]]}) for i in range(0, 64, 8)]
+    batches = [Batch(pool[i: i + 8], extras={"frames": [frames_for(s) for s in pool[i: i + 8]]})
+               for i in range(0, 64, 8)]
     torch.manual_seed(0)
     losses = []
     for step in range(44):

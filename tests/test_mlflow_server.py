@@ -121,7 +121,8 @@ def test_server_shows_parent_method_runs_curves_and_artifacts(store, tmp_path):
         tables = _get(base, "artifacts/list", run_id=parent, path="report/tables")["files"]
         assert "report/tables/ptbert_table3.md" in {a["path"] for a in tables}
         # the artifact bytes are served too (the proxied/served artifact endpoint of the UI)
-        url = f"{base}/get-artifact?" + urllib.parse.urlencode({"path": "report/rows.csv", "run_uuid": pt["info"]["run_id"]})
+        url = f"{base}/get-artifact?" + urllib.parse.urlencode({"path": "report/rows.csv",
+                                                                 "run_uuid": pt["info"]["run_id"]})
         with urllib.request.urlopen(url, timeout=10) as r:
             text = r.read().decode()
         assert text.startswith("table,section,row,model,column") and "ptbert_table3,Continuous augmentation" in text

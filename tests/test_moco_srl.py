@@ -27,7 +27,8 @@ FRAMES = [[frame("sat", arg0="the cat", arg1="on the mat"), frame("slept")],  # 
 
 def keys(tok, **params):
     cls = get_method("moco_srl")
-    m = cls(tiny_bert(tok), tok, cls.Params(queue_size=8, **params).resolved(TrainParams(batch_size=4, max_length=16)), seed=0)
+    m = cls(tiny_bert(tok), tok, cls.Params(queue_size=8, **params).resolved(TrainParams(batch_size=4, max_length=16)),
+            seed=0)
     return m._augment(Batch(SENTS, extras={"frames": FRAMES})), m
 
 

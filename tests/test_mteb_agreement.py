@@ -22,7 +22,8 @@ def test_minilm_mean_matches_mteb(mirror):
     table = parse_all(mirror, mirror)
     model, tok = load_model("sentence-transformers/all-MiniLM-L6-v2")
     enc = SentenceEncoder(model, tok, pooling="mean")
-    res = evaluate_table(enc, table, tasks=("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark"), with_dev=False)
+    res = evaluate_table(enc, table, tasks=("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark"),
+                         with_dev=False)
     for task in ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark"):
         assert res[task] == pytest.approx(MTEB_MINILM_MEAN[task], abs=0.01), task
     assert MTEB_MINILM_MEAN["SICKRelatedness"] is None   # 9,927 pairs in MTEB: never put beside the test split

@@ -59,9 +59,11 @@ def _table():
     tasks = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness"]
     for t in tasks:
         for i, sc in enumerate([0.0, 2.5, 5.0]):
-            rows.append(dict(task=t, subset="s", split="test", sentence1=f"{t}-{i}", sentence2="shared", score=sc, line=i + 1))
+            rows.append(dict(task=t, subset="s", split="test", sentence1=f"{t}-{i}", sentence2="shared", score=sc,
+                             line=i + 1))
     for i, sc in enumerate([1.0, 4.0]):
-        rows.append(dict(task="STSBenchmark", subset="s", split="dev", sentence1=f"dev-{i}", sentence2="shared", score=sc, line=i + 1))
+        rows.append(dict(task="STSBenchmark", subset="s", split="dev", sentence1=f"dev-{i}", sentence2="shared",
+                         score=sc, line=i + 1))
     return pd.DataFrame(rows)
 
 

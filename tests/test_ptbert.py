@@ -19,8 +19,9 @@ REPO = Path(__file__).resolve().parents[1]
 def build(tok, **params):
     cls = get_method("ptbert")
     torch.manual_seed(0)
-    return cls(tiny_bert(tok, 0, initializer_range=0.2), tok, cls.Params(queue_size=16, pseudo_len=6, **params).resolved(
-               TrainParams(batch_size=8, max_length=16, lr=1e-3)), seed=0)
+    return cls(tiny_bert(tok, 0, initializer_range=0.2), tok,
+               cls.Params(queue_size=16, pseudo_len=6, **params).resolved(
+                   TrainParams(batch_size=8, max_length=16, lr=1e-3)), seed=0)
 
 
 def pseudo_grad(m) -> torch.Tensor:

@@ -351,7 +351,8 @@ def test_sentlab_evaluate_logs_to_mlflow_and_records_its_numerics(mirror, tmp_pa
     # the experiment is marked as model training: MLflow 3's UI opens on this runs table
     tags = client.get_experiment_by_name(EXPERIMENT).tags
     assert tags["mlflow.experimentKind"] == "custom_model_development"
-    # and carries the runs view the README links (sentlab.tracking.runs_view_path): training runs, ranked by test.Avg, test columns
+    # and carries the runs view the README links (sentlab.tracking.runs_view_path): training runs, ranked by test.Avg,
+    # test columns
     view = json.loads(tags["mlflow.sharedViewState.sentlab"])
     assert view["orderByKey"] == "metrics.`test.Avg`" and view["searchFilter"] == "tags.stage = 'train'"
     assert [c for c in view["selectedColumns"] if c.startswith("metrics.`test.")] == [

@@ -345,7 +345,8 @@ def test_an_edit_of_the_training_code_is_not_a_dependency_of_the_baselines():
     assert "src/sentlab/evaluate/baselines.py" in baseline and "src/sentlab/evaluate/protocol.py" in baseline
     d = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["evaluate_baseline"]["do"]
     assert d["cmd"].startswith("python pipeline/evaluate_baseline.py")
-    assert "data/sources/code/evaluate_baseline.json" in d["deps"] and "data/sources/code/evaluate.json" not in d["deps"]
+    assert ("data/sources/code/evaluate_baseline.json" in d["deps"]
+            and "data/sources/code/evaluate.json" not in d["deps"])
     assert "__pycache__/" in (REPO / ".dvcignore").read_text().splitlines()
 
 
@@ -450,7 +451,8 @@ def test_a_new_store_elsewhere_keeps_its_artifacts_beside_it_without_a_warning(t
     with caplog.at_level("WARNING", logger="sentlab.tracking"), T.run("first") as ml:
         uri = ml.active_run().info.artifact_uri
     assert "copied from another workspace" not in caplog.text
-    assert mlflow.MlflowClient().get_experiment_by_name(T.EXPERIMENT).artifact_location == str(store / "mlruns" / T.EXPERIMENT)
+    assert (mlflow.MlflowClient().get_experiment_by_name(T.EXPERIMENT).artifact_location
+            == str(store / "mlruns" / T.EXPERIMENT))
     assert uri.startswith(str(store / "mlruns")) and not (tmp_path / "mlruns").exists()
 
 

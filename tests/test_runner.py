@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-import torch
 
 from sentlab.config import Params
 from sentlab.encoder import SentenceEncoder

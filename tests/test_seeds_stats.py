@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from sentlab.config import Params, load_params, validate
+from sentlab.config import load_params, validate
 from sentlab.errors import SentlabError
 from sentlab.evaluate import stats as S
 from sentlab.evaluate.cosines import SCHEMA, confidence_intervals, read_cosines, write_cosines
@@ -58,7 +58,8 @@ def test_identical_models_come_out_significant_about_5_percent_of_the_time():
         perm.append(S.paired_difference({"t": (a, b, g)}, seed=i, n_resamples=200)["Avg"].p)
         ia, ib = S.spearman_ci(a, g, seed=i, n_resamples=400), S.spearman_ci(b, g, seed=i, n_resamples=400)
         boot.append(S.difference_from_bootstrap(ia.distribution, ib.distribution, ia.value - ib.value).p)
-    for p in (perm, boot):                               # the permutation test and the tables' shared-resample bootstrap
+    # the permutation test and the tables' shared-resample bootstrap
+    for p in (perm, boot):
         rate = float(np.mean(np.asarray(p) < S.ALPHA))
         assert 0.015 <= rate <= 0.10, rate              # nominal 5 %; 200 repetitions: sd ≈ 1.5 points
 
@@ -233,7 +234,8 @@ def test_tables_show_seeds_cis_and_significance_marks(tmp_path):
         _evaluated(tmp_path, n, 0.6, s, ptbert)          # planted: far better than SimCSE on every seed
     _evaluated(tmp_path, "moco_srl", 2.0, 7, {"id": "moco_srl"})
     (tmp_path / "reports/curves").mkdir(parents=True)
-    (tmp_path / "reports/curves/simcse.csv").write_text("step,stsb_dev,alignment,uniformity,loss\n20,80,,,\n40,82,,,\n60,81,,,\n")
+    (tmp_path / "reports/curves/simcse.csv").write_text("step,stsb_dev,alignment,uniformity,loss\n"
+                                                         "20,80,,,\n40,82,,,\n60,81,,,\n")
     rep = build_report(tmp_path, "b", "quick")
     md = (tmp_path / "reports/tables/ptbert_table3.md").read_text()
     row = {line.split("|")[1].strip(): line for line in md.splitlines() if line.startswith("| ")}

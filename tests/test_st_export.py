@@ -156,7 +156,8 @@ def test_every_trained_model_loads_with_sentence_transformers(dev_sentences):
     bad = {}
     for folder in models:
         if not (folder / "modules.json").is_file():
-            bad[folder.name] = "no modules.json (trained before the sentence-transformers export: re-run its train stage)"
+            bad[folder.name] = ("no modules.json (trained before the sentence-transformers export: "
+                                "re-run its train stage)")
             continue
         diffs = _max_diff(folder, sample)
         if max(diffs.values()) > 1e-5:

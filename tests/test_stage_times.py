@@ -34,7 +34,8 @@ def test_a_kept_log_renders_the_same_stage_times(tmp_path):
     end, starts = stage_times.log_starts(tmp_path / "repro.log")
     assert end == 96.0 and starts == [("prepare", 2.0), ("train@simcse", 5.5), (stage_times.WRAPUP, 95.5)]
     durations = stage_times.stage_durations(starts, end)
-    assert durations == [(stage_times.STARTUP, 2.0), ("prepare", 3.5), ("train@simcse", 90.0), (stage_times.WRAPUP, 0.5)]
+    assert durations == [(stage_times.STARTUP, 2.0), ("prepare", 3.5), ("train@simcse", 90.0),
+                         (stage_times.WRAPUP, 0.5)]
 
 
 def test_rerender_needs_the_runs_own_figures(tmp_path, capsys):

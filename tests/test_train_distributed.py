@@ -82,7 +82,8 @@ def test_torchrun_two_cpu_ranks(tmp_path):
     assert a["queue_sum"] == pytest.approx(b["queue_sum"], abs=1e-5)
     assert a["steps"] == b["steps"] == 3
     # SimCSE: the loss over the global batch of 8 on both ranks, each rank's gradient its own rows'
-    assert a["simcse_loss"] == pytest.approx(a["simcse_ref"], abs=1e-5) and a["simcse_ref"] == pytest.approx(b["simcse_loss"], abs=1e-5)
+    assert (a["simcse_loss"] == pytest.approx(a["simcse_ref"], abs=1e-5)
+            and a["simcse_ref"] == pytest.approx(b["simcse_loss"], abs=1e-5))
     assert a["grad_matches"] and b["grad_matches"]
     # DDP keeps the replicas identical (gradients all-reduced), momentum copies too
     assert a["enc_sum"] == pytest.approx(b["enc_sum"], abs=1e-6)

@@ -129,7 +129,8 @@ def test_whitening_fit_on_corpus(tiny_bert, monkeypatch, tmp_path):
     monkeypatch.setattr(runner, "build_encoders", lambda *a, **kw: {"base-whitening": raw})
     monkeypatch.chdir(tmp_path)
     (tmp_path / "data/corpus").mkdir(parents=True)
-    pd.DataFrame({"id": range(60), "text": [f"sentence number {i} about {'cats' if i % 2 else 'dogs'}" for i in range(60)]}
+    pd.DataFrame({"id": range(60),
+                  "text": [f"sentence number {i} about {'cats' if i % 2 else 'dogs'}" for i in range(60)]}
                  ).to_parquet(tmp_path / "data/corpus/train.parquet")
     params = Params()
     params.evaluate.whitening.fit_on = "corpus"

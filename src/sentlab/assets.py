@@ -95,13 +95,15 @@ def mirror_root() -> Path | None:
     if not root.is_dir():
         raise AssetMissingError(
             f"SENTLAB_DATA_MIRROR points at {root}, which is not a folder. Point it at a mirror in the upstream "
-            f"layout (STS/, SICK/, wiki/), e.g. `export SENTLAB_DATA_MIRROR=../shared/data`, or unset it to use the cache/download."
+            f"layout (STS/, SICK/, wiki/), e.g. `export SENTLAB_DATA_MIRROR=../shared/data`, "
+            f"or unset it to use the cache/download."
         )
     return root
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("SENTLAB_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "sentlab")
+    return Path(os.environ.get("SENTLAB_CACHE")
+                or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "sentlab")
 
 
 def offline() -> bool:
@@ -152,10 +154,11 @@ def resolve_data(name: str) -> Resolved:
                 return Resolved(cache_root(), "download", cache_root() / a.paths[0])
         except OSError as e:
             log.warning("download of %s from %s failed: %s", name, a.url, e)
-    raise AssetMissingError(f"Data asset '{name}' ({a.description}) was not found: looked for {a.paths[0]} "
-                            f"in the mirror ({m or 'SENTLAB_DATA_MIRROR unset'}) and the cache ({cache_root()}), and "
-                            f"{'downloads are off (offline)' if offline() else 'the download from ' + a.url + ' failed'}. "
-                            + _ways(name, a.paths[0].split('/')[0] + '/'))
+    raise AssetMissingError(
+        f"Data asset '{name}' ({a.description}) was not found: looked for {a.paths[0]} "
+        f"in the mirror ({m or 'SENTLAB_DATA_MIRROR unset'}) and the cache ({cache_root()}), and "
+        f"{'downloads are off (offline)' if offline() else 'the download from ' + a.url + ' failed'}. "
+        + _ways(name, a.paths[0].split('/')[0] + '/'))
 
 
 def _download(a: DataAsset) -> None:
@@ -244,7 +247,8 @@ def resolve_model(name: str) -> Path:
                                     f"Point --model at a folder written by save_pretrained or at a hub id.")
         return p
     if name.startswith((".", "/")) or (os.sep in name and name.count("/") > 1):
-        raise AssetMissingError(f"Model path {name} does not exist. Check the path, or give a hub id such as bert-base-uncased.")
+        raise AssetMissingError(f"Model path {name} does not exist. "
+                                f"Check the path, or give a hub id such as bert-base-uncased.")
     m = mirror_root()
     if m is not None and (m / "models" / name / "config.json").is_file():
         return m / "models" / name
@@ -273,7 +277,8 @@ def resolve_model(name: str) -> Path:
     raise AssetMissingError(
         f"Model '{name}' was not found: not a local folder, not in the mirror "
         f"({(m / 'models' / name) if m else 'SENTLAB_DATA_MIRROR unset'}), not in the Hugging Face cache, and {err}. "
-        f"Provide it in one of three ways: (1) put the model folder at <mirror>/models/{name}; (2) fill the Hugging Face "
+        f"Provide it in one of three ways: (1) put the model folder at <mirror>/models/{name}; "
+        f"(2) fill the Hugging Face "
         f"cache with `{hub_fetch_command(name)}` on a connected machine{pkg}; (3) run with network access."
     )
 
@@ -355,7 +360,9 @@ def require_nltk(resource: str) -> None:
         except LookupError:
             continue
     raise AssetMissingError(
-        f"NLTK resource '{resource}' ({loc}) is not installed. Provide it in one of three ways: (1) point NLTK_DATA at a "
-        f"folder that holds it (here: `export NLTK_DATA=../shared/nltk_data`); (2) put it in a standard NLTK folder such as "
+        f"NLTK resource '{resource}' ({loc}) is not installed. "
+        f"Provide it in one of three ways: (1) point NLTK_DATA at a "
+        f"folder that holds it (here: `export NLTK_DATA=../shared/nltk_data`); "
+        f"(2) put it in a standard NLTK folder such as "
         f"~/nltk_data; (3) download it with `python -m nltk.downloader {resource}` on a connected machine."
     )

@@ -156,7 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     e = sub.add_parser("evaluate", help="STS evaluation (docs/evaluation.md) of a model: 7 tasks + STS-B dev")
-    e.add_argument("--model", required=True, help="hub id or folder (a trained models/<method>, any sentence-transformers model folder, "
+    e.add_argument("--model", required=True,
+                   help="hub id or folder (a trained models/<method>, any sentence-transformers model folder, "
                         "or any HF model)")
     e.add_argument("--pooling", choices=["cls", "mean", "first_last", "mask"], default=None,
                    help="default: the trained model's own (sentlab.json), else a sentence-transformers folder's own "
@@ -202,7 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
     from .pipeline_util import report_errors
 
     return report_errors(lambda: args.func(args))

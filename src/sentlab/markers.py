@@ -35,8 +35,8 @@ def write_curve(path: Path, rows: list[dict]) -> None:
 def write_marker(models_dir: Path, curves_dir: Path, name: str, method_id: str, reason: str) -> None:
     """``models/<name>/sentlab.json`` with a status and an empty curve file (header only)."""
     with atomic_path(Path(models_dir) / name, is_dir=True) as tmp:
-        (tmp / "sentlab.json").write_text(json.dumps({"method": method_id, "name": name, "status": reason}, indent=2) + "\n",
-                                          encoding="utf-8")
+        (tmp / "sentlab.json").write_text(
+            json.dumps({"method": method_id, "name": name, "status": reason}, indent=2) + "\n", encoding="utf-8")
     write_curve(Path(curves_dir) / f"{name}.csv", [])
 
 

@@ -33,6 +33,6 @@ def report_errors(fn: Callable[[], object]) -> int:
         print(f"sentlab: error: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
-        print("sentlab: interrupted; outputs are renamed into place only when complete, so nothing half-written remains.",
-              file=sys.stderr)
+        print("sentlab: interrupted; outputs are renamed into place only when complete, "
+              "so nothing half-written remains.", file=sys.stderr)
         return 130

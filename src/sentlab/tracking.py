@@ -243,7 +243,8 @@ def _short(v: Any) -> str:
 
 def run_name(method: str, params: Mapping[str, Any] | None = None, *, variant: str | None = None,
              train: Mapping[str, Any] | None = None, keys: tuple[str, ...] | None = None) -> str:
-    """A run name carrying the method and its key params, e.g. ``ptbert[m64] pseudo_len=64 queue_size=256 bs=64 lr=3e-05``.
+    """A run name carrying the method and its key params, e.g.
+    ``ptbert[m64] pseudo_len=64 queue_size=256 bs=64 lr=3e-05``.
 
     ``params`` is the method's params (``methods.<method>`` validated, as a dict); ``keys``
     overrides :data:`KEY_PARAMS`; ``train`` adds batch size and learning rate. At most 250 characters
@@ -284,7 +285,8 @@ def start_parent(name: str | None = None, params: Mapping[str, Any] | None = Non
 
     c = client()
     name = name or time.strftime("pipeline %Y-%m-%d %H:%M:%S")
-    r = c.create_run(experiment_id(), run_name=name, tags={**provenance_tags(), "sentlab.stage": "pipeline", **(tags or {})})
+    r = c.create_run(experiment_id(), run_name=name,
+                     tags={**provenance_tags(), "sentlab.stage": "pipeline", **(tags or {})})
     flat = {k: ("None" if v is None else str(v))[:6000] for k, v in flatten(params or {}).items()}
     for k, v in flat.items():
         c.log_param(r.info.run_id, k, v)

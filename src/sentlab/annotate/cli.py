@@ -26,7 +26,8 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="OUT.parquet (one file) or a folder (shards, resumable)")
     p.add_argument("--backend", default=d.backend, choices=["nltk", "spacy"], help=f"default: {d.backend}")
     p.add_argument("--jobs", type=int, default=1, help="worker processes (default: 1)")
-    p.add_argument("--shard-size", type=int, default=d.shard_size, help=f"sentences per shard (default: {d.shard_size})")
+    p.add_argument("--shard-size", type=int, default=d.shard_size,
+                   help=f"sentences per shard (default: {d.shard_size})")
     p.add_argument("--rake-max-words", type=int, default=d.rake_max_words, help=f"default: {d.rake_max_words}")
     p.add_argument("--spacy-model", default=d.spacy_model, help=f"spacy backend pipeline (default: {d.spacy_model})")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .base import NEGATIONS, Backend, BackendOptions, RakeExtractor, clean, has_word, register_backend, span, stopwords_english
+from .base import (NEGATIONS, Backend, BackendOptions, RakeExtractor, clean, has_word, register_backend, span,
+                   stopwords_english)
 
 GRAMMAR = r"""
 NP:   {<PDT>?<DT|PRP\$|WP\$|\$>*<CD|JJ.*|NN.*|POS|\$>*<NN.*|CD>}
@@ -62,7 +63,8 @@ class NltkBackend(Backend):
     def fingerprint(self) -> dict:
         import nltk
 
-        fp = {**super().fingerprint(), "nltk": nltk.__version__, "grammar": GRAMMAR, "tagger": "averaged_perceptron_tagger_eng"}
+        fp = {**super().fingerprint(), "nltk": nltk.__version__, "grammar": GRAMMAR,
+              "tagger": "averaged_perceptron_tagger_eng"}
         fp.pop("spacy_model")  # not used by this backend: changing it must not invalidate the shards
         return fp
 

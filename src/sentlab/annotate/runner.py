@@ -32,8 +32,8 @@ import pyarrow.parquet as pq
 from ..errors import DataFormatError, SentlabError
 from ..io import atomic_path
 from .base import Backend, BackendOptions, get_backend
-from .schema import (ANNOTATION_COLUMNS, META_BACKEND, META_INPUT_HASH, META_PARAMS_HASH, META_ROWS, META_SCHEMA_VERSION,
-                     META_SKIPPED, SCHEMA, SCHEMA_VERSION, empty_row)
+from .schema import (ANNOTATION_COLUMNS, META_BACKEND, META_INPUT_HASH, META_PARAMS_HASH, META_ROWS,
+                     META_SCHEMA_VERSION, META_SKIPPED, SCHEMA, SCHEMA_VERSION, empty_row)
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +161,8 @@ def _shard_ok(path: Path, phash: str, ihash: str, ids: Sequence[int]) -> dict | 
 
 def _finish_table(ids, texts, parts: list[pa.Table], meta: dict[bytes, bytes]) -> pa.Table:
     ann = pa.concat_tables(parts) if parts else _ANN_SCHEMA.empty_table()
-    cols = [pa.array(list(ids), pa.int64()), pa.array(list(texts), pa.string())] + [ann.column(c) for c in ANNOTATION_COLUMNS]
+    cols = ([pa.array(list(ids), pa.int64()), pa.array(list(texts), pa.string())]
+            + [ann.column(c) for c in ANNOTATION_COLUMNS])
     return pa.Table.from_arrays(cols, schema=SCHEMA).replace_schema_metadata(meta)
 
 
@@ -309,12 +310,15 @@ def read_texts(path: str | os.PathLike) -> tuple[list[int], list[str]]:
         try:
             t = pq.read_table(path)
         except Exception as e:  # noqa: BLE001
-            raise DataFormatError(path, None, f"not a readable Parquet file ({e})", "Re-run the prepare stage.") from None
+            raise DataFormatError(path, None, f"not a readable Parquet file ({e})",
+                                  "Re-run the prepare stage.") from None
         missing = [c for c in ("id", "text") if c not in t.column_names]
         if missing:
-            raise DataFormatError(path, None, f"missing column(s) {', '.join(missing)} (has {', '.join(t.column_names)})",
+            raise DataFormatError(path, None,
+                                  f"missing column(s) {', '.join(missing)} (has {', '.join(t.column_names)})",
                                   "An annotation input needs columns id (int64) and text (string).")
-        return [int(x) for x in t.column("id").to_pylist()], ["" if x is None else x for x in t.column("text").to_pylist()]
+        return ([int(x) for x in t.column("id").to_pylist()],
+                ["" if x is None else x for x in t.column("text").to_pylist()])
     texts = []
     with open(path, "rb") as fh:
         for ln, raw in enumerate(fh, 1):
@@ -350,7 +354,8 @@ def read_annotations(path: str | os.PathLike, columns: Sequence[str] | None = No
     if columns is not None:
         unknown = [c for c in columns if c not in SCHEMA.names]
         if unknown:
-            raise SentlabError(f"Unknown annotation column(s) {', '.join(unknown)}; the table has {', '.join(SCHEMA.names)}.")
+            raise SentlabError(f"Unknown annotation column(s) {', '.join(unknown)}; "
+                               f"the table has {', '.join(SCHEMA.names)}.")
         cols = ["id", "text"] + [c for c in columns if c not in ("id", "text")]
     else:
         cols = list(SCHEMA.names)
@@ -359,7 +364,8 @@ def read_annotations(path: str | os.PathLike, columns: Sequence[str] | None = No
         try:
             tables.append(pq.read_table(f, columns=cols))
         except Exception as e:  # noqa: BLE001
-            raise SentlabError(f"Annotation file {f} cannot be read ({type(e).__name__}: {e}). Delete it and re-run the "
+            raise SentlabError(f"Annotation file {f} cannot be read ({type(e).__name__}: {e}). "
+                               f"Delete it and re-run the "
                                f"annotate stage; it rebuilds the missing shard.") from None
     meta = tables[0].schema.metadata
     return pa.concat_tables(tables).replace_schema_metadata(meta)

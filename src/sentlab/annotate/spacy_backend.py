@@ -68,7 +68,8 @@ def load_pipeline(model: str):
         )
     missing = [p for p in ("parser",) if p not in nlp.pipe_names]
     if missing or not ({"tagger", "morphologizer"} & set(nlp.pipe_names)):
-        raise SentlabError(f"The spaCy pipeline '{model}' has no tagger and parser (pipes: {', '.join(nlp.pipe_names)}); "
+        raise SentlabError(f"The spaCy pipeline '{model}' has no tagger and parser "
+                           f"(pipes: {', '.join(nlp.pipe_names)}); "
                            f"the spacy annotation backend needs both. Use an English pipeline such as en_core_web_sm.")
     return nlp
 

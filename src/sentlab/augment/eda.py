@@ -175,7 +175,8 @@ class EDA:
         from ..errors import SentlabError
 
         if strategy not in STRATEGIES:
-            raise SentlabError(f"Unknown EDA strategy {strategy!r} (params methods.paser.eda); allowed: {', '.join(STRATEGIES)}.")
+            raise SentlabError(f"Unknown EDA strategy {strategy!r} (params methods.paser.eda); "
+                               f"allowed: {', '.join(STRATEGIES)}.")
         self.strategy = strategy
         self.ops = [] if strategy == "none" else strategy.split("+")
         self.alpha = {"sr": alpha_sr, "rd": alpha_rd, "rs": alpha_rs}

@@ -57,7 +57,8 @@ def build_tokenizer(hub_id: str):
     recipe = (s or {}).get("tokenizer")
     if not recipe:
         raise AssetMissingError(
-            f"The tokenizer of '{hub_id}' cannot be built offline ({(s or {}).get('tokenizer_note', 'no recipe kept')}). "
+            f"The tokenizer of '{hub_id}' cannot be built offline "
+            f"({(s or {}).get('tokenizer_note', 'no recipe kept')}). "
             f"Fetch the model with `huggingface-cli download {hub_id}` on a connected machine (or put its folder "
             f"at <mirror>/models/{hub_id}).")
     from transformers import BertTokenizerFast

@@ -72,7 +72,8 @@ def sample_corpus(path: Path, size: int, seed: int, min_words: int = 1, max_word
         if not allow_smaller:
             raise SentlabError(
                 f"The corpus {path} has {len(ids)} usable sentences after filtering, fewer than prepare.size = {size}. "
-                f"Lower prepare.size in params.yaml, set prepare.allow_smaller: true to use all of them, or provide the "
+                f"Lower prepare.size in params.yaml, set prepare.allow_smaller: true to use all of them, "
+                f"or provide the "
                 f"full corpus (the mirror may hold only a head sample)."
             )
         chosen = list(range(len(ids)))

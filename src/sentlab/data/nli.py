@@ -110,7 +110,8 @@ def sick_standin(path: str | Path) -> tuple[pa.Table, dict]:
     rows = parse_sick(path, "train")
     test = path.parent / SICK_TEST
     if not test.is_file():
-        raise SentlabError(f"The NLI stand-in needs {test} beside {path.name} to keep SICK test's pairs out of training; "
+        raise SentlabError(f"The NLI stand-in needs {test} beside {path.name} "
+                           f"to keep SICK test's pairs out of training; "
                            f"restore the SICK folder (SICK_train.txt, SICK_trial.txt, SICK_test_annotated.txt).")
     test_pairs = {frozenset((r["sentence1"], r["sentence2"])) for r in parse_sick(test, "test")}
     entail, contra = defaultdict(list), defaultdict(list)
@@ -190,7 +191,8 @@ def read_nli(path: str | Path = "data/corpus/nli.parquet") -> pa.Table:
     table = pq.read_table(path)
     missing = [c for c in SCHEMA.names if c not in table.column_names]
     if missing:
-        raise DataFormatError(path, None, f"missing column(s) {missing}", "Rebuild it with sentlab.data.nli.load_nli().")
+        raise DataFormatError(path, None, f"missing column(s) {missing}",
+                              "Rebuild it with sentlab.data.nli.load_nli().")
     return table
 
 

@@ -71,7 +71,8 @@ def parse_senteval_sts(input_path: Path, gs_path: Path, task: str, subset: str) 
     pairs = read_lines(input_path)
     gold = read_lines(gs_path)
     if len(pairs) != len(gold):
-        raise DataFormatError(gs_path, None, f"{len(gold)} gold lines for {len(pairs)} sentence pairs in {input_path.name}",
+        raise DataFormatError(gs_path, None,
+                              f"{len(gold)} gold lines for {len(pairs)} sentence pairs in {input_path.name}",
                               "The two files must have one line per pair. " + FIX)
     rows = []
     for i, (pair, g) in enumerate(zip(pairs, gold), start=1):
@@ -101,7 +102,8 @@ SICK_HEADER = ["pair_ID", "sentence_A", "sentence_B", "relatedness_score", "enta
 
 
 def parse_sick(path: Path, split: str) -> list[dict]:
-    """SICK ``SICK_<split>.txt``: header, then pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment."""
+    """SICK ``SICK_<split>.txt``: header, then pair_ID, sentence_A, sentence_B, relatedness_score,
+    entailment_judgment."""
     lines = read_lines(path)
     header = lines[0].split("\t")
     if header[:5] != SICK_HEADER:

@@ -76,7 +76,8 @@ def words_seen(tokenizer, sentences: Sequence[str], token_lists: Sequence[Sequen
     enc = tokenizer(list(sentences), truncation=True, max_length=max_length, return_offsets_mapping=True,
                     return_special_tokens_mask=True)
     seen = []
-    for text, tokens, offsets, special in zip(sentences, token_lists, enc["offset_mapping"], enc["special_tokens_mask"]):
+    for text, tokens, offsets, special in zip(sentences, token_lists, enc["offset_mapping"],
+                                              enc["special_tokens_mask"]):
         end = max((e for (_, e), sp in zip(offsets, special) if not sp), default=0)
         seen.append(bisect_left(word_starts(text, list(tokens)), end))
     return seen

@@ -26,8 +26,8 @@ read back with ``np.load(allow_pickle=False)``) plus ``<key>.json`` saying what 
 root is ``.sentlab_cache/embeddings`` (git- and DVC-ignored; delete it any time), or
 ``$SENTLAB_EMBEDDING_CACHE``; ``SENTLAB_EMBEDDING_CACHE=off`` turns the cache off. The folder is
 kept under ``$SENTLAB_EMBEDDING_CACHE_MAX_GB`` (default 10; a quick-profile model's entry measured 42.8 MB,
-a bert-base model's is 29,482 x 768 float32 = 90.6 MB): after each store the least recently used entries (a hit counts as
-a use) are deleted until it fits. Neither variable changes a number, so neither is a param.
+a bert-base model's is 29,482 x 768 float32 = 90.6 MB): after each store the least recently used entries (a hit
+counts as a use) are deleted until it fits. Neither variable changes a number, so neither is a param.
 """
 
 from __future__ import annotations
@@ -144,7 +144,8 @@ class EmbeddingCache:
             raw = computed[encoder.pooling]
         else:
             self.hits += 1
-            log.info("embedding cache hit: %s (%s pooling, %d sentences)", encoder.name, encoder.pooling, len(sentences))
+            log.info("embedding cache hit: %s (%s pooling, %d sentences)", encoder.name, encoder.pooling,
+                     len(sentences))
         return encoder.post(raw).astype(np.float32) if encoder.post is not None else raw
 
     def _path(self, key: str) -> Path:
@@ -236,7 +237,8 @@ def active_cache() -> Optional[EmbeddingCache]:
 
 
 @contextlib.contextmanager
-def embedding_cache(share_poolings: Sequence[str] = (), root: Optional[Path] = None) -> Iterator[Optional[EmbeddingCache]]:
+def embedding_cache(share_poolings: Sequence[str] = (),
+                    root: Optional[Path] = None) -> Iterator[Optional[EmbeddingCache]]:
     """Make :func:`sentlab.evaluate.protocol.embed_unique` (the evaluator's encoding) go through an
     :class:`EmbeddingCache` inside the ``with`` block. ``root`` defaults to ``$SENTLAB_EMBEDDING_CACHE`` or
     ``.sentlab_cache/embeddings``; ``SENTLAB_EMBEDDING_CACHE=off`` yields None (no cache)."""

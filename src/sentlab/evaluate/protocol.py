@@ -113,7 +113,8 @@ def select_splits(table: pd.DataFrame, names: Sequence[str], max_pairs: int | No
         if df.empty:
             from ..errors import SentlabError
 
-            raise SentlabError(f"The STS table has no evaluation pairs for {t}. Re-run the prepare stage (`dvc repro prepare`).")
+            raise SentlabError(f"The STS table has no evaluation pairs for {t}. "
+                               f"Re-run the prepare stage (`dvc repro prepare`).")
     return splits
 
 
@@ -155,7 +156,8 @@ def evaluate_table(encoder, table: pd.DataFrame, batch_size: int = 128, tasks: S
         sc = score_task(df, cos)
         results[t] = round(sc["all"], 4)
         per_task[t] = {"pairs": sc["pairs"], "mean": round(sc["mean"], 4), "wmean": round(sc["wmean"], 4),
-                       "subsets": {k: {"spearman": round(v["spearman"], 4), "pairs": v["pairs"]} for k, v in sc["subsets"].items()}}
+                       "subsets": {k: {"spearman": round(v["spearman"], 4), "pairs": v["pairs"]}
+                                   for k, v in sc["subsets"].items()}}
     results["Avg"] = round(float(np.mean([results[t] for t in tasks])), 4)
     results["per_task"] = per_task
     results["encode_seconds"] = round(seconds, 2)
@@ -193,8 +195,10 @@ def senteval_style(encoder, table: pd.DataFrame, batch_size: int = 128, tasks: S
         cos = []
         for start in range(0, len(df), batch_size):
             chunk = df.iloc[start: start + batch_size]
-            a = encoder.encode(list(chunk.sentence1), batch_size=batch_size, sort_by_length=False, show_progress_bar=False)
-            b = encoder.encode(list(chunk.sentence2), batch_size=batch_size, sort_by_length=False, show_progress_bar=False)
+            a = encoder.encode(list(chunk.sentence1), batch_size=batch_size, sort_by_length=False,
+                               show_progress_bar=False)
+            b = encoder.encode(list(chunk.sentence2), batch_size=batch_size, sort_by_length=False,
+                               show_progress_bar=False)
             cos.append(cosine_rows(a, b))
         results[t] = spearman100(np.concatenate(cos), df.score.to_numpy())
     results["Avg"] = float(np.mean([results[t] for t in tasks]))

@@ -44,7 +44,8 @@ def resolve_device_precision(device: str = "auto", precision: str = "auto") -> t
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
-        raise SentlabError("evaluate.device is `cuda` but no CUDA device is available; set evaluate.device: auto or cpu.")
+        raise SentlabError("evaluate.device is `cuda` but no CUDA device is available; "
+                           "set evaluate.device: auto or cpu.")
     if precision == "auto":
         precision = "fp32"
     return torch.device(device), precision
@@ -65,7 +66,8 @@ def build_encoders(model: str, pooling: Optional[str] = None, precision: str = "
     (:func:`~sentlab.encoder.resolve_workers`)."""
     dev, precision = resolve_device_precision(device, precision)
     info = read_model_info(Path(model)) if Path(model).is_dir() else None
-    if info is None and pooling is None and Path(model).is_dir():  # any sentence-transformers folder: pool as its modules do
+    # any sentence-transformers folder: pool as its modules do
+    if info is None and pooling is None and Path(model).is_dir():
         from ..export.st import st_pooling_info
 
         info = st_pooling_info(Path(model))
@@ -82,8 +84,9 @@ def build_encoders(model: str, pooling: Optional[str] = None, precision: str = "
                           max_length=max_length, name=name, device=dev, workers=workers)
     encoders = {name: enc}
     for channel, (lo, hi) in ((info or {}).get("channels") or {}).items():
-        encoders[f"{name}_{channel}"] = SentenceEncoder(net, tok, pooling=pool, template=enc.template, precision=precision,
-                                                        max_length=max_length, dims=(int(lo), int(hi)),
+        encoders[f"{name}_{channel}"] = SentenceEncoder(net, tok, pooling=pool, template=enc.template,
+                                                        precision=precision, max_length=max_length,
+                                                        dims=(int(lo), int(hi)),
                                                         name=f"{name}_{channel}", device=dev, workers=workers)
     return encoders
 
@@ -199,7 +202,8 @@ def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, t
     ``extra_metrics`` are stored in the JSON (e.g. how the whitening was fitted, a trained model's
     ``method`` block). The JSON records the device and precision (:func:`precision_record`), the
     95 % bootstrap CI of each task (``ci95``) and the environment fingerprint; the per-pair cosines
-    (and, as ``<name>.bootstrap.parquet``, the bootstrap distributions behind ``ci95``) go to ``cosines_dir/<name>.parquet`` (:func:`pair_cosine_table`; default: ``reports/cosines`` beside
+    (and, as ``<name>.bootstrap.parquet``, the bootstrap distributions behind ``ci95``) go to
+    ``cosines_dir/<name>.parquet`` (:func:`pair_cosine_table`; default: ``reports/cosines`` beside
     ``reports/metrics``, else a ``cosines`` folder beside ``out_path``).
     """
     from .. import tracking
@@ -211,7 +215,8 @@ def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, t
         encoders = build_encoders(model, pooling=pooling, precision=ep.precision, max_length=ep.max_length, name=name,
                                   device=ep.device, workers=ep.workers)
     lookups: dict = {}
-    metrics = evaluate_encoders(encoders, table, params, figures_dir=figures_dir, embeddings=embeddings, lookups=lookups)
+    metrics = evaluate_encoders(encoders, table, params, figures_dir=figures_dir, embeddings=embeddings,
+                                lookups=lookups)
     frame = pair_cosine_table(encoders[name], lookups[name], table, params)
     from .protocol import TASKS
 
@@ -249,7 +254,8 @@ def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, t
             tracking.log_to_run(train_run, {k: v for k, v in metrics.items() if k not in skip})
     out_path = Path(out_path)
     if cosines_dir is None:
-        cosines_dir = out_path.parent.parent / "cosines" if out_path.parent.name == "metrics" else out_path.parent / "cosines"
+        cosines_dir = (out_path.parent.parent / "cosines" if out_path.parent.name == "metrics"
+                       else out_path.parent / "cosines")
     write_cosines(Path(cosines_dir) / f"{name}.parquet", frame)
     write_bootstrap(bootstrap_path(Path(cosines_dir) / f"{name}.parquet"), intervals, params.seed)
     write_json(out_path, metrics)

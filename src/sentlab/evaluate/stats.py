@@ -219,8 +219,8 @@ def paired_difference(tasks: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]
             rz = _average_ranks(z, kg)
             return _pearson100(_average_ranks(x, ka), rz) - _pearson100(_average_ranks(y, kb), rz)
 
-        res = stats.bootstrap((ca, cb, cg), diff_stat, paired=True, vectorized=True, n_resamples=n_resamples, confidence_level=CONFIDENCE,
-                              method="percentile", random_state=rng)
+        res = stats.bootstrap((ca, cb, cg), diff_stat, paired=True, vectorized=True, n_resamples=n_resamples,
+                              confidence_level=CONFIDENCE, method="percentile", random_state=rng)
         dist = res.bootstrap_distribution
         dists.append(dist)
         out[t] = Difference(float(spearman_vec(at, gt) - spearman_vec(bt, gt)), float(res.confidence_interval.low),

@@ -24,4 +24,5 @@ def missing_model_error(name: str, model_dir):
     from ..errors import SentlabError
 
     return SentlabError(f"{model_dir}/sentlab.json is missing: the train stage for {name} did not finish. Run "
-                        f"`dvc repro train@{name}`; to evaluate any other model folder, `sentlab evaluate --model PATH`.")
+                        f"`dvc repro train@{name}`; to evaluate any other model folder, "
+                        f"`sentlab evaluate --model PATH`.")

@@ -162,12 +162,14 @@ def st_pooling_info(folder: Path) -> Optional[dict]:
         elif cls == "Normalize":
             continue
         else:
-            raise SentlabError(f"{folder}/modules.json: module {kind!r} ({sub or 'root'}) changes the embedding in a way "
+            raise SentlabError(f"{folder}/modules.json: module {kind!r} ({sub or 'root'}) "
+                               f"changes the embedding in a way "
                                f"sentlab's evaluator does not reproduce (it knows Transformer, Pooling cls/mean, "
                                f"Normalize and sentlab's modules); evaluate this model with its own code, or pass "
                                f"--pooling to score the bare transformer.")
     if out["pooling"] is None:
-        raise SentlabError(f"{folder}/modules.json has no pooling module; pass --pooling (cls, mean, first_last, mask).")
+        raise SentlabError(f"{folder}/modules.json has no pooling module; "
+                           f"pass --pooling (cls, mean, first_last, mask).")
     st_cfg = _json(folder / "config_sentence_transformers.json")
     head = (st_cfg.get("prompts") or {}).get(st_cfg.get("default_prompt_name") or "", "") or ""
     if head or suffix:

@@ -49,6 +49,7 @@ def get_method(method_id: str):
     methods = registered()
     if method_id not in methods:
         raise SentlabError(
-            f"Unknown method {method_id!r}; allowed: {', '.join(sorted(methods))}. Run `sentlab methods` for one line on each."
+            f"Unknown method {method_id!r}; allowed: {', '.join(sorted(methods))}. "
+            f"Run `sentlab methods` for one line on each."
         )
     return methods[method_id]

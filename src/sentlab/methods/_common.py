@@ -46,7 +46,8 @@ def cosine_logits(q: torch.Tensor, k: torch.Tensor, temperature: float) -> torch
         return F.normalize(q.float(), dim=-1) @ F.normalize(k.float(), dim=-1).T / temperature
 
 
-def info_nce(q: torch.Tensor, k: torch.Tensor, temperature: float, positives: torch.Tensor | None = None) -> torch.Tensor:
+def info_nce(q: torch.Tensor, k: torch.Tensor, temperature: float,
+             positives: torch.Tensor | None = None) -> torch.Tensor:
     """InfoNCE over cosine/τ: row i of ``q`` against every row of ``k`` (logits and loss in fp32).
 
     The positive of query i is key ``positives[i]`` (default: key i, the diagonal);
@@ -75,7 +76,8 @@ def doubled(features: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: torch.cat([v, v], dim=0) for k, v in features.items()}
 
 
-def two_views(encode: Callable[[dict], torch.Tensor], features: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+def two_views(encode: Callable[[dict], torch.Tensor],
+              features: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     """SimCSE's two views (Gao et al. 2021, Sec. 3): ``encode`` (token inputs -> one vector per row) run
     once on the :func:`doubled` batch, so the two copies of sentence i differ by their dropout masks;
     returns ``(z1, z2)``, each ``(N, d)``."""

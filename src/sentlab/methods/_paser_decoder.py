@@ -268,7 +268,8 @@ class PhraseDecoder(nn.Module):
         pos = torch.arange(ids.size(1), device=ids.device).unsqueeze(0)
         return self.emb_drop(self.emb_norm(encoder.get_input_embeddings()(ids) + self.positions(pos)))
 
-    def forward(self, encoder: nn.Module, ids: torch.Tensor, pad_mask: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
+    def forward(self, encoder: nn.Module, ids: torch.Tensor, pad_mask: torch.Tensor,
+                memory: torch.Tensor) -> torch.Tensor:
         """Hidden states ``(B, T, d)`` for decoder inputs ``ids`` (teacher forcing, causal)."""
         x = self.embed(encoder, ids)
         causal = nn.Transformer.generate_square_subsequent_mask(ids.size(1), device=ids.device, dtype=torch.bool)

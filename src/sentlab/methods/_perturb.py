@@ -49,7 +49,8 @@ def weakening_mask(alpha_tok: torch.Tensor, alpha_fea: torch.Tensor) -> torch.Te
     return (alpha_tok.unsqueeze(-1) + alpha_fea.unsqueeze(-2)) / 2
 
 
-def ascend(p: torch.Tensor, g: torch.Tensor, beta: float, norm: str = "vector", zero_grad: str = "keep") -> torch.Tensor:
+def ascend(p: torch.Tensor, g: torch.Tensor, beta: float, norm: str = "vector",
+           zero_grad: str = "keep") -> torch.Tensor:
     """Eqs. 5–6: one normalised gradient-ascent step on the probabilities, clipped to [0, 1].
 
     ``norm="vector"``: ``g / ||g||₂`` over the last axis (one probability
@@ -103,7 +104,8 @@ def word_embedding_module(model: nn.Module) -> nn.Module:
     if emb is None:
         raise SentlabError(
             f"The gradient_noise perturbation needs a BERT-like encoder with `.embeddings.word_embeddings`; got "
-            f"{type(model).__name__}. Use a BERT/RoBERTa backbone (model.backbone in params.yaml) or perturbation: mask.")
+            f"{type(model).__name__}. Use a BERT/RoBERTa backbone (model.backbone in params.yaml) "
+            f"or perturbation: mask.")
     return emb
 
 
@@ -131,7 +133,8 @@ def freelb_step(delta: torch.Tensor, grad: torch.Tensor, real: torch.Tensor, ste
 
 
 @contextlib.contextmanager
-def transform_outputs(modules: Sequence[nn.Module], transforms: Sequence[Optional[Callable[[torch.Tensor], torch.Tensor]]]):
+def transform_outputs(modules: Sequence[nn.Module],
+                      transforms: Sequence[Optional[Callable[[torch.Tensor], torch.Tensor]]]):
     """Inside the block, module i's output hidden states are replaced by ``transforms[i](output)``.
 
     Handles modules returning a tensor (transformers ≥ 5) or a tuple whose

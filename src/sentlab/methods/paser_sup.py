@@ -116,7 +116,8 @@ class PaSeRSup(PaSeR):
         for col in ("positive", "hard_negative"):
             if col not in batch.extras:
                 raise SentlabError(f"paser_sup needs Batch.extras[{col!r}], a column of the NLI corpus "
-                                   f"data/corpus/nli.parquet; the prepare stage writes it (prepare.nli in params.yaml).")
+                                   f"data/corpus/nli.parquet; the prepare stage writes it "
+                                   f"(prepare.nli in params.yaml).")
         views = self.prepare_views(batch.sentences, batch.extras, batch.index, augment=self.training, draw=batch.draw)
         triples = list(views.s_texts) + list(batch.extras["positive"]) + list(batch.extras["hard_negative"])
         batch.features = {"triples": self.encode_text(triples), **self.reconstruction_inputs(views)}

@@ -19,13 +19,17 @@ from .moco import MoCo, MoCoParams, frozen_copy
 class PTBertParams(MoCoParams):
     pseudo_len: int = Field(128, gt=0, description="m: pseudo tokens (ids 0..m-1); ablation 64/90/128/256/360")
     attend_to: Literal["cls", "tokens"] = Field(
-        "cls", description="Y = the [CLS] vector (authors' code) | all last-layer token states, padding masked (equations)")
+        "cls", description="Y = the [CLS] vector (authors' code) | all last-layer token states, "
+                           "padding masked (equations)")
     num_heads: Optional[int] = Field(
-        None, gt=0, description="heads of the pseudo-token attention (None: the encoder's, as the code's BertSelfAttention; 1: Eq. 2 with d_k = d)")
+        None, gt=0, description="heads of the pseudo-token attention (None: the encoder's, as the code's "
+                                "BertSelfAttention; 1: Eq. 2 with d_k = d)")
     attn_dropout: Optional[float] = Field(
-        None, ge=0.0, lt=1.0, description="dropout on attention probabilities (None: the encoder's attention_probs_dropout_prob)")
+        None, ge=0.0, lt=1.0,
+        description="dropout on attention probabilities (None: the encoder's attention_probs_dropout_prob)")
     key_second_attention: Literal["momentum", "online"] = Field(
-        "momentum", description="attention of the key branch's second mapping: its momentum copy (the paper) | the online one (released code)")
+        "momentum", description="attention of the key branch's second mapping: its momentum copy (the paper) | "
+                                "the online one (released code)")
 
 
 class PseudoTokenAttention(nn.Module):
@@ -125,8 +129,10 @@ class PTBert(MoCo):
         heads = params.num_heads or cfg.num_attention_heads
         if cfg.hidden_size % heads:
             raise SentlabError(f"methods.{self.id}.num_heads = {heads} does not divide the encoder's hidden size "
-                               f"{cfg.hidden_size}; use 1, null (the encoder's {cfg.num_attention_heads}) or a divisor.")
-        dropout = params.attn_dropout if params.attn_dropout is not None else getattr(cfg, "attention_probs_dropout_prob", 0.1)
+                               f"{cfg.hidden_size}; use 1, null (the encoder's {cfg.num_attention_heads}) "
+                               f"or a divisor.")
+        dropout = (params.attn_dropout if params.attn_dropout is not None
+                   else getattr(cfg, "attention_probs_dropout_prob", 0.1))
         self.pseudo = nn.Embedding(params.pseudo_len, cfg.hidden_size)
         self.attn = PseudoTokenAttention(cfg.hidden_size, heads, dropout)
         self.key_pseudo = frozen_copy(self.pseudo)
@@ -160,7 +166,8 @@ class PTBert(MoCo):
         try:
             hidden = self.key_encoder(**enc, return_dict=True).last_hidden_state
             second = self.key_attn if self.params.key_second_attention == "momentum" else self.attn
-            return self.key_mlp(self._pseudo_token_map(hidden, enc["attention_mask"], self.key_pseudo, self.key_attn, second))
+            return self.key_mlp(self._pseudo_token_map(hidden, enc["attention_mask"], self.key_pseudo, self.key_attn,
+                                                       second))
         finally:
             self.key_encoder.train(was_training)
 

@@ -109,7 +109,8 @@ def build_report(root: Path | str = ".", backbone: str = "", profile: str = "",
     md, csv_text, ok = examples.render(models_dir / "paser", backbone, profile,
                                        not_run=models is not None and not models.get("paser"))
     _write(root, TABLES / "paser_table7.md", md, rep,
-           "PaSeR Table 7: decoder reconstructions beside the paper's examples" + ("" if ok else " (paper only: see why)"))
+           "PaSeR Table 7: decoder reconstructions beside the paper's examples"
+           + ("" if ok else " (paper only: see why)"))
     _write(root, TABLES / "paser_table7.csv", csv_text, rep, "PaSeR Table 7 examples (reproduced and paper)")
 
     diag = diagnostics_tables.render(metrics, backbone, profile, figures_prefix="../")
@@ -136,7 +137,8 @@ def build_report(root: Path | str = ".", backbone: str = "", profile: str = "",
             missing[name] = "no reports/curves/%s.csv: %s" % (name, figures.curve_status(name, models_dir))
     rep.figures["fig3"] = figures.alignment_uniformity_figure(curves, missing, root / FIG3, backbone, profile)
     rep.files[FIG3.as_posix()] = ("PT-BERT Fig. 3: alignment and uniformity on STS-B dev over training steps ("
-                                  + (", ".join(sorted(rep.figures["fig3"].series)) or "no curves in this profile") + ")")
+                                  + (", ".join(sorted(rep.figures["fig3"].series)) or "no curves in this profile")
+                                  + ")")
     rep.figures["dev"] = figures.dev_curve_figure(curves, missing, root / DEV, backbone, profile)
     rep.files[DEV.as_posix()] = "STS-B dev Spearman over training steps (model selection), every trained method"
 
@@ -181,9 +183,11 @@ def write_index(rep: Report, metrics: dict[str, dict]) -> None:
                      f"`ablations`).")
     lines.append("")
     if rep.seed_groups:
-        lines += ["Seeds: " + "; ".join(f"`{k}` × {len(v)} ({', '.join(v)})" for k, v in sorted(rep.seed_groups.items()))
+        lines += ["Seeds: " + "; ".join(f"`{k}` × {len(v)} ({', '.join(v)})"
+                                        for k, v in sorted(rep.seed_groups.items()))
                   + ". Their rows show mean ± std (n); see each table's last line for the tests.", ""]
-    groups = [("Protocol sensitivity", ("protocol_sensitivity",)), ("PT-BERT (ACL 2022)", ("ptbert_",)), ("PaSeR (EMNLP 2022)", ("paser_",)), ("L2P-CSR", ("l2p_",)),
+    groups = [("Protocol sensitivity", ("protocol_sensitivity",)), ("PT-BERT (ACL 2022)", ("ptbert_",)),
+              ("PaSeR (EMNLP 2022)", ("paser_",)), ("L2P-CSR", ("l2p_",)),
               ("SimCSE + POS/BOW adversarial", ("posbow_",)),
               ("Diagnostics (docs/evaluation.md#diagnostics)",
                ("diagnostics", "hard_subset", "alignment_uniformity", "cosine_density")),

@@ -83,7 +83,8 @@ def hard_subset_table(rows) -> tuple[list[str], list[str]]:
                 note += f" (sample of {d['subsampled_pairs_per_task']} pairs per task)"
             md_rows.append([name, "reproduced", which, *vals, hs[f"Avg_{which}"], note])
             csv_rows.append([name, "reproduced", which, *vals, hs[f"Avg_{which}"],
-                             *[hs["tasks"][t]["subset_pairs" if which == "subset" else "full_pairs"] for t in HARD_TASKS]])
+                             *[hs["tasks"][t]["subset_pairs" if which == "subset" else "full_pairs"]
+                               for t in HARD_TASKS]])
     for key, (paper_name, sub, avg, full) in PTBERT_HARD_SUBSET.items():
         full_avg = round(sum(full.values()) / len(full), 2)
         md_rows.append([f"{paper_name} (paper)", "paper", "subset", *[sub[t] for t in HARD_TASKS], avg,
@@ -91,7 +92,8 @@ def hard_subset_table(rows) -> tuple[list[str], list[str]]:
         md_rows.append([f"{paper_name} (paper)", "paper", "full", *[full[t] for t in HARD_TASKS], full_avg,
                         "PT-BERT Tables 1/3; Avg of the five computed here"])
         csv_rows.append([f"{paper_name} (paper)", "paper", "subset", *[sub[t] for t in HARD_TASKS], avg, *[None] * 5])
-        csv_rows.append([f"{paper_name} (paper)", "paper", "full", *[full[t] for t in HARD_TASKS], full_avg, *[None] * 5])
+        csv_rows.append([f"{paper_name} (paper)", "paper", "full", *[full[t] for t in HARD_TASKS], full_avg,
+                         *[None] * 5])
     csv_text = _csv(["model", "source", "set", *HARD_TASKS, "Avg", *[f"pairs_{t}" for t in HARD_TASKS]], csv_rows)
     return _md(header, md_rows), csv_text
 
@@ -113,7 +115,8 @@ def hard_subset_counts(rows) -> list[str]:
 
 
 def alignment_uniformity_table(rows) -> tuple[list[str], list[str]]:
-    header = ["Model", "Source", "Split", "Alignment", "Uniformity", "Positive pairs", "Sentences", "STS-B test ρ", "Note"]
+    header = ["Model", "Source", "Split", "Alignment", "Uniformity", "Positive pairs", "Sentences", "STS-B test ρ",
+              "Note"]
     md_rows, csv_rows = [], []
     for name, d, m in rows:
         for split in AU_SPLITS:

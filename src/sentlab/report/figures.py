@@ -176,7 +176,8 @@ def decoder_depth_figure(points: dict[int, Optional[float]], reasons: dict[int, 
         if ax.get_lines():
             ax.legend(fontsize="small")
         res.drawn[ax.get_title()] = [ln.get_label() for ln in ax.get_lines()]
-        note = f"backbone {backbone}, profile {profile}; paper values not printed (plot only). " + _missing_text(res.missing)
+        note = (f"backbone {backbone}, profile {profile}; paper values not printed (plot only). "
+                + _missing_text(res.missing))
         fig.text(0.01, 0.01, note, fontsize=6, color="0.3", wrap=True)
         fig.tight_layout(rect=(0, 0.08, 1, 1))
         _save(fig, path)

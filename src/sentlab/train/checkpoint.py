@@ -26,7 +26,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from ..io import atomic_path, write_text
+from ..io import atomic_path
 
 from ..markers import CURVE_COLUMNS, write_curve, write_marker  # noqa: F401 - re-exported (train loop, run)
 
@@ -172,4 +172,5 @@ def publish(src: Path, dest: Path, updates: dict) -> None:
         (tmp / "sentlab.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
 
 
-__all__ = ["save_resume", "load_resume", "write_curve", "export_model", "publish", "sentence_transformers_files", "write_marker", "CURVE_COLUMNS"]
+__all__ = ["save_resume", "load_resume", "write_curve", "export_model", "publish", "sentence_transformers_files",
+           "write_marker", "CURVE_COLUMNS"]

@@ -72,7 +72,8 @@ def load_corpus(path: str | Path, columns: Sequence[str] = (), annotations: str 
         annotated = [c for c in columns if c not in own]
         if annotated:
             if annotations is None:
-                raise SentlabError(f"The method needs annotation columns {annotated} but no annotation folder was given.")
+                raise SentlabError(f"The method needs annotation columns {annotated} "
+                                   f"but no annotation folder was given.")
             from ..annotate import SCHEMA, read_annotations
 
             unknown = [c for c in annotated if c not in SCHEMA.names]
@@ -98,7 +99,8 @@ def join_extras(ids: np.ndarray, table, columns: Sequence[str], source: str = "a
     pos = {int(i): r for r, i in enumerate(ann_ids)}
     absent = [int(i) for i in ids if int(i) not in pos]
     if absent:
-        raise SentlabError(f"Annotation table {source} has no rows for {len(absent)} corpus id(s) (first: {absent[:5]}); "
+        raise SentlabError(f"Annotation table {source} has no rows for {len(absent)} corpus id(s) "
+                           f"(first: {absent[:5]}); "
                            f"it was built from another corpus. Re-run the annotate stage.")
     out = {}
     for c in columns:

@@ -38,7 +38,8 @@ KERNELS = ("auto", "torch", "fast")
 _LANES = slice(0, 3) if sys.byteorder == "little" else slice(1, 4)  # the low 48 bits of each int64
 
 
-def keep_mask(shape: torch.Size, p: float, device: torch.device, generator: torch.Generator | None = None) -> torch.Tensor:
+def keep_mask(shape: torch.Size, p: float, device: torch.device,
+              generator: torch.Generator | None = None) -> torch.Tensor:
     """Boolean mask of ``shape``, each element False (dropped) with probability ``round(p·65536)/65536``."""
     n = 1
     for s in shape:

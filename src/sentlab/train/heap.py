@@ -6,8 +6,8 @@ again, one 4 KB page at a time. On a CPU that is a cost per step: the dense grad
 embeddings (30,522 × 384 fp32 = 47 MB, one per encoder pass) and the vocabulary logits of PaSeR's
 decoder and MLM head are such blocks, and on the 2-core VM this was measured on, a fresh 47 MB
 ``torch.zeros`` takes 18 ms against 5.6 ms reused. ``retain`` sets ``M_MMAP_MAX = 0`` (every block
-from the heap, reused after ``free`` by any request that fits it) and ``M_TRIM_THRESHOLD`` to 2 GB (free memory at the top of the
-heap stays mapped). Quick steps (``python benchmarks/train_speed.py --compare-heap --methods
+from the heap, reused after ``free`` by any request that fits it) and ``M_TRIM_THRESHOLD`` to 2 GB (free memory at
+the top of the heap stays mapped). Quick steps (``python benchmarks/train_speed.py --compare-heap --methods
 simcse,paser,l2p --steps 6``): PaSeR 2.432 → 2.095 s (2.303 → 2.061 s in another session), L2P-CSR
 4.215 → 4.016 s; SimCSE within noise (1.099 → 0.982, 0.979 → 1.024, 1.029 → 0.991 s in three sessions);
 resident set +7–15 %. The numbers do not change (allocation only).

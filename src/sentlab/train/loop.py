@@ -88,7 +88,8 @@ def resolve_device(device: str) -> torch.device:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda":
         if not torch.cuda.is_available():
-            raise SentlabError("runtime.device is `cuda` but no CUDA device is available; set runtime.device: auto or cpu.")
+            raise SentlabError("runtime.device is `cuda` but no CUDA device is available; "
+                               "set runtime.device: auto or cpu.")
         return torch.device("cuda", D.local_rank())
     return torch.device("cpu")
 
@@ -125,7 +126,8 @@ def seed_everything(seed: int) -> None:
 
 
 def linear_schedule(optimizer, total_steps: int):
-    """lr multiplier 1 at step 0, linearly to 0 at ``total_steps``, no warm-up: HF's linear schedule (docs/methods.md#shared-conventions)."""
+    """lr multiplier 1 at step 0, linearly to 0 at ``total_steps``, no warm-up: HF's linear schedule
+    (docs/methods.md#shared-conventions)."""
     return get_linear_schedule_with_warmup(optimizer, num_warmup_steps=0, num_training_steps=total_steps)
 
 

@@ -176,8 +176,8 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
         corpus = method.split_heldout(corpus)
         phase.record(sentences=len(corpus))
     if dev_eval is None:
-        dev_eval = make_dev_evaluator(root / "data" / "sts" / "sts.parquet", cfg.dev_max_pairs, params.evaluate.batch_size,
-                                      params.evaluate.workers)
+        dev_eval = make_dev_evaluator(root / "data" / "sts" / "sts.parquet", cfg.dev_max_pairs,
+                                      params.evaluate.batch_size, params.evaluate.workers)
     key = run_key(params, method_id, mparams, corpus.fingerprint)
     ckpt_dir = root / "checkpoints" / name / key
     if D.is_main():
@@ -262,7 +262,8 @@ def stage_main(argv: Optional[Sequence[str]] = None, prog: str = "pipeline/train
     group = args.method if args.name == f"{args.method}-s{args.seed}" else args.name
     final = train_method(params, args.method, name=args.name, overrides=overrides,
                          keep_checkpoint=args.keep_checkpoint, group=group)
-    print(f"{args.name}: best STS-B dev {final['best_stsb_dev']:.2f} at step {final['best_step']} -> models/{args.name}")
+    print(f"{args.name}: best STS-B dev {final['best_stsb_dev']:.2f} at step {final['best_step']} "
+          f"-> models/{args.name}")
     return 0
 
 
@@ -303,7 +304,8 @@ def ablation_spec(params: Params, variant: str) -> tuple[str, dict]:
                            f"`{{method: <id>, set: {{<key>: <value>}}}}`.")
     extra = set(spec) - {"method", "set"}
     if extra:
-        raise SentlabError(f"params.yaml `ablations.variants.{variant}` has unknown keys {sorted(extra)}; allowed: method, set.")
+        raise SentlabError(f"params.yaml `ablations.variants.{variant}` has unknown keys {sorted(extra)}; "
+                           f"allowed: method, set.")
     return spec["method"], dict(spec.get("set") or {})
 
 
@@ -338,6 +340,7 @@ def run_from_args(args, params: Params) -> int:
         print(f"{name}: {reason} (profile {params.profile}); wrote models/{name}/sentlab.json and an empty curve.")
         return 0
     final = train_method(params, method_id, name=name, overrides=overrides,
-                         keep_checkpoint=args.keep_checkpoint, group=name.rsplit("-s", 1)[0] if args.seed is not None else name)
+                         keep_checkpoint=args.keep_checkpoint,
+                         group=name.rsplit("-s", 1)[0] if args.seed is not None else name)
     print(f"{name}: best STS-B dev {final['best_stsb_dev']:.2f} at step {final['best_step']} -> models/{name}")
     return 0
