@@ -253,7 +253,7 @@ def stage_main(argv: Optional[Sequence[str]] = None, prog: str = "pipeline/train
     args = ap.parse_args(argv)
     params = stage_params(f"train@{args.name}")
     # runtime.nproc > 1: the same command again under torchrun, one process per device
-    rc = D.launch(params.runtime.nproc, sys.argv[0], list(sys.argv[1:] if argv is None else argv))
+    rc = D.launch(params.train.nproc, sys.argv[0], list(sys.argv[1:] if argv is None else argv))
     if rc is not None:
         return rc
     variants = (params.ablations or {}).get("variants") or {}
