@@ -54,4 +54,5 @@ def test_c_pos_beats_its_majority_baseline_after_the_quick_run(tmp_path, mirror)
     assert len(records) == 30
     last = {k: float(np.mean([r[k] for r in records[-10:]])) for k in
             ("acc_c_pos", "acc_base_pos", "loss_pos", "loss_base_pos", "acc_c_pos_top", "acc_base_pos_top")}
+    print("posbow_adv quick run, steps 21-30:", {k: round(v, 4) for k, v in last.items()})
     assert last["acc_c_pos"] > last["acc_base_pos"] and last["loss_pos"] < last["loss_base_pos"], last

@@ -73,7 +73,9 @@ class PosBowAdvParams(ContrastiveParams):
     bow_vocab_from: str = Field("data/corpus/train.parquet", description="corpus the BOW vocabulary is counted on")
     bow_reduction: Literal["sum", "mean"] = Field(
         "sum", description="sum: the bag's −log-likelihood, one Bernoulli per label, BCE summed over the N labels "
-                           "(the paper's −E log C_BOW; a multinomial over the bag is the other reading); mean: ÷N")
+                           "(the paper's −E log C_BOW; a multinomial over the bag is the other reading); mean: ÷N (the "
+                           "quick profile: summed, D_BOW's reversed gradient on the POS channel is ~15x C_POS's and "
+                           "C_POS's loss rises above the constant predictor's in 30 steps)")
     bow_exclude_stopwords: bool = Field(
         True, description="leave NLTK's English stop words and pieces without a letter or digit out of the BOW "
                           "vocabulary and targets (paper silent; the content bag of John et al. 2019 leaves them out)")
