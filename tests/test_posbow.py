@@ -678,3 +678,23 @@ def test_pos_prior_bias_is_the_first_training_batchs_tag_distribution_once(tok, 
     b0 = off.classifiers["pos"].bias.clone()
     off(BATCH)
     assert torch.equal(off.classifiers["pos"].bias, b0)
+
+
+def test_pos_baseline_is_the_tag_distribution_of_the_batches_before(tok, corpus):
+    """Issue #34: the POS baseline is the constant predictor fitted on the training rows before the batch it scores
+    (the batch's own mean would see its targets: ~0.03 nat optimistic on the quick corpus); the first batch: its own."""
+    m = make(tok, corpus, adversary="grl", aux_views="first")
+    first, second = (Batch(BATCH.sentences[a:b], list(range(b - a)), {k: v[a:b] for k, v in BATCH.extras.items()})
+                     for a, b in ((0, 4), (4, 8)))
+    p1, p2 = pos_target(m, first), pos_target(m, second)
+    m.train()
+    out1, out2 = m(first), m(second)
+    own = p1.mean(0).clamp_min(1e-12).log()[None]
+    assert float(out1["loss_base_pos"]) == pytest.approx(float(pos_divergence(own.expand_as(p1), p1)), rel=1e-5)
+    prior = p1.mean(0).clamp_min(1e-12).log()[None]
+    assert float(out2["loss_base_pos"]) == pytest.approx(float(pos_divergence(prior.expand_as(p2), p2)), rel=1e-5)
+    assert float(out2["acc_base_pos"]) == pytest.approx(float(tag_overlap(prior, p2)), rel=1e-6)
+    assert float(out2["loss_base_pos"]) > float(pos_divergence(p2.mean(0).clamp_min(1e-12).log()[None].expand_as(p2), p2))
+    m.eval()
+    m(second)  # evaluation leaves the running distribution alone
+    assert float(m.pos_rows) == 8

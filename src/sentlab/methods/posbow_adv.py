@@ -46,7 +46,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from ..data.tags import pos_targets, words_seen
+from ..data.tags import POS_TAGS, pos_targets, words_seen
 from ..data.vocab import corpus_bow_vocab
 from ..encoder import pool
 from ..errors import SentlabError
@@ -185,6 +185,9 @@ class PosBowAdv(Method):
                 heads.init_bias("bow", self.bow_prior_logit)
         # pos_prior_bias: set from the first training batch (a buffer: a resumed run does not set it again)
         self.register_buffer("pos_prior_set", torch.tensor(not (self.needs_targets and p.pos_prior_bias)))
+        # the POS baseline: the mean tag distribution of the training rows before this batch (its sum and count)
+        self.register_buffer("pos_tag_sum", torch.zeros(len(POS_TAGS)))
+        self.register_buffer("pos_rows", torch.zeros(()))
         self._pos_prior_done: Optional[bool] = bool(self.pos_prior_set)
 
     def _load_from_state_dict(self, *args, **kwargs):
@@ -351,13 +354,21 @@ class PosBowAdv(Method):
 
     def _baselines(self, bow_t, pos_t) -> dict[str, torch.Tensor]:
         """Scores and losses of a constant predictor, the baselines ``acc_c_*``/``acc_d_*`` are logged beside, scored
-        by the same functions as the heads: for BOW the corpus document frequencies, for POS the batch's mean tag
-        distribution (``acc_base_pos``: its tag overlap; ``acc_base_pos_top``: its top tag's, the majority tag's,
-        top-tag accuracy). A head above them reads its task from its channel."""
+        by the same functions as the heads: for BOW the corpus document frequencies, for POS the mean tag
+        distribution of the training rows *before* this batch (the first batch: its own, the heads' prior bias;
+        ``acc_base_pos``: its tag overlap; ``acc_base_pos_top``: its top tag's, the majority tag's, top-tag
+        accuracy). The batch's own mean would see the targets it is scored on: on the quick corpus its KL is
+        ~0.03 nat below any constant predictor's, more than C_POS gains in 30 steps. A head above the baselines
+        reads its task from its channel."""
         p = self.params
         with torch.no_grad():
             bow_logits = self.bow_prior_logit.unsqueeze(0)
-            pos_logits = pos_t.mean(0, keepdim=True).clamp_min(1e-12).log()
+            before = self.pos_tag_sum / self.pos_rows.clamp_min(1.0)
+            prior = torch.where(self.pos_rows > 0, before.to(pos_t.dtype), pos_t.float().mean(0).to(pos_t.dtype))
+            pos_logits = prior.unsqueeze(0).clamp_min(1e-12).log()
+            if self.training:
+                self.pos_tag_sum += pos_t.float().sum(0)
+                self.pos_rows += (pos_t.sum(-1) > 0).sum()
             return {"loss_base_bow": bow_nll(bow_logits.expand_as(bow_t), bow_t, p.bow_reduction),
                     "loss_base_pos": pos_divergence(pos_logits.expand_as(pos_t), pos_t, p.pos_loss),
                     **accuracies("base", bow_logits, pos_logits, bow_t, pos_t)}
