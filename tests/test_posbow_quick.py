@@ -25,8 +25,8 @@ def _annotated_sample(root: Path, wiki: Path, n: int, seed: int) -> None:
     lines = list(dict.fromkeys(s.strip() for s in wiki.read_text(encoding="utf-8").splitlines()))
     lines = [s for s in lines if s and len(s.split()) <= 128]
     texts = [lines[i] for i in np.random.default_rng(seed).choice(len(lines), n, replace=False)]
-    rows = [(i, t, r) for i, (t, r) in enumerate(zip(texts, NltkBackend(BackendOptions(rake_max_words=4)).annotate(texts)))
-            if r is not None]
+    annotated = NltkBackend(BackendOptions(rake_max_words=4)).annotate(texts)
+    rows = [(i, t, r) for i, (t, r) in enumerate(zip(texts, annotated)) if r is not None]
     (root / "data" / "corpus").mkdir(parents=True)
     (root / "data" / "annotations" / "train").mkdir(parents=True)
     ids = pa.array([i for i, _, _ in rows], pa.int64())

@@ -113,7 +113,8 @@ class PosBowAdvParams(ContrastiveParams):
         "constant", description="constant: the four heads' output weights start at zero, so with the prior biases "
                                 "each head starts as the constant predictor and its loss falls from the baseline's "
                                 "(a random linear head starts ~0.04 nat above it on MiniLM's POS channel, and C_POS "
-                                "stayed above it for the quick run's 30 steps); random: nn.Linear's init (paper silent)")
+                                "stayed above it for the quick run's 30 steps); random: nn.Linear's init (paper "
+                                "silent)")
 
 
 # --- the adversary, one object per mode ----------------------------------------------------------
