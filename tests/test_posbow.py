@@ -23,7 +23,8 @@ from sentlab.data.tags import POS_TAGS, pos_histogram
 from sentlab.data.vocab import build_bow_vocab, stopword_and_punct_ids
 from sentlab.encoder import SentenceEncoder
 from sentlab.errors import AssetMissingError
-from sentlab.methods.posbow_adv import PosBowAdv, bow_nll, bow_r_precision, pos_divergence, top_tag_accuracy
+from sentlab.methods.posbow_adv import (PosBowAdv, bow_nll, bow_r_precision, pos_divergence, tag_overlap,
+                                        top_tag_accuracy)
 from tiny import tiny_bert
 
 SENTS = [
@@ -53,6 +54,9 @@ def tiny_encoder(tok, seed=0, init=0.02):
 
 
 def make(tok, corpus, seed=0, init=0.02, **kw):
+    """The method on the tiny BERT; heads at nn.Linear's random init unless ``head_init`` says otherwise (the
+    mechanism tests need heads that pass a gradient back from the first step)."""
+    kw.setdefault("head_init", "random")
     params = PosBowAdv.Params(bow_vocab_size=kw.pop("bow_vocab_size", 20), bow_vocab_from=corpus, **kw)
     return PosBowAdv(tiny_encoder(tok, init=init), tok, params.resolved(TRAIN_CFG), seed=seed)
 
@@ -264,6 +268,12 @@ def test_accuracy_metrics():
     assert float(top_tag_accuracy(torch.tensor([[0.0, 0, 1]]), tags)) == 0.5
     tags = torch.tensor([[0.5, 0.5, 0.0], [0.6, 0.2, 0.2], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]])
     assert float(top_tag_accuracy(None, tags)) == pytest.approx(2 / 3)  # majority: tag 0 is top in 2 of 3 rows
+    # tag overlap: the share of a row's tag distribution the predicted one covers (rows without tags left out)
+    tags = torch.tensor([[0.5, 0.5, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]])
+    assert float(tag_overlap(tags.clamp_min(1e-12).log(), tags)) == pytest.approx(1.0)
+    q = torch.tensor([[0.25, 0.25, 0.5]])
+    assert float(tag_overlap(q.log(), tags)) == pytest.approx((0.5 + 0.5) / 2)  # one distribution for every row
+    assert math.isnan(float(tag_overlap(q.log(), torch.zeros(2, 3))))
 
 
 def test_forward_logs_accuracies_and_constant_baselines(tok, corpus):
@@ -277,13 +287,18 @@ def test_forward_logs_accuracies_and_constant_baselines(tok, corpus):
     enc = m.tokenize(BATCH.sentences)
     bow_t, pos_t = m.bow_targets(enc["input_ids"], enc["attention_mask"]), pos_target(m, BATCH)
     for key, logits in seen.items():
-        metric = bow_r_precision if key.endswith("bow") else top_tag_accuracy
-        assert float(out[f"acc_{key}"]) == pytest.approx(float(metric(logits, bow_t if key.endswith("bow") else pos_t)))
+        if key.endswith("bow"):
+            assert float(out[f"acc_{key}"]) == pytest.approx(float(bow_r_precision(logits, bow_t)))
+        else:
+            assert float(out[f"acc_{key}"]) == pytest.approx(float(tag_overlap(logits, pos_t)))
+            assert float(out[f"acc_{key}_top"]) == pytest.approx(float(top_tag_accuracy(logits, pos_t)))
     assert float(out["acc_base_bow"]) == pytest.approx(float(bow_r_precision(m.bow_prior_logit[None], bow_t)))
     mean_tags = pos_t.mean(0)
     kl = (pos_t * (pos_t.clamp_min(1e-12).log() - mean_tags.clamp_min(1e-12).log())).sum(-1).mean()
     assert float(out["loss_base_pos"]) == pytest.approx(float(kl), rel=1e-5)
-    assert float(out["acc_base_pos"]) == 7 / 8  # NN is among the most frequent tags of 7 of the 8 sentences
+    # the constant predictor (the batch's mean tag distribution) scored by the heads' functions
+    assert float(out["acc_base_pos"]) == pytest.approx(float(torch.minimum(pos_t, mean_tags).sum(-1).mean()))
+    assert float(out["acc_base_pos_top"]) == 7 / 8  # its top tag, NN, is among the most frequent tags of 7 of 8
     _, freq = build_bow_vocab(tok, BATCH.sentences, 20, 32, exclude=stopword_and_punct_ids(tok),
                               show_progress=False, return_frequencies=True)  # the corpus document frequencies
     f = torch.tensor(freq, dtype=torch.float32)
@@ -430,7 +445,7 @@ def test_deterministic_with_seed(tok, corpus):
         m.train()
         runs.append(train(m, 3, seed=11))
     assert runs[0] == runs[1]
-    a, b = make(tok, corpus, seed=5), make(tok, corpus, seed=6)
+    a, b = make(tok, corpus, seed=5, head_init="random"), make(tok, corpus, seed=6, head_init="random")
     assert not torch.equal(a.classifiers["bow"].weight, b.classifiers["bow"].weight)
     # The loop's way (prepare in a DataLoader, then forward) gives the same numbers as a direct call.
     m = make(tok, corpus, seed=5)
@@ -596,7 +611,7 @@ def test_c_pos_beats_the_majority_tag_at_the_default_head_lr(tok, tmp_path, head
     batch = Batch([s for s, _ in VARIED], list(range(len(VARIED))),
                   {"tokens": [s.split() for s, _ in VARIED], "pos": [t for _, t in VARIED]})
     params = PosBowAdv.Params(bow_vocab_size=20, bow_vocab_from=str(path), bow_dim=16, pos_dim=16, lr=3e-5,
-                              **({} if head_lr else {"head_lr": None}))
+                              head_init="random", **({} if head_lr else {"head_lr": None}))
     assert PosBowAdv.Params().head_lr == 1e-2
     m = PosBowAdv(tiny_encoder(tok, init=0.2), tok, params.resolved(TRAIN_CFG), seed=0)
     m.train()
@@ -609,11 +624,32 @@ def test_c_pos_beats_the_majority_tag_at_the_default_head_lr(tok, tmp_path, head
         out["loss"].backward()
         opt.step()
         hist.append({k: float(v.detach()) for k, v in out.items()})
-    assert hist[0]["acc_base_pos"] == 6 / 16
+    assert hist[0]["acc_base_pos_top"] == 6 / 16
     last = {k: float(np.mean([h[k] for h in hist[-10:]])) for k in hist[0]}
     learns = last["acc_c_pos"] > last["acc_base_pos"] and last["loss_pos"] < last["loss_base_pos"]
     assert learns == (head_lr is not None), (last["acc_c_pos"], last["acc_base_pos"], last["loss_pos"],
                                              last["loss_base_pos"])
+
+
+@pytest.mark.parametrize("head_init", ["constant", "random"])
+def test_heads_start_as_the_constant_predictor(tok, corpus, head_init):
+    """head_init constant (the default): zero output weights and the prior biases, so on the first training batch
+    every head scores and loses exactly what the constant predictor does; random (nn.Linear's init) starts above
+    its loss."""
+    assert PosBowAdv.Params().head_init == "constant"
+    m = make(tok, corpus, init=0.2, adversary="grl", aux_views="first", head_init=head_init)
+    m.train()
+    out = m(m.prepare(BATCH))
+    for who, loss in (("c", "loss_pos"), ("d", "loss_adv_pos")):
+        if head_init == "constant":
+            assert float(out[loss]) == pytest.approx(float(out["loss_base_pos"]), abs=1e-4)  # prior clamped at 1e-6
+            assert float(out[f"acc_{who}_pos"]) == pytest.approx(float(out["acc_base_pos"]), abs=1e-4)
+            assert float(out[f"acc_{who}_pos_top"]) == float(out["acc_base_pos_top"])
+        else:
+            assert float(out[loss]) > float(out["loss_base_pos"]) + 1e-3
+    for group in heads(m).values():
+        for head in group.values():
+            assert bool((head.weight == 0).all()) == (head_init == "constant")
 
 
 def test_pos_prior_bias_is_the_first_training_batchs_tag_distribution_once(tok, corpus):
@@ -642,3 +678,24 @@ def test_pos_prior_bias_is_the_first_training_batchs_tag_distribution_once(tok, 
     b0 = off.classifiers["pos"].bias.clone()
     off(BATCH)
     assert torch.equal(off.classifiers["pos"].bias, b0)
+
+
+def test_pos_baseline_is_the_tag_distribution_of_the_batches_before(tok, corpus):
+    """Issue #34: the POS baseline is the constant predictor fitted on the training rows before the batch it scores
+    (the batch's own mean would see its targets: ~0.03 nat optimistic on the quick corpus); the first batch: its own."""
+    m = make(tok, corpus, adversary="grl", aux_views="first")
+    first, second = (Batch(BATCH.sentences[a:b], list(range(b - a)), {k: v[a:b] for k, v in BATCH.extras.items()})
+                     for a, b in ((0, 4), (4, 8)))
+    p1, p2 = pos_target(m, first), pos_target(m, second)
+    m.train()
+    out1, out2 = m(first), m(second)
+    own = p1.mean(0).clamp_min(1e-12).log()[None]
+    assert float(out1["loss_base_pos"]) == pytest.approx(float(pos_divergence(own.expand_as(p1), p1)), rel=1e-5)
+    prior = p1.mean(0).clamp_min(1e-12).log()[None]
+    assert float(out2["loss_base_pos"]) == pytest.approx(float(pos_divergence(prior.expand_as(p2), p2)), rel=1e-5)
+    assert float(out2["acc_base_pos"]) == pytest.approx(float(tag_overlap(prior, p2)), rel=1e-6)
+    in_batch = p2.mean(0).clamp_min(1e-12).log()[None]
+    assert float(out2["loss_base_pos"]) > float(pos_divergence(in_batch.expand_as(p2), p2))
+    m.eval()
+    m(second)  # evaluation leaves the running distribution alone
+    assert float(m.pos_rows) == 8

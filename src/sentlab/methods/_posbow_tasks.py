@@ -1,7 +1,8 @@
 """The two tasks of :mod:`sentlab.methods.posbow_adv` (docs/methods.md): their losses, heads and diagnostics.
 
 C_BOW/C_POS and D_BOW/D_POS are :class:`TaskHeads`; :func:`bow_nll` and :func:`pos_divergence` are their losses,
-:func:`bow_r_precision` and :func:`top_tag_accuracy` the accuracies logged beside the constant predictor's.
+:func:`bow_r_precision`, :func:`tag_overlap` and :func:`top_tag_accuracy` the accuracies logged beside the constant
+predictor's, each baseline scored by the same function as the heads.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from torch import nn
 from ..data.tags import POS_TAGS
 from ._common import full_precision
 
-__all__ = ["TaskHeads", "HeadInputs", "bow_nll", "pos_divergence", "bow_r_precision", "top_tag_accuracy", "accuracies"]
+__all__ = ["TaskHeads", "HeadInputs", "bow_nll", "pos_divergence", "bow_r_precision", "tag_overlap", "top_tag_accuracy",
+           "accuracies"]
 
 # --- diagnostics -------------------------------------------------------------------------------
 def bow_r_precision(scores: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -44,11 +46,25 @@ def top_tag_accuracy(scores: Optional[torch.Tensor], target: torch.Tensor) -> to
     return top.gather(1, scores.expand_as(target).argmax(-1, keepdim=True)).squeeze(1)[valid].float().mean()
 
 
+def tag_overlap(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean over rows with tags of Σ_t min(p_t, q_t), q = softmax(``logits``) (``(B, T)`` or ``(1, T)``): the share
+    of the sentence's words whose tags the predicted distribution accounts for (1 − total variation; 1: q = p). The
+    accuracy of a distribution target: a head that lowers the KL raises it, where the top tag stays the majority
+    tag for most sentences (NaN: no row has tags)."""
+    valid = target.sum(-1) > 0
+    if not bool(valid.any()):
+        return target.new_tensor(float("nan"))
+    q = torch.softmax(logits.float(), dim=-1).expand_as(target)
+    return torch.minimum(target.float(), q).sum(-1)[valid].mean()
+
+
 def accuracies(who: str, bow_logits, pos_logits, bow_target, pos_target) -> dict[str, torch.Tensor]:
-    """``acc_<who>_bow`` (R-precision) and ``acc_<who>_pos`` (top-tag accuracy) of a pair of heads."""
+    """``acc_<who>_bow`` (R-precision), ``acc_<who>_pos`` (:func:`tag_overlap`) and ``acc_<who>_pos_top``
+    (:func:`top_tag_accuracy`) of a pair of heads, or of the constant predictor's logits (``(1, ·)``)."""
     with torch.no_grad():
         return {f"acc_{who}_bow": bow_r_precision(bow_logits, bow_target),
-                f"acc_{who}_pos": top_tag_accuracy(pos_logits, pos_target)}
+                f"acc_{who}_pos": tag_overlap(pos_logits, pos_target),
+                f"acc_{who}_pos_top": top_tag_accuracy(pos_logits, pos_target)}
 
 
 # --- the two tasks -------------------------------------------------------------------------------
@@ -103,6 +119,13 @@ class TaskHeads(nn.ModuleDict):
     def _logits(self, name: str, x: torch.Tensor) -> torch.Tensor:
         with full_precision(x.device):
             return self[name](x.float())
+
+    @torch.no_grad()
+    def zero_output_weights(self) -> None:
+        """Both heads' output weights = 0: each head is its biases, a constant predictor, until it learns
+        (``head_init: constant``)."""
+        for head in self.values():
+            (head if isinstance(head, nn.Linear) else head[-1]).weight.zero_()
 
     @torch.no_grad()
     def init_bias(self, name: str, logit: torch.Tensor) -> None:

@@ -1,0 +1,59 @@
+"""Issue #34: C_POS learns in the quick run (methods/posbow_adv.py on the real MiniLM backbone).
+
+The quick profile's posbow_adv line and train block (batch 64, lr 3e-5, 30 steps, max length 32, bf16) on a seeded
+sample of the wiki corpus the quick profile trains on, tagged by the quick profile's annotation backend (NLTK).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = 4000  # sentences: 30 steps x 64 are trained on, the BOW vocabulary is counted on all
+
+
+def _annotated_sample(root: Path, wiki: Path, n: int, seed: int) -> None:
+    """``root/data/corpus/train.parquet`` and its annotations: a seeded sample of ``n`` distinct lines of ``wiki``."""
+    from sentlab.annotate.base import BackendOptions
+    from sentlab.annotate.nltk_backend import NltkBackend
+
+    lines = list(dict.fromkeys(s.strip() for s in wiki.read_text(encoding="utf-8").splitlines()))
+    lines = [s for s in lines if s and len(s.split()) <= 128]
+    texts = [lines[i] for i in np.random.default_rng(seed).choice(len(lines), n, replace=False)]
+    annotated = NltkBackend(BackendOptions(rake_max_words=4)).annotate(texts)
+    rows = [(i, t, r) for i, (t, r) in enumerate(zip(texts, annotated)) if r is not None]
+    (root / "data" / "corpus").mkdir(parents=True)
+    (root / "data" / "annotations" / "train").mkdir(parents=True)
+    ids = pa.array([i for i, _, _ in rows], pa.int64())
+    pq.write_table(pa.table({"id": ids, "text": [t for _, t, _ in rows]}), root / "data" / "corpus" / "train.parquet")
+    pq.write_table(pa.table({"id": ids, "text": [t for _, t, _ in rows], "tokens": [r["tokens"] for _, _, r in rows],
+                             "pos": [r["pos"] for _, _, r in rows]}),
+                   root / "data" / "annotations" / "train" / "part-00000.parquet")
+
+
+@pytest.mark.slow
+def test_c_pos_beats_its_majority_baseline_after_the_quick_run(tmp_path, mirror):
+    """Over the quick run's last 10 steps (batches it has not trained on yet, scored before each update) C_POS's
+    tag overlap is above the constant predictor's (the tag distribution of the batches before; measured on the full
+    quick corpus: 0.5472 vs 0.5376, KL 0.7975 vs 0.8118)."""
+    from sentlab.config import load_params
+    from sentlab.train.run import train_method
+
+    params = load_params(REPO / "params.yaml", "quick")
+    assert params.train.max_steps == 30 and params.train.batch_size == 64
+    params = params.model_copy(update={"train": params.train.model_copy(update={"num_threads": 1})})
+    _annotated_sample(tmp_path, mirror / "wiki" / "wiki1m_head.txt", SAMPLE, params.seed)
+    records = []
+    train_method(params, "posbow_adv", root=tmp_path, tracking=False, progress=False,
+                 dev_eval=lambda enc: {"stsb_dev": 0.0}, callbacks=[lambda step, r: records.append(dict(r))],
+                 overrides={"bow_vocab_from": str(tmp_path / "data" / "corpus" / "train.parquet")})
+    assert len(records) == 30
+    last = {k: float(np.mean([r[k] for r in records[-10:]])) for k in
+            ("acc_c_pos", "acc_base_pos", "loss_pos", "loss_base_pos", "acc_c_pos_top", "acc_base_pos_top")}
+    print("posbow_adv quick run, steps 21-30:", {k: round(v, 4) for k, v in last.items()})
+    assert last["acc_c_pos"] > last["acc_base_pos"], last
