@@ -348,7 +348,8 @@ def test_discriminators_read_the_other_channel(tok, corpus):
     m.eval()  # no dropout: the channels are slices of the exported embedding
     seen = {}
     for name in ("bow", "pos"):
-        m.adversary.discriminators[name].register_forward_hook(lambda mod, inp, out, name=name: seen.__setitem__(name, inp[0]))
+        m.adversary.discriminators[name].register_forward_hook(
+            lambda mod, inp, out, name=name: seen.__setitem__(name, inp[0]))
     m(BATCH)
     full = torch.from_numpy(m.sentence_encoder().encode(BATCH.sentences, sort_by_length=False))
     torch.testing.assert_close(seen["bow"], full[:, 27:32], atol=1e-5, rtol=0)  # D_BOW <- POS channel
@@ -390,7 +391,8 @@ def test_loss_falls_with_gradient_reversal(tok, corpus):
     for key in ("loss_con", "loss_bow", "loss_pos"):
         assert mean(last, key) < 0.9 * mean(first, key), key
     o = hist[-1]
-    assert o["objective"] == pytest.approx(o["loss_con"] + o["loss_bow"] + o["loss_pos"] - 0.1 * o["loss_adv"], rel=1e-5)
+    assert o["objective"] == pytest.approx(o["loss_con"] + o["loss_bow"] + o["loss_pos"] - 0.1 * o["loss_adv"],
+                                           rel=1e-5)
 
 
 def test_grl_discriminators_minimise_encoder_maximises(tok, corpus):
