@@ -126,3 +126,48 @@ def test_killed_worker_is_retried_and_failed_stage_reported(serial, mirror, tmp_
                             text=True)
     line = next(ln for ln in status.stdout.splitlines() if ln.startswith("evaluate_baseline@cls "))
     assert status.returncode == 1 and " failed " in line and "evaluate_baseline@cls.log" in line, status.stdout
+
+
+def _ray_node(args: list[str], env: dict, log: Path) -> subprocess.Popen:
+    """A Ray node of its own (`ray start --block` in a new session: ended by its process group, never `ray stop`,
+    which would stop every Ray on the machine)."""
+    exe = str(Path(sys.executable).parent / "ray")
+    return subprocess.Popen([exe, "start", "--block", "--disable-usage-stats", *args], env=env,
+                            stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+
+
+@pytest.mark.slow
+def test_two_ray_nodes_through_a_dvc_remote(serial, mirror, tmp_path):
+    """A head node without resources and a worker node with 2 fake GPUs; the tasks share no worktree with the
+    workspace: they pull their inputs from a directory DVC remote and push their outputs and run-cache entries
+    to it; the coordinator's final `dvc repro --pull` restores them. Same metrics, clean status."""
+    import socket
+
+    repo, env = _repo(tmp_path, "repo", mirror)
+    subprocess.run([sys.executable, "-m", "dvc", "remote", "add", "-d", "store", str(tmp_path / "remote")], cwd=repo,
+                   env=env, check=True)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    addr = f"127.0.0.1:{port}"
+    nodes = [_ray_node(["--head", "--port", str(port), "--num-cpus", "0", "--num-gpus", "0", "--include-dashboard",
+                        "false"], env, tmp_path / "head.log")]
+    try:
+        time.sleep(15)
+        nodes.append(_ray_node(["--address", addr, "--num-cpus", "2", "--num-gpus", "2"], env, tmp_path / "w.log"))
+        time.sleep(15)
+        run = subprocess.run([sys.executable, "-m", "sentlab.cli", "run", "--jobs", "2", "--address", addr],
+                             cwd=repo, env=env, capture_output=True, text=True)
+    finally:
+        for p in nodes:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+                p.wait(timeout=30)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                os.killpg(p.pid, signal.SIGKILL)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
+    assert _metrics(repo) == serial
+    assert _changed(repo, env) == {}
+    assert not (repo / STATE / "worktrees").exists()      # no task worked in the workspace's filesystem tree
+    final = (repo / STATE / "logs/final.log").read_text()
+    assert final.count("is cached - skipping run") >= 12, final[-3000:]

@@ -41,8 +41,8 @@ def import_ray():
     try:
         import ray
     except ImportError:
-        raise SentlabError("`sentlab run --jobs N` (make repro JOBS=N) runs stages through Ray, which is not installed: "
-                           "pip install 'sentlab[ray]' (make repro JOBS=N installs it).") from None
+        raise SentlabError("`sentlab run --jobs N` (make repro JOBS=N) runs stages through Ray, which is not "
+                           "installed: pip install 'sentlab[ray]' (make repro JOBS=N installs it).") from None
     return ray
 
 
@@ -73,7 +73,7 @@ def fan_out(ray, root: Path, p: Plan, rt, state: Path, resources: dict, remote: 
     if not remote:
         common["cache"] = cache_dir(root)
     else:
-        common.update(remote=remote, bundle=bundle(root))
+        common.update(remote=remote, bundle=ray.put(bundle(root)))   # once in the object store, not per task
     fn = ray.remote(run_chain)
     refs, by_ref = {}, {}
     for c in p.chains:

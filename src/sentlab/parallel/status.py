@@ -53,7 +53,9 @@ def stage_status(root: str | Path = ".") -> tuple[list[dict], dict]:
                 detail = st.get("reason", "") or (f"exit {st['rc']}" if "rc" in st else "")
             elif task == "done":
                 status, detail = "stale", "computed, not yet restored into the workspace"
-        log = st.get("log") if status in ("running", "failed") or (st.get("log") and Path(st["log"]).is_file()) else None
+        log = st.get("log")
+        if not (status in ("running", "failed") or (log and Path(log).is_file())):
+            log = None
         rows.append({"stage": s, "status": status, "log": log if status != "up to date" else None,
                      "detail": detail})
     return rows, {**run, "active": active}

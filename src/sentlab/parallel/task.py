@@ -60,7 +60,12 @@ def run_chain(spec: dict, *upstream: dict) -> dict:
     env = node_env(spec.get("env", {}), spec.get("threads"))
     if spec.get("remote"):
         base = Path(tempfile.gettempdir()) / "sentlab-worktrees" / spec["run_id"]
-        wt = unpack(spec["bundle"], base / chain)
+        data = spec["bundle"]
+        if not isinstance(data, bytes):   # the ObjectRef the coordinator put once
+            import ray
+
+            data = ray.get(data)
+        wt = unpack(data, base / chain)
         logs = wt / ".dvc/tmp/sentlab/logs"
     else:
         wt = make_worktree(spec["root"], spec["worktree"], spec.get("cache"))
@@ -106,4 +111,7 @@ def run_chain(spec: dict, *upstream: dict) -> dict:
             res["log_text"] = {push_log.name: push_log.read_text(errors="replace")[-20000:]}
             return {**res, "status": "failed", "failed": spec["stages"][-1], "log": str(push_log),
                     "reason": "dvc push failed"}
+        import shutil
+
+        shutil.rmtree(wt, ignore_errors=True)   # everything it made is on the remote now
     return res

@@ -63,10 +63,16 @@ def overlay(root: Path, dest: Path, changed_only: bool = True) -> None:
 
 
 def make_worktree(root: str | Path, dest: str | Path, cache: str | None = None) -> Path:
-    """A git worktree of ``root`` at ``dest`` (kept as it is when it exists: a retried task resumes in it) with
-    the workspace's changes copied in and ``root``'s DVC cache as its cache."""
+    """A git worktree of ``root`` at ``dest`` with the workspace's changes copied in and ``root``'s DVC cache as
+    its cache. An existing one (a retried task's, a failed chain's from an earlier run) is brought to the
+    workspace's state the same way; what git ignores there (checkpoints/, outputs) stays, so a training resumes."""
     root, dest = Path(root).resolve(), Path(dest).resolve()
-    if not (dest / ".dvc").is_dir():
+    if (dest / ".git").is_file() and has_head(root):
+        git(["checkout", "-q", "--detach", "--force", git(["rev-parse", "HEAD"], root).stdout.strip()], dest)
+        overlay(root, dest)
+    elif (dest / ".dvc").is_dir():
+        overlay(root, dest, changed_only=False)
+    else:
         shutil.rmtree(dest, ignore_errors=True)
         dest.parent.mkdir(parents=True, exist_ok=True)
         if has_head(root):
