@@ -17,6 +17,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,9 +27,22 @@ from . import SHARED
 EDGE = re.compile(r'^\s*"([^"]+)"\s*->\s*"([^"]+)"')
 
 
-def dvc(args: list[str], root: str | Path, check: bool = True) -> subprocess.CompletedProcess:
-    """``python -m dvc ARGS`` in ``root`` (the DVC of this Python)."""
-    out = subprocess.run([sys.executable, "-m", "dvc", *args], cwd=root, capture_output=True, text=True)
+class DvcBusy(SentlabError):
+    """Another dvc process holds the workspace's lock (a ``dvc repro`` running)."""
+
+
+def dvc(args: list[str], root: str | Path, check: bool = True, lock_tries: int = 3) -> subprocess.CompletedProcess:
+    """``python -m dvc ARGS`` in ``root`` (the DVC of this Python); DVC's lock held elsewhere is waited for a few
+    times, then :class:`DvcBusy`."""
+    from .worktree import LOCK_ERRORS
+
+    for i in range(lock_tries):
+        out = subprocess.run([sys.executable, "-m", "dvc", *args], cwd=root, capture_output=True, text=True)
+        if out.returncode == 0 or not LOCK_ERRORS.search(out.stdout + out.stderr):
+            break
+        if i == lock_tries - 1:
+            raise DvcBusy(f"`dvc {' '.join(args)}`: another dvc process holds the lock of {root}")
+        time.sleep(2.0 * (i + 1))
     if check and out.returncode != 0:
         raise SentlabError(f"`dvc {' '.join(args)}` failed in {root} (exit {out.returncode}):\n"
                            f"{(out.stdout + out.stderr)[-2000:]}")

@@ -134,6 +134,10 @@ def run(root: str | Path = ".", jobs: int = 2, address: str | None = None, gpus:
             os.environ[tracking.PARENT_ENV] = tracking.start_parent(
                 params={"profile": profile, "jobs": jobs}, tags={"sentlab.parallel": "ray"})
         say(f"MLflow: {uri} (parent run {os.environ[tracking.PARENT_ENV]})")
+        if address and "127.0.0.1" in uri:
+            say("WARNING: MLflow's server for this run listens on this machine's loopback; workers on other "
+                "machines reach it only if they are this machine: export MLFLOW_TRACKING_URI=http://<server> (a "
+                "tracking server every node reaches) for a cluster")
         rc = None
         try:
             rc = _run(ray, root, jobs, address, gpus, remote, keep_worktrees, rt, state, run_id)

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from . import STATE_DIR
-from .graph import changed_stages, descendants, stage_edges, stage_names
+from .graph import DvcBusy, changed_stages, descendants, stage_edges, stage_names
 
 
 def _alive(pid) -> bool:
@@ -33,15 +33,20 @@ def stage_status(root: str | Path = ".") -> tuple[list[dict], dict]:
     root = Path(root).resolve()
     state = root / STATE_DIR
     names = stage_names(root)
-    stale = descendants(stage_edges(root), changed_stages(root))
+    try:
+        stale = descendants(stage_edges(root), changed_stages(root))
+    except DvcBusy:   # the run's shared or final `dvc repro` holds the lock: the tasks' states alone
+        stale = None
     run = json.loads((state / "run.json").read_text()) if (state / "run.json").is_file() else {}
     active = _alive(run.get("pid"))
     rows = []
     for s in names:
         f = state / "stages" / f"{s}.json"
         st = json.loads(f.read_text()) if f.is_file() else {}
-        status, detail = ("stale" if s in stale else "up to date"), ""
-        if s in stale and st:
+        status, detail = ("stale" if stale is None or s in stale else "up to date"), ""
+        if stale is None and not st:
+            status, detail = "unknown", "a dvc repro holds the workspace's lock"
+        if (stale is None or s in stale) and st:
             task = st.get("status")
             if task in ("running", "queued") and active:
                 status = task
@@ -53,6 +58,8 @@ def stage_status(root: str | Path = ".") -> tuple[list[dict], dict]:
                 detail = st.get("reason", "") or (f"exit {st['rc']}" if "rc" in st else "")
             elif task == "done":
                 status, detail = "stale", "computed, not yet restored into the workspace"
+            elif task == "restored":
+                status = "up to date"
         log = st.get("log")
         if not (status in ("running", "failed") or (log and Path(log).is_file())):
             log = None
