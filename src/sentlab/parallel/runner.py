@@ -100,8 +100,12 @@ def fan_out(ray, root: Path, p: Plan, rt, state: Path, resources: dict, remote: 
                 write_state(state, s, status="failed", reason=res["reason"])
         for name, text in (res.pop("log_text", None) or {}).items():   # a remote worker's logs
             (state / "logs" / name).write_text(text)
-        if remote:
+        if remote:   # the worker's log paths are on its node: its logs came back into ours
+            here = {k: str(state / "logs" / Path(v).name) for k, v in (("log", res.get("log")),) if v}
+            res.update(here)
             for s, st in res.get("stages", {}).items():
+                if st.get("log"):
+                    st["log"] = str(state / "logs" / Path(st["log"]).name)
                 write_state(state, s, **st, chain=c.id)
         results[c.id] = res
         took = ", ".join(f"{s} {v.get('seconds', '-')} s" for s, v in res.get("stages", {}).items())
