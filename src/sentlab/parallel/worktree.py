@@ -101,25 +101,46 @@ def remove_worktree(root: str | Path, dest: str | Path) -> None:
     git(["worktree", "prune"], root, check=False)
 
 
+HEAD_BUNDLE, DELETED = ".sentlab-head.bundle", ".sentlab-deleted"
+
+
 def bundle(root: str | Path) -> bytes:
-    """The workspace's files (what git sees, as they are now) as a tar, for a node without its filesystem."""
+    """The workspace for a node without its filesystem, as a tar: its commit (a ``git bundle`` of HEAD, so the
+    node's checkout has the same commit id, which the metrics' fingerprint records), the files git sees as they
+    are now, the tracked files deleted, and ``.dvc/config.local`` (a remote set there)."""
+    import tempfile
+
     root = Path(root)
-    keep, _ = workspace_files(root, changed_only=False)
+    keep, deleted = workspace_files(root, changed_only=False)
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar, tempfile.TemporaryDirectory() as tmp:
+        if has_head(root):
+            git(["bundle", "create", "-q", str(Path(tmp) / HEAD_BUNDLE), "HEAD"], root)
+            tar.add(Path(tmp) / HEAD_BUNDLE, arcname=HEAD_BUNDLE)
+        (Path(tmp) / DELETED).write_text("\n".join(deleted))
+        tar.add(Path(tmp) / DELETED, arcname=DELETED)
         for f in keep + [".dvc/config.local"] * (root / ".dvc/config.local").is_file():
             tar.add(root / f, arcname=f)
     return buf.getvalue()
 
 
 def unpack(data: bytes, dest: str | Path) -> Path:
+    """A checkout at ``dest`` from :func:`bundle`'s tar (kept as it is when it exists: a retry resumes in it)."""
     dest = Path(dest)
     if (dest / ".dvc").is_dir():
         return dest
     dest.mkdir(parents=True, exist_ok=True)
+    git(["init", "-q"], dest)
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
         tar.extractall(dest, filter="data")
-    git(["init", "-q"], dest)
+    if (dest / HEAD_BUNDLE).is_file():
+        git(["fetch", "-q", HEAD_BUNDLE, "HEAD"], dest)
+        git(["update-ref", "HEAD", "FETCH_HEAD"], dest)
+        git(["reset", "-q"], dest)       # the index at HEAD; the files stay the workspace's
+        (dest / HEAD_BUNDLE).unlink()
+    for f in filter(None, (dest / DELETED).read_text().splitlines()):
+        (dest / f).unlink(missing_ok=True)
+    (dest / DELETED).unlink()
     return dest
 
 
