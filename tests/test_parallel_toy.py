@@ -32,6 +32,7 @@ PARALLEL = {f"{k}@{m}" for k in ("train", "evaluate") for m in "abc"} | {"evalua
 def _toy(tmp: Path, name: str) -> tuple[Path, dict]:
     repo = tmp / name
     shutil.copytree(FIXTURE, repo)
+    (repo / "dvc.yaml.txt").rename(repo / "dvc.yaml")   # not dvc.yaml in the fixture: the repository's DVC would see it
     (repo / ".gitignore").write_text("/data/\n/models/\n/reports/\n/checkpoints/\n/mlflow.db\n/mlruns/\n")
     env = {**os.environ, **GIT, "PYTHONPATH": str(SRC), "MLFLOW_TRACKING_URI": f"sqlite:///{repo / 'mlflow.db'}",
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
