@@ -100,9 +100,13 @@ def test_failed_stage_reported_others_kept_then_rerun(serial, tmp_path):
     assert "failing as asked" in (repo / STATE / "logs/train@b.log").read_text()
     status = subprocess.run([sys.executable, "-m", "sentlab.cli", "status"], cwd=repo, env=env, capture_output=True,
                             text=True)
-    rows = {ln.split()[0]: ln.split()[1] for ln in status.stdout.splitlines()[:-1]}
-    assert status.returncode == 1 and rows["train@b"] == "failed" and rows["evaluate@b"] == "skipped", status.stdout
-    assert rows["train@a"] == rows["evaluate@c"] == "up to date" and rows["report"] == "stale"
+    line = next(ln for ln in status.stdout.splitlines() if ln.startswith("train@b "))
+    assert status.returncode == 1 and " failed " in line and "logs/train@b.log" in line, status.stdout
+    rows = json.loads(subprocess.run([sys.executable, "-m", "sentlab.cli", "status", "--json"], cwd=repo, env=env,
+                                     capture_output=True, text=True).stdout)["stages"]
+    rows = {r["stage"]: r["status"] for r in rows}
+    assert rows["train@b"] == "failed" and rows["evaluate@b"] == "skipped", rows
+    assert rows["train@a"] == rows["evaluate@c"] == "up to date" and rows["report"] == "stale", rows
     again = _run(repo, env, "--jobs", "2", "--gpus", "2")       # only b's chain and the report run
     assert again.returncode == 0, again.stderr[-3000:]
     assert _outputs(repo) == serial and _clean(repo, env)
