@@ -129,8 +129,9 @@ def run(root: str | Path = ".", jobs: int = 2, address: str | None = None, gpus:
         shutil.rmtree(state / sub, ignore_errors=True)
         (state / sub).mkdir(parents=True)
     run_id = time.strftime("%Y%m%d-%H%M%S")
-    (state / "run.json").write_text(json.dumps({"run_id": run_id, "pid": os.getpid(), "started": time.time(),
-                                                "jobs": jobs, "address": address, "remote": remote}))
+    info = {"run_id": run_id, "pid": os.getpid(), "started": time.time(), "jobs": jobs, "address": address,
+            "remote": remote}
+    (state / "run.json").write_text(json.dumps(info))
     with tracking_server(root, state / "logs" / "mlflow-server.log") as uri:
         own_parent = not os.environ.get(tracking.PARENT_ENV)
         if own_parent:
@@ -151,8 +152,9 @@ def run(root: str | Path = ".", jobs: int = 2, address: str | None = None, gpus:
             if own_parent:
                 status = "KILLED" if rc is None else "FINISHED" if rc == 0 else "FAILED"
                 tracking.end_parent(os.environ.pop(tracking.PARENT_ENV), status)
-            (state / "run.json").write_text(json.dumps({"run_id": run_id, "pid": None, "ended": time.time(),
-                                                        "rc": rc}))
+            ended = time.time()
+            (state / "run.json").write_text(json.dumps({**info, "pid": None, "ended": ended, "rc": rc,
+                                                        "seconds": round(ended - info["started"], 1)}))
     return rc
 
 
