@@ -147,6 +147,7 @@ def _ray_node(args: list[str], env: dict, log: Path) -> subprocess.Popen:
 
 def test_two_ray_nodes_through_a_dvc_remote(serial, tmp_path):
     repo, env = _toy(tmp_path, "repo")
+    env = {**env, "RAY_AUTH_MODE": "disabled"}   # the same on the head, the worker and the driver: no token to share
     subprocess.run([sys.executable, "-m", "dvc", "remote", "add", "--local", "-d", "store", str(tmp_path / "remote")],
                    cwd=repo, env=env, check=True)
     with socket.socket() as s:
