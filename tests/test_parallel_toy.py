@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -170,6 +171,9 @@ def test_two_ray_nodes_through_a_dvc_remote(serial, tmp_path):
                 os.killpg(p.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        current = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"   # `ray start` wrote it; ray stop would
+        if current.is_file() and current.read_text().strip().endswith(f":{port}"):   # remove it
+            current.unlink()
     assert run.returncode == 0, run.stderr[-4000:] + (tmp_path / "w.log").read_text()[-2000:]
     assert _outputs(repo) == serial and _clean(repo, env)
     assert _restored(repo) == PARALLEL

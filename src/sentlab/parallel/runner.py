@@ -56,7 +56,8 @@ def start_ray(ray, jobs: int, address: str | None, gpus: float | None, cpus_per_
     if address:
         ray.init(address=address, log_to_driver=False)
     else:
-        ray.init(num_cpus=max(1, jobs) * cpus_per_task, num_gpus=gpus, include_dashboard=False,
+        # address="local": a Ray of this run's own, never a cluster RAY_ADDRESS or `ray start` left on the machine
+        ray.init(address="local", num_cpus=max(1, jobs) * cpus_per_task, num_gpus=gpus, include_dashboard=False,
                  log_to_driver=False, object_store_memory=200 * 2 ** 20)
     return ray.cluster_resources()
 
