@@ -26,7 +26,8 @@ def register_cli(sub) -> None:
     r = sub.add_parser("run", help="the pipeline with independent stages in parallel on Ray (--jobs N; --address: "
                                    "an existing Ray cluster); --jobs 1 is `dvc repro`")
     r.add_argument("--jobs", "-j", type=int, default=1, help="tasks at once on this machine (CPUs given to Ray: "
-                                                              "jobs x runtime.cpus_per_task)")
+                                                              "jobs x runtime.cpus_per_task); with --address the "
+                                                              "cluster's resources decide")
     r.add_argument("--address", default=None, help="join this Ray cluster (ray://host:10001, host:6379, auto)")
     r.add_argument("--gpus", type=float, default=None, help="GPUs a local Ray declares (default: detected)")
     r.add_argument("--remote", action="store_true", help="the workers share no filesystem with this workspace: they "
