@@ -50,11 +50,19 @@ def cache_dir(root: str | Path) -> str:
     return str(Path(root, dvc(["cache", "dir"], root).stdout.strip().splitlines()[-1]).resolve())
 
 
+TRANSIENT = ("-journal", "-wal", "-shm")   # SQLite's beside mlflow.db while the tracking server writes
+
+
 def overlay(root: Path, dest: Path, changed_only: bool = True) -> None:
     keep, deleted = workspace_files(root, changed_only)
     for f in keep:
+        if f.endswith(TRANSIENT):
+            continue
         (dest / f).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(root / f, dest / f)
+        try:
+            shutil.copy2(root / f, dest / f)
+        except FileNotFoundError:   # gone since git listed it (a file another process writes and removes)
+            continue
     for f in deleted:
         (dest / f).unlink(missing_ok=True)
     local = root / ".dvc" / "config.local"
@@ -120,7 +128,8 @@ def bundle(root: str | Path) -> bytes:
         (Path(tmp) / DELETED).write_text("\n".join(deleted))
         tar.add(Path(tmp) / DELETED, arcname=DELETED)
         for f in keep + [".dvc/config.local"] * (root / ".dvc/config.local").is_file():
-            tar.add(root / f, arcname=f)
+            if not f.endswith(TRANSIENT) and (root / f).is_file():
+                tar.add(root / f, arcname=f)
     return buf.getvalue()
 
 
