@@ -18,6 +18,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -125,6 +126,8 @@ def run(root: str | Path = ".", jobs: int = 2, address: str | None = None, gpus:
     root = Path(root).resolve()
     rt = runtime_params(root)
     ray = import_ray()
+    # a SIGTERM (a scheduler ending the job) unwinds like Ctrl-C: the tracking server stops, the parent run is KILLED
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     state = root / STATE_DIR
     for sub in ("stages", "logs"):
         shutil.rmtree(state / sub, ignore_errors=True)
