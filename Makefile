@@ -1,5 +1,6 @@
 # sentlab — the two commands:  `make repro` (pipeline, quick profile)  and  `make test`.
 PROFILE ?= quick
+JOBS    ?= 1
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
 SHARED  ?= $(abspath ../shared)
@@ -17,7 +18,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 export HF_HUB_DISABLE_TELEMETRY = 1
 export TOKENIZERS_PARALLELISM = false
 
-.PHONY: env repro test smoke clean-env bench mlflow-ui preflight
+.PHONY: env repro status test smoke clean-env bench mlflow-ui preflight
 
 env: $(VENV)/.installed
 
@@ -33,11 +34,22 @@ $(VENV)/.installed: pyproject.toml
 # params.yaml from profiles/$(PROFILE).yaml (kept as it is when it is that profile already, hand edits included;
 # FORCE=1 switches profiles over hand edits) and its stage list (models.yaml). A parent MLflow run groups the
 # runs of one pipeline run (SENTLAB_PARENT_RUN_ID).
+# JOBS=N (N > 1): the independent stages (each model's train -> evaluate) in parallel on Ray, N at a time
+# (sentlab run, docs/scale-ray.md; installs the `ray` extra); ADDRESS=host:port joins an existing Ray cluster.
 repro: env
 	$(PY) -m sentlab.cli profile $(PROFILE) $(if $(FORCE),--force)
+ifeq ($(filter-out 0 1,$(JOBS))$(ADDRESS),)
 	@RUN_ID=$$($(PY) -m sentlab.cli mlflow start-parent --profile $(PROFILE)) || exit 1; \
 	SENTLAB_PARENT_RUN_ID=$$RUN_ID $(VENV)/bin/dvc repro; rc=$$?; \
 	$(PY) -m sentlab.cli mlflow end-parent $$RUN_ID --rc $$rc; exit $$rc
+else
+	$(PY) -c "import ray" 2>/dev/null || $(PY) -m pip install -q -e ".[ray]"
+	$(PY) -m sentlab.cli run --jobs $(JOBS) $(if $(ADDRESS),--address $(ADDRESS))
+endif
+
+# every stage of the profile in force: up to date / stale / running / failed, with its log
+status: env
+	$(PY) -m sentlab.cli status
 
 smoke:
 	$(MAKE) repro PROFILE=smoke

@@ -73,7 +73,7 @@ class Params(Strict):
     @model_validator(mode="after")
     def _runtime_into_train(self):
         """The loop reads one train block: ``train`` with the ``runtime`` values in."""
-        given = self.runtime.model_dump(include=self.runtime.model_fields_set)
+        given = self.runtime.model_dump(include=self.runtime.model_fields_set & set(RUNTIME_KEYS))
         if given:
             self.__dict__["train"] = self.train.model_copy(update=given)
         return self

@@ -139,6 +139,11 @@ class RuntimeParams(Strict):
     loader_workers: Union[Literal["auto"], Annotated[int, Field(ge=0)]] = "auto"
     heap: Literal["auto", "retain", "system"] = "auto"
     nproc: int = Field(1, ge=1)
+    # `sentlab run --jobs N` (make repro JOBS=N, sentlab.parallel): what each Ray task (one model's chain of
+    # stages) asks for; fractional GPUs let several small trainings share one. Not TrainParams keys.
+    gpus_per_task: float = Field(1.0, ge=0)
+    cpus_per_task: float = Field(1.0, gt=0)
+    task_retries: int = Field(2, ge=0)
 
 
 class SeedsParams(Strict):

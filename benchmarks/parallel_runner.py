@@ -1,0 +1,199 @@
+"""The parallel runner (sentlab.parallel): measured and projected.
+
+``--measure PROFILE`` (smoke or quick): the profile's pipeline from scratch in two temporary copies of the
+repository, serial (``dvc repro``) and ``sentlab run --jobs 2`` (one thread per job), wall-clock each and the
+ratio; the metrics must come out byte-identical.
+
+``--project`` (default): the paper profile's projected makespan on 1, 4, 8 and 16 GPUs. Stage durations are the
+preflight's per-stage projections (docs/preflight-paper-cpu.md or ``--preflight``, a preflight.md), each
+training's smoothed as the median over the seeds of its method line (the same work; the 2-core projections vary
+with the load they were measured under); the stages come from the paper profile's stage list (models.yaml:
+a chain per model, paser_sup's after paser's). Chains are placed on the GPUs in submission order (Ray's FIFO)
+and longest first (LPT); the lower bound is max(critical path, total / GPUs). Times are in the preflight's units
+(2-core CPU hours): the ratios carry over to GPUs, the hours scale with ``--scale`` (GPU s per CPU s).
+
+    PYTHONPATH=src python benchmarks/parallel_runner.py --project
+    PYTHONPATH=src python benchmarks/parallel_runner.py --measure smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+ROW = re.compile(r"^\|\s*([\w@.\-]+)\s*\|")
+
+
+def hours(text: str) -> float | None:
+    m = re.fullmatch(r"\s*(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?\s*", text or "")
+    if not m or not any(m.groups()):
+        return None
+    h, mi, s = (int(x or 0) for x in m.groups())
+    return h + mi / 60 + s / 3600
+
+
+def new_name(old: str) -> str:
+    """The preflight's stage names (dvc.yaml before d437bf5) as the stage list names them now."""
+    kind, _, item = old.partition("@")
+    if kind in ("train_seed", "evaluate_seed"):
+        m, s = item.rsplit("-", 1)
+        return f"{kind.split('_')[0]}@{m}-s{s}"
+    return {"ablate": f"train@{item}", "evaluate_ablation": f"evaluate@{item}", "train_from": f"train@{item}",
+            "evaluate_from": f"evaluate@{item}", "resolve_params": "sources"}.get(kind, old)
+
+
+def preflight_hours(path: Path) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for ln in path.read_text().splitlines():
+        cells = [c.strip() for c in ln.strip().strip("|").split("|")]
+        if len(cells) > 9 and ROW.match(ln) and cells[0] != "stage":
+            out[new_name(cells[0])] = hours(cells[8])
+    return out
+
+
+def paper_chains(est: dict[str, float | None]) -> tuple[dict, dict, float, float]:
+    """(chain -> hours, chain -> the chain it waits for, shared hours, final hours) of the paper profile."""
+    from sentlab.profiles import profile_values
+    from sentlab.config import validate
+    from sentlab.stage_list import stage_list_for
+
+    lists = stage_list_for(validate(profile_values("paper", REPO / "profiles")))
+    models = lists["models"]
+
+    def line(m: str) -> str:
+        return models[m]["own"] if m in models else m
+
+    by_line: dict[tuple, list[float]] = {}
+    for m in models:
+        for kind in ("train", "evaluate"):
+            v = est.get(f"{kind}@{m}")
+            if v is not None:
+                by_line.setdefault((kind, line(m)), []).append(v)
+    every = {k: statistics.median([v for (kk, _), vs in by_line.items() if kk == k for v in vs])
+             for k in ("train", "evaluate")}
+    chains, needs = {}, {}
+    for m, e in models.items():
+        chains[m] = sum(statistics.median(by_line.get((k, line(m)), [every[k]])) for k in ("train", "evaluate"))
+        if e["init"].startswith("models/"):
+            needs[m] = e["init"].split("/", 1)[1]
+    for b in lists["baselines"]:
+        chains[f"base-{b}"] = est.get(f"evaluate_baseline@{b}") or every["evaluate"]
+    shared = sum(est.get(s) or 0 for s in ("sources", "prepare", "annotate"))
+    final = sum(est.get(s) or 0 for s in ("report", "export"))
+    return chains, needs, shared, final
+
+
+def makespan(chains: dict, needs: dict, gpus: int, order: list[str]) -> float:
+    """List scheduling: each chain, in ``order``, on the GPU free first, not before the chain it needs ends."""
+    free = [0.0] * gpus
+    heapq.heapify(free)
+    end: dict[str, float] = {}
+    todo = list(order)
+    while todo:
+        c = next(c for c in todo if needs.get(c) is None or needs[c] in end)
+        todo.remove(c)
+        start = max(heapq.heappop(free), end.get(needs.get(c), 0.0))
+        end[c] = start + chains[c]
+        heapq.heappush(free, end[c])
+    return max(end.values())
+
+
+def project(args) -> None:
+    est = preflight_hours(Path(args.preflight))
+    chains, needs, shared, final = paper_chains(est)
+    total = sum(chains.values())
+    crit = max(chains[c] + (chains[needs[c]] if c in needs else 0) for c in chains)
+    fifo = list(chains)
+    lpt = sorted(chains, key=lambda c: -(chains[c] + sum(chains[d] for d, u in needs.items() if u == c)))
+    serial = shared + total + final
+    print(f"paper profile: {len(chains)} chains ({sum(1 for c in chains if not c.startswith('base-'))} models), "
+          f"stage estimates from {args.preflight} (median over a method line's seeds), x{args.scale} to GPU time\n")
+    print("| GPUs | makespan, submission order | makespan, longest first | lower bound | speed-up (LPT) |")
+    print("|---:|---:|---:|---:|---:|")
+    for g in (1, 4, 8, 16):
+        a = shared + makespan(chains, needs, g, fifo) + final
+        b = shared + makespan(chains, needs, g, lpt) + final
+        lb = shared + max(crit, total / g) + final
+        print(f"| {g} | {a * args.scale:,.0f} h | {b * args.scale:,.0f} h | {lb * args.scale:,.0f} h | "
+              f"{serial / b:.2f}x |")
+    print(f"\ncritical path: shared stages {shared * args.scale:.1f} h + longest chain {crit * args.scale:,.0f} h + "
+          f"report/export {final * args.scale:.1f} h; one after another: {serial * args.scale:,.0f} h")
+
+
+def _copy(dest: Path) -> None:
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
+                           capture_output=True).stdout.decode().split("\0")
+    import shutil
+
+    for f in filter(None, files):
+        if (REPO / f).is_file():
+            (dest / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / f, dest / f)
+    (dest / "dvc.lock").unlink(missing_ok=True)
+    fixed = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b",
+             "GIT_COMMITTER_EMAIL": "b@b", "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+             "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "b"]):
+        subprocess.run(["git", *cmd], cwd=dest, env=fixed, check=True, capture_output=True)
+
+
+def measure(args) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="bench-parallel-"))
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env.pop("SENTLAB_PARENT_RUN_ID", None)
+    out = {}
+    for name, cmd in (("serial", ["-m", "dvc", "repro"]), ("jobs2", ["-m", "sentlab.cli", "run", "--jobs", "2"])):
+        repo = tmp / name
+        repo.mkdir()
+        _copy(repo)
+        e = {**env, "MLFLOW_TRACKING_URI": f"sqlite:///{repo / 'mlflow.db'}"}
+        subprocess.run([sys.executable, "-m", "sentlab.cli", "profile", args.measure], cwd=repo, env=e, check=True)
+        subprocess.run(["git", "commit", "-qam", "profile"], cwd=repo, check=False, capture_output=True,
+                       env={**e, **{k: "2026-01-01T00:00:00Z" for k in ("GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE")},
+                            **{k: "b" for k in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME")},
+                            **{k: "b@b" for k in ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL")}})
+        t0 = time.time()
+        r = subprocess.run([sys.executable, *cmd], cwd=repo, env=e, capture_output=True, text=True)
+        out[name] = time.time() - t0
+        if r.returncode:
+            sys.exit(f"{name} failed:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
+        out[name + "_metrics"] = {p.name: p.read_bytes() for p in (repo / "reports/metrics").glob("*.json")}
+    tasks = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness", "Avg")
+
+    def sts(metrics: dict) -> dict:
+        return {k: [json.loads(v).get(t) for t in tasks] for k, v in metrics.items()}
+
+    # serial: PyTorch's default threads (the cores); jobs 2: one thread each, so the fingerprints differ in
+    # `threads` (and round-off in the 7th digit of a diagnostic): the STS numbers must not
+    print(json.dumps({"profile": args.measure, "cores": os.cpu_count(), "serial_s": round(out["serial"], 1),
+                      "jobs2_s": round(out["jobs2"], 1), "ratio": round(out["serial"] / out["jobs2"], 2),
+                      "metrics_bytes_identical": out["serial_metrics"] == out["jobs2_metrics"],
+                      "sts_numbers_identical": sts(out["serial_metrics"]) == sts(out["jobs2_metrics"]),
+                      "scratch": str(tmp)}, indent=1))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--measure", choices=["smoke", "quick"])
+    ap.add_argument("--project", action="store_true")
+    ap.add_argument("--preflight", default=str(REPO / "docs/preflight-paper-cpu.md"))
+    ap.add_argument("--scale", type=float, default=1.0, help="GPU seconds per projected CPU second")
+    args = ap.parse_args()
+    if args.measure:
+        measure(args)
+    if args.project or not args.measure:
+        project(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,222 @@
+"""``sentlab run --jobs N [--address ADDRESS]``: the pipeline with its independent stages in parallel on Ray.
+
+1. The shared upstream stages (``sources``, ``prepare``, ``annotate``) run once, in the workspace.
+2. The stale stages below them are split into chains (:mod:`.graph`); each chain is one Ray task asking for
+   ``runtime.gpus_per_task`` GPUs and ``runtime.cpus_per_task`` CPUs, run in its own checkout
+   (:mod:`.task`), retried by Ray (``runtime.task_retries``) when its worker dies.
+3. One ``dvc repro`` in the workspace restores every chain's outputs from DVC's run cache (none runs
+   again), writes ``dvc.lock`` (its only writer) and runs the final stages (``report``, ``export``).
+
+A failed stage stops only its chain (and the chains that need its outputs); the other chains' results are
+restored; the failed stages are listed with their logs and the exit status is 1. MLflow: one tracking server
+for the run (:mod:`.tracking_server`), the parent run created before the fan-out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+
+from ..errors import SentlabError
+from . import SHARED, STATE_DIR
+from .graph import Plan, plan_for, stage_names
+from .task import run_chain, write_state
+from .tracking_server import tracking_server
+from .worktree import bundle, cache_dir, make_worktree, node_env, remove_worktree, run_dvc
+
+ENV_PREFIXES = ("SENTLAB_", "MLFLOW_", "HF_", "NLTK_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH_")
+RAN = re.compile(r"^Running stage '([^']+)'", re.M)
+
+
+def say(msg: str) -> None:
+    print(f"[sentlab run {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise SentlabError("`sentlab run --jobs N` (make repro JOBS=N) runs stages through Ray, which is not "
+                           "installed: pip install 'sentlab[ray]' (make repro JOBS=N installs it).") from None
+    return ray
+
+
+def task_env(local: bool) -> dict[str, str]:
+    """What a worker's stages need of this environment (all of it that matters on one machine)."""
+    keys = [k for k in os.environ if k.startswith(ENV_PREFIXES)] + ["PYTHONPATH"] + ["PATH"] * local
+    return {k: os.environ[k] for k in keys if k in os.environ}
+
+
+def start_ray(ray, jobs: int, address: str | None, gpus: float | None, cpus_per_task: float) -> dict:
+    if address:
+        ray.init(address=address, log_to_driver=False)
+    else:
+        # address="local": a Ray of this run's own, never a cluster RAY_ADDRESS or `ray start` left on the machine
+        ray.init(address="local", num_cpus=max(1, jobs) * cpus_per_task, num_gpus=gpus, include_dashboard=False,
+                 log_to_driver=False, object_store_memory=200 * 2 ** 20)
+    return ray.cluster_resources()
+
+
+def fan_out(ray, root: Path, p: Plan, rt, state: Path, resources: dict, remote: bool, run_id: str,
+            local: bool = True) -> dict:
+    """Submit every chain; returns chain id -> result, as they finish."""
+    gpus = rt.gpus_per_task if resources.get("GPU", 0) > 0 else 0
+    if rt.gpus_per_task and not gpus:
+        say("the Ray cluster has no GPU: tasks run on CPUs only")
+    threads = rt.num_threads or max(1, int(rt.cpus_per_task))
+    common = {"root": str(root), "state_dir": str(state), "env": task_env(local), "threads": threads,
+              "run_id": run_id}
+    if not remote:
+        common["cache"] = cache_dir(root)
+    else:
+        common.update(remote=remote, bundle=ray.put(bundle(root)))   # once in the object store, not per task
+    fn = ray.remote(run_chain)
+    refs, by_ref = {}, {}
+    for c in p.chains:
+        spec = {**common, "id": c.id, "stages": c.stages, "restore": c.restore, "checkout": c.checkout,
+                "worktree": str(state / "worktrees" / c.id)}
+        if not remote:
+            make_worktree(root, spec["worktree"], common["cache"])
+        for s in c.stages:
+            write_state(state, s, status="queued", chain=c.id, log=str(state / "logs" / f"{s}.log"))
+        ref = fn.options(num_gpus=gpus, num_cpus=rt.cpus_per_task, max_retries=rt.task_retries,
+                         retry_exceptions=False, name=f"chain:{c.id}").remote(spec, *[refs[n] for n in c.needs])
+        refs[c.id], by_ref[ref] = ref, c
+    results: dict[str, dict] = {}
+    pending = list(by_ref)
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        c = by_ref[done[0]]
+        try:
+            res = ray.get(done[0])
+        except Exception as e:  # noqa: BLE001 - the worker died past its retries, or the task's own error
+            res = {"chain": c.id, "status": "failed", "failed": c.stages[0], "log": str(state / "logs"),
+                   "reason": f"{type(e).__name__}: {str(e)[:500]}", "stages": {}}
+            for s in c.stages:
+                write_state(state, s, status="failed", reason=res["reason"])
+        for name, text in (res.pop("log_text", None) or {}).items():   # a remote worker's logs
+            (state / "logs" / name).write_text(text)
+        if remote:   # the worker's log paths are on its node: its logs came back into ours
+            here = {k: str(state / "logs" / Path(v).name) for k, v in (("log", res.get("log")),) if v}
+            res.update(here)
+            for s, st in res.get("stages", {}).items():
+                if st.get("log"):
+                    st["log"] = str(state / "logs" / Path(st["log"]).name)
+                write_state(state, s, **st, chain=c.id)
+        results[c.id] = res
+        took = ", ".join(f"{s} {v.get('seconds', '-')} s" for s, v in res.get("stages", {}).items())
+        say(f"[{len(results)}/{len(refs)}] {c.id}: {res['status']} ({took}) on {res.get('host')} "
+            f"CUDA_VISIBLE_DEVICES={res.get('cuda_visible_devices')}"
+            + (f" -- {res['failed']} failed, log {res['log']}" if res["status"] == "failed" else ""))
+    return results
+
+
+def run(root: str | Path = ".", jobs: int = 2, address: str | None = None, gpus: float | None = None,
+        remote: bool = False, keep_worktrees: bool = False) -> int:
+    """The pipeline in parallel (see the module docstring); returns the exit status."""
+    from .. import tracking
+    from ..stage_params import runtime_params
+
+    root = Path(root).resolve()
+    rt = runtime_params(root)
+    ray = import_ray()
+    # a SIGTERM (a scheduler ending the job) unwinds like Ctrl-C: the tracking server stops, the parent run is KILLED
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+    state = root / STATE_DIR
+    for sub in ("stages", "logs"):
+        shutil.rmtree(state / sub, ignore_errors=True)
+        (state / sub).mkdir(parents=True)
+    run_id = time.strftime("%Y%m%d-%H%M%S")
+    info = {"run_id": run_id, "pid": os.getpid(), "started": time.time(), "jobs": jobs, "address": address,
+            "remote": remote}
+    (state / "run.json").write_text(json.dumps(info))
+    with tracking_server(root, state / "logs" / "mlflow-server.log") as uri:
+        own_parent = not os.environ.get(tracking.PARENT_ENV)
+        if own_parent:
+            profile = (root / "params.yaml").read_text().split("profile:", 1)[-1].split()[0]
+            os.environ[tracking.PARENT_ENV] = tracking.start_parent(
+                params={"profile": profile, "jobs": jobs}, tags={"sentlab.parallel": "ray"})
+        say(f"MLflow: {uri} (parent run {os.environ[tracking.PARENT_ENV]})")
+        if address and "127.0.0.1" in uri:
+            say("WARNING: MLflow's server for this run listens on this machine's loopback; workers on other "
+                "machines reach it only if they are this machine: export MLFLOW_TRACKING_URI=http://<server> (a "
+                "tracking server every node reaches) for a cluster")
+        rc = None
+        try:
+            rc = _run(ray, root, jobs, address, gpus, remote, keep_worktrees, rt, state, run_id)
+        finally:
+            if ray.is_initialized():
+                ray.shutdown()
+            if own_parent:
+                status = "KILLED" if rc is None else "FINISHED" if rc == 0 else "FAILED"
+                tracking.end_parent(os.environ.pop(tracking.PARENT_ENV), status)
+            ended = time.time()
+            (state / "run.json").write_text(json.dumps({**info, "pid": None, "ended": ended, "rc": rc,
+                                                        "seconds": round(ended - info["started"], 1)}))
+    return rc
+
+
+def _run(ray, root: Path, jobs, address, gpus, remote, keep, rt, state: Path, run_id: str) -> int:
+    logs = state / "logs"
+    env = node_env({}, None)
+    shared = [s for s in SHARED if s in stage_names(root)]
+    say(f"shared stages {', '.join(shared)} in the workspace (log {logs / 'shared.log'})")
+    rc = run_dvc(["repro", *shared], root, logs / "shared.log", env, guard=False)
+    if rc:
+        say(f"the shared stages failed (exit {rc}); log {logs / 'shared.log'}")
+        return rc
+    p = plan_for(root)
+    say(f"{len(p.chains)} chains ({len(p.parallel)} stages) in parallel, then {', '.join(p.final) or 'nothing'}")
+    results = {}
+    if p.chains:
+        if remote:
+            push = [s for s in p.order if s in {x for c in p.chains for x in c.checkout}]
+            if run_dvc(["push", *push], root, logs / "push.log", env, guard=False):
+                say(f"dvc push of the shared outputs failed: log {logs / 'push.log'}")
+                return 1
+        resources = start_ray(ray, jobs, address, gpus, rt.cpus_per_task)
+        say(f"Ray: {resources.get('CPU', 0):g} CPUs, {resources.get('GPU', 0):g} GPUs; per task "
+            f"{rt.cpus_per_task:g} CPUs, {rt.gpus_per_task:g} GPUs, {rt.task_retries} retries")
+        results = fan_out(ray, root, p, rt, state, resources, remote, run_id, local=address is None)
+    done = [s for r in results.values() if r["status"] == "done" for s in r["stages"]]
+    failed = {r["failed"]: r for r in results.values() if r["status"] == "failed"}
+    skipped = [s for r in results.values() if r["status"] != "done" for s, v in r["stages"].items()
+               if v.get("status") == "skipped"]
+    final_log = logs / "final.log"
+    if failed:
+        targets = done
+        say(f"{len(failed)} chain(s) failed: restoring the {len(done)} stages that ran; {', '.join(p.final)} "
+            f"not run")
+    else:
+        targets = []
+        say(f"final dvc repro in the workspace (log {final_log})")
+    rc = 0
+    if targets or not failed:
+        pull = ["--pull"] if remote else []
+        rc = run_dvc(["repro", *pull, *targets], root, final_log, env, guard=False)
+        again = sorted(set(RAN.findall(final_log.read_text(errors="replace"))) & set(p.parallel))
+        if again:
+            say(f"WARNING: ran again in the workspace (their run-cache entries were missing): {', '.join(again)}")
+        for s in done:
+            write_state(state, s, status="restored" if rc == 0 else "done")
+    if not keep:
+        for r in results.values():
+            if r["status"] == "done" and not remote:
+                remove_worktree(root, state / "worktrees" / r["chain"])
+    if failed or rc:
+        lines = [f"  {s}: log {r['log']}" + (f" ({r['reason']})" if r.get("reason") else "")
+                 for s, r in failed.items()]
+        if rc:
+            lines.append(f"  final dvc repro: exit {rc}, log {final_log}")
+        lines += [f"  {s}: not run (needs a failed stage)" for s in skipped]
+        say("FAILED stages:\n" + "\n".join(lines) + "\n`sentlab status` shows every stage; run again to retry "
+            "the failed ones (the rest is up to date).")
+        return 1
+    say(f"done: {len(done)} stages in parallel, restored from the run cache; dvc.lock written")
+    return 0

@@ -1,0 +1,119 @@
+"""sentlab.parallel without a pipeline run (no Ray needed): chains from a stage graph, the guard ending a dead
+worker's stage, DVC lock contention retried and never counted as success."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sentlab.parallel import graph, worktree
+from sentlab.parallel.graph import plan
+
+SHARED = ["sources", "prepare", "annotate"]
+
+
+def _graph(models: dict[str, str | None], baselines=("cls",)):
+    names = list(SHARED) + [f"train@{m}" for m in models] + [f"evaluate@{m}" for m in models]
+    names += [f"evaluate_baseline@{b}" for b in baselines] + ["report", "export"]
+    edges = [("sources", "prepare"), ("prepare", "annotate")]
+    for m, frm in models.items():
+        edges += [("annotate", f"train@{m}"), ("prepare", f"train@{m}"), (f"train@{m}", f"evaluate@{m}"),
+                  (f"evaluate@{m}", "report"), (f"train@{m}", "export")]
+        if frm:
+            edges.append((f"train@{frm}", f"train@{m}"))
+    edges += [("prepare", f"evaluate_baseline@{b}") for b in baselines]
+    edges += [(f"evaluate_baseline@{b}", "report") for b in baselines]
+    return names, edges
+
+
+def test_chains_from_the_stage_graph():
+    names, edges = _graph({"simcse": None, "paser": None, "paser_sup": "paser"})
+    p = plan(names, edges, set(names))
+    assert p.shared == SHARED and p.final == ["report", "export"]
+    chains = {c.id: c for c in p.chains}
+    assert set(chains) == {"simcse", "paser", "paser_sup", "evaluate_baseline-cls"}
+    assert chains["simcse"].stages == ["train@simcse", "evaluate@simcse"]
+    assert chains["simcse"].checkout == SHARED and not chains["simcse"].needs
+    # paser_sup starts from models/paser: it waits for paser's chain and restores train@paser from the run cache
+    assert chains["paser_sup"].needs == ["paser"] and chains["paser_sup"].restore == ["train@paser"]
+    assert chains["evaluate_baseline-cls"].checkout == ["sources", "prepare"]
+
+
+def test_only_stale_stages_and_what_is_below_them():
+    names, edges = _graph({"simcse": None, "paser": None, "paser_sup": "paser"})
+    # a params edit of paser: dvc status names train@paser only; its evaluation and paser_sup's chain are below it
+    p = plan(names, edges, {"train@paser"})
+    assert p.shared == [] and p.final == ["report", "export"]
+    assert {c.id: c.stages for c in p.chains} == {
+        "paser": ["train@paser", "evaluate@paser"], "paser_sup": ["train@paser_sup", "evaluate@paser_sup"]}
+    # an evaluation alone: its train stage is up to date, so its output is checked out, not run
+    p = plan(names, edges, {"evaluate@simcse"})
+    (c,) = p.chains
+    assert c.stages == ["evaluate@simcse"] and c.checkout == [*SHARED, "train@simcse"]
+    assert plan(names, edges, set()).chains == []
+
+
+def test_guard_ends_the_stage_when_its_worker_dies(tmp_path):
+    pidfile = tmp_path / "child.pid"
+    worker = subprocess.Popen([sys.executable, "-c", (
+        "import subprocess, sys, time\n"
+        f"subprocess.Popen([sys.executable, '-m', 'sentlab.parallel.guard', '--', sys.executable, '-c', "
+        f"\"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(600)\"])\n"
+        "time.sleep(600)\n")], env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")})
+    deadline = time.time() + 60
+    while not (pidfile.is_file() and pidfile.read_text()) and time.time() < deadline:
+        time.sleep(0.2)
+    child = int(pidfile.read_text())
+    worker.kill()                     # the Ray worker is killed (SIGKILL: no cleanup of its own)
+    worker.wait()
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        try:                          # reap it if it became ours (it did not: it is the guard's)
+            os.waitpid(child, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        time.sleep(0.2)
+    else:
+        os.kill(child, signal.SIGKILL)
+        raise AssertionError("the stage outlived its worker")
+
+
+def test_dvc_lock_contention_is_retried(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_run(cmd, cwd, env, stdout, stderr):
+        calls.append(cmd)
+        stdout.write("ERROR: Unable to acquire lock. Most likely another DVC process is running\n" if len(calls) < 3
+                     else "Running stage 'x':\n")
+        return subprocess.CompletedProcess(cmd, 1 if len(calls) < 3 else 0)
+
+    monkeypatch.setattr(worktree.subprocess, "run", fake_run)
+    monkeypatch.setattr(worktree.time, "sleep", lambda s: None)
+    log = tmp_path / "x.log"
+    assert worktree.run_dvc(["repro", "x"], tmp_path, log, guard=False) == 0 and len(calls) == 3
+    assert log.read_text().count("DVC's lock is held by another process") == 2
+    calls.clear()
+    assert worktree.run_dvc(["repro", "x"], tmp_path, log, guard=False, lock_retries=1) == 1   # never success
+    calls.clear()
+
+    def other_error(cmd, cwd, env, stdout, stderr):
+        calls.append(cmd)
+        stdout.write("ERROR: failed to reproduce 'x'\n")
+        return subprocess.CompletedProcess(cmd, 255)
+
+    monkeypatch.setattr(worktree.subprocess, "run", other_error)
+    assert worktree.run_dvc(["repro", "x"], tmp_path, log, guard=False) == 255 and len(calls) == 1
+
+
+def test_status_edges_parse():
+    dot = 'strict digraph {\n"a";\n"b";\n"a" -> "b";\n"train@x" -> "evaluate@x";\n}\n'
+    assert [(m.group(1), m.group(2)) for ln in dot.splitlines() if (m := graph.EDGE.match(ln))] == \
+        [("a", "b"), ("train@x", "evaluate@x")]

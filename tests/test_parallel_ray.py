@@ -1,0 +1,89 @@
+"""`sentlab run --jobs 2` on a local Ray cluster with two fake GPUs (declared on a CPU machine): the smoke
+profile's metrics are byte-identical to a serial `dvc repro`, `dvc status` is clean, no stage ran twice (the
+final `dvc repro` restored every parallel stage from DVC's run cache) and each task saw its own GPU through
+CUDA_VISIBLE_DEVICES. Faults (a failed stage, a killed worker) and two Ray nodes through a DVC remote: the same
+runner on a pipeline of seconds, tests/test_parallel_toy.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_pipeline_smoke import _copy_repo, _env  # noqa: E402
+
+ray = pytest.importorskip("ray", reason="`ray` is not installed: pip install 'sentlab[ray]' (the parallel runner's "
+                                        "optional extra)")
+
+STATE = ".dvc/tmp/sentlab"
+
+
+def _repo(tmp: Path, name: str, mirror: Path) -> tuple[Path, dict]:
+    repo = tmp / name
+    repo.mkdir()
+    _copy_repo(repo)
+    env = {**_env(mirror, tmp / name), "MLFLOW_TRACKING_URI": f"sqlite:///{repo / 'mlflow.db'}",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    env.pop("SENTLAB_PARENT_RUN_ID", None)
+    subprocess.run([sys.executable, "-m", "sentlab.cli", "profile", "smoke"], cwd=repo, env=env, check=True)
+    # one commit id for every copy (the metrics' fingerprint records it): fixed author, committer and dates
+    fixed = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+             "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
+    for args in (["add", "-A"], ["commit", "-qm", "smoke"]):
+        subprocess.run(["git", *args], cwd=repo, env={**env, **fixed}, check=True)
+    return repo, env
+
+
+def _metrics(repo: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((repo / "reports/metrics").glob("*.json"))}
+
+
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory):
+    """The smoke profile's metrics from a serial `dvc repro` (the reference)."""
+    from conftest import MIRROR as mirror
+
+    if not (mirror / "STS").is_dir():
+        pytest.skip(f"needs the data mirror (STS/, SICK/, wiki/) at {mirror} (set SENTLAB_DATA_MIRROR)")
+    tmp = tmp_path_factory.mktemp("serial")
+    repo, env = _repo(tmp, "repo", mirror)
+    # one thread, as each of the 2 jobs on 2 cores: the fingerprint records the thread count and a reduction over
+    # 2 threads rounds differently in the 7th digit (the STS numbers agree either way)
+    env["OMP_NUM_THREADS"] = "1"
+    run = subprocess.run([sys.executable, "-m", "dvc", "repro"], cwd=repo, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return _metrics(repo)
+
+
+def _changed(repo: Path, env: dict) -> dict:
+    out = subprocess.run([sys.executable, "-m", "dvc", "status", "--json"], cwd=repo, env=env, capture_output=True,
+                         text=True, check=True).stdout
+    data = json.loads(out[out.find("{"):]) if "{" in out else {}
+    return {k: v for k, v in data.items() if v != ["always changed"]}
+
+
+@pytest.mark.slow
+def test_two_jobs_on_two_fake_gpus_match_serial(serial, mirror, tmp_path):
+    repo, env = _repo(tmp_path, "repo", mirror)
+    run = subprocess.run([sys.executable, "-m", "sentlab.cli", "run", "--jobs", "2", "--gpus", "2"], cwd=repo,
+                         env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
+    got = _metrics(repo)
+    assert set(got) == set(serial) and len(got) == 8, sorted(got)
+    assert got == serial, [k for k in got if got[k] != serial[k]]
+    assert _changed(repo, env) == {}
+    final = (repo / STATE / "logs/final.log").read_text()
+    ran = [ln for ln in final.splitlines() if ln.startswith("Running stage")]
+    assert sorted(ran) == sorted(f"Running stage '{s}':" for s in ("sources", "report", "export")), ran
+    assert final.count("is cached - skipping run") >= 12, final[-3000:]
+    states = [json.loads(p.read_text()) for p in (repo / STATE / "stages").glob("*@*.json")]
+    seen = {s["cuda_visible_devices"] for s in states}
+    assert seen == {"0", "1"}, seen          # one GPU each, both used
+    assert all(s["status"] == "restored" for s in states), states
+    status = subprocess.run([sys.executable, "-m", "sentlab.cli", "status"], cwd=repo, env=env, capture_output=True,
+                            text=True)
+    assert status.returncode == 0 and "17 up to date" in status.stdout, status.stdout
