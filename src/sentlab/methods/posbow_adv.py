@@ -52,9 +52,8 @@ from ..encoder import pool
 from ..errors import SentlabError
 from . import register
 from ._common import MLPHead, in_batch_info_nce, two_views
-from ._grad_reverse import grad_reverse
-from ._posbow_tasks import (HeadInputs, TaskHeads, accuracies, bow_nll, bow_r_precision, pos_divergence,
-                            tag_overlap, top_tag_accuracy)
+from ._posbow_tasks import (GradientReversal, HeadInputs, NoAdversary, TaskHeads, accuracies, bow_nll,
+                            bow_r_precision, pos_divergence, tag_overlap, top_tag_accuracy)
 from .base import Batch, ContrastiveParams, Method, adamw
 from .simcse import SIMCSE_CITATION
 
@@ -116,43 +115,6 @@ class PosBowAdvParams(ContrastiveParams):
                                 "(a random linear head starts ~0.04 nat above it on MiniLM's POS channel, and C_POS "
                                 "stayed above it for the quick run's 30 steps); random: nn.Linear's init (paper "
                                 "silent)")
-
-
-# --- the adversary, one object per mode ----------------------------------------------------------
-class NoAdversary(nn.Module):
-    """``adversary: none``: no discriminators (the "no adversary" ablation)."""
-
-    def forward(self, x: Optional[HeadInputs], log: dict) -> dict[str, torch.Tensor]:
-        return {}
-
-    def objective(self, loss: torch.Tensor, log: dict) -> torch.Tensor:
-        return loss
-
-
-class GradientReversal(nn.Module):
-    """``adversary: grl``: D_BOW reads the POS channel and D_POS the BOW channel, each through a gradient
-    reversal layer of scale λ, so one backward gives the discriminators +∂L_adv and the encoder −λ·∂L_adv.
-    The returned terms sum to L_adv (the method's ``loss`` is ``L_con + L_cls + L_adv``, whose gradient is the
-    algorithm's); :meth:`objective` is the encoder's ``L_con + L_cls − λ·L_adv``."""
-
-    def __init__(self, discriminators: TaskHeads, lambd: float, bow_weight: float, pos_weight: float):
-        super().__init__()
-        self.discriminators = discriminators
-        self.lambd, self.bow_weight, self.pos_weight = lambd, bow_weight, pos_weight
-
-    def forward(self, x: HeadInputs, log: dict) -> dict[str, torch.Tensor]:
-        l_dbow, l_dpos = self.losses(grad_reverse(x.bow, self.lambd), grad_reverse(x.pos, self.lambd),
-                                     x.bow_target, x.pos_target, log)
-        terms = {"adv_bow": self.bow_weight * l_dbow, "adv_pos": self.pos_weight * l_dpos}
-        log.update(loss_adv=sum(terms.values()).detach(), loss_adv_bow=l_dbow.detach(), loss_adv_pos=l_dpos.detach())
-        return terms
-
-    def losses(self, bow_ch, pos_ch, bow_target, pos_target, log: Optional[dict] = None):
-        """(L_D_BOW, L_D_POS): each discriminator tries the other channel's task."""
-        return self.discriminators.losses(pos_ch, bow_ch, bow_target, pos_target, "d", {} if log is None else log)
-
-    def objective(self, loss: torch.Tensor, log: dict) -> torch.Tensor:
-        return loss - (1 + self.lambd) * log["loss_adv"]
 
 
 @register("posbow_adv")

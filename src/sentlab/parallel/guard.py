@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 GRACE_S = 10.0
 
