@@ -131,19 +131,14 @@ def project(args) -> None:
 
 
 def _copy(dest: Path) -> None:
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
-                           capture_output=True).stdout.decode().split("\0")
-    import shutil
+    """A fresh clone's files (sentlab.preflight.scratch.make_scratch), committed with a fixed author and date."""
+    from sentlab.preflight.scratch import make_scratch
 
-    for f in filter(None, files):
-        if (REPO / f).is_file():
-            (dest / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / f, dest / f)
-    (dest / "dvc.lock").unlink(missing_ok=True)
+    make_scratch(REPO, dest)
     fixed = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b",
              "GIT_COMMITTER_EMAIL": "b@b", "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
              "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
-    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "b"]):
+    for cmd in (["add", "-A"], ["commit", "-qm", "b"]):
         subprocess.run(["git", *cmd], cwd=dest, env=fixed, check=True, capture_output=True)
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,15 +16,10 @@ TASKS = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelat
 
 
 def _copy_repo(dest: Path) -> None:
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
-                           capture_output=True).stdout.decode().split("\0")
-    for f in filter(None, files):
-        src = REPO / f
-        if src.is_file():
-            (dest / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / f)
-    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
-    (dest / "dvc.lock").unlink(missing_ok=True)  # a fresh clone's first run (and a small lock to rewrite per stage)
+    """The files of a fresh clone (tracked + untracked not ignored), no dvc.lock (a first run), a git repo."""
+    from sentlab.preflight.scratch import make_scratch
+
+    make_scratch(REPO, dest)
 
 
 def _env(mirror: Path, tmp: Path) -> dict:

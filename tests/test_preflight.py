@@ -28,13 +28,9 @@ SL = {"size": 600, "steps": 3, "batch_size": 8, "dev_max_pairs": 16, "max_pairs"
 
 
 def _copy_repo(dest: Path) -> None:
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
-                           capture_output=True).stdout.decode().split("\0")
-    for f in filter(None, files):
-        if (REPO / f).is_file():
-            (dest / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / f, dest / f)
-    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
+    from sentlab.preflight.scratch import make_scratch
+
+    make_scratch(REPO, dest)
 
 
 def _snapshot(root: Path) -> dict[str, str]:
