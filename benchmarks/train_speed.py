@@ -8,8 +8,9 @@ method runs in its own subprocess so its peak RSS is its own. The reference
 is a hand-written SimCSE step (tokenise, one forward of the doubled batch,
 [CLS]+MLP, InfoNCE, AdamW) in the same run: the ratio shows the loop's overhead.
 
-CUDA (when available): a bert-base-sized BertModel from BertConfig (random
-weights), batch 64, length 32, bf16 autocast, fused AdamW: tokens/s, share of
+CUDA (when available): bert-base-uncased from its kept architecture config (random
+weights; the tokenizer rebuilt offline), batch 64, length 32, bf16 autocast, fused AdamW,
+each method's settings from ``--profile`` when given: tokens/s, share of
 the GPU's dense bf16 peak (``--peak-tflops``, 790 for an H200) using
 6 · trainable params · tokens FLOPs per step (the momentum key encoder's
 extra forward, 2 · N · tokens, is not counted), peak CUDA memory.
@@ -65,28 +66,38 @@ def corpus_sentences(n: int) -> list[str]:
 
 def build_backbone(device: str):
     import torch
-    from transformers import BertConfig, BertModel
 
     if device == "cuda":
-        from sentlab.assets import resolve_model
-        from transformers import AutoTokenizer
+        from transformers import AutoModel
 
-        try:
-            tok = AutoTokenizer.from_pretrained(resolve_model("sentence-transformers/all-MiniLM-L6-v2"))
-        except Exception:  # noqa: BLE001
-            from transformers import BertTokenizerFast
-            tok = BertTokenizerFast.from_pretrained("bert-base-uncased")
+        from sentlab.backbones import architecture_config, build_tokenizer, spread_layer_norms
+
+        tok = build_tokenizer("bert-base-uncased")  # offline: MiniLM's uncased vocabulary, bert-base's settings
         torch.manual_seed(0)
-        model = BertModel(BertConfig(vocab_size=tok.vocab_size), add_pooling_layer=False)  # bert-base sizes
-        return model, tok, "bert-base (random, BertConfig)"
+        model = AutoModel.from_config(architecture_config("bert-base-uncased"), add_pooling_layer=False)
+        spread_layer_norms(model)
+        return model, tok, "bert-base-uncased (random, its architecture config)"
     from sentlab.assets import load_model
 
     model, tok = load_model("sentence-transformers/all-MiniLM-L6-v2")
     return model, tok, "all-MiniLM-L6-v2"
 
 
+def profile_block(method_id: str, profile: str | None) -> dict:
+    """The method line of ``profile`` (its Params keys only), {} without a profile."""
+    if not profile:
+        return {}
+    from sentlab.methods import get_method
+    from sentlab.profiles import profile_values
+
+    block = (profile_values(profile, REPO / "profiles").get("methods") or {}).get(method_id) or {}
+    fields = get_method(method_id).Params.model_fields
+    return {k: v for k, v in block.items() if k in fields and k not in ("batch_size", "max_length", "lr",
+                                                                         "max_steps", "eval_every", "epochs")}
+
+
 def child(method_id: str, steps: int, device: str, precision: str, threads: int | None,
-          dev_pairs: int | None = None) -> dict:
+          dev_pairs: int | None = None, profile: str | None = None) -> dict:
     import numpy as np
     import torch
 
@@ -121,7 +132,7 @@ def child(method_id: str, steps: int, device: str, precision: str, threads: int 
         from sentlab.train.loop import train_loop
 
         cls = get_method(method_id)
-        params = cls.Params(**({"negatives": 7} if method_id == "ct" else {}))
+        params = cls.Params(**{**({"negatives": 7} if method_id == "ct" else {}), **profile_block(method_id, profile)})
         method = cls(model, tok, params.resolved(cfg), seed=0)
         corpus = Corpus(ids=np.arange(len(texts)), texts=texts)
         if method.corpus_columns:
@@ -205,6 +216,8 @@ def run_child(method_id: str, args, device: str, precision: str) -> dict:
     flags = ["--steps", str(args.steps), "--device", device, "--precision", precision]
     if args.threads:
         flags += ["--threads", str(args.threads)]
+    if args.profile:
+        flags += ["--profile", args.profile]
     if args.compare_precision and method_id != "plain":
         flags += ["--dev-pairs", str(args.dev_pairs)]
     return child_json(method_id, flags)
@@ -219,6 +232,8 @@ def main() -> int:
     ap.add_argument("--peak-tflops", type=float, default=790.0, help="dense bf16 peak of the GPU (H200: ~790)")
     ap.add_argument("--no-cuda", action="store_true")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--profile", default=None, choices=["quick", "smoke", "paper"],
+                    help="method settings from this profile's method lines (default: each Params' defaults)")
     ap.add_argument("--compare-precision", action="store_true",
                     help="CPU fp32 vs bf16 autocast per method: steps/s and STS-B dev after --steps, same seed")
     ap.add_argument("--dev-pairs", type=int, default=0, help="--compare-precision: STS-B dev pairs (0: all)")
@@ -249,7 +264,7 @@ def main() -> int:
         return 0
     if args.child:
         print(json.dumps(child(args.child, args.steps, args.device, args.precision, args.threads,
-                               args.dev_pairs if args.dev_pairs_given else None)))
+                               args.dev_pairs if args.dev_pairs_given else None, args.profile)))
         return 0
     if args.compare_heap:
         return compare_heap(args)

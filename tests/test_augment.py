@@ -66,3 +66,17 @@ def test_make_augmenter_dispatch():
     assert make_augmenter("srl")(SENT, rng, None) == SENT
     with pytest.raises(ValueError):
         make_augmenter("crop")
+
+
+def test_augmenters_pickle_for_dataloader_workers():
+    """On the GPU preflight (its stage processes start DataLoader workers with ``forkserver``) MoCo and PT-BERT
+    failed with "Can't pickle local object 'make_augmenter.<locals>.<lambda>'": every augmenter is a plain
+    object that survives pickling and augments as before."""
+    import pickle
+
+    for kind in ("none", "reorder", "duplication", "deletion", "srl"):
+        f = make_augmenter(kind, 0.3)
+        g = pickle.loads(pickle.dumps(f))
+        assert g(SENT, random.Random(3), None) == f(SENT, random.Random(3), None), kind
+    assert make_augmenter("deletion", 0.3)(SENT, random.Random(3)) == delete(SENT, random.Random(3), 0.3)
+    assert make_augmenter("reorder")(SENT, random.Random(5)) == reorder(SENT, random.Random(5))

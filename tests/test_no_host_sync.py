@@ -135,3 +135,35 @@ def test_prepare_in_dataloader_workers_gives_the_same_numbers(method_id, tok, tm
                          dev_eval=lambda enc: {"stsb_dev": 0.0}, ckpt_dir=tmp_path / str(workers), progress=False)
         losses[workers] = res.losses
     assert len(losses[0]) == 3 and losses[0] == losses[2]
+
+
+def test_loader_workers_fork_under_a_forkserver_default(tok, tmp_path):
+    """The GPU preflight's MoCo / PT-BERT stages died with "Can't pickle local object" because their stage
+    processes inherit ``forkserver`` as the default start method (``spawn`` on macOS, ``forkserver`` in
+    Python 3.14): the DataLoader then pickles its collate function, the method with its model, into each
+    worker. Workers are forked where the platform can: a run in a forkserver-default process trains, with
+    the losses of the main-process run."""
+    import multiprocessing as mp
+
+    from sentlab.train.loop import micro_batch_loader
+
+    if "fork" not in mp.get_all_start_methods():
+        pytest.skip("needs the fork start method (Linux)")
+    cfg = TrainParams(batch_size=8, max_length=16, lr=1e-3, eval_every=3, max_steps=3, device="cpu",
+                      loader_workers=2)
+    cls = get_method("moco_deletion")
+    torch.manual_seed(0)
+    m = cls(tiny_bert(tok, 0, initializer_range=0.2), tok, cls.Params(queue_size=24).resolved(cfg), seed=0)
+    corpus = Corpus(ids=np.arange(40), texts=sentences(40))
+    loader = micro_batch_loader(m, corpus, cfg, seed=0, steps_per_epoch=5, start=0, end=2, rank=0, world=1,
+                                device=torch.device("cpu"))
+    assert loader.multiprocessing_context.get_start_method() == "fork"
+    ctx = mp.get_context("forkserver")
+    with ctx.Pool(1) as pool:  # a process whose default start method is forkserver, as a preflight stage's
+        assert pool.apply(_default_start_method) == "forkserver"
+
+
+def _default_start_method() -> str:
+    import multiprocessing as mp
+
+    return mp.get_start_method()

@@ -278,6 +278,25 @@ def test_slice_caps_are_declared_by_each_method_and_reach_its_training():
     assert method_params(validate(values), "paser").recon_heldout == 500
 
 
+def test_slice_batch_zero_keeps_the_profiles_batch_sizes():
+    """``--batch-size 0``: steps and corpus are the slice's, every batch the profile's own (a GPU preflight
+    measures step time and memory at the paper's batch: L2P-CSR 512, SimCSE 64, CT 1 + its negatives)."""
+    from sentlab.config import deep_merge, validate
+    from sentlab.methods.ct import CTParams
+    from sentlab.preflight import slice_edits
+    from sentlab.train.run import method_params, resolve_train
+
+    assert "batch_size" not in CTParams().slice_caps(steps=3, batch_size=0, sentences=600)
+    values = _values("paper")
+    real = validate(values)
+    p = validate(deep_merge(values, slice_edits(values, {**SL, "batch_size": 0})))
+    for mid in p.trained_ids:
+        cfg, full = resolve_train(p, method_params(p, mid)), resolve_train(real, method_params(real, mid))
+        assert (cfg.batch_size, cfg.max_steps) == (full.batch_size, 3), mid
+    assert resolve_train(p, method_params(p, "l2p")).batch_size == 512
+    assert resolve_train(p, method_params(p, "simcse")).batch_size == 64
+
+
 def test_whitening_alone_gets_the_pairs_its_fit_needs():
     """The paper preflight's whitening baseline failed on the slice (628 fit sentences for bert-base's 768
     dimensions: a singular covariance), a failure of the slice, not of the profile. Its stage runs with enough

@@ -26,6 +26,7 @@ batch (see :class:`sentlab.methods.moco.MoCo`).
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 AUGMENTATIONS = ("none", "reorder", "duplication", "deletion", "srl")
@@ -91,16 +92,29 @@ def srl_rebuild(sentence: str, frames: Optional[Sequence[Mapping[str, Any]]]) ->
     return " ".join(parts) if parts else sentence
 
 
+@dataclass(frozen=True)
+class Augmenter:
+    """``f(sentence, rng, frames) -> augmented sentence`` for one augmentation kind. A plain object, not a
+    closure: the training's DataLoader workers receive it pickled wherever processes are not forked (the
+    ``spawn``/``forkserver`` start methods: macOS, Python 3.14's default, the preflight's stage server)."""
+
+    kind: str
+    rate: float = 0.1
+
+    def __call__(self, s: str, rng: random.Random, frames: Any = None) -> str:
+        if self.kind == "reorder":
+            return reorder(s, rng)
+        if self.kind == "duplication":
+            return duplicate(s, rng, self.rate)
+        if self.kind == "deletion":
+            return delete(s, rng, self.rate)
+        if self.kind == "srl":
+            return srl_rebuild(s, frames)
+        return s
+
+
 def make_augmenter(kind: str, rate: float = 0.1) -> Callable[[str, random.Random, Any], str]:
-    """``f(sentence, rng, frames) -> augmented sentence`` for one augmentation kind."""
-    if kind == "none":
-        return lambda s, rng, frames=None: s
-    if kind == "reorder":
-        return lambda s, rng, frames=None: reorder(s, rng)
-    if kind == "duplication":
-        return lambda s, rng, frames=None: duplicate(s, rng, rate)
-    if kind == "deletion":
-        return lambda s, rng, frames=None: delete(s, rng, rate)
-    if kind == "srl":
-        return lambda s, rng, frames=None: srl_rebuild(s, frames)
+    """``f(sentence, rng, frames) -> augmented sentence`` for one augmentation kind (:class:`Augmenter`)."""
+    if kind in ("none", "reorder", "duplication", "deletion", "srl"):
+        return Augmenter(kind, rate)
     raise ValueError(f"unknown augmentation {kind!r}; allowed: {', '.join(AUGMENTATIONS)}")

@@ -72,9 +72,10 @@ class MethodParams(BaseModel):
         """The keys of this block that a tiny slice of the run sets (``sentlab preflight``): ``steps`` optimiser
         steps of ``batch_size`` sentences on a corpus of ``sentences``, one dev evaluation at the end. Here: the
         step budget, and the batch and epochs where the block sets its own. A method with keys that scale with
-        the corpus or the run (a subset size, a check after training) caps them in its override."""
+        the corpus or the run (a subset size, a check after training) caps them in its override. ``batch_size``
+        0 keeps the block's own batch (a preflight that measures memory at the profile's batch sizes)."""
         caps: dict[str, Any] = {"max_steps": steps, "eval_every": steps}
-        if self.batch_size is not None:
+        if self.batch_size is not None and batch_size > 0:
             caps["batch_size"] = batch_size
         if self.epochs is not None:
             caps["epochs"] = 1

@@ -24,7 +24,7 @@ class CTParams(MethodParams):
     def slice_caps(self, *, steps: int, batch_size: int, sentences: int) -> dict:
         """A batch holds the positive and ``negatives`` other sentences: at least 1 + negatives."""
         caps = super().slice_caps(steps=steps, batch_size=batch_size, sentences=sentences)
-        if self.negatives + 1 > caps.get("batch_size", batch_size):
+        if batch_size > 0 and self.negatives + 1 > caps.get("batch_size", batch_size):
             caps["batch_size"] = self.negatives + 1
         return caps
 

@@ -29,5 +29,6 @@ def register_cli(subparsers) -> None:
     p.add_argument("--keep-weights", action="store_true",
                    help="keep the trained models' weights in the scratch folder")
     for k, v in SLICE.items():
-        p.add_argument(f"--{k.replace('_', '-')}", dest=k, type=int, default=None, help=f"slice {k} (default {v})")
+        p.add_argument(f"--{k.replace('_', '-')}", dest=k, type=int, default=None, help=f"slice {k} (default {v})" + (
+                       "; 0: the profile's own batch sizes" if k == "batch_size" else ""))
     p.set_defaults(func=cmd_preflight)

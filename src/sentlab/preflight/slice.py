@@ -23,7 +23,7 @@ import yaml
 from ..config import deep_merge, read_yaml, validate
 from ..errors import SentlabError
 
-# The slice (CLI flags change them).
+# The slice (CLI flags change them; ``batch_size`` 0 keeps the profile's batch sizes).
 SLICE = {"size": 1200, "steps": 3, "batch_size": 8, "dev_max_pairs": 40, "max_pairs": 40}
 
 
@@ -92,9 +92,11 @@ def slice_edits(values: dict, sl: dict) -> dict:
     """The params.yaml edits of the slice ``sl`` for the values in force ``values``."""
     size = min(sl["size"], int((values.get("prepare") or {}).get("size", sl["size"])))
     steps = sl["steps"]
-    edits = {"prepare": {"size": size},
-             "train": {"max_steps": steps, "eval_every": steps, "batch_size": sl["batch_size"], "grad_accum": 1,
-                       "dev_max_pairs": sl["dev_max_pairs"], "epochs": 1},
+    train = {"max_steps": steps, "eval_every": steps, "grad_accum": 1, "dev_max_pairs": sl["dev_max_pairs"],
+             "epochs": 1}
+    if sl["batch_size"] > 0:  # 0: the profile's own batch sizes (memory and step time at the paper's batch)
+        train["batch_size"] = sl["batch_size"]
+    edits = {"prepare": {"size": size}, "train": train,
              "evaluate": {"max_pairs": sl["max_pairs"]},
              "runtime": {"nproc": 1}}
     caps = {"steps": steps, "batch_size": sl["batch_size"], "sentences": size}

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import multiprocessing
 import random
 import time
 from dataclasses import dataclass, field
@@ -211,11 +212,16 @@ def micro_batch_loader(method, corpus: Corpus, train_cfg, *, seed: int, steps_pe
                        rank: int, world: int, device: torch.device):
     """Micro-batches ``start..end-1``, prepared (in worker processes when ``runtime.loader_workers`` > 0)."""
     workers = loader_workers(train_cfg.loader_workers, device)
+    # Workers are forked where the platform can (Linux): the collate function holds the method (its model, on
+    # the GPU too), which ``spawn``/``forkserver`` would pickle into every worker — the start method a parent
+    # process set (the preflight's stage server) or Python 3.14's default would otherwise apply here.
+    context = multiprocessing.get_context("fork") if workers and "fork" in multiprocessing.get_all_start_methods() \
+        else None
     data = MicroBatches(len(corpus), train_cfg.batch_size, train_cfg.grad_accum, steps_per_epoch, seed, rank, world)
     return torch.utils.data.DataLoader(
         data, batch_size=None, sampler=range(start, end), collate_fn=PrepareBatch(method, corpus, seed),
         num_workers=workers, pin_memory=device.type == "cuda", persistent_workers=False,
-        prefetch_factor=4 if workers else None,
+        multiprocessing_context=context, prefetch_factor=4 if workers else None,
         # its base seed is not drawn from (and does not move) torch's RNG
         generator=torch.Generator().manual_seed(seed))
 
