@@ -40,8 +40,7 @@
   ``benchmarks/precision_isa.py``). ``auto`` = bf16 autocast on CUDA, fp32 on every CPU; ``fp32``/``bf16``
   force it. Logits and losses stay fp32 under autocast (docs/methods.md); evaluation is fp32 whatever training used;
 * dropout: ``train.dropout_kernel`` ``auto`` = on CPU the same inverted dropout with a mask from fewer random
-  numbers (:mod:`sentlab.train.dropout`: drop probability within 8e-6 of ``p``; 1.43 -> 1.23 s a SimCSE step on
-  2 cores, ``benchmarks/train_speed.py --compare-dropout``), PyTorch's kernel elsewhere;
+  numbers (:mod:`sentlab.train.dropout`; ``benchmarks/train_speed.py --compare-dropout``), PyTorch's elsewhere;
 * several processes under ``torchrun`` (``runtime.nproc``): DDP, rank r takes rows
   ``[r·B/W, (r+1)·B/W)`` of each global micro-batch; only rank 0 evaluates, logs and writes.
 """
@@ -50,7 +49,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-import multiprocessing
+import multiprocessing as mp
 import random
 import time
 from dataclasses import dataclass, field
@@ -212,11 +211,8 @@ def micro_batch_loader(method, corpus: Corpus, train_cfg, *, seed: int, steps_pe
                        rank: int, world: int, device: torch.device):
     """Micro-batches ``start..end-1``, prepared (in worker processes when ``runtime.loader_workers`` > 0)."""
     workers = loader_workers(train_cfg.loader_workers, device)
-    # Workers are forked where the platform can (Linux): the collate function holds the method (its model, on
-    # the GPU too), which ``spawn``/``forkserver`` would pickle into every worker — the start method a parent
-    # process set (the preflight's stage server) or Python 3.14's default would otherwise apply here.
-    context = multiprocessing.get_context("fork") if workers and "fork" in multiprocessing.get_all_start_methods() \
-        else None
+    # forked where the platform can: spawn/forkserver (a parent's choice, Python 3.14's default) pickle the method
+    context = mp.get_context("fork") if workers and "fork" in mp.get_all_start_methods() else None
     data = MicroBatches(len(corpus), train_cfg.batch_size, train_cfg.grad_accum, steps_per_epoch, seed, rank, world)
     return torch.utils.data.DataLoader(
         data, batch_size=None, sampler=range(start, end), collate_fn=PrepareBatch(method, corpus, seed),
