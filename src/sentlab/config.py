@@ -37,7 +37,7 @@ from .errors import SentlabError
 
 from .params_schema import (RUNTIME_KEYS, AnnotateParams, EvaluateParams, HardSubsetParams,  # noqa: F401
                             ModelParams, PrepareParams, RuntimeParams, SeedsParams, Strict, TrainParams,
-                            WhiteningParams)
+                            TransferParams, WhiteningParams)
 
 PROFILES = ("quick", "smoke", "paper")
 
@@ -49,6 +49,7 @@ class Params(Strict):
     prepare: PrepareParams = PrepareParams()
     annotate: AnnotateParams = AnnotateParams()
     evaluate: EvaluateParams = EvaluateParams()
+    transfer: TransferParams = TransferParams()
     train: TrainParams = TrainParams()
     methods: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="one line per method: the keys that differ from its Params defaults")

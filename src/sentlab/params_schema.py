@@ -86,6 +86,23 @@ class EvaluateParams(Strict):
         description="pooling / whitening baselines of the backbone (one evaluate_baseline stage each)")
 
 
+TRANSFER_TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
+
+
+class TransferParams(Strict):
+    """SentEval's transfer tasks on frozen embeddings (:mod:`sentlab.evaluate.transfer`): one
+    ``evaluate_transfer`` stage per listed model."""
+
+    models: list[str] = Field(
+        default_factory=list, description="models of the stage list (models.yaml) and backbone baselines "
+                                          "(base-cls, base-mean, ...) to evaluate; [] = no transfer stage")
+    tasks: list[Literal[TRANSFER_TASKS]] = Field(default_factory=lambda: list(TRANSFER_TASKS))
+    max_examples: Optional[int] = Field(
+        None, gt=0, description="None: every example (SentEval's protocol); a number: each split cut to a "
+                                "seeded sample of that many (a CPU slice; labelled)")
+    batch_size: int = Field(128, gt=0, description="sentences encoded at once")
+
+
 class TrainParams(Strict):
     """The training loop's settings: params.yaml ``train`` (what changes a trained model) and the
     ``runtime`` keys (:data:`RUNTIME_KEYS`: how it runs), which :class:`Params` copies in."""

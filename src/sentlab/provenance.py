@@ -23,6 +23,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 STAGE_ENTRIES = {"sources": "pipeline/sources.py", "prepare": "pipeline/prepare.py",
                  "annotate": "pipeline/annotate.py", "train": "pipeline/train.py",
                  "evaluate": "pipeline/evaluate.py", "evaluate_baseline": "pipeline/evaluate_baseline.py",
+                 "evaluate_transfer": "pipeline/evaluate_transfer.py",
                  "report": "pipeline/report.py",
                  "export": "pipeline/export.py"}
 

@@ -10,7 +10,9 @@ found: moving the mirror changes nothing):
   ``prepare`` depends on it, so a changed file re-runs prepare and, through its outputs, what reads
   them, and nothing when the bytes are the same;
 * ``data/sources/model.json``: every file of the backbone's folder (weights, config, tokenizer); the
-  stages that load the backbone (the train stages, the baselines) depend on it.
+  stages that load the backbone (the train stages, the baselines) depend on it;
+* ``data/sources/transfer.json``: every file of the SentEval transfer tasks the ``evaluate_transfer`` stages
+  read (``{}`` when the profile has none: nothing is resolved then, so a machine without the data runs).
 """
 
 from __future__ import annotations
@@ -48,6 +50,20 @@ def data_sources(corpus: str, nli_mode: str) -> dict:
     out["nli"] = {"source": source}
     if nli is not None:
         out["nli"][nli.path.relative_to(nli.root).as_posix()] = sha256_file(nli.path)
+    return out
+
+
+def transfer_sources(tasks, models) -> dict:
+    """``{asset: {path inside the asset: sha256}}`` of the transfer tasks ``tasks`` ({} without ``models``);
+    each file's record count is checked on the way (a bad copy fails here, naming it)."""
+    from .evaluate.transfer_data import load_task
+
+    out: dict = {}
+    for task in tasks if models else ():
+        name = f"senteval_{task.lower()}"
+        r = resolve_data(name)
+        load_task(task, r.root)
+        out[name] = {rel: sha256_file(r.root / rel) for rel in ASSETS[name].paths}
     return out
 
 

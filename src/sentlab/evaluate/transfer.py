@@ -50,7 +50,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from .transfer_data import TASKS, TransferTask, load_task
+from .transfer_data import TASKS, TransferTask, load_task, subsample
 
 
 @dataclass(frozen=True)
@@ -271,14 +271,16 @@ def run_task(task: TransferTask, embed: Callable[[list[str]], np.ndarray],
 
 
 def evaluate_transfer(embed: Callable[[list[str]], np.ndarray], tasks: Sequence[str] = TASKS, root=None,
-                      cfg: ClassifierConfig = ClassifierConfig(), progress: bool = True) -> dict:
-    """SentEval transfer results: ``{task: {acc, devacc, ...}}`` plus ``"Avg"`` over the tasks' accuracies."""
+                      cfg: ClassifierConfig = ClassifierConfig(), progress: bool = True,
+                      max_examples: int | None = None, sample_seed: int = 1111) -> dict:
+    """SentEval transfer results: ``{task: {acc, devacc, ...}}`` plus ``"Avg"`` over the tasks' accuracies.
+    ``max_examples``: each split cut to a seeded sample of that many (:func:`~.transfer_data.subsample`)."""
     from tqdm.auto import tqdm
 
     out: dict = {}
     bar = tqdm(list(tasks), desc="transfer", unit="task", disable=not progress)
     for name in bar:
         bar.set_postfix_str(name)
-        out[name] = run_task(load_task(name, root), embed, cfg)
+        out[name] = run_task(subsample(load_task(name, root), max_examples, sample_seed), embed, cfg)
     out["Avg"] = round(float(np.mean([out[t]["acc"] for t in tasks])), 2)
     return out

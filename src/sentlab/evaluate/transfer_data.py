@@ -188,3 +188,20 @@ def load_task(task: str, root: Path | None = None, expected: dict[str, int] | No
     else:
         splits = _binary(folder, names[0], names[1], exp)
     return TransferTask(task, NCLASSES.get(task, 2), splits)
+
+
+def subsample(task: TransferTask, n: int | None, seed: int) -> TransferTask:
+    """``task`` with every split cut to a seeded sample of at most ``n`` examples (None: the task itself),
+    kept in SentEval's sorted order: a CPU-sized slice of the protocol (``transfer.max_examples``, quick
+    profile), labelled so wherever its numbers are shown."""
+    if not n:
+        return task
+    out = {}
+    for i, (name, sp) in enumerate(sorted(task.splits.items())):
+        if len(sp.y) <= n:
+            out[name] = sp
+            continue
+        rng = np.random.RandomState([seed, TASKS.index(task.name), i])
+        keep = np.sort(rng.choice(len(sp.y), n, replace=False))
+        out[name] = Split([sp.a[j] for j in keep], sp.y[keep], None if sp.b is None else [sp.b[j] for j in keep])
+    return TransferTask(task.name, task.nclasses, out)

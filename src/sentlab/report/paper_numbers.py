@@ -184,6 +184,28 @@ L2P_TABLE1_ROBERTA = {
     "+Prompt": _row(73.94, 84.74, 77.28, 84.99, 81.74, 81.88, 69.50, 79.15),
     "+Prompt+Ours": _row(74.97, 83.63, 78.28, 84.86, 82.03, 82.77, 71.26, 79.69),
 }
+# L2P-CSR Table 2: SentEval transfer accuracy (double dagger rows quoted from SimCSE). The BERT-large and
+# RoBERTa-large groups are not reproduced (no large backbone in any profile).
+TRANSFER_COLUMNS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC", "TransferAvg")
+
+
+def _trow(*values):
+    return dict(zip(TRANSFER_COLUMNS, values))
+
+
+L2P_TABLE2 = {
+    "CLS": _trow(78.68, 84.85, 94.21, 88.23, 84.13, 91.40, 71.13, 84.66),
+    "Mean": _trow(78.66, 86.25, 94.37, 88.66, 84.40, 92.80, 69.54, 84.94),
+    "+SimCSE": _trow(80.41, 85.30, 94.46, 88.43, 85.39, 87.60, 71.13, 84.67),
+    "+Ours": _trow(82.07, 87.74, 94.95, 89.54, 87.84, 85.18, 75.34, 86.09),
+}
+L2P_TABLE2_ROBERTA = {
+    "CLS": _trow(58.09, 69.09, 84.60, 71.69, 79.47, 31.64, 70.71, 66.47),
+    "Mean": _trow(75.67, 88.78, 96.16, 86.12, 87.50, 83.05, 73.63, 84.42),
+    "+SimCSE": _trow(79.67, 84.61, 91.68, 85.96, 84.73, 84.20, 64.93, 82.25),
+    "+Ours": _trow(79.67, 88.30, 94.27, 87.70, 87.50, 81.14, 76.47, 85.01),
+}
+
 # L2P-CSR Table 3 (BERT-base, STS-B / SICK-R test): its rows' variants are params.yaml `ablations.variants`
 # (report.paper_tables.l2p names them); the Fig. 2 sweeps are plots without printed values.
 L2P_TABLE3 = {

@@ -1,6 +1,7 @@
-"""L2P-CSR's tables (Table 1 with its RoBERTa-base group, Table 3 with the Fig. 2 sweeps). Every row names its
-models literally; a variant id is an entry of params.yaml ``ablations.variants`` (the one ablation registry),
-and the settings a Table 3 row expects are that variant's ``set`` (``tests/test_report_tables.py``).
+"""L2P-CSR's tables (Table 1 with its RoBERTa-base group, Table 2 (transfer), Table 3 with the Fig. 2
+sweeps). Every row names its models literally; a variant id is an entry of params.yaml
+``ablations.variants`` (the one ablation registry), and the settings a Table 3 row expects are that variant's
+``set`` (``tests/test_report_tables.py``).
 
 The RoBERTa-base rows are trained by the paper profile's ``*_roberta`` lines (``simcse_roberta``,
 ``prompt_roberta``, ``l2p_roberta``, ``prompt_l2p_roberta``); a row whose model is not the paper numbers'
@@ -72,6 +73,29 @@ def table1_rows() -> list[RowSpec]:
     ]
 
 
+# Table 2's BERT-base group, then every other method's model with transfer results (no paper row): the second
+# column the follow-up papers report
+OTHER_TRANSFER = ("ct", "moco", "moco_srl", "ptbert", "paser", "paser_sup", "prompt", "prompt_l2p", "posbow_adv",
+                  "simcse_sup")
+TRANSFER_COLS = (*P.TRANSFER_COLUMNS[:-1], "MRPC_F1", "TransferAvg")
+
+
+def table2_rows() -> list[RowSpec]:
+    t, r, sec_r = P.L2P_TABLE2, P.L2P_TABLE2_ROBERTA, "RoBERTa-base group"
+    why = "baselines are of model.backbone only; no roberta-base baseline stage"
+    return [RowSpec("CLS", ("base-cls",), t["CLS"], extract="transfer"),
+            RowSpec("Mean", ("base-mean",), t["Mean"], extract="transfer"),
+            RowSpec("+SimCSE", ("simcse",), t["+SimCSE"], extract="transfer"),
+            RowSpec("+Ours (L2P-CSR)", ("l2p",), t["+Ours"], extract="transfer"),
+            *(paper_only(k, r[k], why, sec_r) for k in ("CLS", "Mean")),
+            RowSpec("+SimCSE", ("simcse_roberta",), r["+SimCSE"], section=sec_r, extract="transfer",
+                    backbone=ROBERTA),
+            RowSpec("+Ours (L2P-CSR)", ("l2p_roberta",), r["+Ours"], section=sec_r, extract="transfer",
+                    backbone=ROBERTA),
+            *(RowSpec(m, (m,), None, section="sentlab's other methods (no paper row)", extract="transfer")
+              for m in OTHER_TRANSFER)]
+
+
 def table3_rows() -> list[RowSpec]:
     """One row per :data:`TABLE3_ROWS` entry; its note lists the settings it expects."""
     return [RowSpec(label, models, P.L2P_TABLE3.get(label), "overrides: " + (
@@ -87,6 +111,13 @@ def tables() -> list[TableSpec]:
                   context="The RoBERTa-base group is trained by the paper profile (the *_roberta lines: L2P-CSR at lr "
                           "1e-5, masks on the embeddings and layer 0, as the authors' code); a row whose model is "
                           "another backbone than its paper numbers prints no Δ."),
+        TableSpec("l2p_table2", "L2P-CSR Table 2: SentEval transfer tasks (accuracy; MRPC F1 beside)",
+                  "L2P-CSR Table 2", TRANSFER_COLS, tuple(table2_rows()),
+                  context="Logistic regression on the frozen embeddings, SentEval's protocol with SimCSE's settings "
+                          "(docs/evaluation.md#senteval-transfer-tasks). A profile with `transfer.max_examples` "
+                          "(quick) evaluates a seeded sample of that many examples per split: its accuracies are "
+                          "of the sample, not comparable with the paper's. The BERT-large and RoBERTa-large "
+                          "groups are not reproduced."),
         TableSpec("l2p_table3", "L2P-CSR Table 3: ablations and variations", "L2P-CSR Table 3",
                   ("STSBenchmark", "SICKRelatedness"), tuple(table3_rows()), settings=settings),
     ]

@@ -11,8 +11,20 @@ from typing import Optional
 
 from .spec import EVALUATED, OTHER_SETTINGS, STS7, Resolved, RowSpec, TableSpec
 
+TRANSFER_KEYS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC", "MRPC_F1", "TransferAvg")
+TRANSFER_DIR = "transfer"   # reports/metrics/transfer/<model>.json (the evaluate_transfer stages)
+
 def load_metrics(folder: Path) -> dict[str, dict]:
-    """``{name: metrics}`` of ``folder/*.json``; an unreadable file becomes a status saying so."""
+    """``{name: metrics}`` of ``folder/*.json``; an unreadable file becomes a status saying so. A model's
+    transfer results (``folder/transfer/<name>.json``) are its ``transfer_metrics``."""
+    out = _load_folder(folder)
+    for name, t in _load_folder(Path(folder) / TRANSFER_DIR).items():
+        if name in out:
+            out[name]["transfer_metrics"] = t
+    return out
+
+
+def _load_folder(folder: Path) -> dict[str, dict]:
     out = {}
     for f in sorted(Path(folder).glob("*.json")):
         try:
@@ -42,6 +54,13 @@ def extract(m: dict, how: str) -> tuple[dict, Optional[str]]:
         vals = {k: _num(m.get(k)) for k in (*STS7, "Avg", "STSBenchmark-dev")}
         vals["STS12-16"] = _mean([m.get(t) for t in STS7[:5]])
         return vals, None
+    if how == "transfer":
+        t = m.get("transfer_metrics")
+        if not isinstance(t, dict):
+            return {}, "no transfer evaluation (reports/metrics/transfer/): add it to params.yaml transfer.models"
+        if t.get("status", EVALUATED) != EVALUATED:
+            return {}, str(t["status"])
+        return {k: _num(t.get(k)) for k in TRANSFER_KEYS}, None
     diag = m.get("diagnostics")
     if not isinstance(diag, dict):
         return {}, "evaluated without diagnostics (evaluate.diagnostics is false)"

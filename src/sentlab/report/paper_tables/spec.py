@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 STS7 = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
-LABELS = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R", "STSBenchmark-dev": "STS-B dev", "Avg": "Avg."}
+LABELS = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R", "STSBenchmark-dev": "STS-B dev", "Avg": "Avg.",
+          "SST2": "SST", "TransferAvg": "Avg."}
 EVALUATED = "evaluated"
 OTHER_SETTINGS = "sentlab runs at other settings (no paper row)"
 
@@ -25,7 +26,7 @@ class RowSpec:
     paper: Optional[dict] = None          # column -> paper value (None: the paper prints none)
     note: str = ""                        # shown in the Note column (why paper-only, caveats)
     section: str = ""
-    extract: str = "sts"                  # sts | hard_subset | hard_full | density
+    extract: str = "sts"                  # sts | hard_subset | hard_full | density | transfer
     expects: dict = field(default_factory=dict)   # method key -> value (a tuple: any of these) the model needs
     backbone: str = ""                    # the paper numbers' backbone ("": BERT-base; report.backbones)
     delta: bool = True                    # False: the model differs from the paper's run; no Δ (note says how)

@@ -1,0 +1,77 @@
+"""The stage ``evaluate_transfer@<name>``: SentEval's transfer tasks on one model's frozen embeddings.
+
+``<name>`` is a model of the stage list (``models/<name>``, evaluated with its own pooling, as the STS stage
+does) or a backbone pooling ``base-<pooling>`` (L2P-CSR Table 2's "CLS" and "Mean" rows). The embeddings go
+through the embedding cache (a re-run for a classifier change encodes nothing again); the protocol is
+:mod:`sentlab.evaluate.transfer` (SimCSE's SentEval settings), every split cut to a seeded sample of
+``transfer.max_examples`` when the profile sets one (the quick profile; the JSON and the report say so).
+Output: ``reports/metrics/transfer/<name>.json`` (accuracy per task, MRPC's F1, the average, the per-task
+details), and the same numbers in MLflow (a run ``transfer/<name>``, and as ``transfer.*`` beside the dev curve
+of the run that trained the model).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+OUT = Path("reports/metrics/transfer")
+
+
+def transfer_metrics(enc, tasks, batch_size: int, max_examples=None, progress: bool = True) -> dict:
+    """``{MR: acc, ..., MRPC_F1, TransferAvg, transfer: {task: details}}`` of ``enc`` (a
+    :class:`~sentlab.encoder.SentenceEncoder`), encoded through the embedding cache."""
+    from .cache import embedding_cache
+    from .protocol import embed_unique
+    from .transfer import evaluate_transfer
+
+    def embed(sentences):
+        lookup = embed_unique(enc, sentences, batch_size=batch_size)
+        return np.stack([lookup[s] for s in sentences])
+
+    with embedding_cache():
+        res = evaluate_transfer(embed, tasks=tasks, max_examples=max_examples, progress=progress)
+    flat = {t: v["acc"] for t, v in res.items() if t != "Avg"}
+    if "MRPC" in res:
+        flat["MRPC_F1"] = res["MRPC"]["f1"]
+    return {**flat, "TransferAvg": res["Avg"], "transfer": {t: v for t, v in res.items() if t != "Avg"}}
+
+
+def run_transfer_stage(name: str) -> dict:
+    """``evaluate_transfer@<name>`` in the repository's working directory; returns the metrics written."""
+    from .. import tracking
+    from ..errors import SentlabError
+    from ..io import write_json
+    from ..stage_params import stage_params
+    from .runner import build_encoders, precision_record, read_model_info
+
+    params = stage_params(f"evaluate_transfer@{name}")
+    tp, ep = params.transfer, params.evaluate
+    if name.startswith("base-"):
+        model, pooling, info = params.model.backbone, name[len("base-"):], None
+    else:
+        model, pooling = str(Path("models") / name), None
+        info = read_model_info(Path(model))
+        if info is None or info.get("status") != "trained":
+            raise SentlabError(f"models/{name} holds no trained model ({(info or {}).get('status', 'missing')}): "
+                               f"run `dvc repro train@{name}` first, or remove `{name}` from transfer.models.")
+    enc = build_encoders(model, pooling=pooling, precision=ep.precision, max_length=ep.max_length, name=name,
+                         device=ep.device, workers=ep.workers)[name]
+    metrics = {"model": name, "backbone": params.model.backbone, "profile": params.profile,
+               "pooling": enc.pooling, "status": "evaluated", **precision_record(enc),
+               "protocol": "SentEval transfer, SimCSE's settings (kfold 10, logistic regression, Adam, batch 64, "
+                           "tenacity 5, epoch size 4)",
+               "max_examples": tp.max_examples,
+               **transfer_metrics(enc, list(tp.tasks), tp.batch_size, tp.max_examples)}
+    flat = {k: v for k, v in metrics.items() if isinstance(v, float)}
+    with tracking.run(f"transfer/{name}", params={"model": model, "pooling": enc.pooling, "profile": params.profile,
+                                                  "transfer": tp.model_dump()},
+                      tags={"sentlab.stage": "evaluate_transfer", "sentlab.model": name}):
+        tracking.log_metrics(flat)
+    if info and info.get("run_key"):
+        train_run = tracking.find_training_run(name, info["run_key"])
+        if train_run is not None:
+            tracking.log_to_run(train_run, flat, prefix="transfer.")
+    write_json(OUT / f"{name}.json", metrics)
+    return metrics
