@@ -92,4 +92,10 @@ def test_table2_rows_read_the_transfer_metrics(tmp_path):
     assert cls.evaluated and cls.values["MR"] == 70.0 and cls.spec.paper == P.L2P_TABLE2["CLS"]
     assert simcse.values["TransferAvg"] == 77.25 and simcse.values["MRPC_F1"] == 80.0
     assert not ours.evaluated and "transfer.models" in ours.status
+    # a sampled evaluation (quick: transfer.max_examples) is no reproduction of the paper's number: no Δ
+    from sentlab.report.paper_tables import cell_values, to_markdown
+
+    assert cell_values(simcse, "MR") == (77.25, 80.41, None) and "250 examples" in simcse.caveat
+    md = to_markdown(spec, list(rows.values()), "sentence-transformers/all-MiniLM-L6-v2", "quick", {})
+    assert "accuracy %" in md and "Spearman" not in md
     assert P.L2P_TABLE2["+Ours"]["TransferAvg"] == 86.09 and P.L2P_TABLE2["Mean"]["TREC"] == 92.80

@@ -39,8 +39,15 @@ def _entry(method: str, seed: int, line: str, own: str | None = None, init: str 
 
 
 def stage_list_for(params: Params) -> dict[str, Any]:
-    """``{"models": {name: entry}, "baselines": [...]}`` of the profile in force: the models it trains,
-    their extra seeds, the ablation variants (when ``ablations.enabled``), in that order."""
+    """``{"models": {name: entry}, "baselines": [...], "transfer_stages": {...}}`` of the profile in force."""
+    models = models_for(params)
+    return {"models": models, "baselines": list(params.evaluate.baselines),
+            "transfer_stages": transfer_entries(params, models)}
+
+
+def models_for(params: Params) -> dict[str, dict]:
+    """The models the profile trains, their extra seeds, the ablation variants (when ``ablations.enabled``), in
+    that order (what the report and the export read: no ``transfer`` key, which those stages do not declare)."""
     trains = params.train.methods
     models: dict[str, dict] = {}
     for m in params.methods:
@@ -56,8 +63,7 @@ def stage_list_for(params: Params) -> dict[str, Any]:
     if params.ablations.get("enabled", False):
         for v, spec in (params.ablations.get("variants") or {}).items():
             models[v] = _entry(spec["method"], params.seed, f"methods.{spec['method']}", f"ablations.variants.{v}")
-    return {"models": models, "baselines": list(params.evaluate.baselines),
-            "transfer_stages": transfer_entries(params, models)}
+    return models
 
 
 TRANSFER_POOLINGS = ("cls", "mean", "first_last")
@@ -128,7 +134,7 @@ def read_stage_list(path: str | os.PathLike = STAGE_LIST) -> dict[str, Any]:
 def active_models(params: Params) -> list[str]:
     """The model names (``models/<name>``, ``reports/metrics/<name>.json``) the profile trains: what
     its report and export read; another profile's outputs left in the workspace are not its."""
-    return list(stage_list_for(params)["models"])
+    return list(models_for(params))
 
 
 def profile_models(params: Params) -> dict[str, bool]:

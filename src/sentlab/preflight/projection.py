@@ -81,11 +81,11 @@ def _train(row: Row, p: dict, real, sl: dict, entry: Optional[dict], dev_full: i
 
 def project(rows: list[Row], real, sl: dict, scratch: Path, models: Optional[dict] = None) -> None:
     """Fill each row's projection for the full run of the real profile (``real``: its Params; ``models``: its
-    stage list's models, ``sentlab.stage_list.stage_list_for(real)["models"]``)."""
+    stage list's models, ``sentlab.stage_list.models_for(real)``)."""
     if models is None:
-        from ..stage_list import stage_list_for
+        from ..stage_list import models_for
 
-        models = stage_list_for(real)["models"]
+        models = models_for(real)
     counts = _sts_counts(scratch)
     test = {k: v for k, v in counts.items() if not k.endswith("/dev") and not k.endswith("/train")}
     dev_full = real.train.dev_max_pairs or counts.get("STSBenchmark/dev", 0)

@@ -113,10 +113,11 @@ def tables() -> list[TableSpec]:
                           "another backbone than its paper numbers prints no Δ."),
         TableSpec("l2p_table2", "L2P-CSR Table 2: SentEval transfer tasks (accuracy; MRPC F1 beside)",
                   "L2P-CSR Table 2", TRANSFER_COLS, tuple(table2_rows()),
+                  measure="SentEval's transfer protocol (accuracy %, MRPC F1 %)",
                   context="Logistic regression on the frozen embeddings, SentEval's protocol with SimCSE's settings "
                           "(docs/evaluation.md#senteval-transfer-tasks). A profile with `transfer.max_examples` "
                           "(quick) evaluates a seeded sample of that many examples per split: its accuracies are "
-                          "of the sample, not comparable with the paper's. The BERT-large and RoBERTa-large "
+                          "of the sample, not comparable with the paper's (no Δ). The BERT-large and RoBERTa-large "
                           "groups are not reproduced."),
         TableSpec("l2p_table3", "L2P-CSR Table 3: ablations and variations", "L2P-CSR Table 3",
                   ("STSBenchmark", "SICKRelatedness"), tuple(table3_rows()), settings=settings),

@@ -18,7 +18,8 @@ def _f(v, digits=2) -> str:
 
 def _diff(r, p, res=None) -> Optional[float]:
     """r − p; None without both, or when the row's model and the paper's numbers are different backbones."""
-    if r is None or p is None or (res and (not res.spec.delta or not B.comparable(res.backbone, res.spec.backbone))):
+    if r is None or p is None or (res and (not res.spec.delta or res.caveat
+                                           or not B.comparable(res.backbone, res.spec.backbone))):
         return None
     return r - p
 
@@ -63,6 +64,8 @@ def _row_note(res: Resolved, backbone: str, profile: str) -> str:
             parts.append(B.no_delta_note(res.backbone, res.spec.backbone))
         if res.trained_with:
             parts.append(f"trained with {res.trained_with}")
+        if res.caveat:
+            parts.append(res.caveat)
     else:
         parts.append(res.status)
     if res.spec.expects:
@@ -74,7 +77,7 @@ def _row_note(res: Resolved, backbone: str, profile: str) -> str:
 
 def header_text(spec: TableSpec, backbone: str, profile: str, warnings: dict[str, str]) -> str:
     lines = [f"Source: {spec.source} ({spec.paper_setting}, as printed). Reproduced: backbone `{backbone}`, "
-             f"profile `{profile}`, docs/evaluation.md protocol (Spearman × 100).",
+             f"profile `{profile}`, {spec.measure}.",
              "", "Cell: **reproduced / paper (Δ = reproduced − paper)**; `–` = no number "
                  "(the row's note says why)."]
     if spec.context:

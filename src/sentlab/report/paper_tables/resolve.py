@@ -147,7 +147,11 @@ def resolve(row: RowSpec, metrics: dict[str, dict], models_dir: Path = Path("mod
         if why:
             reasons.append(f"{base}: {why}")
             continue
-        return Resolved(row, cand, EVALUATED, vals, str(m.get("backbone", "")), str(m.get("profile", "")), method)
+        res = Resolved(row, cand, EVALUATED, vals, str(m.get("backbone", "")), str(m.get("profile", "")), method)
+        sample = (m.get("transfer_metrics") or {}).get("max_examples") if row.extract == "transfer" else None
+        if sample:
+            res.caveat = f"a seeded sample of {sample} examples per split (transfer.max_examples): no Δ"
+        return res
     return Resolved(row, row.models[0], "; ".join(reasons) or "not evaluated")
 
 

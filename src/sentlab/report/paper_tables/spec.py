@@ -44,6 +44,7 @@ class TableSpec:
     main: bool = False                    # LaTeX too
     digits: int = 2
     settings: tuple[str, ...] = ()        # method keys each filled row reports as "trained with"
+    measure: str = "docs/evaluation.md protocol (Spearman × 100)"
 
 
 @dataclass
@@ -57,6 +58,7 @@ class Resolved:
     method: dict = field(default_factory=dict)   # the method block the model was trained with
     trained_with: str = ""                # the table's settings keys of ``method``, as text
     marks: Optional[object] = None        # seeds / CI / significance (:class:`sentlab.report.significance.Marks`)
+    caveat: str = ""                      # why this row's numbers carry no Δ though its spec allows one
 
     @property
     def evaluated(self) -> bool:
