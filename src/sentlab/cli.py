@@ -79,23 +79,11 @@ def _cmd_evaluate(args) -> int:
 
 
 def _transfer_metrics(enc, batch: int) -> dict:
-    """SentEval's seven transfer tasks (:mod:`sentlab.evaluate.transfer`) on ``enc``'s embeddings, encoded through
-    the embedding cache: flat accuracies, ``MRPC_F1``, ``TransferAvg`` and the per-task details."""
-    import numpy as np
+    """SentEval's seven transfer tasks on ``enc``'s embeddings (:mod:`sentlab.evaluate.transfer_stage`)."""
+    from .evaluate.transfer_stage import transfer_metrics
+    from .evaluate.transfer_data import TASKS
 
-    from .evaluate.cache import embedding_cache
-    from .evaluate.protocol import embed_unique
-    from .evaluate.transfer import evaluate_transfer
-
-    def embed(sentences):
-        lookup = embed_unique(enc, sentences, batch_size=batch)
-        return np.stack([lookup[s] for s in sentences])
-
-    with embedding_cache():
-        res = evaluate_transfer(embed)
-    flat = {t: v["acc"] for t, v in res.items() if t != "Avg"}
-    return {**flat, "MRPC_F1": res["MRPC"]["f1"], "TransferAvg": res["Avg"],
-            "transfer": {t: v for t, v in res.items() if t != "Avg"}}
+    return transfer_metrics(enc, TASKS, batch)
 
 
 def _print_diagnostics(d: dict) -> None:
