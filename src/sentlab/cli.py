@@ -29,7 +29,8 @@ def _cmd_evaluate(args) -> int:
 
     params = load_params(args.params) if args.params else None
     ep = params.evaluate if params else EvaluateParams()
-    tasks = {"sts": ["sts"], "transfer": ["transfer"], "all": ["sts", "transfer"]}[args.tasks]
+    tasks = {"sts": ["sts"], "transfer": ["transfer"], "retrieval": ["retrieval"],
+             "all": ["sts", "transfer"]}[args.tasks]
     table = read_sts_table(args.sts) if "sts" in tasks else None
     precision = args.precision or ep.precision
     batch = args.batch_size or ep.batch_size
@@ -38,6 +39,9 @@ def _cmd_evaluate(args) -> int:
     figures_dir = Path(args.json).parent if args.json else None
     out = {}
     for i, (name, enc) in enumerate(encoders.items()):
+        if "retrieval" in tasks:
+            out[name] = {**precision_record(enc), **_retrieval_metrics(enc, batch)}
+            continue
         if "sts" not in tasks:
             out[name] = {**precision_record(enc), **_transfer_metrics(enc, batch)}
             continue
@@ -66,9 +70,11 @@ def _cmd_evaluate(args) -> int:
             with tracking.run(f"eval/{name}", params={"model": args.model, "pooling": encoders[name].pooling,
                                                       "kind": "cli", "evaluate": ep.model_dump()},
                               tags={"sentlab.stage": "evaluate", "sentlab.model": name}):
-                tracking.log_metrics({k: v for k, v in res.items() if k not in ("diagnostics", "transfer")})
+                tracking.log_metrics({k: v for k, v in res.items()
+                                      if k not in ("diagnostics", "transfer", "retrieval")})
     keys = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness", "Avg"] * ("sts" in tasks)
     keys += ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC", "MRPC_F1", "TransferAvg"] * ("transfer" in tasks)
+    keys += ["QQP_MAP", "QQP_MRR@10", "AskUbuntu_MAP", "AskUbuntu_MRR@10"] * ("retrieval" in tasks)
     for name, res in out.items():
         print(name + ": " + "  ".join(f"{k} {res[k]:.2f}" for k in keys))
         if "diagnostics" in res:
@@ -84,6 +90,25 @@ def _transfer_metrics(enc, batch: int) -> dict:
     from .evaluate.transfer_data import TASKS
 
     return transfer_metrics(enc, TASKS, batch)
+
+
+def _retrieval_metrics(enc, batch: int) -> dict:
+    """PaSeR Table 3 (:mod:`sentlab.evaluate.retrieval`): QQP retrieval and AskUbuntu reranking of ``enc``."""
+    import numpy as np
+
+    from .evaluate.cache import embedding_cache
+    from .evaluate.protocol import embed_unique
+    from .evaluate.retrieval import load_askubuntu, load_qqp, reranking, retrieval
+
+    def embed(sentences):
+        lookup = embed_unique(enc, sentences, batch_size=batch)
+        return np.stack([lookup[s] for s in sentences])
+
+    with embedding_cache():
+        qqp = retrieval(*load_qqp(), embed)
+        ask = reranking(load_askubuntu(), embed)
+    return {"QQP_MAP": qqp["MAP"], "QQP_MRR@10": qqp["MRR@10"], "AskUbuntu_MAP": ask["MAP"],
+            "AskUbuntu_MRR@10": ask["MRR@10"], "retrieval": {"QQP": qqp, "AskUbuntu": ask}}
 
 
 def _print_diagnostics(d: dict) -> None:
@@ -152,9 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(modules.json: Pooling cls/mean, sentlab's modules, its default prompt), else cls")
     e.add_argument("--json", help="write the flat metrics JSON here")
     e.add_argument("--sts", default="data/sts/sts.parquet", help="STS table written by the prepare stage")
-    e.add_argument("--tasks", choices=["sts", "transfer", "all"], default="sts",
+    e.add_argument("--tasks", choices=["sts", "transfer", "retrieval", "all"], default="sts",
                    help="sts: the STS evaluation; transfer: SentEval's 7 transfer tasks (MR CR SUBJ MPQA SST2 TREC "
-                        "MRPC, logistic regression on frozen embeddings, SimCSE's settings); all: both")
+                        "MRPC, logistic regression on frozen embeddings, SimCSE's settings); all: both; retrieval: "
+                        "PaSeR Table 3's QQP retrieval and AskUbuntu reranking (MAP, MRR@10; needs their data)")
     e.add_argument("--params", default=None, help="params.yaml to take evaluate.* defaults from")
     e.add_argument("--precision", choices=["auto", "fp32", "bf16"], default=None,
                    help="default: evaluate.precision (auto: exact fp32 on every device; bf16: autocast, "

@@ -42,7 +42,8 @@ __all__ = ["COLS3", "COLS7", "COLS_HARD", "EVALUATED", "LABELS", "NOT_IMPL", "OT
 
 
 def all_tables(backbone: str) -> list[TableSpec]:
-    return [*ptbert.tables(backbone), *paser.tables(), paser.table2(), *l2p.tables(), *posbow.tables()]
+    return [*ptbert.tables(backbone), *paser.tables(), paser.table2(), paser.table3(), *l2p.tables(),
+            *posbow.tables()]
 
 
 def models_in_tables(specs: list[TableSpec]) -> set[str]:

@@ -13,14 +13,28 @@ from .spec import EVALUATED, OTHER_SETTINGS, STS7, Resolved, RowSpec, TableSpec
 
 TRANSFER_KEYS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC", "MRPC_F1", "TransferAvg")
 TRANSFER_DIR = "transfer"   # reports/metrics/transfer/<model>.json (the evaluate_transfer stages)
+RETRIEVAL_DIR = "retrieval"  # reports/metrics/retrieval/<model>.json (`sentlab evaluate --tasks retrieval --json`)
+RETRIEVAL_KEYS = ("QQP_MAP", "QQP_MRR@10", "AskUbuntu_MAP", "AskUbuntu_MRR@10")
+
+
+def retrieval_missing() -> str:
+    """The reason of a retrieval row without results: the data to fetch, then the command that fills it."""
+    from ...assets import data_fetch_command
+    from ...evaluate import retrieval  # noqa: F401 - registers the qqp / askubuntu assets
+
+    fetch = "; ".join(f"`{data_fetch_command(a)}`" for a in ("qqp", "askubuntu_text", "askubuntu_test"))
+    return (f"needs data: QQP and AskUbuntu are not in the mirror here ({fetch}); then `sentlab evaluate --model "
+            f"models/<model> --tasks retrieval --json reports/metrics/retrieval/<model>.json`")
 
 def load_metrics(folder: Path) -> dict[str, dict]:
     """``{name: metrics}`` of ``folder/*.json``; an unreadable file becomes a status saying so. A model's
-    transfer results (``folder/transfer/<name>.json``) are its ``transfer_metrics``."""
+    transfer results (``folder/transfer/<name>.json``) are its ``transfer_metrics``, its retrieval results
+    (``folder/retrieval/<name>.json``) its ``retrieval_metrics``."""
     out = _load_folder(folder)
-    for name, t in _load_folder(Path(folder) / TRANSFER_DIR).items():
-        if name in out:
-            out[name]["transfer_metrics"] = t
+    for sub, key in ((TRANSFER_DIR, "transfer_metrics"), (RETRIEVAL_DIR, "retrieval_metrics")):
+        for name, t in _load_folder(Path(folder) / sub).items():
+            if name in out:
+                out[name][key] = t
     return out
 
 
@@ -54,6 +68,11 @@ def extract(m: dict, how: str) -> tuple[dict, Optional[str]]:
         vals = {k: _num(m.get(k)) for k in (*STS7, "Avg", "STSBenchmark-dev")}
         vals["STS12-16"] = _mean([m.get(t) for t in STS7[:5]])
         return vals, None
+    if how == "retrieval":
+        t = m.get("retrieval_metrics")
+        if not isinstance(t, dict):
+            return {}, retrieval_missing()
+        return {k: _num(t.get(k)) for k in RETRIEVAL_KEYS}, None
     if how == "transfer":
         t = m.get("transfer_metrics")
         if not isinstance(t, dict):

@@ -9,7 +9,8 @@ from typing import Optional
 
 STS7 = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
 LABELS = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R", "STSBenchmark-dev": "STS-B dev", "Avg": "Avg.",
-          "SST2": "SST", "TransferAvg": "Avg."}
+          "SST2": "SST", "TransferAvg": "Avg.", "QQP_MAP": "QQP MAP", "QQP_MRR@10": "QQP MRR@10",
+          "AskUbuntu_MAP": "AskUbuntu MAP", "AskUbuntu_MRR@10": "AskUbuntu MRR@10"}
 EVALUATED = "evaluated"
 OTHER_SETTINGS = "sentlab runs at other settings (no paper row)"
 
@@ -26,7 +27,7 @@ class RowSpec:
     paper: Optional[dict] = None          # column -> paper value (None: the paper prints none)
     note: str = ""                        # shown in the Note column (why paper-only, caveats)
     section: str = ""
-    extract: str = "sts"                  # sts | hard_subset | hard_full | density | transfer
+    extract: str = "sts"                  # sts | hard_subset | hard_full | density | transfer | retrieval
     expects: dict = field(default_factory=dict)   # method key -> value (a tuple: any of these) the model needs
     backbone: str = ""                    # the paper numbers' backbone ("": BERT-base; report.backbones)
     delta: bool = True                    # False: the model differs from the paper's run; no Δ (note says how)
