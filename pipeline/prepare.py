@@ -71,8 +71,9 @@ def main() -> None:
             "pairs": {f"{t}/{s}": int(n) for (t, s), n in pairs.items()},
             "language_warnings": warnings,
         })
-    print(f"prepare: corpus {stats.sampled} sentences (from {stats.lines} lines: {stats.empty} empty, "
-          f"{stats.too_long} too long, {stats.too_short} too short, {stats.duplicates} duplicates); "
+    drop = stats.dropped
+    print(f"prepare: corpus {stats.sampled} sentences (from {stats.lines} lines: {drop['empty']} empty, "
+          f"{drop['too_long']} too long, {drop['too_short']} too short, {drop['duplicates']} duplicates); "
           f"STS table {len(table)} pairs; {len(sts_sents)} distinct STS sentences; NLI: "
           f"{nli_stats.get('label', 'none')} ({nli_stats.get('triples', 0)} triples)")
 

@@ -100,7 +100,7 @@ def test_corpus_sampling_filters_dedupes_and_is_seeded(tmp_path):
     lines = ["one two three", "", "dup line here", "dup line here", "x " * 200, "short", "another good one"]
     p = _write(tmp_path, "wiki.txt", "\n".join(lines).encode())
     ids, texts, stats = sample_corpus(p, size=3, seed=1, min_words=2, max_words=50)
-    assert stats.empty == 1 and stats.duplicates == 1 and stats.too_long == 1 and stats.too_short == 1
+    assert stats.dropped == {"empty": 1, "too_short": 1, "too_long": 1, "duplicates": 1}
     assert stats.kept_after_filter == 3 and len(texts) == 3 and "short" not in texts
     assert sample_corpus(p, size=2, seed=1, min_words=2)[0] == sample_corpus(p, size=2, seed=1, min_words=2)[0]
     with pytest.raises(SentlabError, match="fewer than prepare.size"):

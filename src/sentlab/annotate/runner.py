@@ -48,16 +48,19 @@ _BACKEND_KEY: tuple | None = None
 
 @dataclass
 class AnnotateStats:
+    """One corpus's annotation (``data/annotate_stats.json``): what was annotated and how long it took, the
+    backend's extra counts, then the shards (reused when their params hash matches, written otherwise)."""
+
     sentences: int = 0
     skipped: int = 0
     with_frames: int = 0
     seconds: float = 0.0
+    extra: dict = field(default_factory=dict)
     shards: int = 0
     shards_reused: int = 0
     shards_written: int = 0
     backend: str = ""
     params_hash: str = ""
-    extra: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         d = asdict(self)

@@ -7,7 +7,7 @@ the source file, or the row number for derived corpora), ``text`` string.
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -19,14 +19,16 @@ from ..io import atomic_path
 SCHEMA = pa.schema([("id", pa.int64()), ("text", pa.string())])
 
 
+DROPPED = ("empty", "too_short", "too_long", "duplicates")   # the filters of sample_corpus, in order
+
+
 @dataclass
 class CorpusStats:
+    """What :func:`sample_corpus` read (``lines``), dropped by each filter (``dropped``), kept and sampled."""
+
     source: str
     lines: int = 0
-    empty: int = 0
-    too_short: int = 0
-    too_long: int = 0
-    duplicates: int = 0
+    dropped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DROPPED, 0))
     kept_after_filter: int = 0
     sampled: int = 0
 
@@ -48,18 +50,18 @@ def sample_corpus(path: Path, size: int, seed: int, min_words: int = 1, max_word
     for i, line in enumerate(lines):
         t = line.strip()
         if not t:
-            stats.empty += 1
+            stats.dropped["empty"] += 1
             continue
         n = len(t.split())
         if n < min_words:
-            stats.too_short += 1
+            stats.dropped["too_short"] += 1
             continue
         if n > max_words:
-            stats.too_long += 1
+            stats.dropped["too_long"] += 1
             continue
         if dedupe:
             if t in seen:
-                stats.duplicates += 1
+                stats.dropped["duplicates"] += 1
                 continue
             seen.add(t)
         ids.append(i)

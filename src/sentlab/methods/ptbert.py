@@ -19,8 +19,7 @@ from .moco import MoCo, MoCoParams, frozen_copy
 class PTBertParams(MoCoParams):
     pseudo_len: int = Field(128, gt=0, description="m: pseudo tokens (ids 0..m-1); ablation 64/90/128/256/360")
     attend_to: Literal["cls", "tokens"] = Field(
-        "cls", description="Y = the [CLS] vector (authors' code) | all last-layer token states, "
-                           "padding masked (equations)")
+        "cls", description="Y = the [CLS] vector (authors' code) | all last-layer token states, padding masked (eqs)")
     num_heads: Optional[int] = Field(
         None, gt=0, description="heads of the pseudo-token attention (None: the encoder's, as the code's "
                                 "BertSelfAttention; 1: Eq. 2 with d_k = d)")
