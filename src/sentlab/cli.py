@@ -111,6 +111,20 @@ def _retrieval_metrics(enc, batch: int) -> dict:
             "AskUbuntu_MRR@10": ask["MRR@10"], "retrieval": {"QQP": qqp, "AskUbuntu": ask}}
 
 
+def _cmd_glue(args) -> int:
+    from .evaluate.glue import GlueConfig, run_glue
+    from .io import write_json
+
+    cfg = GlueConfig(max_train=args.max_train, max_steps=args.max_steps)
+    res = run_glue(args.model, args.tasks.split(","), cfg, seed=args.seed, device=args.device)
+    flat = {t: r.get("score") for t, r in res.items()}
+    if args.json:
+        write_json(args.json, {**flat, "status": "evaluated", "glue": res})
+    for t, r in res.items():
+        print(f"{t}: {r['score']:.2f}" if "score" in r else f"{t}: {r['status']}")
+    return 0
+
+
 def _print_diagnostics(d: dict) -> None:
     for split, v in d["alignment_uniformity"].items():
         if isinstance(v, dict):
@@ -177,6 +191,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "(modules.json: Pooling cls/mean, sentlab's modules, its default prompt), else cls")
     e.add_argument("--json", help="write the flat metrics JSON here")
     e.add_argument("--sts", default="data/sts/sts.parquet", help="STS table written by the prepare stage")
+    g = sub.add_parser("glue", help="L2P-CSR Table 4: fine-tune a model on GLUE tasks, dev metrics "
+                                    "(docs/evaluation.md#glue-fine-tuning)")
+    g.add_argument("--model", required=True, help="a trained model folder (models/<m>) or a hub id")
+    g.add_argument("--tasks", default="WNLI,QNLI,QQP,SST-2,STS-B", help="comma-separated GLUE tasks")
+    g.add_argument("--max-train", type=int, default=None, help="a seeded sample of each training split (CPU slice)")
+    g.add_argument("--max-steps", type=int, default=None, help="stop each fine-tuning after this many steps")
+    g.add_argument("--seed", type=int, default=42)
+    g.add_argument("--device", default="cpu")
+    g.add_argument("--json", default=None, help="write the results here (reports/metrics/glue/<model>.json)")
+    g.set_defaults(func=_cmd_glue)
     e.add_argument("--tasks", choices=["sts", "transfer", "retrieval", "all"], default="sts",
                    help="sts: the STS evaluation; transfer: SentEval's 7 transfer tasks (MR CR SUBJ MPQA SST2 TREC "
                         "MRPC, logistic regression on frozen embeddings, SimCSE's settings); all: both; retrieval: "

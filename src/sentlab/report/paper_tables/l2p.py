@@ -119,6 +119,14 @@ def tables() -> list[TableSpec]:
                           "(quick) evaluates a seeded sample of that many examples per split: its accuracies are "
                           "of the sample, not comparable with the paper's (no Δ). The BERT-large and RoBERTa-large "
                           "groups are not reproduced."),
+        TableSpec("l2p_table4", "L2P-CSR Table 4: GLUE fine-tuning (dev)", "L2P-CSR Table 4", P.GLUE_COLUMNS,
+                  (RowSpec("BERT-base", ("base-cls",), P.L2P_TABLE4["BERT-base"], "the backbone fine-tuned",
+                           extract="glue"),
+                   RowSpec("+Ours (L2P-CSR)", ("l2p",), P.L2P_TABLE4["+Ours"], extract="glue")),
+                  measure="GLUE dev: accuracy × 100 (WNLI, QNLI, QQP, SST-2), Spearman × 100 (STS-B); "
+                          "docs/evaluation.md#glue-fine-tuning",
+                  context="Each encoder fine-tuned with a [CLS] + linear head, transformers' run_glue defaults (the "
+                          "paper gives no settings). A cell without a number says what to run or fetch."),
         TableSpec("l2p_table3", "L2P-CSR Table 3: ablations and variations", "L2P-CSR Table 3",
                   ("STSBenchmark", "SICKRelatedness"), tuple(table3_rows()), settings=settings),
     ]

@@ -14,6 +14,8 @@ from .spec import EVALUATED, OTHER_SETTINGS, STS7, Resolved, RowSpec, TableSpec
 TRANSFER_KEYS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC", "MRPC_F1", "TransferAvg")
 TRANSFER_DIR = "transfer"   # reports/metrics/transfer/<model>.json (the evaluate_transfer stages)
 RETRIEVAL_DIR = "retrieval"  # reports/metrics/retrieval/<model>.json (`sentlab evaluate --tasks retrieval --json`)
+GLUE_DIR = "glue"             # reports/metrics/glue/<model>.json (`sentlab glue --json`)
+GLUE_KEYS = ("WNLI", "QNLI", "QQP", "SST-2", "STS-B")
 RETRIEVAL_KEYS = ("QQP_MAP", "QQP_MRR@10", "AskUbuntu_MAP", "AskUbuntu_MRR@10")
 
 
@@ -31,7 +33,8 @@ def load_metrics(folder: Path) -> dict[str, dict]:
     transfer results (``folder/transfer/<name>.json``) are its ``transfer_metrics``, its retrieval results
     (``folder/retrieval/<name>.json``) its ``retrieval_metrics``."""
     out = _load_folder(folder)
-    for sub, key in ((TRANSFER_DIR, "transfer_metrics"), (RETRIEVAL_DIR, "retrieval_metrics")):
+    for sub, key in ((TRANSFER_DIR, "transfer_metrics"), (RETRIEVAL_DIR, "retrieval_metrics"),
+                     (GLUE_DIR, "glue_metrics")):
         for name, t in _load_folder(Path(folder) / sub).items():
             if name in out:
                 out[name][key] = t
@@ -68,6 +71,14 @@ def extract(m: dict, how: str) -> tuple[dict, Optional[str]]:
         vals = {k: _num(m.get(k)) for k in (*STS7, "Avg", "STSBenchmark-dev")}
         vals["STS12-16"] = _mean([m.get(t) for t in STS7[:5]])
         return vals, None
+    if how == "glue":
+        t = m.get("glue_metrics")
+        if not isinstance(t, dict):
+            name = str(m.get("model", "<model>"))
+            src = m.get("backbone", "<backbone>") if name.startswith("base-") else f"models/{name}"
+            return {}, (f"not fine-tuned: `sentlab glue --model {src} --json reports/metrics/glue/{name}.json` "
+                        f"(WNLI, QNLI and QQP need GLUE's data)")
+        return {k: _num(t.get(k)) for k in GLUE_KEYS}, None
     if how == "retrieval":
         t = m.get("retrieval_metrics")
         if not isinstance(t, dict):

@@ -27,7 +27,7 @@ class RowSpec:
     paper: Optional[dict] = None          # column -> paper value (None: the paper prints none)
     note: str = ""                        # shown in the Note column (why paper-only, caveats)
     section: str = ""
-    extract: str = "sts"                  # sts | hard_subset | hard_full | density | transfer | retrieval
+    extract: str = "sts"                  # sts | hard_subset | hard_full | density | transfer | retrieval | glue
     expects: dict = field(default_factory=dict)   # method key -> value (a tuple: any of these) the model needs
     backbone: str = ""                    # the paper numbers' backbone ("": BERT-base; report.backbones)
     delta: bool = True                    # False: the model differs from the paper's run; no Δ (note says how)

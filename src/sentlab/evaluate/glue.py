@@ -1,0 +1,218 @@
+"""GLUE fine-tuning (L2P-CSR Table 4: WNLI, QNLI, QQP, SST-2, STS-B): each trained encoder fine-tuned with a task
+head, scored on the task's dev split.
+
+L2P-CSR §5.2 fine-tunes "the learned model parameters" on each task and prints one dev number per task; it says
+nothing else. sentlab's choices (:class:`GlueConfig`, recorded in every result): the encoder's ``[CLS]`` state,
+dropout 0.1, one linear layer (BERT's sequence-classification head without its pooler, which the unsupervised
+encoders never trained); cross-entropy (classification) or mean squared error on the 0–5 score (STS-B); AdamW
+at 2e-5 with linear decay after 10 % warm-up (``transformers.get_linear_schedule_with_warmup``), batch 32,
+3 epochs, max length 128 — the defaults of transformers' ``run_glue.py``. Metrics: accuracy × 100 (WNLI, QNLI,
+SST-2), accuracy and F1 × 100 (QQP; the table shows accuracy), Spearman × 100 (STS-B; Pearson beside).
+
+Data, in GLUE's own layout (``<root>/glue/<TASK>/{train,dev}.tsv``, ``sentlab.assets``: the mirror, the cache,
+then GLUE's download): SST-2 and STS-B fall back to the copies this project's mirror holds (SentEval's
+``SST/binary`` — GLUE's SST-2 sentences — and STS-B's ``sts-{train,dev}.csv``); WNLI, QNLI and QQP have none
+here and fail with the download command.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+
+from .. import assets
+from ..errors import AssetMissingError, SentlabError
+
+GLUE_URL = "https://dl.fbaipublicfiles.com/glue/data"
+# task -> (GLUE folder, columns of (sentence a, sentence b or None, label), number of labels (1: regression))
+TASKS = {"WNLI": ("WNLI", ("sentence1", "sentence2", "label"), 2),
+         "QNLI": ("QNLI", ("question", "sentence", "label"), 2),
+         "QQP": ("QQP", ("question1", "question2", "is_duplicate"), 2),
+         "SST-2": ("SST-2", ("sentence", None, "label"), 2),
+         "STS-B": ("STS-B", ("sentence1", "sentence2", "score"), 1)}
+LABELS = {"QNLI": {"entailment": 0, "not_entailment": 1}}
+
+for _task, (_folder, _cols, _n) in TASKS.items():
+    _name = f"glue_{_task.lower().replace('-', '')}"
+    assets.ASSETS.setdefault(_name, assets.DataAsset(
+        _name, (f"glue/{_folder}/train.tsv", f"glue/{_folder}/dev.tsv"), f"{GLUE_URL}/{_folder}.zip",
+        description=f"GLUE {_task} (its own layout)"))
+
+
+@dataclass(frozen=True)
+class GlueConfig:
+    lr: float = 2e-5
+    batch_size: int = 32
+    epochs: int = 3
+    max_length: int = 128
+    warmup: float = 0.1
+    dropout: float = 0.1
+    max_train: Optional[int] = None     # a seeded sample of the training split (a CPU slice; recorded)
+    max_steps: Optional[int] = None     # stop after this many optimiser steps (a CPU slice; recorded)
+
+
+@dataclass
+class GlueSplit:
+    a: list[str]
+    b: Optional[list[str]]
+    y: np.ndarray
+
+
+def _read_glue_tsv(path: Path, cols, task: str) -> GlueSplit:
+    a_col, b_col, y_col = cols
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    if not rows or not {c for c in cols if c} <= set(rows[0]):
+        raise SentlabError(f"{path} has no {', '.join(c for c in cols if c)} columns: it is not GLUE's {task} file. "
+                           f"Fetch it again ({GLUE_URL}/{TASKS[task][0]}.zip).")
+    conv = float if TASKS[task][2] == 1 else (lambda v: LABELS[task][v] if task in LABELS else int(v))
+    return GlueSplit([r[a_col] for r in rows], [r[b_col] for r in rows] if b_col else None,
+                     np.array([conv(r[y_col]) for r in rows]))
+
+
+def _fallback(task: str) -> Optional[dict[str, GlueSplit]]:
+    """SST-2 / STS-B from the copies the mirror holds (SentEval's SST binary, STS-B's csv), else None."""
+    from . import transfer_data  # noqa: F401 - registers the senteval_sst2 asset
+    try:
+        if task == "SST-2":
+            root = assets.resolve_data("senteval_sst2").root / "SST/binary"
+            out = {}
+            for split, name in (("train", "train"), ("dev", "dev")):
+                lines = [ln.rsplit("\t", 1) for ln in (root / f"sentiment-{name}").read_text("utf-8").splitlines()
+                         if ln.strip()]
+                out[split] = GlueSplit([s for s, _ in lines], None, np.array([int(y) for _, y in lines]))
+            return out
+        if task == "STS-B":
+            root = assets.resolve_data("senteval_sts").root / "STS/STSBenchmark"
+            out = {}
+            for split in ("train", "dev"):
+                rows = [ln.split("\t") for ln in (root / f"sts-{split}.csv").read_text("utf-8").splitlines()]
+                rows = [r for r in rows if len(r) >= 7]
+                out[split] = GlueSplit([r[5] for r in rows], [r[6] for r in rows],
+                                       np.array([float(r[4]) for r in rows]))
+            return out
+    except (AssetMissingError, OSError):
+        return None
+    return None
+
+
+def load_glue(task: str, root: Optional[Path] = None) -> dict[str, GlueSplit]:
+    """``{train, dev}`` of GLUE ``task`` from ``root`` (GLUE's layout), else the mirror / cache / download, else
+    (SST-2, STS-B) the copies the mirror holds."""
+    if task not in TASKS:
+        raise SentlabError(f"Unknown GLUE task {task!r}; L2P-CSR Table 4's: {', '.join(TASKS)}.")
+    folder, cols, _ = TASKS[task]
+    if root is None:
+        name = f"glue_{task.lower().replace('-', '')}"
+        try:
+            root = assets.resolve_data(name).root
+        except AssetMissingError:
+            fb = _fallback(task)
+            if fb is None:
+                raise
+            return fb
+    return {split: _read_glue_tsv(Path(root) / "glue" / folder / f"{split}.tsv", cols, task)
+            for split in ("train", "dev")}
+
+
+def glue_metrics(task: str, y_true: np.ndarray, pred: np.ndarray) -> dict:
+    """The task's dev metrics × 100 (``score``: the one Table 4 prints)."""
+    from scipy.stats import pearsonr, spearmanr
+    from sklearn.metrics import f1_score
+
+    if TASKS[task][2] == 1:
+        sp, pe = spearmanr(y_true, pred).statistic, pearsonr(y_true, pred).statistic
+        return {"score": round(100 * float(sp), 2), "spearman": round(100 * float(sp), 2),
+                "pearson": round(100 * float(pe), 2)}
+    acc = round(100 * float(np.mean(pred == y_true)), 2)
+    out = {"score": acc, "accuracy": acc}
+    if task == "QQP":
+        out["f1"] = round(100 * float(f1_score(y_true, pred)), 2)
+    return out
+
+
+class _Head(torch.nn.Module):
+    def __init__(self, encoder, num_labels: int, dropout: float):
+        super().__init__()
+        self.encoder = encoder
+        self.dropout = torch.nn.Dropout(dropout)
+        self.out = torch.nn.Linear(encoder.config.hidden_size, num_labels)
+
+    def forward(self, **batch):
+        cls = self.encoder(**batch).last_hidden_state[:, 0]
+        return self.out(self.dropout(cls))
+
+
+def finetune(encoder, tokenizer, task: str, splits: dict[str, GlueSplit], cfg: GlueConfig = GlueConfig(),
+             seed: int = 42, device: str = "cpu", progress: bool = True) -> dict:
+    """Fine-tune ``encoder`` (updated in place) with a new head on ``splits["train"]``; the dev metrics."""
+    from tqdm.auto import tqdm
+    from transformers import get_linear_schedule_with_warmup, set_seed
+
+    set_seed(seed)
+    n_labels = TASKS[task][2]
+    model = _Head(encoder, n_labels, cfg.dropout).to(device)
+    tr = splits["train"]
+    idx = np.arange(len(tr.y))
+    if cfg.max_train and cfg.max_train < len(idx):
+        idx = np.sort(np.random.RandomState(seed).choice(len(idx), cfg.max_train, replace=False))
+    steps_per_epoch = -(-len(idx) // cfg.batch_size)
+    total = steps_per_epoch * cfg.epochs if cfg.max_steps is None else min(cfg.max_steps, steps_per_epoch * cfg.epochs)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
+    sched = get_linear_schedule_with_warmup(opt, int(cfg.warmup * total), total)
+    rng = np.random.RandomState(seed)
+
+    def enc(split, rows):
+        return tokenizer([split.a[i] for i in rows], [split.b[i] for i in rows] if split.b else None,
+                         padding=True, truncation=True, max_length=cfg.max_length, return_tensors="pt").to(device)
+
+    model.train()
+    step = 0
+    bar = tqdm(total=total, desc=f"glue {task}", unit="step", disable=not progress)
+    while step < total:
+        order = rng.permutation(idx)  # this epoch's order
+        for s in range(0, len(order), cfg.batch_size):
+            if step >= total:
+                break
+            rows = order[s:s + cfg.batch_size]
+            logits = model(**enc(tr, rows))
+            y = torch.as_tensor(tr.y[rows], device=device)
+            loss = (torch.nn.functional.mse_loss(logits.squeeze(-1), y.float()) if n_labels == 1
+                    else torch.nn.functional.cross_entropy(logits, y.long()))
+            loss.backward()
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
+            step += 1
+            bar.update(1)
+    bar.close()
+    model.eval()
+    dev, preds = splits["dev"], []
+    with torch.inference_mode():
+        for s in range(0, len(dev.y), 128):
+            out = model(**enc(dev, np.arange(s, min(s + 128, len(dev.y))))).float().cpu().numpy()
+            preds.append(out[:, 0] if n_labels == 1 else out.argmax(1))
+    return {"task": task, **glue_metrics(task, dev.y, np.concatenate(preds)), "steps": step,
+            "train_examples": int(len(idx)), "dev_examples": int(len(dev.y)), "seed": seed, "config": asdict(cfg)}
+
+
+def run_glue(model: str, tasks, cfg: GlueConfig = GlueConfig(), seed: int = 42, device: str = "cpu") -> dict:
+    """``{task: result}`` of fine-tuning a fresh copy of ``model`` (a folder or hub id) on each task; a task whose
+    data is not here is ``{"status": "needs data: <the download>"}``, the others run."""
+    from ..assets import load_model
+
+    out: dict = {}
+    for task in tasks:
+        try:
+            splits = load_glue(task)
+        except AssetMissingError as e:
+            out[task] = {"task": task, "status": f"needs data: {e}"}
+            continue
+        encoder, tok = load_model(model)
+        out[task] = {**finetune(encoder, tok, task, splits, cfg, seed, device), "status": "evaluated"}
+    return out
