@@ -39,10 +39,11 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     dvc = [sys.executable, "-m", "dvc"]
     subprocess.run([sys.executable, "-m", "sentlab.cli", "profile", "smoke"], cwd=repo, env=env, check=True)
     # the smoke profile's own stages only: its 3 methods, simcse's second seed, the 4 baselines (no "not run" stages),
-    # and `sources`, which hashes the files outside the repository
+    # the 2 transfer stages (base-mean, simcse) and `sources`, which hashes the files outside the repository
     stages = subprocess.run(dvc + ["stage", "list", "--name-only"], cwd=repo, env=env, capture_output=True, text=True,
                             check=True).stdout.split()
-    assert len(stages) == 17 and "sources" in stages, stages
+    assert len(stages) == 19 and "sources" in stages, stages
+    assert {"evaluate_transfer@base-mean", "evaluate_transfer@simcse"} <= set(stages), stages
     assert "train@simcse-s43" in stages and "train@ct" not in stages, stages
     run = subprocess.run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -57,6 +58,14 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     table = (repo / "reports/tables/ptbert_table3.md").read_text()
     assert "base-mean" in table and "PT-BERTbase" in table and "/ 77.74" in table
     assert (repo / "data/corpus/train.parquet").is_file()
+
+    # SentEval transfer (#39): the sampled tasks of the smoke profile, L2P-CSR Table 2's rows filled, no Δ
+    tr = json.loads((repo / "reports/metrics/transfer/simcse.json").read_text())
+    assert tr["max_examples"] == 80 and set(tr["transfer"]) == {"CR", "TREC", "MRPC"}
+    assert tr["TransferAvg"] == pytest.approx((tr["CR"] + tr["TREC"] + tr["MRPC"]) / 3, abs=0.01)
+    t2 = (repo / "reports/tables/l2p_table2.md").read_text()
+    assert f"{tr['CR']:.2f} / 85.30 |" in t2 and "a seeded sample of 80 examples per split" in t2
+    assert "sentlab glue --model" in (repo / "reports/tables/l2p_table4.md").read_text()
 
     # MLflow: the test results are on the training run one compares, beside its dev curve
     import mlflow

@@ -36,7 +36,8 @@ from .checkpoint import publish, write_curve, write_marker
 from .data import load_corpus
 from .dropout import resolve_kernel
 from .heap import apply_heap, resolve_heap
-from .loop import DevEval, resolve_attention, resolve_device, resolve_precision, seed_everything, train_loop
+from .loop import (DevEval, cpu_has_native_bf16, resolve_attention, resolve_device, resolve_precision, seed_everything,
+                   train_loop)
 
 log = logging.getLogger(__name__)
 
@@ -185,6 +186,10 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
     from ..fingerprint import environment_fingerprint
 
     precision = resolve_precision(cfg.precision, device)  # `auto` resolved: what the loop uses
+    if precision == "bf16" and device.type == "cpu" and D.is_main() and not cpu_has_native_bf16():
+        log.warning("%s: train.precision bf16 on a CPU without native bf16 (no AVX-512 BF16 / AMX): autocast is "
+                    "emulated, several times slower; train.precision: fp32 gives the same numbers within 0.005 "
+                    "faster here (benchmarks/RESULTS.md, precision with and without native bf16).", name)
     dropout = resolve_kernel(cfg.dropout_kernel, device)
     info = dict(method.export_info(), name=name, status="trained", seed=params.seed, init=method.init_sources(),
                 backbone=backbone,
