@@ -64,12 +64,12 @@ def test_finetune_is_seeded_and_learns_a_separable_task(tok):
     a = [("red " if i % 2 else "blue ") + s for i, s in enumerate(sentences(96))]
     y = np.array([i % 2 for i in range(96)])
     split = G.GlueSplit(a, None, y)
-    cfg = G.GlueConfig(lr=1e-3, batch_size=16, epochs=10, max_length=16)
+    cfg = G.GlueConfig(lr=3e-3, batch_size=16, epochs=6, max_length=16)
     r1 = G.finetune(tiny_bert(tok, 0, initializer_range=0.2), tok, "SST-2", {"train": split, "dev": split}, cfg,
                     seed=1, progress=False)
     r2 = G.finetune(tiny_bert(tok, 0, initializer_range=0.2), tok, "SST-2", {"train": split, "dev": split}, cfg,
                     seed=1, progress=False)
-    assert r1 == r2 and r1["steps"] == 60 and r1["train_examples"] == 96
+    assert r1 == r2 and r1["steps"] == 36 and r1["train_examples"] == 96
     assert r1["score"] >= 95.0          # the colour word decides the label (chance: 50)
     sliced = G.finetune(tiny_bert(tok, 0), tok, "STS-B",
                         {"train": G.GlueSplit(a, a, rng.rand(96) * 5), "dev": G.GlueSplit(a[:8], a[:8], y[:8] * 5.0)},
