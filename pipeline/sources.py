@@ -40,7 +40,9 @@ def main() -> None:
     model = model_sources(params.model.backbone)
     write_json(OUT / "data.json", data)
     write_json(OUT / "model.json", model)
-    write_json(OUT / "transfer.json", transfer_sources(params.transfer.tasks, params.transfer.models))
+    before = OUT / "transfer.json"
+    previous = json.loads(before.read_text(encoding="utf-8")) if before.is_file() else None
+    write_json(OUT / "transfer.json", transfer_sources(params.transfer.tasks, params.transfer.models, previous))
     for rel, content in stage_code_files().items():
         write_json(OUT / rel, content)
     n = sum(len(v) for v in data["files"].values())

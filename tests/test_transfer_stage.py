@@ -99,3 +99,25 @@ def test_table2_rows_read_the_transfer_metrics(tmp_path):
     md = to_markdown(spec, list(rows.values()), "sentence-transformers/all-MiniLM-L6-v2", "quick", {})
     assert "accuracy %" in md and "Spearman" not in md
     assert P.L2P_TABLE2["+Ours"]["TransferAvg"] == 86.09 and P.L2P_TABLE2["Mean"]["TREC"] == 92.80
+
+
+def test_sources_hash_the_transfer_files_and_check_a_changed_copy(tmp_path, monkeypatch):
+    """The `sources` stage hashes the tasks' files (data/sources/transfer.json: an edited file re-runs the transfer
+    stages) and parses a task whose bytes changed, so a truncated copy fails there, naming the file."""
+    import os
+    import shutil
+
+    from sentlab.sources import transfer_sources
+
+    if not os.environ.get("SENTLAB_DATA_MIRROR"):
+        pytest.skip("needs the SentEval transfer data mirror (set SENTLAB_DATA_MIRROR to ../shared/data)")
+    shutil.copytree(os.path.join(os.environ["SENTLAB_DATA_MIRROR"], "CR"), tmp_path / "CR")
+    monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(tmp_path))
+    monkeypatch.setenv("SENTLAB_CACHE", str(tmp_path / "cache"))
+    assert transfer_sources(["CR"], []) == {}
+    good = transfer_sources(["CR"], ["simcse"])
+    assert set(good["senteval_cr"]) == {"CR/custrev.pos", "CR/custrev.neg"}
+    neg = tmp_path / "CR" / "custrev.neg"
+    neg.write_bytes(b"".join(neg.read_bytes().splitlines(keepends=True)[:-1]))   # one review less
+    with pytest.raises(SentlabError, match="custrev.neg"):
+        transfer_sources(["CR"], ["simcse"], previous=good)

@@ -53,17 +53,19 @@ def data_sources(corpus: str, nli_mode: str) -> dict:
     return out
 
 
-def transfer_sources(tasks, models) -> dict:
+def transfer_sources(tasks, models, previous: dict | None = None) -> dict:
     """``{asset: {path inside the asset: sha256}}`` of the transfer tasks ``tasks`` ({} without ``models``);
-    each file's record count is checked on the way (a bad copy fails here, naming it)."""
+    a task whose hashes differ from ``previous`` (the last run's) is parsed and its record counts checked here,
+    so a bad copy fails before the transfer stages run (one paragraph naming the file)."""
     from .evaluate.transfer_data import load_task
 
     out: dict = {}
     for task in tasks if models else ():
         name = f"senteval_{task.lower()}"
         r = resolve_data(name)
-        load_task(task, r.root)
         out[name] = {rel: sha256_file(r.root / rel) for rel in ASSETS[name].paths}
+        if (previous or {}).get(name) != out[name]:
+            load_task(task, r.root)
     return out
 
 
