@@ -41,7 +41,8 @@ class DataAsset:
     ``paths``: relative paths that must all exist under the root for the asset to
     be present (the first one names it in messages). ``alternatives``: other
     relative paths accepted in a mirror (e.g. the head sample of wiki1m).
-    ``url`` + ``archive_member``: how to fetch it upstream.
+    ``url`` + ``archive_prefix``: how to fetch it upstream; a ``.zip`` (GLUE's per-task archives) is unpacked
+    under ``zip_dest`` of the cache.
     """
 
     name: str
@@ -50,6 +51,7 @@ class DataAsset:
     archive_prefix: str = ""
     alternatives: tuple[str, ...] = ()
     description: str = ""
+    zip_dest: str = ""
 
 
 STS_TASKS = {
@@ -169,6 +171,17 @@ def _download(a: DataAsset) -> None:
         with atomic_path(root / (a.name + ".tar")) as tmp:
             urllib.request.urlretrieve(a.url, tmp)  # noqa: S310 (fixed https URL)
             extract_tar(tmp, a.archive_prefix, root)
+    elif a.url.endswith(".zip"):
+        import zipfile
+
+        with atomic_path(root / (a.name + ".zip")) as tmp:
+            urllib.request.urlretrieve(a.url, tmp)  # noqa: S310
+            dest = (root / a.zip_dest).resolve()
+            with zipfile.ZipFile(tmp) as z:
+                for m in z.namelist():
+                    if not (dest / m).resolve().is_relative_to(dest):
+                        raise SentlabError(f"{a.url}: member {m} would land outside {dest}; not extracted.")
+                z.extractall(dest)
     else:
         dest = root / a.paths[0]
         with atomic_path(dest) as tmp:
@@ -229,6 +242,8 @@ def data_fetch_command(name: str) -> str:
     dest = f"{cache_root()}/{a.paths[0]}"
     if a.url.endswith(".tar"):
         return f"curl -L {a.url} | tar -x -C {cache_root()} --strip-components=1 {a.archive_prefix}"
+    if a.url.endswith(".zip"):
+        return f"curl -L -o /tmp/{a.name}.zip {a.url} && unzip -o /tmp/{a.name}.zip -d {cache_root() / a.zip_dest}"
     return f"curl -L --create-dirs -o {dest} {a.url}"
 
 

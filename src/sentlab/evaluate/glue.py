@@ -41,7 +41,7 @@ for _task, (_folder, _cols, _n) in TASKS.items():
     _name = f"glue_{_task.lower().replace('-', '')}"
     assets.ASSETS.setdefault(_name, assets.DataAsset(
         _name, (f"glue/{_folder}/train.tsv", f"glue/{_folder}/dev.tsv"), f"{GLUE_URL}/{_folder}.zip",
-        description=f"GLUE {_task} (its own layout)"))
+        description=f"GLUE {_task} (its own layout)", zip_dest="glue"))
 
 
 @dataclass(frozen=True)
