@@ -160,15 +160,11 @@ def test_loader_workers_fork_under_a_forkserver_default(tok, tmp_path):
     torch.manual_seed(0)
     m = cls(tiny_bert(tok, 0, initializer_range=0.2), tok, cls.Params(queue_size=24).resolved(cfg), seed=0)
     corpus = Corpus(ids=np.arange(40), texts=sentences(40))
-    loader = micro_batch_loader(m, corpus, cfg, seed=0, steps_per_epoch=5, start=0, end=2, rank=0, world=1,
-                                device=torch.device("cpu"))
-    assert loader.multiprocessing_context.get_start_method() == "fork"
-    ctx = mp.get_context("forkserver")
-    with ctx.Pool(1) as pool:  # a process whose default start method is forkserver, as a preflight stage's
-        assert pool.apply(_default_start_method) == "forkserver"
-
-
-def _default_start_method() -> str:
-    import multiprocessing as mp
-
-    return mp.get_start_method()
+    mp.set_start_method("forkserver", force=True)   # the default a preflight stage process inherits
+    try:
+        loader = micro_batch_loader(m, corpus, cfg, seed=0, steps_per_epoch=5, start=0, end=2, rank=0, world=1,
+                                    device=torch.device("cpu"))
+        assert loader.multiprocessing_context.get_start_method() == "fork"
+        assert len(list(loader)) == 2                 # both prepared micro-batches come back from the workers
+    finally:
+        mp.set_start_method(None, force=True)

@@ -94,16 +94,11 @@ def _transfer_metrics(enc, batch: int) -> dict:
 
 def _retrieval_metrics(enc, batch: int) -> dict:
     """PaSeR Table 3 (:mod:`sentlab.evaluate.retrieval`): QQP retrieval and AskUbuntu reranking of ``enc``."""
-    import numpy as np
-
     from .evaluate.cache import embedding_cache
-    from .evaluate.protocol import embed_unique
     from .evaluate.retrieval import load_askubuntu, load_qqp, reranking, retrieval
+    from .evaluate.transfer_stage import embedder
 
-    def embed(sentences):
-        lookup = embed_unique(enc, sentences, batch_size=batch)
-        return np.stack([lookup[s] for s in sentences])
-
+    embed = embedder(enc, batch)
     with embedding_cache():
         qqp = retrieval(*load_qqp(), embed)
         ask = reranking(load_askubuntu(), embed)

@@ -19,19 +19,26 @@ import numpy as np
 OUT = Path("reports/metrics/transfer")
 
 
-def transfer_metrics(enc, tasks, batch_size: int, max_examples=None, progress: bool = True) -> dict:
-    """``{MR: acc, ..., MRPC_F1, TransferAvg, transfer: {task: details}}`` of ``enc`` (a
-    :class:`~sentlab.encoder.SentenceEncoder`), encoded through the embedding cache."""
-    from .cache import embedding_cache
+def embedder(enc, batch_size: int):
+    """``embed(sentences) -> [n, D]`` of ``enc`` (each distinct sentence encoded once; through the embedding cache
+    where one is active): what the transfer, retrieval and reranking evaluators take."""
     from .protocol import embed_unique
-    from .transfer import evaluate_transfer
 
     def embed(sentences):
         lookup = embed_unique(enc, sentences, batch_size=batch_size)
         return np.stack([lookup[s] for s in sentences])
 
+    return embed
+
+
+def transfer_metrics(enc, tasks, batch_size: int, max_examples=None, progress: bool = True) -> dict:
+    """``{MR: acc, ..., MRPC_F1, TransferAvg, transfer: {task: details}}`` of ``enc`` (a
+    :class:`~sentlab.encoder.SentenceEncoder`), encoded through the embedding cache."""
+    from .cache import embedding_cache
+    from .transfer import evaluate_transfer
+
     with embedding_cache():
-        res = evaluate_transfer(embed, tasks=tasks, max_examples=max_examples, progress=progress)
+        res = evaluate_transfer(embedder(enc, batch_size), tasks=tasks, max_examples=max_examples, progress=progress)
     flat = {t: v["acc"] for t, v in res.items() if t != "Avg"}
     if "MRPC" in res:
         flat["MRPC_F1"] = res["MRPC"]["f1"]
