@@ -394,3 +394,34 @@ def test_tables_name_their_variants_literally():
     registry = variants(load(Path(__file__).resolve().parents[1] / "params.yaml", "paper"))
     assert [v for v in registry if f'"{v}"' not in sources] == []
     assert "ABLATIONS" not in sources
+
+
+def test_unsupervised_table_ranks_every_unsupervised_method_by_its_seed_mean(tree):
+    """Issue #41's table: one row per registered unsupervised method (no supervised one), ranked by the
+    reproduced Avg — the mean over the seeds where several ran — with the paper's Avg and Δ (same backbone
+    family only), the transfer Avg where it ran, and the rows without numbers after, each saying why."""
+    from sentlab.methods import registered
+    from sentlab.report.paper_tables import unsupervised
+
+    md_dir = tree / "reports/metrics"
+    (md_dir / "simcse-s43.json").write_text(json.dumps(_metrics("simcse-s43", 80.0, method={"id": "simcse"})))
+    (md_dir / "transfer").mkdir()
+    (md_dir / "transfer/ptbert.json").write_text(json.dumps({"status": "evaluated", "TransferAvg": 85.5}))
+    build_report(tree, BACKBONE, "quick")
+    rows = _csv(tree / "reports/tables/unsupervised_one_protocol.csv")
+    order = list(dict.fromkeys(r["row"] for r in rows))
+    unsup = sorted(k for k, c in registered().items() if c.corpus != "nli")
+    assert sorted(order) == unsup and "simcse_sup" not in order and "paser_sup" not in order
+    # simcse: Avg 73 (seed 42) and 83 (seed 43) -> mean 78 > ptbert 75 > posbow_adv 74; then the rest in id order
+    assert order[:3] == ["simcse", "ptbert", "posbow_adv"]
+    assert order[3:] == [k for k in unsup if k not in order[:3]]
+    cell = {(r["row"], r["column"]): r for r in rows}
+    assert float(cell["simcse", "Avg"]["reproduced"]) == pytest.approx(78.0)
+    assert float(cell["ptbert", "Avg"]["diff"]) == pytest.approx(75.0 - P.PTBERT_TABLE3["ptbert"][1]["Avg"])
+    assert cell["posbow_adv", "Avg"]["diff"] == ""                       # RoBERTa-base paper number: no Δ
+    assert float(cell["ptbert", "TransferAvg"]["reproduced"]) == 85.5 and cell["simcse", "TransferAvg"]["paper"] == ""
+    md = (tree / "reports/tables/unsupervised_one_protocol.md").read_text()
+    assert "| STS Avg. | Transfer Avg. |" in md and "± " in md                # seed mean ± std on simcse's row
+    assert "unreadable metrics file" in md                              # moco's row says why it has no numbers
+    assert [s.id for s in all_tables(BACKBONE)].count("unsupervised_one_protocol") == 1
+    assert unsupervised.table().rank_by == "Avg"

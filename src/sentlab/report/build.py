@@ -30,7 +30,7 @@ from typing import Optional
 from ..io import write_text
 from ..markers import NOT_RUN
 from . import diagnostics_tables, examples, figures, protocol_table, significance
-from .paper_tables import (EVALUATED, Resolved, TableSpec, all_tables, load_metrics, models_in_tables,
+from .paper_tables import (EVALUATED, Resolved, TableSpec, all_tables, load_metrics, models_in_tables, rank,
                            render_rows, to_csv, to_latex, to_markdown)
 
 log = logging.getLogger(__name__)
@@ -96,6 +96,8 @@ def build_report(root: Path | str = ".", backbone: str = "", profile: str = "",
     for spec in specs:
         rows = render_rows(spec, metrics, models_dir)
         family = significance.annotate(rows, stats_ctx, spec.columns)
+        if spec.rank_by:
+            rows = rank(rows, spec.rank_by)
         rep.tables[spec.id] = (spec, rows)
         ctx = f"{spec.title} — {spec.source}; {_filled(rows)}"
         legend = significance.legend(family) if any(r.marks is not None for r in rows) else ""

@@ -246,3 +246,26 @@ POSBOW_TABLE1 = {
     "Our BOW": _row(69.16, 81.45, 72.69, 81.79, 79.98, 80.02, 67.25, 76.05),
     "Our POS": _row(67.70, 79.07, 71.32, 80.34, 78.97, 78.70, 66.44, 74.65),
 }
+
+
+# "Unsupervised methods under one protocol" (report.paper_tables.unsupervised): each unsupervised method's Avg of the
+# 7 STS tasks as its own paper reports it, (Avg, backbone of that number, source). The four papers' methods and
+# their baselines point at the tables above; ESimCSE and DiffCSE are their papers' BERT-base Avg (Wu et al., COLING
+# 2022: 78.27; Chuang et al., NAACL 2022: 78.49). A method without an entry gets its row without a paper number.
+UNSUP_AVG = {
+    **{k: (PTBERT_TABLE3[k][1]["Avg"], "", f"PT-BERT Table 3 ({PTBERT_TABLE3[k][0]})")
+       for k in ("moco", "moco_reorder", "moco_duplication", "moco_deletion", "moco_srl", "ptbert")},
+    "simcse": (PASER_TABLE1["SimCSE-BERTbase"]["Avg"], "", "SimCSE Table 5 (SimCSE-BERTbase), as the papers quote it"),
+    "ct": (PTBERT_TABLE3["ct"][1]["Avg"], "", "CT-BERT as PT-BERT Table 3 prints it"),
+    "paser": (PASER_TABLE1["PaSeR-BERTbase"]["Avg"], "", "PaSeR Table 1 (PaSeR-BERTbase)"),
+    "l2p": (L2P_TABLE1["+Ours"]["Avg"], "", "L2P-CSR Table 1 (+Ours)"),
+    "prompt": (L2P_TABLE1["+Prompt"]["Avg"], "", "PromptBERT as L2P-CSR Table 1 prints it (+Prompt)"),
+    "prompt_l2p": (L2P_TABLE1["+Prompt+Ours"]["Avg"], "", "L2P-CSR Table 1 (+Prompt+Ours)"),
+    "posbow_adv": (POSBOW_TABLE1["Our sentence"]["Avg"], "roberta-base",
+                   "POS/BOW Table 1 (Our sentence, RoBERTa-base)"),
+    "consert": (PASER_TABLE1["ConSERTbase"]["Avg"], "", "ConSERT as PaSeR Table 1 prints it"),
+    "simcse_mlm": (PASER_TABLE1["SimCSE-BERTbase + MLM"]["Avg"], "", "SimCSE + MLM as PaSeR Table 1 prints it"),
+    "sg_opt": (L2P_TABLE1["+SG-OPT"]["Avg"], "", "SG-OPT as L2P-CSR Table 1 prints it"),
+    "esimcse": (78.27, "", "ESimCSE (Wu et al., COLING 2022), BERT-base"),
+    "diffcse": (78.49, "", "DiffCSE (Chuang et al., NAACL 2022), BERT-base"),
+}

@@ -49,6 +49,7 @@ TESTED = (*STS7, "Avg")                         # columns that get a CI and mark
 TESTED_TASKS = (*STS7, DEV)                     # tasks with stored bootstrap distributions
 METHOD_MARK, CHECKPOINT_MARK, OUTSIDE_MARK = "*", "§", "†"
 CORRECTION = "Holm"
+STS_ROWS = ("sts", "sts_transfer")            # row extractors whose STS columns get seeds, CIs and marks
 
 
 def seed_groups(metrics: dict[str, dict]) -> dict[str, list[str]]:
@@ -191,11 +192,11 @@ def annotate(rows, ctx: Context, columns) -> Family:
     # one reference per backbone family (report.backbones): a row is never tested against another backbone's
     refs = {}
     for r in rows:
-        if r.evaluated and r.model in (REFERENCE, f"{REFERENCE}_roberta") and r.spec.extract == "sts":
+        if r.evaluated and r.model in (REFERENCE, f"{REFERENCE}_roberta") and r.spec.extract in STS_ROWS:
             refs.setdefault(family(r.backbone), r.model)
     fam = Family(tuple(dict.fromkeys(refs.values())))
     for res in rows:
-        if not res.evaluated or res.spec.extract != "sts":
+        if not res.evaluated or res.spec.extract not in STS_ROWS:
             continue
         base, _, extra = res.model.partition("/")
         reference = refs.get(family(res.backbone))

@@ -1,7 +1,8 @@
 """Every paper table of docs/reproducing.md#the-tables from ``reports/metrics/*.json``: reproduced, paper, difference.
 
 The tables are data, one module per paper: :mod:`.ptbert`, :mod:`.paser` (Table 2, supervised, included),
-:mod:`.l2p`, :mod:`.posbow`. A table is a :class:`~.spec.TableSpec`: columns (metric keys) and rows; a row
+:mod:`.l2p`, :mod:`.posbow`, and :mod:`.unsupervised` (every unsupervised method, ranked). A table is a
+:class:`~.spec.TableSpec`: columns (metric keys) and rows; a row
 names the sentlab model(s) that reproduce it literally (``"ptbert_m64"``, or ``"posbow_adv/posbow_adv_bow"``
 for an extra row of a model's metrics; a variant is an entry of params.yaml ``ablations.variants``) and the
 paper's values. The machinery is shared: :mod:`.spec` (what a table is), :mod:`.resolve` (filling a row),
@@ -28,8 +29,8 @@ English) is printed in the header of every table with that column.
 
 from __future__ import annotations
 
-from . import l2p, paser, posbow, ptbert
-from .render import cell_text, cell_values, csv_header, csv_records, header_text, tex_escape, to_csv, to_latex, \
+from . import l2p, paser, posbow, ptbert, unsupervised
+from .render import cell_text, cell_values, csv_header, csv_records, header_text, rank, tex_escape, to_csv, to_latex, \
     to_markdown
 from .resolve import extract, load_metrics, mismatch, render_rows, resolve, settings_text, unplaced_rows
 from .spec import (COLS3, COLS7, COLS_HARD, EVALUATED, LABELS, NOT_IMPL, OTHER_SETTINGS, STS7, Resolved, RowSpec,
@@ -37,13 +38,13 @@ from .spec import (COLS3, COLS7, COLS_HARD, EVALUATED, LABELS, NOT_IMPL, OTHER_S
 
 __all__ = ["COLS3", "COLS7", "COLS_HARD", "EVALUATED", "LABELS", "NOT_IMPL", "OTHER_SETTINGS", "STS7", "Resolved",
            "RowSpec", "TableSpec", "all_tables", "cell_text", "cell_values", "csv_header", "csv_records", "extract",
-           "header_text", "load_metrics", "mismatch", "models_in_tables", "paper_only", "render_rows", "resolve",
-           "settings_text", "tex_escape", "to_csv", "to_latex", "to_markdown", "unplaced_rows"]
+           "header_text", "load_metrics", "mismatch", "models_in_tables", "paper_only", "rank", "render_rows",
+           "resolve", "settings_text", "tex_escape", "to_csv", "to_latex", "to_markdown", "unplaced_rows"]
 
 
 def all_tables(backbone: str) -> list[TableSpec]:
     return [*ptbert.tables(backbone), *paser.tables(), paser.table2(), paser.table3(), *l2p.tables(),
-            *posbow.tables()]
+            *posbow.tables(), unsupervised.table()]
 
 
 def models_in_tables(specs: list[TableSpec]) -> set[str]:

@@ -71,6 +71,12 @@ def extract(m: dict, how: str) -> tuple[dict, Optional[str]]:
         vals = {k: _num(m.get(k)) for k in (*STS7, "Avg", "STSBenchmark-dev")}
         vals["STS12-16"] = _mean([m.get(t) for t in STS7[:5]])
         return vals, None
+    if how == "sts_transfer":
+        vals, _ = extract(m, "sts")
+        t = m.get("transfer_metrics")
+        ok = isinstance(t, dict) and t.get("status", EVALUATED) == EVALUATED
+        vals["TransferAvg"] = _num(t.get("TransferAvg")) if ok else None
+        return vals, None
     if how == "glue":
         t = m.get("glue_metrics")
         if not isinstance(t, dict):

@@ -27,7 +27,8 @@ class RowSpec:
     paper: Optional[dict] = None          # column -> paper value (None: the paper prints none)
     note: str = ""                        # shown in the Note column (why paper-only, caveats)
     section: str = ""
-    extract: str = "sts"                  # sts | hard_subset | hard_full | density | transfer | retrieval | glue
+    extract: str = "sts"                  # sts | sts_transfer | hard_subset | hard_full | density | transfer |
+                                          # retrieval | glue
     expects: dict = field(default_factory=dict)   # method key -> value (a tuple: any of these) the model needs
     backbone: str = ""                    # the paper numbers' backbone ("": BERT-base; report.backbones)
     delta: bool = True                    # False: the model differs from the paper's run; no Δ (note says how)
@@ -46,6 +47,11 @@ class TableSpec:
     digits: int = 2
     settings: tuple[str, ...] = ()        # method keys each filled row reports as "trained with"
     measure: str = "docs/evaluation.md protocol (Spearman × 100)"
+    rank_by: str = ""                     # a column: rows ranked by its reproduced value (``unsupervised.rank``)
+    labels: tuple[tuple[str, str], ...] = ()   # (column, header) where this table's header is not :data:`LABELS`'
+
+    def label(self, column: str) -> str:
+        return dict(self.labels).get(column) or LABELS.get(column, column)
 
 
 @dataclass
