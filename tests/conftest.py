@@ -18,6 +18,16 @@ if NLTK_DATA.is_dir():
     os.environ.setdefault("NLTK_DATA", str(NLTK_DATA))
 
 
+# `make test` runs the suite on every core (pytest-xdist, `--dist loadfile`: a file stays on one worker). Files go
+# to the workers in collection order, so the longest test starts first and the other workers run the rest meanwhile
+# (the smoke pipeline is about half of the suite's CPU time); then the other `slow` tests, then the rest.
+LONGEST_FIRST = ("test_pipeline_smoke.py",)
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda it: (it.path.name not in LONGEST_FIRST, it.get_closest_marker("slow") is None))
+
+
 @pytest.fixture
 def mirror() -> Path:
     if not (MIRROR / "STS").is_dir():
