@@ -126,3 +126,36 @@ def test_paper_profile_trains_sg_opt_with_the_codes_settings():
     cfg = resolve_train(p, mp)
     assert (cfg.batch_size, cfg.lr, cfg.eval_every) == (16, 5e-5, 50)
     assert (mp.temperature, mp.reg_lambda, mp.head_dim) == (0.01, 0.1, 4096)
+
+
+def test_sg_opt_runs_in_the_training_loop_on_the_sts_sentences(tmp_path, tok):
+    """Two steps of the real loop (optimiser, clipping, dev evaluation, export) on data/corpus/sts_unlabeled.parquet;
+    the exported model is BERT_T's encoder with [CLS] pooling (no head, no fixed copy)."""
+    import json
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sentlab.config import Params
+    from sentlab.train.run import train_method
+
+    corpus = tmp_path / "data" / "corpus"
+    corpus.mkdir(parents=True)
+    pq.write_table(pa.table({"id": pa.array(range(32), pa.int64()), "text": sentences(32, seed=5)}),
+                   corpus / "sts_unlabeled.parquet")
+    s1, s2 = sentences(12, seed=11), sentences(12, seed=12)
+    gold = np.linspace(0, 5, 12)
+
+    def dev_eval(encoder):
+        e1, e2 = encoder.encode(s1, batch_size=8), encoder.encode(s2, batch_size=8)
+        cos = (e1 * e2).sum(1) / (np.linalg.norm(e1, axis=1) * np.linalg.norm(e2, axis=1))
+        return {"stsb_dev": float(np.corrcoef(cos, gold)[0, 1])}
+
+    params = Params(seed=3, train={"batch_size": 8, "max_length": 16, "lr": 1e-3, "eval_every": 2, "max_steps": 2},
+                    runtime={"device": "cpu"}, methods={"sg_opt": {"head_dim": 32}})
+    info = train_method(params, "sg_opt", root=tmp_path, dev_eval=dev_eval, tracking=False, progress=False,
+                        encoder_factory=lambda: (tiny_bert(tok, 0, initializer_range=0.2), tok))
+    assert info["status"] == "trained"
+    saved = json.loads((tmp_path / "models" / "sg_opt" / "sentlab.json").read_text())
+    assert saved["pooling"] == "cls" and saved["init"]["fixed"] == "copy of encoder"
