@@ -100,3 +100,31 @@ def test_glove_stage_encoder_and_the_report_row(tmp_path, monkeypatch):
     (tmp_path / "nothing").mkdir()
     monkeypatch.setenv("SENTLAB_CACHE", str(tmp_path / "cache"))
     assert resolve(row, {}).status.startswith("needs data:")
+
+
+def test_the_preflight_goes_on_without_the_vectors(tmp_path):
+    """Offline, the paper preflight's GloVe stage fails naming the fetch command; its stand-in drops the glove
+    baseline (nothing else needs the vectors), the row says so and the stages after it are not blocked."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    import yaml
+
+    from sentlab.preflight import standin_for
+    from sentlab.preflight.run import Preflight
+    from sentlab.preflight.table import Row
+    from sentlab.profiles import profile_values
+
+    paper = profile_values("paper", Path(__file__).resolve().parents[1] / "profiles")
+    edit, desc = standin_for("glove", paper)
+    assert edit == {"evaluate": {"baselines": ["cls", "mean", "first_last", "whitening", "flow"]}}
+    sl = {"size": 600, "steps": 3, "batch_size": 8, "dev_max_pairs": 16, "max_pairs": 10}
+    (tmp_path / "models.yaml").write_text("models: {}\n")
+    pf = Preflight(tmp_path, "paper", sl, paper, runner=None, how="stand-in")
+    row = Row("evaluate_baseline@glove", "python pipeline/evaluate_baseline.py glove", model="stand-in")
+    row.status, row.asset, row.fetch = "needs asset", "glove", "curl ..."
+    pf._stand_in(SimpleNamespace(name=row.stage, cmd=row.cmd), row)   # no re-run: the stage is gone
+    assert row.note.startswith("continued without this stage") and row.status == "needs asset"
+    written = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    assert "glove" not in written["evaluate"]["baselines"] and written["evaluate"]["flow"]["steps"] == 3
+    assert "glove" not in yaml.safe_load((tmp_path / "models.yaml").read_text())["baselines"]
