@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 BASELINES = ("cls", "mean", "first_last", "whitening", "flow", "glove")
-FITTED = {"whitening": "whitening", "flow": "flow"}   # a post-processing baseline -> its params block (with a pooling)
+FITTED = ("whitening", "flow")   # post-processing baselines: evaluate.<name> holds the pooling they are fitted on
 FIGURES = Path("reports/figures")
 
 
@@ -39,7 +39,7 @@ def baseline_poolings(params) -> list[str]:
     """The backbone poolings the profile's baseline stages need (the fit poolings of whitening and flow included;
     GloVe uses no backbone)."""
     bases = list(params.evaluate.baselines)
-    fit = [getattr(params.evaluate, FITTED[b]).pooling for b in bases if b in FITTED]
+    fit = [getattr(params.evaluate, b).pooling for b in bases if b in FITTED]
     return list(dict.fromkeys([b for b in bases if b not in FITTED and b != "glove"] + fit))
 
 
