@@ -1,7 +1,10 @@
-"""Stage `evaluate_baseline`: the backbone with a pooling, or BERT-whitening -> reports/metrics/base-<kind>.json.
+"""Stage `evaluate_baseline`: the backbone with a pooling, BERT-whitening, BERT-flow or averaged GloVe ->
+reports/metrics/base-<kind>.json.
 
     python pipeline/evaluate_baseline.py cls        # the backbone with cls pooling -> base-cls
     python pipeline/evaluate_baseline.py whitening  # BERT-whitening (evaluate.whitening) -> base-whitening
+    python pipeline/evaluate_baseline.py flow       # BERT-flow (evaluate.flow) -> base-flow
+    python pipeline/evaluate_baseline.py glove      # averaged GloVe vectors (evaluate.glove) -> base-glove
 
 Its own entry script (not ``pipeline/evaluate.py baseline``): its code file lists only what a baseline
 executes, so an edit of the training code does not re-run the baselines (:mod:`sentlab.evaluate.baselines`).
@@ -17,6 +20,6 @@ if __name__ == "__main__":
     from sentlab.evaluate.baselines import run_baseline_stage
 
     if len(sys.argv) != 2:
-        print("usage: python pipeline/evaluate_baseline.py {cls,mean,first_last,whitening}", file=sys.stderr)
+        print("usage: python pipeline/evaluate_baseline.py {cls,mean,first_last,whitening,flow,glove}", file=sys.stderr)
         sys.exit(2)
     sys.exit(run_stage(lambda: run_baseline_stage(sys.argv[1])))

@@ -32,6 +32,7 @@ from .io import atomic_path
 log = logging.getLogger(__name__)
 
 SIMCSE_DATA = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main"
+GLOVE_URL = "https://nlp.stanford.edu/data/glove.840B.300d.zip"   # SentEval's GloVe (its examples/bow.py)
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,9 @@ ASSETS: dict[str, DataAsset] = {
     "nli": DataAsset(
         "nli", ("nli/nli_for_simcse.csv",), f"{SIMCSE_DATA}/nli_for_simcse.csv",
         alternatives=("nli_for_simcse.csv",), description="SimCSE's NLI triples (sent0, sent1, hard_neg)"),
+    "glove": DataAsset(
+        "glove", ("glove/glove.840B.300d.txt",), GLOVE_URL, zip_dest="glove",
+        description="GloVe 840B 300-d word vectors, SentEval's (a 2 GB zip, 5.6 GB unpacked)"),
 }
 
 
@@ -130,6 +134,16 @@ class Resolved:
     source: str  # "mirror" | "cache" | "download"
     path: Path  # the asset's first file (or chosen alternative)
     note: str = ""
+
+
+def data_present(name: str) -> bool:
+    """Whether data asset ``name`` is in the mirror or the cache (no download, no error)."""
+    a = ASSETS[name]
+    try:
+        roots = [r for r in (mirror_root(), cache_root()) if r is not None]
+    except AssetMissingError:
+        roots = [cache_root()]
+    return any(_present(r, a.paths) or any((r / alt).is_file() for alt in a.alternatives) for r in roots)
 
 
 def resolve_data(name: str) -> Resolved:

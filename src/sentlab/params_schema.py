@@ -66,6 +66,36 @@ class WhiteningParams(Strict):
     pooling: Literal["cls", "mean", "first_last"] = "first_last"
 
 
+class FlowParams(Strict):
+    """The BERT-flow baseline (``evaluate.flow``, :mod:`sentlab.evaluate.flow`): defaults are the authors' code
+    (bohanli/BERT-flow: config_l3_d3_w32, flow lr 1e-3, one epoch)."""
+
+    fit_on: Literal["sts_pool"] = Field("sts_pool", description="the distinct sentences of the 7 test sets + STS-B "
+                                                                "dev (the paper's 'target' setting, one flow for all)")
+    pooling: Literal["cls", "mean", "first_last"] = Field(
+        "first_last", description="the backbone pooling the flow is fitted on (the code's avg-last-2 averages the "
+                                  "first transformer layer and the last; sentlab's first_last: embeddings and last)")
+    levels: int = Field(3, gt=0, description="multi-scale levels (each but the last splits half the channels off)")
+    depth: int = Field(3, gt=0, description="flow steps (actnorm, mixing, coupling) per level")
+    width: int = Field(32, gt=0, description="hidden width of each coupling's network")
+    coupling: Literal["additive", "affine"] = "additive"
+    permutation: Literal["reverse", "lu"] = Field(
+        "reverse", description="channel mixing: reverse (the code's permutation: true) or lu (Glow's invertible 1x1)")
+    lr: float = Field(1e-3, gt=0, description="Adam learning rate (constant)")
+    weight_decay: float = Field(0.01, ge=0, description="decoupled weight decay (the code's AdamWeightDecayOptimizer)")
+    batch_size: int = Field(64, gt=0, description="fit sentences per step (the code: 32 pairs, both sides)")
+    epochs: int = Field(1, gt=0, description="passes over the fit sentences")
+    steps: Optional[int] = Field(None, gt=0, description="optimiser steps (None: epochs over the fit sentences; "
+                                                         "the preflight slice caps it)")
+    max_grad_norm: float = Field(1.0, gt=0)
+
+
+class GloveParams(Strict):
+    """The averaged-GloVe baseline (``evaluate.glove``, :mod:`sentlab.evaluate.glove`): SentEval's bag of words."""
+
+    vectors: Literal["glove.840B.300d"] = Field("glove.840B.300d", description="the GloVe release (SentEval's)")
+
+
 class EvaluateParams(Strict):
     batch_size: int = Field(128, gt=0)
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: CUDA when available, else CPU")
@@ -81,9 +111,12 @@ class EvaluateParams(Strict):
                                                              "(smoke runs; labelled)")
     hard_subset: HardSubsetParams = HardSubsetParams()
     whitening: WhiteningParams = WhiteningParams()
-    baselines: list[Literal["cls", "mean", "first_last", "whitening"]] = Field(
+    flow: FlowParams = FlowParams()
+    glove: GloveParams = GloveParams()
+    baselines: list[Literal["cls", "mean", "first_last", "whitening", "flow", "glove"]] = Field(
         default_factory=lambda: ["cls", "mean", "first_last", "whitening"],
-        description="pooling / whitening baselines of the backbone (one evaluate_baseline stage each)")
+        description="pooling / whitening / BERT-flow baselines of the backbone and averaged GloVe vectors (one "
+                    "evaluate_baseline stage each)")
 
 
 TRANSFER_TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")

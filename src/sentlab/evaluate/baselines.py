@@ -1,4 +1,5 @@
-"""The baseline stages: the backbone with a pooling, or BERT-whitening -> reports/metrics/base-<kind>.json.
+"""The baseline stages: the backbone with a pooling, BERT-whitening or BERT-flow, or averaged GloVe vectors ->
+reports/metrics/base-<kind>.json.
 
 ``pipeline/evaluate_baseline.py KIND`` (dvc.yaml ``evaluate_baseline@KIND``). Nothing here imports the
 training code, so an edit of it does not re-run these stages (:mod:`sentlab.evaluate.trained`).
@@ -8,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-BASELINES = ("cls", "mean", "first_last", "whitening")
+BASELINES = ("cls", "mean", "first_last", "whitening", "flow", "glove")
+FITTED = ("whitening", "flow")   # post-processing baselines: evaluate.<name> holds the pooling they are fitted on
 FIGURES = Path("reports/figures")
 
 
@@ -34,15 +36,16 @@ def run_baseline_stage(name: str) -> None:
 
 
 def baseline_poolings(params) -> list[str]:
-    """The backbone poolings the profile's baseline stages need (whitening's fit pooling included)."""
+    """The backbone poolings the profile's baseline stages need (the fit poolings of whitening and flow included;
+    GloVe uses no backbone)."""
     bases = list(params.evaluate.baselines)
-    fit = [params.evaluate.whitening.pooling] if "whitening" in bases else []
-    return list(dict.fromkeys([b for b in bases if b != "whitening"] + fit))
+    fit = [getattr(params.evaluate, b).pooling for b in bases if b in FITTED]
+    return list(dict.fromkeys([b for b in bases if b not in FITTED and b != "glove"] + fit))
 
 
 def evaluate_baseline(kind: str, params, table, figures) -> None:
-    """One baseline stage: the backbone with pooling ``kind``, or BERT-whitening -> base-<kind>."""
-    from .runner import evaluate_and_record, whitening_encoder
+    """One baseline stage: the backbone with pooling ``kind``, BERT-whitening, BERT-flow or GloVe -> base-<kind>."""
+    from .runner import evaluate_and_record, flow_encoder, whitening_encoder
 
     name = f"base-{kind}"
     out = Path(f"reports/metrics/{name}.json")
@@ -51,5 +54,19 @@ def evaluate_baseline(kind: str, params, table, figures) -> None:
         evaluate_and_record(name, params.model.backbone, enc.pooling, params, table, out, kind="baseline",
                             extra_params={"whitening": info}, figures_dir=figures, encoders={name: enc},
                             embeddings=embeddings, extra_metrics={"whitening": info})
+        return
+    if kind == "flow":
+        enc, embeddings, info = flow_encoder(params, table, name=name)
+        evaluate_and_record(name, params.model.backbone, enc.pooling, params, table, out, kind="baseline",
+                            extra_params={"flow": info}, figures_dir=figures, encoders={name: enc},
+                            embeddings=embeddings, extra_metrics={"flow": info})
+        return
+    if kind == "glove":
+        from .glove import glove_encoder
+
+        enc, embeddings, info = glove_encoder(params, table, name=name)
+        evaluate_and_record(name, info["name"], enc.pooling, params, table, out, kind="baseline",
+                            extra_params={"word_vectors": info}, figures_dir=figures, encoders={name: enc},
+                            embeddings=embeddings, extra_metrics={"word_vectors": info})
         return
     evaluate_and_record(name, params.model.backbone, kind, params, table, out, kind="baseline", figures_dir=figures)

@@ -2,10 +2,10 @@
 
 Every evaluate stage encodes through it (:func:`embedding_cache` in ``pipeline/evaluate.py``):
 
-* the four baseline stages (``evaluate_baseline@cls/mean/first_last/whitening``) evaluate the
+* the backbone's baseline stages (``evaluate_baseline@cls/mean/first_last/whitening/flow``) evaluate the
   same backbone on the same ~26.7k sentences with different poolings: the first of them runs ONE
   forward pass per batch, pools it every way in ``share_poolings`` and stores each; the other stages
-  load their embeddings instead of encoding again (whitening's fit on ``first_last`` included);
+  load their embeddings instead of encoding again (whitening's and the flow's fit on ``first_last`` included);
 * a trained model's stage stores its embeddings, so a re-run of the stage for anything but the model
   and its encoding (an evaluate param such as ``hard_subset`` or ``diagnostics``, the evaluation or
   statistics code) loads them instead of encoding the ~29.5k sentences again.

@@ -185,11 +185,41 @@ def whitening_encoder(params, table, name: str = "base-whitening") -> tuple[Sent
     return enc, embeddings, info
 
 
+def flow_encoder(params, table, name: str = "base-flow",
+                 progress: bool = True) -> tuple[SentenceEncoder, dict, dict]:
+    """The BERT-flow baseline (docs/methods.md#bert-flow, :mod:`sentlab.evaluate.flow`).
+
+    Returns ``(encoder, embeddings, info)``: the backbone with ``evaluate.flow.pooling`` and the fitted flow as its
+    ``post``; the flowed lookup of the evaluation pool (the raw pool embeddings were needed for the fit, so the
+    evaluation reuses them); ``info`` says what it was fitted on and how the likelihood moved. The fit runs on the
+    CPU in fp32 (seeded: the same flow on every machine)."""
+    import dataclasses
+    import time
+
+    from .flow import Flow, flow_lookup
+    from .protocol import TASKS, embed_unique, pool_sentences, select_splits
+
+    ep, fp = params.evaluate, params.evaluate.flow
+    raw = build_encoders(params.model.backbone, pooling=fp.pooling, precision=ep.precision, max_length=ep.max_length,
+                         name=name, device=ep.device, workers=ep.workers)[name]
+    pool = pool_sentences(select_splits(table, [*TASKS, "STSBenchmark-dev"], ep.max_pairs))
+    raw_lookup = embed_unique(raw, pool, batch_size=ep.batch_size)
+    t0 = time.perf_counter()
+    flow = Flow.fit(np.stack([raw_lookup[s] for s in pool]), fp, seed=params.seed, progress=progress)
+    fit_s = time.perf_counter() - t0
+    info = {"fit_on": fp.fit_on, "fit_source": "sts_pool: the distinct sentences of the 7 test sets + STS-B dev",
+            "pooling": fp.pooling, "seed": params.seed, **flow.info()}   # no wall time: the JSON stays byte-stable
+    log.info("flow fitted on %d sentences in %d steps (%.1f s): NLL/dim %.3f -> %.3f", flow.fit_size, flow.steps,
+             fit_s, flow.nll_start, flow.nll_end)
+    return dataclasses.replace(raw, post=flow), flow_lookup(raw_lookup, flow), info
+
+
 def metrics_backbone(params, kind: str, extra_metrics: Optional[dict]) -> str:
     """The backbone a metrics file records: a trained model's own (its method line's ``backbone``), else
     ``model.backbone`` (the baselines, a method without its own)."""
     own = ((extra_metrics or {}).get("method") or {}).get("backbone") if kind == "trained" else None
-    return own or params.model.backbone
+    vectors = ((extra_metrics or {}).get("word_vectors") or {}).get("name")   # the GloVe baseline: no backbone
+    return own or vectors or params.model.backbone
 
 
 def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, table, out_path: Path,
@@ -232,7 +262,8 @@ def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, t
     timings = pop_timings(metrics)
     run_params = {"model": model, "pooling": pooling or encoders[name].pooling, "kind": kind,
                   "profile": params.profile, "evaluate": params.evaluate.model_dump(), **(extra_params or {})}
-    skip = ("per_task", "extra_rows", "diagnostics", "whitening", "method", "ci95", "fingerprint", "bootstrap_seed")
+    skip = ("per_task", "extra_rows", "diagnostics", "whitening", "flow", "word_vectors", "method", "ci95",
+            "fingerprint", "bootstrap_seed")
     from ..fingerprint import fingerprint_tags
 
     with tracking.run(f"eval/{name}", params=run_params, tags={"sentlab.stage": "evaluate", "sentlab.model": name,

@@ -2,7 +2,8 @@
 preflight go on.
 
 A stand-in is a params.yaml edit of the scratch copy, like the slice: SimCSE's NLI triples -> the SICK
-stand-in (``prepare.nli: sick_standin``); anything a method line can do without declares the edit itself
+stand-in (``prepare.nli: sick_standin``); GloVe's vectors -> the baselines without ``glove``; anything a method
+line can do without declares the edit itself
 (:meth:`sentlab.methods.base.MethodParams.standin`: PaSeR's EDA without WordNet's synonyms, ``sr`` -> ``rd``).
 The backbone, when it is not here but its architecture is kept (:mod:`sentlab.backbones`), is had as its
 hub-shaped stand-in in a scratch mirror.
@@ -42,6 +43,9 @@ def standin_for(asset: str, values: dict) -> tuple[Optional[dict], str]:
     """(params.yaml edit, description) that lets the pipeline go on without ``asset``, or (None, "")."""
     if asset in PIPELINE_STANDINS:
         return PIPELINE_STANDINS[asset]
+    if asset == "glove":   # the GloVe baseline needs its vectors and nothing else does: the others go on without it
+        bases = [b for b in ((values.get("evaluate") or {}).get("baselines") or []) if b != "glove"]
+        return {"evaluate": {"baselines": bases}}, "evaluate.baselines without glove (its report row: needs data)"
     edit = method_edits(values, lambda p: p.standin(asset))
     if not edit:
         return None, ""

@@ -56,12 +56,13 @@ def ablation_row(label: str, variant: Optional[str], paper, note: str, expects: 
 def table1_rows() -> list[RowSpec]:
     t1 = P.PASER_TABLE1
     return [
-        paper_only("GloVe embeddings", t1["GloVe embeddings"], "not a BERT model", "Original BERT/GloVe"),
+        RowSpec("GloVe embeddings", ("base-glove",), t1["GloVe embeddings"],
+                "mean of glove.840B.300d vectors, SentEval's bag of words (evaluate.glove)", "Original BERT/GloVe"),
         RowSpec("BERTbase-[CLS]", ("base-cls",), t1["BERTbase-[CLS]"], section="Original BERT/GloVe"),
         RowSpec("BERTbase-mean", ("base-mean",), t1["BERTbase-mean"], section="Original BERT/GloVe"),
         RowSpec("BERTbase-first-last avg.", ("base-first_last",), t1["BERTbase-first-last avg."],
                 section="Original BERT/GloVe"),
-        paper_only("BERT-flow", t1["BERT-flow"], "normalising-flow post-processing", "Post-processing"),
+        RowSpec("BERT-flow", ("base-flow",), t1["BERT-flow"], "evaluate.flow", "Post-processing"),
         RowSpec("BERT-whitening", ("base-whitening",), t1["BERT-whitening"], "evaluate.whitening", "Post-processing"),
         RowSpec("CT-BERTbase", ("ct",), t1["CT-BERTbase"], "PaSeR prints STS12–16 only", "Contrastive"),
         paper_only("ConSERTbase", t1["ConSERTbase"], "token-shuffle/cutoff contrastive framework", "Contrastive"),

@@ -119,6 +119,12 @@ def _why_missing(name: str, models_dir: Path) -> str:
     base = name.split("/")[0]
     info_file = Path(models_dir) / base / "sentlab.json"
     metrics = f"reports/metrics/{base}.json"
+    if base == "base-glove":
+        from ...evaluate.glove import glove_missing
+
+        why = glove_missing()   # "needs data" with the fetch command when the vectors are not here
+        if why:
+            return why
     if base.startswith("base-"):
         return f"{metrics} missing: the evaluate_baseline stage for {base[5:]} did not run or failed"
     if not info_file.is_file():

@@ -1,0 +1,174 @@
+"""BERT-flow baseline (Li et al. 2020, issue #40): log-det, invertibility, likelihood, a seeded fit."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from sentlab.errors import SentlabError
+from sentlab.evaluate.flow import ActNorm, Coupling, Flow, Glow, InvertibleLU, flow_lookup
+from sentlab.params_schema import FlowParams
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _data(n=600, d=8, seed=0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, d)) @ rng.normal(size=(d, d)) + 3.0   # anisotropic, off-centre
+    x[:, 0] = np.tanh(x[:, 0])                                       # and not Gaussian
+    return x.astype(np.float32)
+
+
+def _randomised(model: Glow, seed: int = 1) -> Glow:
+    """Every parameter away from its identity-like init (zero-initialised couplings would hide bugs)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=g, dtype=p.dtype))
+        for m in model.modules():
+            if isinstance(m, ActNorm):
+                m.initialized.fill_(True)
+    return model.double().eval()
+
+
+@pytest.mark.parametrize("coupling,permutation", [("additive", "reverse"), ("affine", "lu"), ("additive", "lu")])
+def test_log_det_is_slogdet_of_the_jacobian_and_the_flow_inverts(coupling, permutation):
+    d = 8
+    model = _randomised(Glow(d, levels=2, depth=2, width=6, coupling=coupling, permutation=permutation,
+                             generator=torch.Generator().manual_seed(0)))
+    x = torch.randn(3, d, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    z, logdet, log_prior = model(x)
+    for i in range(3):
+        jac = torch.autograd.functional.jacobian(lambda v: model(v.unsqueeze(0))[0].squeeze(0), x[i])
+        sign, ref = torch.linalg.slogdet(jac)
+        assert sign.item() != 0 and logdet[i].item() == pytest.approx(ref.item(), abs=1e-9)
+    # log p(x) = log N(z; 0, I) + log|det J|, by hand
+    want = (-0.5 * z.pow(2) - 0.5 * math.log(2 * math.pi)).sum(-1) + logdet
+    torch.testing.assert_close(model.log_likelihood(x), want)
+    torch.testing.assert_close(log_prior, (-0.5 * z.pow(2)).sum(-1) - d / 2 * math.log(2 * math.pi))
+    torch.testing.assert_close(model.inverse(z), x, atol=1e-10, rtol=0)   # x -> z -> x
+
+
+def test_a_hand_checkable_actnorm_and_coupling():
+    an = ActNorm(2)
+    with torch.no_grad():
+        an.b.copy_(torch.tensor([1.0, -1.0]))
+        an.s.copy_(torch.tensor([math.log(2.0), 0.0]) / 3)   # scales 2 and 1 (s is stored / 3)
+    an.initialized.fill_(True)
+    y, ld = an(torch.tensor([[1.0, 3.0]]))
+    assert y.tolist() == [[4.0, 2.0]] and ld.item() == pytest.approx(math.log(2.0))
+    c = Coupling(4, 3, "additive", torch.Generator().manual_seed(0))   # zero-initialised output: the identity
+    x = torch.randn(5, 4)
+    y, ld = c(x)
+    assert torch.equal(y, x) and torch.equal(ld, torch.zeros(5))
+
+
+def test_actnorm_data_dependent_init_whitens_the_first_batch():
+    x = torch.tensor([[1.0, 10.0], [3.0, 30.0], [5.0, 50.0]])
+    an = ActNorm(2).train()
+    y, _ = an(x)
+    torch.testing.assert_close(y.mean(0), torch.zeros(2), atol=1e-5, rtol=0)
+    torch.testing.assert_close(y.pow(2).mean(0), torch.ones(2), atol=1e-4, rtol=0)
+    y2, _ = an(x * 7)               # later batches: the parameters are kept
+    assert not torch.allclose(y2.mean(0), torch.zeros(2))
+
+
+def test_lu_mixing_starts_as_a_rotation():
+    mix = InvertibleLU(6, torch.Generator().manual_seed(3))
+    w = mix.weight().double()
+    torch.testing.assert_close(w @ w.T, torch.eye(6, dtype=torch.float64), atol=1e-5, rtol=0)
+
+
+def test_the_fit_raises_the_likelihood_and_is_seeded():
+    x = _data()
+    params = FlowParams(levels=2, depth=2, width=16, batch_size=64, epochs=3)
+    a = Flow.fit(x, params, seed=7)
+    b = Flow.fit(x, params, seed=7)
+    c = Flow.fit(x, params, seed=8)
+    assert a.steps == 3 * math.ceil(600 / 64)
+    assert a.nll_end < a.nll_start - 0.05, (a.nll_start, a.nll_end)   # nats per dimension
+    za, zb, zc = a(x), b(x), c(x)
+    assert za.shape == (600, 8) and za.dtype == np.float32
+    assert np.array_equal(za, zb) and not np.array_equal(za, zc)
+    assert a.info() == b.info() and a.info()["fit_size"] == 600
+    # z is closer to N(0, I) than x: centred, and its dimensions far less correlated
+    def offdiag(v):
+        c = np.corrcoef(v, rowvar=False)
+        return np.abs(c - np.diag(np.diag(c))).max()
+    assert np.abs(za.mean(0)).max() < 0.3 and np.abs(x.mean(0)).max() > 2
+    assert offdiag(za) < 0.6 * offdiag(x), (offdiag(za), offdiag(x))   # here 0.40 vs 0.76 after 30 steps
+    lookup = flow_lookup({"s": x[0], "t": x[1]}, a)
+    np.testing.assert_allclose(lookup["t"], za[1], atol=1e-5)   # a 2-row batch: float rounding differs
+    # steps caps the fit (the preflight slice sets it)
+    assert Flow.fit(x, params.model_copy(update={"steps": 2}), seed=7).steps == 2
+
+
+def test_bad_dimensions_and_params_are_user_errors():
+    with pytest.raises(SentlabError, match="evaluate.flow.levels"):
+        Flow.fit(_data(d=6), FlowParams(levels=3), seed=0)
+    with pytest.raises(SentlabError, match="at least 2"):
+        Flow.fit(_data(n=1), FlowParams(levels=1), seed=0)
+    with pytest.raises(Exception, match="coupling"):
+        FlowParams(coupling="spline")
+
+
+def test_flow_encoder_fits_on_the_pool_and_reuses_its_embeddings(tiny_bert, monkeypatch):
+    from sentlab.config import Params
+    from sentlab.encoder import SentenceEncoder
+    from sentlab.evaluate import runner
+    from sentlab.evaluate.protocol import evaluate_table
+    from test_whitening import _table
+
+    model, tok = tiny_bert
+    calls: list[list[str]] = []
+
+    class Counting(SentenceEncoder):
+        def encode(self, sentences, *a, **kw):
+            calls.append(list(sentences))
+            return super().encode(sentences, *a, **kw)
+
+    raw = Counting(model, tok, pooling="mean", name="base-flow")
+    monkeypatch.setattr(runner, "build_encoders", lambda *a, **kw: {"base-flow": raw})
+    params = Params()
+    params.evaluate.flow = FlowParams(levels=2, depth=1, width=8, pooling="mean", steps=5)
+    enc, embeddings, info = runner.flow_encoder(params, _table(), progress=False)
+    assert info["fit_size"] == len(calls[0]) == len(set(calls[0])) and info["steps"] == 5 and info["dim"] == 32
+    assert isinstance(enc.post, Flow) and info["seed"] == params.seed
+    some = calls[0][:4]
+    np.testing.assert_allclose(np.stack([embeddings[s] for s in some]), enc.encode(some), atol=1e-5)
+    n = len(calls)
+    res = evaluate_table(enc, _table(), embeddings=embeddings)
+    assert len(calls) == n and np.isfinite(res["Avg"])
+
+
+def test_profiles_list_flow_and_glove():
+    from pathlib import Path
+
+    from sentlab.config import load_params
+
+    root = Path(__file__).resolve().parents[1]
+    paper = load_params(root / "params.yaml", profile="paper")
+    assert {"flow", "glove"} <= set(paper.evaluate.baselines)
+    smoke = load_params(root / "params.yaml", profile="smoke")
+    assert "flow" not in smoke.evaluate.baselines and "glove" not in smoke.evaluate.baselines
+    quick = load_params(root / "params.yaml", profile="quick")
+    assert "glove" not in quick.evaluate.baselines
+    assert quick.evaluate.flow == FlowParams()   # the code's settings in every profile
+
+
+def test_the_preflight_slice_caps_the_flow_fit():
+    """The paper preflight's slice fits the flow in its step budget, not an epoch; without a flow baseline the
+    slice leaves evaluate.flow alone."""
+    from pathlib import Path
+
+    from sentlab.config import deep_merge, validate
+    from sentlab.preflight import slice_edits
+    from sentlab.profiles import profile_values
+
+    sl = {"size": 600, "steps": 3, "batch_size": 8, "dev_max_pairs": 16, "max_pairs": 10}
+    paper = profile_values("paper", Path(__file__).resolve().parents[1] / "profiles")
+    p = validate(deep_merge(paper, slice_edits(paper, sl)))
+    assert p.evaluate.flow.steps == 3 and p.evaluate.flow.levels == 3 and "glove" in p.evaluate.baselines
+    paper["evaluate"]["baselines"] = ["cls"]
+    assert "flow" not in slice_edits(paper, sl)["evaluate"]
