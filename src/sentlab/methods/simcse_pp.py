@@ -26,7 +26,7 @@ from .simcse import SimCSE, SimCSEParams
 class SimCSEPPParams(SimCSEParams):
     """``methods.simcse_pp``: SimCSE's keys plus the two switches of SimCSE++ and their settings."""
 
-    off_dropout: bool = Field(True, description="negatives from a dropout-off pass (SimCSE++ Sec. 3); false: "
+    off_dropout: bool = Field(True, description="negatives from a dropout-off pass (SimCSE++ off-dropout); false: "
                                                 "SimCSE's dropout-on in-batch negatives")
     pos_ratio: float = Field(1.0, gt=0, description="m: weight of the positive logit in the off-dropout loss (the "
                                                     "SimCSE++ run: 1; the release's off-dropout-only run: 0.9)")
