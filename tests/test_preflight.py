@@ -271,6 +271,7 @@ def test_slice_caps_are_declared_by_each_method_and_reach_its_training():
     assert resolve_train(p4, method_params(p4, "ct")).batch_size == 8  # 1 + CT's 7 negatives
     assert resolve_train(p4, method_params(p4, "simcse")).batch_size == 4
     assert method_params(p, "l2p").max_sentences == 300
+    assert method_params(p, "esimcse").queue_size == 16   # the keys of all but the slice's last step: it turns over
     assert method_params(p, "paser").eda == "sr" and method_params(p, "paser").decoder_layers == 6
     for mid in ("paser", "paser_sup"):
         mp = method_params(p, mid)

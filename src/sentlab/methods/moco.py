@@ -120,6 +120,13 @@ Embeddings},
         self.mlp = MLPHead.of(encoder.config)
         self.key_encoder = frozen_copy(self.encoder)
         self.key_mlp = frozen_copy(self.mlp)
+        self.register_buffer("queue", torch.zeros(self._queue_capacity(params), hidden))
+        self.register_buffer("queue_len", torch.zeros((), dtype=torch.long))
+        self._filled: Optional[int] = 0  # queue_len as a Python int (read from the buffer once after a load)
+        self._augment_fn = make_augmenter(self.augmentation, getattr(params, "rate", 0.0))
+
+    def _queue_capacity(self, params: MoCoParams) -> int:
+        """Keys the queue holds: ``queue_size`` candidates less the current (global) batch, which leads them."""
         global_batch = params.batch_size or 0  # the global batch (every rank together)
         queue_len = params.queue_size - global_batch
         if queue_len < 0:
@@ -127,10 +134,7 @@ Embeddings},
                 f"methods.{self.id}.queue_size = {params.queue_size} is smaller than the global batch "
                 f"(train.batch_size {global_batch}); the candidate set includes the current batch, so set "
                 f"methods.{self.id}.queue_size >= {global_batch} (paper: 256 for batch 64).")
-        self.register_buffer("queue", torch.zeros(queue_len, hidden))
-        self.register_buffer("queue_len", torch.zeros((), dtype=torch.long))
-        self._filled: Optional[int] = 0  # queue_len as a Python int (read from the buffer once after a load)
-        self._augment_fn = make_augmenter(self.augmentation, getattr(params, "rate", 0.0))
+        return queue_len
 
     def _load_from_state_dict(self, *args, **kwargs):
         super()._load_from_state_dict(*args, **kwargs)
@@ -184,12 +188,16 @@ Embeddings},
     def _query(self, enc) -> torch.Tensor:
         return self.mlp(self._cls(self.encoder, enc))
 
+    def _key_head(self) -> nn.Module:
+        """The head over the key encoder's [CLS]: the momentum copy of the MLP."""
+        return self.key_mlp
+
     @torch.no_grad()
     def _key(self, enc) -> torch.Tensor:
         was_training = self.key_encoder.training
         self.key_encoder.train(was_training and self.params.key_dropout)
         try:
-            return self.key_mlp(self._cls(self.key_encoder, enc))
+            return self._key_head()(self._cls(self.key_encoder, enc))
         finally:
             self.key_encoder.train(was_training)
 

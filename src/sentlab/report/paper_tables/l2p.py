@@ -76,7 +76,7 @@ def table1_rows() -> list[RowSpec]:
 # Table 2's BERT-base group, then every other method's model with transfer results (no paper row): the second
 # column the follow-up papers report
 OTHER_TRANSFER = ("ct", "moco", "moco_srl", "ptbert", "paser", "paser_sup", "prompt", "prompt_l2p", "posbow_adv",
-                  "simcse_sup")
+                  "simcse_sup", "esimcse", "simcse_pp")
 TRANSFER_COLS = (*P.TRANSFER_COLUMNS[:-1], "MRPC_F1", "TransferAvg")
 
 

@@ -1,0 +1,222 @@
+"""ESimCSE: sub-word repetition, InfoNCE with the momentum queue's negatives, the momentum update, resume."""
+
+import math
+import random
+
+import pytest
+import torch
+
+from sentlab.config import TrainParams
+from sentlab.methods import get_method
+from sentlab.methods.base import Batch
+from tiny import sentences, tiny_bert
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def build(tok, batch_size=8, **params):
+    cls = get_method("esimcse")
+    torch.manual_seed(0)
+    return cls(tiny_bert(tok, 0, initializer_range=0.2), tok,
+               cls.Params(**params).resolved(TrainParams(batch_size=batch_size, max_length=16, lr=1e-3)), seed=0)
+
+
+def cos(a, b):
+    return float(a @ b / (a.norm() * b.norm()))
+
+
+# --- word repetition -----------------------------------------------------------------------------------
+def test_repetition_duplicates_exactly_the_chosen_sub_words(tok):
+    m = build(tok)
+    enc = tok(["red cat saw a green dog near the blue house"], return_special_tokens_mask=True)
+    ids, special = enc["input_ids"][0], enc["special_tokens_mask"][0]
+    assert len(ids) == 12                                     # [CLS] + 10 words + [SEP]
+    positions = m._dup_positions(special, random.Random(0))
+    assert positions == [1, 5, 7]                             # pinned: seed 0 draws 3, the most max(2, int(.32·12)) allows
+    row = {"input_ids": ids, "token_type_ids": [0] * 12, "attention_mask": [1] * 12}
+    out = m._repeat(row, positions)
+    expected = []
+    for i, t in enumerate(ids):
+        expected += [t, t] if i in positions else [t]
+    assert out["input_ids"] == expected
+    assert len(out["input_ids"]) == len(ids) + len(positions)
+    assert out["attention_mask"] == [1] * 15 and out["token_type_ids"] == [0] * 15
+    assert tok.convert_ids_to_tokens(out["input_ids"]) == [
+        "[CLS]", "red", "red", "cat", "saw", "a", "green", "green", "dog", "near", "near", "the", "blue", "house",
+        "[SEP]"]
+
+
+@pytest.mark.parametrize("rule, counts", [("paper", {0, 1, 2, 3}), ("code", {0, 1, 2})])
+def test_repetition_counts_follow_the_rule(tok, rule, counts):
+    """N = 12 sub-words, dup_rate 0.32: the paper's uniform [0, max(2, int(3.84))] = [0, 3]; the code's
+    randrange(min(10, 3)) = [0, 2]. Never [CLS]/[SEP]; a 1-word sentence repeats at most its word."""
+    m = build(tok, dup_len_rule=rule)
+    special = [1] + [0] * 10 + [1]
+    rng = random.Random(0)
+    draws = [m._dup_positions(special, rng) for _ in range(4000)]
+    assert {len(d) for d in draws} == counts
+    for n in counts:  # uniform: each count within 4 % of its share
+        assert abs(sum(len(d) == n for d in draws) / 4000 - 1 / len(counts)) < 0.04
+    assert all(0 not in d and 11 not in d and d == sorted(set(d)) for d in draws)
+    one_word = {len(m._dup_positions([1, 0, 1], rng)) for _ in range(200)}
+    assert one_word == ({0, 1} if rule == "paper" else {0})   # code: int(.32·3) = 0, nothing repeated
+
+
+def test_prepare_builds_the_repeated_views_from_the_batch_rng(tok):
+    m = build(tok)
+    b = Batch(sentences(8), draw=5, seed=7)
+    views = m.prepare(Batch(b.sentences, draw=5, seed=7)).features["views"]
+    assert views["input_ids"].shape[0] == 16
+    rng = b.rng("repetition")
+    enc = tok(b.sentences, truncation=True, max_length=16, return_special_tokens_mask=True)
+    grew = 0
+    for i, (ids, special) in enumerate(zip(enc["input_ids"], enc["special_tokens_mask"])):
+        pos = m._dup_positions(special, rng)
+        rep = m._repeat({"input_ids": ids}, pos)["input_ids"]
+        n0, n1 = int(views["attention_mask"][i].sum()), int(views["attention_mask"][8 + i].sum())
+        assert views["input_ids"][i, :n0].tolist() == ids                 # the sentence as it is
+        assert views["input_ids"][8 + i, :n1].tolist() == rep             # its repetition
+        assert n1 == n0 + len(pos)
+        grew += len(pos)
+    assert grew > 0
+    again = m.prepare(Batch(b.sentences, draw=5, seed=7)).features["views"]["input_ids"]
+    assert torch.equal(again, views["input_ids"])                         # a function of (seed, draw)
+    other = m.prepare(Batch(b.sentences, draw=6, seed=7)).features["views"]["input_ids"]
+    assert not torch.equal(other, views["input_ids"])
+
+
+def test_repetition_never_exceeds_the_position_table(tok):
+    m = build(tok)
+    m._max_positions = 13
+    special = [1] + [0] * 10 + [1]
+    assert max(len(m._dup_positions(special, random.Random(s))) for s in range(300)) == 1
+
+
+# --- the loss and the queue ---------------------------------------------------------------------------
+def test_loss_is_info_nce_over_in_batch_positives_and_queued_negatives_by_hand(tok):
+    m = build(tok, batch_size=4, queue_size=12).eval()       # eval: no dropout, so the views are reproducible
+    torch.manual_seed(1)
+    old = torch.randn(5, 32)
+    m.queue[:5] = old
+    m.queue_len.fill_(5)
+    m._filled = None
+    batch = Batch(sentences(4, seed=3))
+    views = m.prepare(Batch(batch.sentences)).features["views"]
+    with torch.no_grad():
+        z, z_pos = m._views(views)
+        keys = m._key(m._sentences(views))
+        out = m(batch)
+    total = 0.0
+    for i in range(4):
+        logits = [cos(z[i], z_pos[j]) / 0.05 for j in range(4)] + [cos(z[i], old[q]) / 0.05 for q in range(5)]
+        total += -logits[i] + math.log(sum(math.exp(x) for x in logits))
+    assert out["loss"].item() == pytest.approx(total / 4, abs=1e-4)
+    assert out["candidates"] == 9.0
+    # the batch's momentum keys (of the sentences, not their repetitions) now lead the queue
+    assert int(m.queue_len) == 9
+    assert torch.allclose(m.queue[:4], keys, atol=1e-6) and torch.equal(m.queue[4:9], old)
+
+
+def test_queue_keeps_the_last_queue_size_keys(tok):
+    m = build(tok, batch_size=8, queue_size=20)
+    assert m.queue.shape == (20, 32)                         # queued keys only: the batch is not counted in
+    seen = []
+    for t in range(4):
+        b = Batch(sentences(8, seed=t), draw=t)
+        out = m(b)
+        assert out["candidates"] == 8.0 + min(20, 8 * t)
+        with torch.no_grad():
+            seen.append(m.queue[:8].clone())
+    assert int(m.queue_len) == 20
+    assert torch.equal(m.queue, torch.cat([seen[3], seen[2], seen[1][:4]]))
+
+
+def test_keys_come_from_the_dropout_off_momentum_encoder_and_the_online_mlp(tok):
+    m = build(tok)
+    assert not hasattr(m, "key_mlp") and m.training
+    enc = m.tokenize(sentences(4))
+    k1, k2 = m._key(enc), m._key(enc)
+    assert torch.equal(k1, k2) and m.key_encoder.training    # dropout off for the pass, the mode kept
+    with torch.no_grad():
+        m.key_encoder.eval()
+        ref = m.mlp(m.key_encoder(**enc).last_hidden_state[:, 0])
+    assert torch.allclose(k1, ref, atol=1e-6)
+    assert build(tok, key_dropout=True)._key(enc).shape == (4, 32)
+
+
+@pytest.mark.parametrize("key_mlp", ["online", "momentum"])
+def test_momentum_update_is_exact(tok, key_mlp):
+    m = build(tok, key_mlp=key_mlp)
+    with torch.no_grad():
+        for p in m.encoder.parameters():
+            p.add_(torch.randn_like(p))
+        for p in m.mlp.parameters():
+            p.add_(1.0)
+    before = [p.detach().clone().double() for p in m.key_encoder.parameters()]
+    mlp_before = [p.detach().clone().double() for p in m.key_mlp.parameters()] if key_mlp == "momentum" else []
+    m.after_optimizer_step()
+    for p_k, b, p_q in zip(m.key_encoder.parameters(), before, m.encoder.parameters()):
+        assert torch.allclose(p_k.double(), 0.995 * b + 0.005 * p_q.double(), rtol=0, atol=1e-6)
+    assert {id(p) for p in m.trainable_parameters()}.isdisjoint({id(p) for p in m.key_encoder.parameters()})
+    if key_mlp == "momentum":
+        for p_k, b, p_q in zip(m.key_mlp.parameters(), mlp_before, m.mlp.parameters()):
+            assert torch.allclose(p_k.double(), 0.995 * b + 0.005 * p_q.double(), rtol=0, atol=1e-6)
+
+
+# --- training, resume, params ---------------------------------------------------------------------------
+def train(m, steps, start=0, opt=None):
+    opt = opt or m.configure_optimizers()
+    losses = []
+    for t in range(start, start + steps):
+        out = m(Batch(sentences(8, seed=t % 2), draw=t, seed=0))
+        out["loss"].backward()
+        opt.step()
+        opt.zero_grad()
+        m.after_optimizer_step()
+        losses.append(out["loss"].item())
+    return losses, opt
+
+
+def test_trains_on_the_tiny_model_and_the_loss_moves(tok):
+    losses, _ = train(build(tok, queue_size=16), 12)
+    assert all(math.isfinite(x) for x in losses)
+    assert sum(losses[-3:]) / 3 < sum(losses[:3]) / 3 - 0.3, losses
+
+
+def test_resume_carries_the_queue_and_the_momentum_encoder(tok, tmp_path):
+    from sentlab.train.checkpoint import load_resume, save_resume
+
+    def scheduler(opt):
+        return torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+
+    m = build(tok, queue_size=16)
+    _, opt = train(m, 3)
+    sched = scheduler(opt)
+    save_resume(tmp_path / "last", m, opt, sched, {"step": 3})
+    expected, _ = train(m, 2, start=3, opt=opt)
+
+    m2 = build(tok, queue_size=16)
+    opt2 = m2.configure_optimizers()
+    assert load_resume(tmp_path / "last", m2, opt2, scheduler(opt2))["step"] == 3
+    assert int(m2.queue_len) == 16 and torch.count_nonzero(m2.queue) > 0
+    got, _ = train(m2, 2, start=3, opt=opt2)
+    assert got == expected                                   # the same queue, key encoder and RNG: the same steps
+    assert torch.equal(m2.queue, m.queue)
+
+
+def test_params_caps_and_errors(tok):
+    from pydantic import ValidationError
+
+    P = get_method("esimcse").Params
+    p = P()
+    assert (p.momentum, p.queue_size, p.dup_rate, p.temperature, p.key_dropout) == (0.995, 160, 0.32, 0.05, False)
+    assert P().slice_caps(steps=3, batch_size=8, sentences=600) == {"max_steps": 3, "eval_every": 3,
+                                                                     "queue_size": 16}
+    assert "queue_size" not in P().slice_caps(steps=3, batch_size=0, sentences=600)
+    for bad in ({"dup_rate": 1.5}, {"queue_size": -1}, {"dup_len_rule": "words"}, {"key_mlp": "none"}):
+        with pytest.raises(ValidationError):
+            P(**bad)
+    m = build(tok, queue_size=0)
+    assert m(Batch(sentences(8)))["candidates"] == 8.0       # no queue: repetition SimCSE
+    assert m.export_info() == {"method": "esimcse", "pooling": "cls", "dup_rate": 0.32, "dup_len_rule": "paper",
+                               "queue_size": 0, "momentum": 0.995}
