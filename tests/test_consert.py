@@ -182,3 +182,46 @@ def test_loss_falls(tok):
         losses.append(float(out["loss"].detach()))
     first, last = np.mean(losses[:6]), np.mean(losses[-6:])
     assert last < 0.85 * first, (first, last)
+
+
+def test_train_method_end_to_end_resumes_exactly_and_exports_top2_mean(tmp_path, tok):
+    """Through the real loop (prepare in its DataLoader): killed after step 3 and resumed, the weights and the curve
+    equal an uninterrupted run's (the views are drawn from Batch.rng); the export pools the last two layers."""
+    import json
+
+    from safetensors.torch import load_file
+
+    from sentlab.config import Params
+    from sentlab.train.run import train_method
+    from test_train_loop import Interrupt, factory, fake_dev_eval, make_root
+
+    p = Params(seed=3, train=TrainParams(batch_size=8, max_length=16, lr=3e-3, eval_every=2, max_steps=5,
+                                         device="cpu"),
+               methods={"consert": {"corpus": "train", "loss_weight": 1.0}})
+    a, b = make_root(tmp_path / "a"), make_root(tmp_path / "b")
+    train_method(p, "consert", root=a, dev_eval=fake_dev_eval(), encoder_factory=factory(tok), tracking=False,
+                 progress=False)
+
+    def kill_at_3(step, record):
+        if step == 3:
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        train_method(p, "consert", root=b, dev_eval=fake_dev_eval(), encoder_factory=factory(tok), tracking=False,
+                     callbacks=[kill_at_3], progress=False)
+    info = train_method(p, "consert", root=b, dev_eval=fake_dev_eval(), encoder_factory=factory(tok), tracking=False,
+                        progress=False)
+    assert info["resumed_from_step"] == 2
+    wa, wb = (load_file(r / "models" / "consert" / "model.safetensors") for r in (a, b))
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    meta = json.loads((a / "models" / "consert" / "sentlab.json").read_text())
+    assert meta["pooling"] == "top2_mean" and meta["views"] == ["feature_cutoff", "shuffle"]
+
+
+def test_loss_is_fp32_under_bf16_autocast(tok):
+    m = build(tok).eval()
+    batch = Batch(sentences(6, seed=8))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = m(batch)["loss"]
+    assert loss.dtype == torch.float32
+    torch.testing.assert_close(loss, m(batch)["loss"], rtol=0.05, atol=0.05)

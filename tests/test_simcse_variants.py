@@ -216,3 +216,39 @@ def test_loss_falls(tok, method_id, params):
         losses.append(float(out["loss"].detach()))
     first, last = np.mean(losses[:6]), np.mean(losses[-6:])
     assert last < 0.85 * first, (method_id, first, last)
+
+
+@pytest.mark.parametrize("method_id,block", [("simcse_crop", {}), ("simcse_mlm", {"lm_head": "fresh"})])
+def test_resume_equals_uninterrupted(tmp_path, tok, method_id, block):
+    """The augmentation / MLM corruption is drawn from Batch.rng in prepare: a run killed after step 3 and resumed
+    ends with the uninterrupted run's weights."""
+    from safetensors.torch import load_file
+
+    from sentlab.config import Params
+    from sentlab.train.run import train_method
+    from test_train_loop import Interrupt, factory, fake_dev_eval, make_root
+
+    p = Params(seed=3, train=TrainParams(batch_size=8, max_length=16, lr=3e-3, eval_every=2, max_steps=5,
+                                         device="cpu"), methods={method_id: block})
+    a, b = make_root(tmp_path / "a"), make_root(tmp_path / "b")
+    run = dict(dev_eval=fake_dev_eval(), encoder_factory=factory(tok), tracking=False, progress=False)
+    train_method(p, method_id, root=a, **run)
+
+    def kill_at_3(step, record):
+        if step == 3:
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        train_method(p, method_id, root=b, callbacks=[kill_at_3], **run)
+    assert train_method(p, method_id, root=b, **run)["resumed_from_step"] == 2
+    wa, wb = (load_file(r / "models" / method_id / "model.safetensors") for r in (a, b))
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_mlm_losses_are_fp32_under_bf16_autocast(tok):
+    m = build("simcse_mlm", tok, lm_head="fresh").eval()
+    batch = Batch(sentences(6, seed=8))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = m(batch)
+    assert out["loss"].dtype == out["loss_mlm"].dtype == out["loss_cl"].dtype == torch.float32
+    torch.testing.assert_close(out["loss"], m(batch)["loss"], rtol=0.05, atol=0.05)
