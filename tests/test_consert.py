@@ -225,3 +225,22 @@ def test_loss_is_fp32_under_bf16_autocast(tok):
         loss = m(batch)["loss"]
     assert loss.dtype == torch.float32
     torch.testing.assert_close(loss, m(batch)["loss"], rtol=0.05, atol=0.05)
+
+
+def test_roberta_positions_count_from_padding_idx_plus_one(tok):
+    """RoBERTa numbers positions from pad + 1: the unshuffled view must give the model's own positions."""
+    from transformers import RobertaConfig, RobertaModel
+
+    torch.manual_seed(0)
+    cfg = RobertaConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=80, pad_token_id=tok.pad_token_id,
+                        type_vocab_size=2)
+    m = build(tok, RobertaModel(cfg, add_pooling_layer=False), view1="none", view2="shuffle").eval()
+    assert m.position_offset == tok.pad_token_id + 1
+    f = m.prepare(Batch(sentences(4), draw=0, seed=0)).features
+    enc = {k: v[:4] for k, v in f["enc"].items()}
+    with torch.no_grad():
+        z = m._embed(f)
+        ref = pool(m.encoder(**enc), enc["attention_mask"], "mean")
+    torch.testing.assert_close(z[:4], ref, rtol=0, atol=1e-6)
+    assert f["position_ids"][4:].min() == m.position_offset
