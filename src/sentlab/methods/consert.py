@@ -31,7 +31,7 @@ class ConSERTParams(ContrastiveParams):
                                      "transfer setting) or the Wikipedia corpus")
     view1: View = Field("feature_cutoff", description="augmentation of the first view (the script's da_final_1)")
     view2: View = Field("shuffle", description="augmentation of the second view (da_final_2); token shuffle + "
-                                               "feature cutoff is the paper's best pair (Sec. 5.1)")
+                                               "feature cutoff is the best pair of the paper's augmentation study")
     cutoff_rate: float = Field(0.2, gt=0, lt=1, description="share of the feature columns (feature_cutoff) or of "
                                                             "the tokens (token_cutoff) zeroed (cutoff_rate_final_1)")
     loss_weight: float = Field(0.15, gt=0, description="factor on the NT-Xent loss (the script's --cl_rate 0.15)")

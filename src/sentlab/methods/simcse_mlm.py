@@ -36,8 +36,8 @@ class SimCSEMLMParams(SimCSEParams):
 
 @register("simcse_mlm")
 class SimCSEMLM(SimCSE):
-    """Unsupervised SimCSE + λ·MLM (Gao et al., EMNLP 2021, App. "MLM auxiliary objective"; code: ``--do_mlm``,
-    ``BertForCL.lm_head``, ``cl_forward``).
+    """Unsupervised SimCSE + λ·MLM (Gao et al., EMNLP 2021: the optional MLM auxiliary objective of its released
+    code, ``--do_mlm``, ``BertForCL.lm_head``, ``cl_forward``).
 
     Per batch of N sentences:
 
