@@ -64,8 +64,9 @@ def test_make_augmenter_dispatch():
     rng = random.Random(0)
     assert make_augmenter("none")(SENT, rng) == SENT
     assert make_augmenter("srl")(SENT, rng, None) == SENT
+    assert make_augmenter("crop", 0.5)(SENT, random.Random(0)) in SENT   # a contiguous run (issue #40: SimCSE + crop)
     with pytest.raises(ValueError):
-        make_augmenter("crop")
+        make_augmenter("cropping")
 
 
 def test_augmenters_pickle_for_dataloader_workers():
@@ -74,7 +75,7 @@ def test_augmenters_pickle_for_dataloader_workers():
     object that survives pickling and augments as before."""
     import pickle
 
-    for kind in ("none", "reorder", "duplication", "deletion", "srl"):
+    for kind in ("none", "reorder", "duplication", "deletion", "crop", "srl"):
         f = make_augmenter(kind, 0.3)
         g = pickle.loads(pickle.dumps(f))
         assert g(SENT, random.Random(3), None) == f(SENT, random.Random(3), None), kind

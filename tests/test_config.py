@@ -179,11 +179,13 @@ def test_the_stage_list_follows_the_profile():
     assert quick["models"]["paser_sup"]["init"] == "models/paser" and quick["baselines"][0] == "cls"
     paper = load_params(REPO / "params.yaml", profile="paper")
     models = stage_list_for(paper)["models"]
-    # 17 methods (sg_opt: issue #40; esimcse, simcse_pp: issue #41) + paser_sup, 4 more seeds each of the 17; 61
-    # variants: paser_aug_sr dropped (it is the paper paser again), the 4 *_roberta lines added (issue #34)
+    # 21 methods (simcse_crop, simcse_deletion, simcse_mlm, consert, sg_opt: issue #40; esimcse, simcse_pp: issue
+    # #41) + paser_sup, 4 more seeds each of the 21; 61 variants: paser_aug_sr dropped (it is the paper paser again),
+    # the 4 *_roberta lines added (issue #34)
     variants = {k: v for k, v in models.items() if v["own"].startswith("ablations.")}
-    assert len(models) == 18 + 17 * 4 + 61 and len(variants) == 61
+    assert len(models) == 22 + 21 * 4 + 61 and len(variants) == 61
     assert {"esimcse-s46", "simcse_pp-s46"} <= set(models)
+    assert {"simcse_crop", "simcse_deletion", "simcse_mlm", "consert", "consert-s46"} <= set(models)
     assert variants["ptbert_m64"]["line"] == "methods.ptbert"
     assert "paser_sup-s43" not in active_models(paper) and "ct-s46" in active_models(paper)
 

@@ -229,6 +229,10 @@ KEY_PARAMS: dict[str, tuple[str, ...]] = {
     "l2p": ("layers", "phi", "steps", "beta", "token_mask", "feature_mask", "learn", "perturbation", "continuous"),
     "prompt_l2p": ("layers", "phi", "steps", "beta"),
     "posbow_adv": ("adversary", "adv_lambda", "aux_tasks"),
+    "simcse_crop": ("rate", "augment_views"),
+    "simcse_deletion": ("rate", "words", "augment_views"),
+    "simcse_mlm": ("mlm_weight", "decoder"),
+    "consert": ("view1", "view2", "cutoff_rate"),
 }
 TRAIN_KEYS = ("batch_size", "lr")
 

@@ -1,4 +1,5 @@
-"""Discrete sentence augmentations for MoCo-BERT's key branch (PT-BERT Table 3, docs/methods.md#moco-bert).
+"""Discrete sentence augmentations: MoCo-BERT's key branch (PT-BERT Table 3, docs/methods.md#moco-bert) and
+SimCSE's second view (Gao et al. 2021, Table 1; docs/methods.md#simcse-with-crop-or-word-deletion).
 
 PT-BERT (Tan et al., ACL 2022, Sec. 4.4 / Table 3) compares MoCo-BERT with
 four discrete augmentations of the key sentence but gives neither rates nor
@@ -11,7 +12,10 @@ the exact operations. The choices made here (all seeded, all parameters):
   positions drawn without replacement; each chosen word is repeated
   immediately after itself ("the cat sat" → "the the cat sat").
 * :func:`delete` — ``n = max(1, round(rate · #words))`` distinct word
-  positions removed; at least one word is always kept.
+  positions removed (or exactly ``count`` of them); at least one word is always kept.
+* :func:`crop` — SimCSE's "crop k%: keep 100−k% of the length": a contiguous
+  run of ``#words − max(1, round(rate · #words))`` words (at least one), its
+  start drawn uniformly; the words of the run in their order.
 * :func:`srl_rebuild` — SRL-guided: for every predicate-argument frame of
   the annotation stage, the spans ``[ARG0, PRED, ARGM-NEG, ARG1]`` that exist,
   in that order; the frames' word lists concatenated (in the annotation's
@@ -29,7 +33,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-AUGMENTATIONS = ("none", "reorder", "duplication", "deletion", "srl")
+AUGMENTATIONS = ("none", "reorder", "duplication", "deletion", "crop", "srl")
 
 
 def _count(n_words: int, rate: float) -> int:
@@ -57,12 +61,21 @@ def duplicate(sentence: str, rng: random.Random, rate: float = 0.1) -> str:
     return " ".join(out)
 
 
-def delete(sentence: str, rng: random.Random, rate: float = 0.1) -> str:
-    """Remove ``max(1, round(rate·n))`` randomly chosen words, keeping at least one word."""
+def delete(sentence: str, rng: random.Random, rate: float = 0.1, count: Optional[int] = None) -> str:
+    """Remove ``max(1, round(rate·n))`` randomly chosen words (``count``: exactly that many), keeping at least
+    one word."""
     words = sentence.split()
-    k = min(_count(len(words), rate), max(len(words) - 1, 0))
+    k = min(_count(len(words), rate) if count is None else count, max(len(words) - 1, 0))
     dropped = set(rng.sample(range(len(words)), k))
     return " ".join(w for i, w in enumerate(words) if i not in dropped)
+
+
+def crop(sentence: str, rng: random.Random, rate: float = 0.1) -> str:
+    """Keep a random contiguous run of the words: ``max(1, round(rate·n))`` fewer than ``n``, at least one."""
+    words = sentence.split()
+    keep = max(len(words) - _count(len(words), rate), min(len(words), 1))
+    start = rng.randrange(len(words) - keep + 1) if words else 0
+    return " ".join(words[start:start + keep])
 
 
 SRL_ORDER = ("arg0", "predicate", "argm_neg", "arg1")
@@ -100,6 +113,7 @@ class Augmenter:
 
     kind: str
     rate: float = 0.1
+    count: Optional[int] = None  # deletion: exactly this many words (None: the rate)
 
     def __call__(self, s: str, rng: random.Random, frames: Any = None) -> str:
         if self.kind == "reorder":
@@ -107,14 +121,17 @@ class Augmenter:
         if self.kind == "duplication":
             return duplicate(s, rng, self.rate)
         if self.kind == "deletion":
-            return delete(s, rng, self.rate)
+            return delete(s, rng, self.rate, self.count)
+        if self.kind == "crop":
+            return crop(s, rng, self.rate)
         if self.kind == "srl":
             return srl_rebuild(s, frames)
         return s
 
 
-def make_augmenter(kind: str, rate: float = 0.1) -> Callable[[str, random.Random, Any], str]:
+def make_augmenter(kind: str, rate: float = 0.1,
+                   count: Optional[int] = None) -> Callable[[str, random.Random, Any], str]:
     """``f(sentence, rng, frames) -> augmented sentence`` for one augmentation kind (:class:`Augmenter`)."""
-    if kind in ("none", "reorder", "duplication", "deletion", "srl"):
-        return Augmenter(kind, rate)
+    if kind in AUGMENTATIONS:
+        return Augmenter(kind, rate, count)
     raise ValueError(f"unknown augmentation {kind!r}; allowed: {', '.join(AUGMENTATIONS)}")

@@ -71,6 +71,25 @@ def in_batch_info_nce(z1: torch.Tensor, z2: torch.Tensor, temperature: float) ->
     return info_nce(gather_with_grad(z1), gather_with_grad(z2), temperature)
 
 
+def nt_xent(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> torch.Tensor:
+    """SimCLR's NT-Xent over cosine/τ, as ConSERT's code computes it (``_contrastive_loss_forward``): row i of
+    each view against the other view's N rows (positive: row i) and its own view's other N−1 rows, so 2N−2
+    negatives; the two directions' mean cross-entropies **summed** (``loss_a + loss_b``). Logits and loss in
+    fp32. Under torchrun both views are gathered as in :func:`in_batch_info_nce`."""
+    from ..train.distributed import gather_with_grad
+
+    z1, z2 = gather_with_grad(z1), gather_with_grad(z2)
+    n = z1.size(0)
+    target = torch.arange(n, device=z1.device)
+    self_pair = torch.eye(n, device=z1.device, dtype=torch.bool)
+    with full_precision(z1.device):
+        loss = 0.0
+        for a, b in ((z1, z2), (z2, z1)):
+            own = cosine_logits(a, a, temperature).masked_fill(self_pair, float("-inf"))
+            loss = loss + F.cross_entropy(torch.cat([cosine_logits(a, b, temperature), own], dim=1), target)
+        return loss
+
+
 def doubled(features: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """SimCSE's doubled batch ``[s_1..s_N, s_1..s_N]`` of tokenised inputs (one forward pass, two dropout masks)."""
     return {k: torch.cat([v, v], dim=0) for k, v in features.items()}
@@ -81,6 +100,13 @@ def two_views(encode: Callable[[dict], torch.Tensor],
     """SimCSE's two views (Gao et al. 2021, Sec. 3): ``encode`` (token inputs -> one vector per row) run
     once on the :func:`doubled` batch, so the two copies of sentence i differ by their dropout masks;
     returns ``(z1, z2)``, each ``(N, d)``."""
-    z = encode(doubled(features))
+    return paired_views(encode, doubled(features))
+
+
+def paired_views(encode: Callable[[dict], torch.Tensor],
+                 features: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``encode`` run once on a ``2N``-row batch whose row ``N + i`` is the second view of row ``i`` (the
+    :func:`doubled` batch, or sentences followed by their augmented copies); returns ``(z1, z2)``, each ``(N, d)``."""
+    z = encode(features)
     n = z.size(0) // 2
     return z[:n], z[n:]

@@ -169,6 +169,12 @@ def decoder_target(phrases: Sequence[Sequence[int]], sep_id: int) -> list[int]:
     return out
 
 
+def mlm_special(input_ids: torch.Tensor, attention_mask: torch.Tensor, tokenizer) -> torch.Tensor:
+    """The positions MLM never masks: the tokenizer's special tokens and the padding."""
+    special = torch.isin(input_ids, torch.tensor(tokenizer.all_special_ids, device=input_ids.device))
+    return special | (attention_mask == 0)
+
+
 def mlm_mask(input_ids: torch.Tensor, special: torch.Tensor, tokenizer, prob: float = 0.15,
              generator: Optional[torch.Generator] = None) -> tuple[torch.Tensor, torch.Tensor]:
     """BERT's MLM corruption (Devlin et al. 2019): ``prob`` of the non-special tokens become targets;

@@ -1,4 +1,7 @@
-"""PaSeR's output head, shared by the phrase decoder and MLM: BERT's MLM head loaded through transformers."""
+"""PaSeR's output head, shared by the phrase decoder and MLM: BERT's MLM head loaded through transformers.
+
+Also SimCSE's auxiliary MLM (:mod:`sentlab.methods.simcse_mlm`) loads its head here (:func:`init_lm_head`) and
+takes its loss from :func:`masked_lm_loss`."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import SentlabError
+from ._common import full_precision
 
 log = logging.getLogger(__name__)
 
@@ -105,5 +109,20 @@ def init_lm_head(head: LMHead, encoder: nn.Module, mode: str, method_id: str) ->
         raise SentlabError(
             f"methods.{method_id}.lm_head = pretrained, but the backbone checkpoint ({src}) has no MLM head weights "
             f"(cls.predictions.* / lm_head.*). Use lm_head: fresh (or auto) for this backbone.")
-    log.warning("PaSeR: backbone %s has no MLM head weights; using a fresh head tied to the word embeddings", src)
+    log.warning("%s: backbone %s has no MLM head weights; using a fresh head tied to the word embeddings",
+                method_id, src)
     return "fresh"
+
+
+def masked_lm_loss(encoder: nn.Module, head: LMHead, output_weight: torch.Tensor, inputs: dict[str, torch.Tensor],
+                   index: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """MLM's loss: ``encoder`` on the corrupted ``inputs`` (token ids, attention mask … on the device), ``head``
+    (output matrix ``output_weight``) applied at the target positions only, ``index`` into the flattened
+    ``(rows · length)`` grid, their original tokens ``targets``; fp32 cross-entropy, the mean over the targets
+    (as ``BertForMaskedLM`` / SimCSE's ``do_mlm``). No target: 0 (a constant)."""
+    if index.numel() == 0:
+        return torch.zeros((), device=index.device)
+    hidden = encoder(**inputs, return_dict=True).last_hidden_state
+    logits = head(hidden.flatten(0, 1).index_select(0, index), output_weight)
+    with full_precision(logits.device):
+        return F.cross_entropy(logits.float(), targets)

@@ -21,8 +21,8 @@ from ..evaluate.reconstruction import export_reconstruction, heldout_split
 from . import register
 from ._common import full_precision
 from ._paser_decoder import (CHUNK_SOURCES, DecodingSignal, PhraseDecoder, Views, choose_phrases, decoder_target,
-                             mask_spans, mlm_mask, pad, save_heads)
-from ._paser_head import LMHead, init_lm_head
+                             mask_spans, mlm_mask, mlm_special, pad, save_heads)
+from ._paser_head import LMHead, init_lm_head, masked_lm_loss
 from ._paser_params import PaSeRParams
 from .base import Batch, Method, adamw
 
@@ -334,16 +334,12 @@ class PaSeR(Method):
         """BERT's MLM on s (15%, 80/10/10), the head shared with the decoder; fp32 cross-entropy, mean over
         the masked tokens. Pass the CPU token ids: the corruption is drawn there (torch's RNG) and nothing
         is read back from the device."""
-        special = torch.isin(input_ids, torch.tensor(self.tokenizer.all_special_ids, device=input_ids.device))
-        inputs, labels = mlm_mask(input_ids, special | (attention_mask == 0), self.tokenizer, self.params.mlm_prob)
-        sel = (labels != -100).flatten().nonzero().squeeze(1).to(self.device)
-        if sel.numel() == 0:
-            return torch.zeros((), device=self.device)
-        hidden = self.encoder(input_ids=inputs.to(self.device), attention_mask=attention_mask.to(self.device),
-                              return_dict=True).last_hidden_state
-        logits = self.lm_head(hidden.flatten(0, 1)[sel], self.encoder.get_input_embeddings().weight)
-        with full_precision(logits.device):
-            return F.cross_entropy(logits.float(), labels.flatten().to(self.device)[sel])
+        inputs, labels = mlm_mask(input_ids, mlm_special(input_ids, attention_mask, self.tokenizer), self.tokenizer,
+                                  self.params.mlm_prob)
+        sel = (labels != -100).flatten().nonzero().squeeze(1)
+        return masked_lm_loss(self.encoder, self.lm_head, self.encoder.get_input_embeddings().weight,
+                              self.to_device({"input_ids": inputs, "attention_mask": attention_mask}),
+                              sel.to(self.device), labels.flatten()[sel].to(self.device))
 
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
         if not batch.features:  # a direct call: prepare here

@@ -58,8 +58,12 @@ class SimCSE(Method):
         return replace(batch, features={"enc": self.encode_text(batch.sentences)})
 
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
-        z1, z2 = two_views(self._embed, self.prepared(batch)["enc"])
+        z1, z2 = self.views(self.prepared(batch))
         return {"loss": in_batch_info_nce(z1, z2, self.params.temperature)}
+
+    def views(self, features: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """The two views ``(z1, z2)``: the doubled batch, two dropout masks (the variants change this only)."""
+        return two_views(self._embed, features["enc"])
 
     def _embed(self, enc: dict[str, torch.Tensor]) -> torch.Tensor:
         """z = MLP([CLS]) of the last layer."""
