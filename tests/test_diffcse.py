@@ -226,3 +226,33 @@ def test_a_generator_of_another_vocabulary_fails_loudly(tok, tmp_path):
     BertForMaskedLM(cfg).save_pretrained(tmp_path / "small")
     with pytest.raises(SentlabError, match="another vocabulary"):
         _make(tok, tmp_path / "small")
+
+
+def test_the_preflight_has_a_generator_standin(tok, tmp_path, monkeypatch, mirror):
+    """The paper profile's generator (distilbert-base-uncased) is a hub model the preflight cannot fetch: it gets the
+    hub-shaped stand-in (DistilBertForMaskedLM's original keys, random values, the uncased vocabulary) in the scratch
+    mirror, which load_generator reads as a download, MLM head included (here scaled down)."""
+    from sentlab import assets, backbones
+    from sentlab.config import validate
+    from sentlab.preflight.standins import hub_standins, method_hub_models
+    from sentlab.profiles import profile_values
+
+    from conftest import REPO
+
+    assert "distilbert-base-uncased" in method_hub_models(validate(profile_values("paper", REPO / "profiles")))
+    spec = backbones.spec
+    small = dict(spec("distilbert-base-uncased"))
+    small["config"] = {**small["config"], "dim": 32, "n_layers": 1, "n_heads": 2, "hidden_dim": 37}
+    monkeypatch.setattr(backbones, "spec", lambda hub_id: small if hub_id == "distilbert-base-uncased" else spec(hub_id))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    dest, notes = hub_standins(["distilbert-base-uncased"], tmp_path, None)
+    assert dest == tmp_path / ".preflight" / "mirror" and notes[0].startswith("stand-in of distilbert-base-uncased")
+    assert (dest / "STS").resolve() == (mirror / "STS").resolve()
+    monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(dest))
+    from sentlab.methods.diffcse import load_generator
+
+    gen, path = load_generator("distilbert-base-uncased", tok)
+    assert type(gen).__name__ == "DistilBertForMaskedLM" and gen.config.dim == 32
+    assert path == str(dest / "models" / "distilbert-base-uncased")
+    assert hub_standins(["distilbert-base-uncased"], tmp_path, dest) == (dest, [])   # here now: nothing to do
+    assert assets.resolve_data("sick").source == "mirror"
