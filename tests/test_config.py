@@ -180,10 +180,10 @@ def test_the_stage_list_follows_the_profile():
     assert quick["models"]["paser_sup"]["init"] == "models/paser" and quick["baselines"][0] == "cls"
     paper = load_params(REPO / "params.yaml", profile="paper")
     models = stage_list_for(paper)["models"]
-    # 14 methods + paser_sup, 4 more seeds each of the 14; 61 variants: paser_aug_sr dropped (it is the paper paser
-    # again), the 4 *_roberta lines added (issue #34)
+    # 16 methods + paser_sup, 4 more seeds each of the 16; 62 variants: paser_aug_sr dropped (it is the paper paser
+    # again), the 4 *_roberta lines added (issue #34), rankcse_listmle (issue #41)
     variants = {k: v for k, v in models.items() if v["own"].startswith("ablations.")}
-    assert len(models) == 15 + 14 * 4 + 61 and len(variants) == 61
+    assert len(models) == 17 + 16 * 4 + 62 and len(variants) == 62
     assert variants["ptbert_m64"]["line"] == "methods.ptbert"
     assert "paser_sup-s43" not in active_models(paper) and "ct-s46" in active_models(paper)
 

@@ -3,6 +3,7 @@ docs/methods.md#rankcse."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Literal
 
@@ -60,11 +61,21 @@ class RankCSEParams(ContrastiveParams):
                 and not t.startswith("~")]
 
 
+def _sentlab_json(folder: Path) -> dict | None:
+    """A sentlab model folder's ``sentlab.json`` (None: not a sentlab model)."""
+    f = folder / "sentlab.json"
+    if not f.is_file():
+        return None
+    try:
+        return json.loads(f.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise SentlabError(f"{f} is not valid JSON ({e}); re-run the train stage that wrote it.") from None
+
+
 def teacher_info(folder: str, method_id: str = "rankcse") -> dict:
     """How teacher ``folder`` embeds: ``{"path", "pooling", "template"}`` from a sentlab model's ``sentlab.json``
     (a trained model only) or a sentence-transformers folder's ``modules.json`` (its Pooling; the transformer's
     subfolder), else [CLS]. A missing folder fails with one paragraph naming the param and the fix."""
-    from ..evaluate.runner import read_model_info
     from ..export.st import st_pooling_info
 
     path = Path(folder).expanduser()
@@ -77,7 +88,7 @@ def teacher_info(folder: str, method_id: str = "rankcse") -> dict:
                            f"({path.resolve()}): RankCSE distils the ranking of each teacher's similarities, so every "
                            f"teacher must exist before training. Either {fix}, or remove it from "
                            f"methods.{method_id}.teachers (and its weight from teacher_weights).")
-    info = read_model_info(path)
+    info = _sentlab_json(path)
     if info is not None:
         if info.get("status") != "trained":
             raise SentlabError(f"methods.{method_id}.teachers: {folder} is a sentlab model folder whose sentlab.json "
