@@ -254,19 +254,15 @@ Computational Linguistics: Human Language Technologies},
         p = self.params
         logits = self.generator(input_ids=masked, attention_mask=attention_mask).logits
         where = chosen if p.generator_positions == "masked" else attention_mask.bool()
-        where = where.clone()
-        where[:, 0] = False
-        picked = logits[where]  # (positions, vocab)
+        where = where & (torch.arange(where.size(1), device=where.device) > 0)  # [CLS] kept (the code: g_pred[:, 0])
         if p.generator_decoding == "argmax":
-            tokens = picked.argmax(-1)
-        else:
-            gen = torch.Generator(device=picked.device).manual_seed(seed)
-            with full_precision(picked.device):
-                probs = F.softmax(picked.float() / p.generator_temperature, dim=-1)
-            tokens = torch.multinomial(probs, 1, generator=gen).squeeze(1) if probs.numel() else picked.new_zeros(
-                0, dtype=torch.long)
-        out = original.clone()
-        out[where] = tokens.to(out.dtype)
+            tokens = logits.argmax(-1)
+        else:  # Gumbel-max: a draw from softmax(logits / T) at every position, from a seeded generator, no host sync
+            gen = torch.Generator(device=logits.device).manual_seed(seed)
+            with full_precision(logits.device):
+                u = torch.rand(logits.shape, generator=gen, device=logits.device).clamp_(min=1e-20)
+                tokens = (logits.float() / p.generator_temperature - torch.log(-torch.log(u))).argmax(-1)
+        out = torch.where(where, tokens.to(original.dtype), original)
         out = torch.where(attention_mask.bool(), out, torch.full_like(out, self.tokenizer.pad_token_id))
         return out, (out != original) & attention_mask.bool()
 
@@ -293,9 +289,11 @@ Computational Linguistics: Human Language Technologies},
     def rtd_loss(self, logits: torch.Tensor, replaced: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Conditional RTD (Eq. 2): cross-entropy of the 2 logits against ``replaced`` (fp32), the mean over the
         sentence's tokens (``rtd_positions: tokens``) or over every padded position (``all``, the code)."""
-        sel = attention_mask.bool() if self.params.rtd_positions == "tokens" else torch.ones_like(replaced)
+        weight = attention_mask.float() if self.params.rtd_positions == "tokens" else torch.ones_like(
+            replaced, dtype=torch.float)
         with full_precision(logits.device):
-            return F.cross_entropy(logits[sel].float(), replaced[sel].long())
+            ce = F.cross_entropy(logits.float().flatten(0, 1), replaced.long().flatten(), reduction="none")
+            return (ce * weight.flatten()).sum() / weight.sum()
 
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
         if not batch.features:  # a direct call: prepare here
@@ -310,11 +308,12 @@ Computational Linguistics: Human Language Technologies},
         cond = z if p.condition_vector == "projected" else h
         logits = self.discriminate(x2, both["attention_mask"], cond)  # step 4
         loss_rtd = self.rtd_loss(logits, replaced, both["attention_mask"])  # step 5
-        tokens = both["attention_mask"].bool()
-        with torch.no_grad():
-            acc = (logits.argmax(-1) == replaced.long())[tokens].float().mean()
+        tokens = both["attention_mask"].float()
+        with torch.no_grad():  # masked means, no host sync
+            acc = ((logits.argmax(-1) == replaced.long()).float() * tokens).sum() / tokens.sum()
+            frac = (replaced.float() * tokens).sum() / tokens.sum()
         return {"loss": loss_contrast + p.rtd_weight * loss_rtd, "loss_contrast": loss_contrast.detach(),
-                "loss_rtd": loss_rtd.detach(), "replaced_frac": replaced[tokens].float().mean(), "rtd_acc": acc}
+                "loss_rtd": loss_rtd.detach(), "replaced_frac": frac, "rtd_acc": acc}
 
     def export_info(self) -> dict:
         return {"method": self.id, "pooling": "cls", "generator": self.params.generator,

@@ -142,7 +142,9 @@ def js_consistency(logits_12: torch.Tensor, logits_21: torch.Tensor) -> torch.Te
 def off_diagonal(x: torch.Tensor) -> torch.Tensor:
     """The ``(N, N-1)`` matrix of ``x`` without its diagonal (row i ranks the other sentences)."""
     n = x.size(0)
-    return x[~torch.eye(n, dtype=torch.bool, device=x.device)].view(n, n - 1)
+    cols = torch.arange(n - 1, device=x.device).expand(n, -1)
+    cols = cols + (cols >= torch.arange(n, device=x.device).unsqueeze(1)).long()   # skip column i (a gather: no sync)
+    return x.gather(1, cols)
 
 
 @register("rankcse")
