@@ -256,3 +256,44 @@ def test_the_preflight_has_a_generator_standin(tok, tmp_path, monkeypatch, mirro
     assert path == str(dest / "models" / "distilbert-base-uncased")
     assert hub_standins(["distilbert-base-uncased"], tmp_path, dest) == (dest, [])   # here now: nothing to do
     assert assets.resolve_data("sick").source == "mirror"
+
+
+class _Interrupt(Exception):
+    pass
+
+
+def test_a_resumed_run_equals_the_uninterrupted_one(tok, generator_dir, tmp_path):
+    """Through the real loop: the masks (Batch.rng), the sampling (a seeded generator) and the generator's dropout
+    (torch's RNG, restored from the checkpoint) replay after a resume, and the checkpoint without the generator
+    loads: the exported weights and the curve are the same as without the interruption."""
+    import json as _json
+
+    from safetensors.torch import load_file
+
+    from sentlab.config import Params
+    from sentlab.train.run import train_method
+    from test_train_loop import factory, fake_dev_eval, make_root
+
+    p = Params(seed=3, train=TrainParams(batch_size=8, max_length=16, lr=3e-3, eval_every=2, max_steps=5,
+                                         device="cpu"), methods={"diffcse": {"generator": str(generator_dir)}})
+    a = make_root(tmp_path / "a")
+    info = train_method(p, "diffcse", root=a, dev_eval=fake_dev_eval(), encoder_factory=factory(tok), tracking=False,
+                        progress=False)
+    assert info["init"]["discriminator"] == "copy of encoder" and info["generator"] == str(generator_dir)
+    b = make_root(tmp_path / "b")
+
+    def kill_at_3(step, record):
+        if step == 3:
+            raise _Interrupt
+
+    with pytest.raises(_Interrupt):
+        train_method(p, "diffcse", root=b, dev_eval=fake_dev_eval(), encoder_factory=factory(tok), tracking=False,
+                     callbacks=[kill_at_3], progress=False)
+    info = train_method(p, "diffcse", root=b, dev_eval=fake_dev_eval(), encoder_factory=factory(tok), tracking=False,
+                        progress=False)
+    assert info["resumed_from_step"] == 2
+    wa, wb = load_file(a / "models/diffcse/model.safetensors"), load_file(b / "models/diffcse/model.safetensors")
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert not any("discriminator" in k or "generator" in k for k in wa)   # the bare encoder is exported
+    assert (a / "reports/curves/diffcse.csv").read_text() == (b / "reports/curves/diffcse.csv").read_text()
+    assert _json.loads((b / "models/diffcse/sentlab.json").read_text())["pooling"] == "cls"

@@ -203,3 +203,21 @@ def test_the_teachers_are_dvc_deps_of_the_train_stage_and_must_be_trained():
     bad = deep_merge(values, {"train": {"methods": ["simcse", "rankcse"]}})
     with pytest.raises(SentlabError, match="add `diffcse` to train.methods"):
         stage_list_for(validate(bad))
+
+
+def test_trains_through_the_loop_and_exports_the_bare_encoder(tok, teachers, tmp_path):
+    from safetensors.torch import load_file
+
+    from sentlab.config import Params
+    from sentlab.train.run import train_method
+    from test_train_loop import factory, fake_dev_eval, make_root
+
+    p = Params(seed=3, train=TrainParams(batch_size=8, max_length=16, lr=3e-3, eval_every=2, max_steps=4,
+                                         device="cpu"),
+               methods={"rankcse": {"teachers": teachers, "teacher_weights": [0.33, 0.67]}})
+    root = make_root(tmp_path)
+    info = train_method(p, "rankcse", root=root, dev_eval=fake_dev_eval(), encoder_factory=factory(tok),
+                        tracking=False, progress=False)
+    assert info["steps"] == 4 and info["teachers"] == teachers and info["init"]["teachers"].startswith("checkpoint")
+    w = load_file(root / "models/rankcse/model.safetensors")
+    assert not any("teachers" in k or "mlp" in k for k in w)
