@@ -150,7 +150,8 @@ def test_set_profile_writes_params_and_the_stage_list(tmp_path):
     models = read_stage_list(tmp_path / "models.yaml")["models"]
     assert list(models) == ["simcse", "moco_srl", "ptbert", "simcse-s43"]   # in the order of `methods`, then seeds
     assert models["simcse-s43"] == {"method": "simcse", "seed": 43, "line": "methods.simcse", "own": "methods.simcse",
-                                    "init": "data/sources/model.json"}
+                                    "init": "data/sources/model.json", "dep1": "data/sources/model.json",
+                                    "dep2": "data/sources/model.json"}
     # the same profile again keeps params.yaml, hand edits included
     p.write_text(p.read_text().replace("  lr: 3.0e-5\n", "  lr: 1.0e-5\n", 1))
     edited = p.read_text()
@@ -179,11 +180,11 @@ def test_the_stage_list_follows_the_profile():
     assert quick["models"]["paser_sup"]["init"] == "models/paser" and quick["baselines"][0] == "cls"
     paper = load_params(REPO / "params.yaml", profile="paper")
     models = stage_list_for(paper)["models"]
-    # 21 methods (simcse_crop, simcse_deletion, simcse_mlm, consert, sg_opt: issue #40; esimcse, simcse_pp: issue
-    # #41) + paser_sup, 4 more seeds each of the 21; 61 variants: paser_aug_sr dropped (it is the paper paser again),
-    # the 4 *_roberta lines added (issue #34)
+    # 23 methods (simcse_crop, simcse_deletion, simcse_mlm, consert, sg_opt: issue #40; esimcse, simcse_pp, diffcse,
+    # rankcse: issue #41) + paser_sup, 4 more seeds each of the 23; 62 variants: paser_aug_sr dropped (it is the
+    # paper paser again), the 4 *_roberta lines added (issue #34), rankcse_listmle (issue #41)
     variants = {k: v for k, v in models.items() if v["own"].startswith("ablations.")}
-    assert len(models) == 22 + 21 * 4 + 61 and len(variants) == 61
+    assert len(models) == 24 + 23 * 4 + 62 and len(variants) == 62
     assert {"esimcse-s46", "simcse_pp-s46"} <= set(models)
     assert {"simcse_crop", "simcse_deletion", "simcse_mlm", "consert", "consert-s46"} <= set(models)
     assert variants["ptbert_m64"]["line"] == "methods.ptbert"

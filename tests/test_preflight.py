@@ -481,7 +481,7 @@ def test_backbone_configs_and_random_init(tmp_path):
     from sentlab import backbones
     from sentlab.errors import AssetMissingError
 
-    assert backbones.known() == ["bert-base-uncased", "roberta-base"]
+    assert backbones.known() == ["bert-base-uncased", "distilbert-base-uncased", "roberta-base"]
     c = backbones.architecture_config("roberta-base")
     assert (c.model_type, c.hidden_size, c.num_hidden_layers, c.vocab_size, c.max_position_embeddings) == (
         "roberta", 768, 12, 50265, 514)

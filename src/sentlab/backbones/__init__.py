@@ -1,4 +1,5 @@
-"""The paper backbones' architecture configs, kept in the repository (one small JSON file each).
+"""The paper profile's hub models' architecture configs, kept in the repository (one small JSON file each): the
+backbones and DiffCSE's generator (``distilbert-base-uncased``, the uncased BERT vocabulary).
 
 ``bert-base-uncased.json`` and ``roberta-base.json`` hold the hub's ``config.json`` verbatim (minus
 ``transformers_version``) and how to build the tokenizer offline when that is possible:

@@ -18,6 +18,9 @@ classes instantiated from the kept config, the classes the original files were w
   file) names every LayerNorm's weight/bias ``gamma``/``beta``; ``"weight_bias"`` writes the renamed variant.
 - roberta-base: ``RobertaForMaskedLM`` (``roberta.*``, ``lm_head.dense/layer_norm/decoder/bias``), without
   the ``lm_head.decoder.bias`` alias of ``lm_head.bias``; LayerNorms are ``weight``/``bias`` there.
+- distilbert-base-uncased (DiffCSE's generator): ``DistilBertForMaskedLM`` (``distilbert.*``,
+  ``vocab_transform``, ``vocab_layer_norm``, ``vocab_projector``, the projector's weight tied to the word
+  embeddings); LayerNorms are ``weight``/``bias`` there.
 
 The tied output matrix (``cls.predictions.decoder.weight`` / ``lm_head.decoder.weight``) is in the
 ``pytorch_model.bin`` variant as an alias of the word embeddings (``torch.save`` keeps the sharing, as the
@@ -41,7 +44,9 @@ from ..errors import SentlabError
 ORIGINAL = {"bert": ("BertForPreTraining", ("bert.embeddings.position_ids", "cls.predictions.decoder.bias"),
                      ("cls.predictions.decoder.weight", "bert.embeddings.word_embeddings.weight")),
             "roberta": ("RobertaForMaskedLM", ("roberta.embeddings.position_ids", "lm_head.decoder.bias"),
-                        ("lm_head.decoder.weight", "roberta.embeddings.word_embeddings.weight"))}
+                        ("lm_head.decoder.weight", "roberta.embeddings.word_embeddings.weight")),
+            "distilbert": ("DistilBertForMaskedLM", ("distilbert.embeddings.position_ids",),
+                           ("vocab_projector.weight", "distilbert.embeddings.word_embeddings.weight"))}
 LAYER_NORM_NAMES = ("gamma_beta", "weight_bias")
 FORMATS = ("safetensors", "bin")
 MARKER = "sentlab_standin.json"

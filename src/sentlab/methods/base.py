@@ -85,6 +85,17 @@ class MethodParams(BaseModel):
         """Sentences a run trains on from a corpus of ``corpus`` (all of them here; a subset size caps it)."""
         return corpus
 
+    def hub_models(self) -> list[str]:
+        """Hub ids (or folders) of pretrained models this block loads besides ``model.backbone``: its own
+        ``backbone``, and a method's extra models (DiffCSE's generator). The preflight gives a kept one that is not
+        here its hub-shaped stand-in (:mod:`sentlab.preflight.standins`)."""
+        return [self.backbone] if self.backbone else []
+
+    def model_deps(self) -> list[str]:
+        """Repository paths of other pipeline outputs this block's training reads (RankCSE's teachers
+        ``models/simcse``): its train stage's DVC deps beside ``init`` (:mod:`sentlab.stage_list`)."""
+        return []
+
     def standin(self, asset: str) -> dict:
         """The keys of this block that let it run without ``asset`` (as ``sentlab preflight`` names a missing
         asset: ``NLTK wordnet``, ``nli``, ``hub model <id>``), for a preflight that goes on; {} when none."""

@@ -17,7 +17,8 @@ from .projection import project
 from .runner import StageRunner, error_paragraph
 from .scratch import check_location, make_scratch, scratch_env
 from .stages import Stage, consumers, consumers_first, dvc_stages, prune_weights, with_upstream
-from .standins import backbone_standin, changed_models, classify_asset, corpus_shortfall, standin_for
+from .standins import (backbone_standin, changed_models, classify_asset, corpus_shortfall, hub_standins,
+                       method_hub_models, standin_for)
 from .table import Row, write
 
 
@@ -148,6 +149,9 @@ def preflight(workspace: Path, profile: Optional[str] = None, *, out: Optional[P
     env = scratch_env(scratch)
     standin, how, missing_backbone = backbone_standin(real.model.backbone, scratch)
     meta["backbone"] = how
+    standin, extra = hub_standins(method_hub_models(real), scratch, standin)   # DiffCSE's generator
+    if extra:
+        meta["hub_standins"] = extra
     if standin is not None:
         env["SENTLAB_DATA_MIRROR"] = str(standin)
     stages = dvc_stages(scratch)

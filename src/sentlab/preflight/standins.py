@@ -118,3 +118,42 @@ def backbone_standin(backbone: str, scratch: Path) -> tuple[Optional[Path], str,
                                                                      hub_fetch_command(backbone))
     return dest, (f"stand-in of {backbone} (weights not here): the original checkpoint's layout, random values, "
                   f"loaded from the mirror's models/{backbone}"), None
+
+
+def method_hub_models(real) -> list[str]:
+    """Hub ids the profile's trained method lines load besides the backbone (their Params' ``hub_models``:
+    a line's own backbone, DiffCSE's generator), each once, in order."""
+    out: list[str] = []
+    for mid in real.train.methods:
+        for name in real.method_params(mid).hub_models():
+            if name != real.model.backbone and name not in out:
+                out.append(name)
+    return out
+
+
+def hub_standins(names, scratch: Path, mirror: Optional[Path]) -> tuple[Optional[Path], list[str]]:
+    """(the scratch mirror, what it stands in) after writing the stand-in of every hub model of ``names`` that is
+    not here but whose architecture is kept (:mod:`sentlab.backbones`: DiffCSE's ``distilbert-base-uncased``) into
+    ``mirror`` (the backbone's scratch mirror; None: one is made when needed). A model that is here, or has no kept
+    config or offline tokenizer, is left to its stage, whose row names the asset."""
+    from .. import backbones
+    from ..assets import mirror_root, resolve_model
+    from ..backbones.standin import standin_mirror
+
+    notes = []
+    for name in names:
+        try:
+            resolve_model(name)
+            continue
+        except SentlabError:
+            pass
+        if backbones.spec(name) is None:
+            continue
+        dest = mirror or scratch / ".preflight" / "mirror"
+        try:
+            standin_mirror(name, dest, mirror_root())
+        except SentlabError:
+            continue
+        mirror = dest
+        notes.append(f"stand-in of {name} (weights not here): the original checkpoint's layout, random values")
+    return mirror, notes
