@@ -243,7 +243,8 @@ def test_the_preflight_has_a_generator_standin(tok, tmp_path, monkeypatch, mirro
     spec = backbones.spec
     small = dict(spec("distilbert-base-uncased"))
     small["config"] = {**small["config"], "dim": 32, "n_layers": 1, "n_heads": 2, "hidden_dim": 37}
-    monkeypatch.setattr(backbones, "spec", lambda hub_id: small if hub_id == "distilbert-base-uncased" else spec(hub_id))
+    monkeypatch.setattr(backbones, "spec",
+                        lambda hub_id: small if hub_id == "distilbert-base-uncased" else spec(hub_id))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     dest, notes = hub_standins(["distilbert-base-uncased"], tmp_path, None)
     assert dest == tmp_path / ".preflight" / "mirror" and notes[0].startswith("stand-in of distilbert-base-uncased")

@@ -32,7 +32,7 @@ def test_repetition_duplicates_exactly_the_chosen_sub_words(tok):
     ids, special = enc["input_ids"][0], enc["special_tokens_mask"][0]
     assert len(ids) == 12                                     # [CLS] + 10 words + [SEP]
     positions = m._dup_positions(special, random.Random(0))
-    assert positions == [1, 5, 7]                             # pinned: seed 0 draws 3, the most max(2, int(.32·12)) allows
+    assert positions == [1, 5, 7]         # pinned: seed 0 draws 3, the most max(2, int(.32·12)) allows
     row = {"input_ids": ids, "token_type_ids": [0] * 12, "attention_mask": [1] * 12}
     out = m._repeat(row, positions)
     expected = []

@@ -100,7 +100,8 @@ def test_listmle_is_the_plackett_luce_likelihood_of_the_teachers_order():
 
     want = (pl([1.0, 1.5, 0.0]) + pl([0.5, 2.0, -0.5])) / 2
     assert listmle_loss(TEACHER, STUDENT).item() == pytest.approx(want, rel=1e-6)
-    assert listmle_loss(TEACHER, STUDENT).item() == pytest.approx(1.575401, abs=1e-6)   # pinned: (1.30601 + 1.84479) / 2
+    # pinned: (1.30601 + 1.84479) / 2
+    assert listmle_loss(TEACHER, STUDENT).item() == pytest.approx(1.575401, abs=1e-6)
     # the student that ranks as the teacher does has a higher likelihood
     assert listmle_loss(TEACHER, TEACHER).item() < listmle_loss(TEACHER, STUDENT).item()
 

@@ -194,9 +194,9 @@ def test_editing_train_methods_changes_only_the_entries_added_or_removed():
 
     r = raw()
     base = stage_list_for(validate(r))["models"]
-    r["train"]["methods"] = [m for m in r["train"]["methods"] if m != "simcse"] + ["ct"]
+    r["train"]["methods"] = [m for m in r["train"]["methods"] if m != "simcse"] + ["sg_opt"]
     changed = stage_list_for(validate(r))["models"]
-    assert sorted(set(base) ^ set(changed)) == ["ct", "simcse", "simcse-s43", "simcse-s44"]
+    assert sorted(set(base) ^ set(changed)) == ["sg_opt", "simcse", "simcse-s43", "simcse-s44"]
     assert all(changed[k] == base[k] for k in set(base) & set(changed))
 
 
@@ -220,11 +220,11 @@ def test_sentlab_train_refuses_a_method_the_profile_does_not_train(tmp_path, mon
 
     monkeypatch.chdir(tmp_path)
     r = raw()
-    assert "ct" not in r["train"]["methods"]
+    assert "sg_opt" not in r["train"]["methods"]
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(r))
-    assert main(["train", "ct", "--params", "params.yaml"]) == 2
+    assert main(["train", "sg_opt", "--params", "params.yaml"]) == 2
     err = capsys.readouterr().err
-    assert "`ct` is not in train.methods of profile `quick`" in err and "sentlab stages" in err
+    assert "`sg_opt` is not in train.methods of profile `quick`" in err and "sentlab stages" in err
     assert main(["train", "--ablation", "ptbert_m64", "--params", "params.yaml"]) == 2
     assert "ablations.enabled is false" in capsys.readouterr().err
     assert not (tmp_path / "models").exists()

@@ -179,19 +179,19 @@ def test_the_report_reads_only_the_profiles_models(tmp_path):
     from sentlab.stage_list import profile_models
 
     _evaluated(tmp_path, "simcse", 2.0, 1, {"id": "simcse"})
-    _evaluated(tmp_path, "ct", 0.5, 2, {"id": "ct"})            # an earlier paper run's, stale here
+    _evaluated(tmp_path, "moco_reorder", 0.5, 2, {"id": "moco_reorder"})   # an earlier paper run's, stale here
     (tmp_path / "reports/curves").mkdir(parents=True)
-    for n in ("simcse", "ct"):
+    for n in ("simcse", "moco_reorder"):
         (tmp_path / f"reports/curves/{n}.csv").write_text("step,stsb_dev,alignment,uniformity,loss\n20,80,,,\n")
     quick = profile_models(validate(_raw()))
-    assert quick["simcse"] and not quick["ct"] and quick["simcse-s43"] and not quick["moco-s43"]
+    assert quick["simcse"] and not quick["moco_reorder"] and quick["simcse-s43"] and not quick["moco-s43"]
     rep = build_report(tmp_path, "b", "quick", quick)
     md = (tmp_path / "reports/tables/ptbert_table3.md").read_text()
-    assert "ct: not run in this profile" in md
-    assert "ct" not in rep.figures["dev"].series and "simcse" in rep.figures["dev"].series
+    assert "moco_reorder: not run in this profile" in md
+    assert "moco_reorder" not in rep.figures["dev"].series and "simcse" in rep.figures["dev"].series
     assert rep.unused_models == [] and "moco-s43" not in (tmp_path / "reports/index.md").read_text()
     build_report(tmp_path, "b", "quick")                             # without the profile: every file counts
-    assert "ct: not run in this profile" not in (tmp_path / "reports/tables/ptbert_table3.md").read_text()
+    assert "moco_reorder: not run in this profile" not in (tmp_path / "reports/tables/ptbert_table3.md").read_text()
 
 
 # --- the report's tables -----------------------------------------------------------------------------

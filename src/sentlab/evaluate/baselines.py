@@ -43,30 +43,26 @@ def baseline_poolings(params) -> list[str]:
     return list(dict.fromkeys([b for b in bases if b not in FITTED and b != "glove"] + fit))
 
 
+def _glove_encoder(params, table, name):
+    from .glove import glove_encoder
+
+    return glove_encoder(params, table, name=name)
+
+
 def evaluate_baseline(kind: str, params, table, figures) -> None:
     """One baseline stage: the backbone with pooling ``kind``, BERT-whitening, BERT-flow or GloVe -> base-<kind>."""
     from .runner import evaluate_and_record, flow_encoder, whitening_encoder
 
     name = f"base-{kind}"
     out = Path(f"reports/metrics/{name}.json")
-    if kind == "whitening":
-        enc, embeddings, info = whitening_encoder(params, table, name=name)
-        evaluate_and_record(name, params.model.backbone, enc.pooling, params, table, out, kind="baseline",
-                            extra_params={"whitening": info}, figures_dir=figures, encoders={name: enc},
-                            embeddings=embeddings, extra_metrics={"whitening": info})
-        return
-    if kind == "flow":
-        enc, embeddings, info = flow_encoder(params, table, name=name)
-        evaluate_and_record(name, params.model.backbone, enc.pooling, params, table, out, kind="baseline",
-                            extra_params={"flow": info}, figures_dir=figures, encoders={name: enc},
-                            embeddings=embeddings, extra_metrics={"flow": info})
-        return
-    if kind == "glove":
-        from .glove import glove_encoder
-
-        enc, embeddings, info = glove_encoder(params, table, name=name)
-        evaluate_and_record(name, info["name"], enc.pooling, params, table, out, kind="baseline",
-                            extra_params={"word_vectors": info}, figures_dir=figures, encoders={name: enc},
-                            embeddings=embeddings, extra_metrics={"word_vectors": info})
+    fitted = {"whitening": ("whitening", whitening_encoder), "flow": ("flow", flow_encoder),
+              "glove": ("word_vectors", _glove_encoder)}   # kind -> (key of what it recorded, its encoder's maker)
+    if kind in fitted:
+        key, make = fitted[kind]
+        enc, embeddings, info = make(params, table, name=name)
+        source = info["name"] if kind == "glove" else params.model.backbone   # GloVe: its vector set
+        evaluate_and_record(name, source, enc.pooling, params, table, out, kind="baseline",
+                            extra_params={key: info}, figures_dir=figures, encoders={name: enc},
+                            embeddings=embeddings, extra_metrics={key: info})
         return
     evaluate_and_record(name, params.model.backbone, kind, params, table, out, kind="baseline", figures_dir=figures)

@@ -20,7 +20,8 @@ class ESimCSEParams(MoCoParams):
     """``methods.esimcse``: MoCo's momentum and queue keys with ESimCSE's meanings and defaults, plus the
     word repetition."""
 
-    momentum: float = Field(0.995, ge=0.0, le=1.0, description="λ in θm ← λθm + (1−λ)θe (ESimCSE Sec. 3.2; 0.995 for BERT-base)")
+    momentum: float = Field(0.995, ge=0.0, le=1.0,
+                            description="λ in θm ← λθm + (1−λ)θe (ESimCSE Sec. 3.2; 0.995 for BERT-base)")
     queue_size: int = Field(
         160, ge=0, description="M: momentum-encoded sentences of earlier batches kept as extra negatives (the current "
                                "batch not included; 160 = 2.5 × batch 64, the released run; 0: no momentum contrast)")
