@@ -172,3 +172,22 @@ def test_the_preflight_slice_caps_the_flow_fit():
     assert p.evaluate.flow.steps == 3 and p.evaluate.flow.levels == 3 and "glove" in p.evaluate.baselines
     paper["evaluate"]["baselines"] = ["cls"]
     assert "flow" not in slice_edits(paper, sl)["evaluate"]
+
+
+def test_sentlab_methods_lists_the_baselines_the_schema_allows(capsys):
+    """`sentlab methods` lists every trained method, then every evaluate.baselines entry (BERT-flow and GloVe of
+    issue #40 among them), exactly the names params.yaml's schema accepts."""
+    import typing
+
+    from sentlab.evaluate.baselines import DESCRIPTIONS
+    from sentlab.params_schema import EvaluateParams
+    from sentlab.train.cli import cmd_methods
+
+    assert cmd_methods(None) == 0
+    out = capsys.readouterr().out
+    methods, baselines = out.split("\nbaselines (")
+    assert {"simcse_crop", "consert", "sg_opt", "esimcse", "diffcse", "ct"} <= {ln.split()[0] for ln in
+                                                                               methods.splitlines() if ln}
+    listed = [ln.split()[0] for ln in baselines.splitlines()[1:] if ln]
+    allowed = typing.get_args(typing.get_args(EvaluateParams.model_fields["baselines"].annotation)[0])
+    assert listed == list(DESCRIPTIONS) and set(listed) == set(allowed) and {"flow", "glove"} <= set(listed)

@@ -10,6 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 
 BASELINES = ("cls", "mean", "first_last", "whitening", "flow", "glove")
+# evaluate.baselines: one evaluate_baseline stage each (`sentlab methods` lists them after the trained methods)
+DESCRIPTIONS = {
+    "cls": "the backbone's last-layer [CLS] (no training)",
+    "mean": "the backbone's mean of the last layer's token states (no training)",
+    "first_last": "the backbone's mean of the first and last layers' token states (no training)",
+    "whitening": "BERT-whitening (Su et al. 2021): a linear map fitted on embeddings (evaluate.whitening)",
+    "flow": "BERT-flow (Li et al. 2020): a Glow-style flow fitted on the STS sentences' embeddings (evaluate.flow)",
+    "glove": "averaged GloVe vectors, glove.840B.300d as SentEval uses (no backbone; needs the vectors)",
+}
 FITTED = ("whitening", "flow")   # post-processing baselines: evaluate.<name> holds the pooling they are fitted on
 FIGURES = Path("reports/figures")
 

@@ -18,6 +18,11 @@ def cmd_methods(args) -> int:
         cls = methods[mid]
         extra = f"  [needs annotations: {', '.join(cls.corpus_columns)}]" if cls.corpus_columns else ""
         print(f"{mid:<{width}}  {cls.summary or (cls.__doc__ or '').strip().splitlines()[0]}{extra}")
+    from ..evaluate.baselines import DESCRIPTIONS
+
+    print("\nbaselines (evaluate.baselines: one evaluate_baseline stage each, no training):")
+    for name, text in DESCRIPTIONS.items():
+        print(f"{name:<{width}}  {text}")
     return 0
 
 
