@@ -195,7 +195,7 @@ def test_the_teachers_are_dvc_deps_of_the_train_stage_and_must_be_trained():
 
     values = profile_values("paper", REPO / "profiles")
     models = stage_list_for(validate(values))["models"]
-    for name in ("rankcse", "rankcse-s43", "rankcse_listmle"):
+    for name in ("rankcse", "rankcse-s43"):
         assert (models[name]["dep1"], models[name]["dep2"]) == ("models/diffcse", "models/simcse"), name
     assert models["simcse"]["dep1"] == models["simcse"]["dep2"] == "data/sources/model.json"
     assert (models["diffcse"]["init"], models["paser_sup"]["dep1"]) == ("data/sources/model.json", "models/paser")
