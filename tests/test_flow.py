@@ -115,7 +115,7 @@ def test_bad_dimensions_and_params_are_user_errors():
 
 def test_flow_encoder_fits_on_the_pool_and_reuses_its_embeddings(tiny_bert, monkeypatch):
     from sentlab.config import Params
-    from sentlab.encoder import SentenceEncoder
+    from tiny import counting_encoder
     from sentlab.evaluate import runner
     from sentlab.evaluate.protocol import evaluate_table
     from test_whitening import _table
@@ -123,12 +123,7 @@ def test_flow_encoder_fits_on_the_pool_and_reuses_its_embeddings(tiny_bert, monk
     model, tok = tiny_bert
     calls: list[list[str]] = []
 
-    class Counting(SentenceEncoder):
-        def encode(self, sentences, *a, **kw):
-            calls.append(list(sentences))
-            return super().encode(sentences, *a, **kw)
-
-    raw = Counting(model, tok, pooling="mean", name="base-flow")
+    raw = counting_encoder(model, tok, "base-flow", calls)
     monkeypatch.setattr(runner, "build_encoders", lambda *a, **kw: {"base-flow": raw})
     params = Params()
     params.evaluate.flow = FlowParams(levels=2, depth=1, width=8, pooling="mean", steps=5)

@@ -84,19 +84,14 @@ def _table() -> pd.DataFrame:
 
 def test_whitening_encoder_is_a_post_transform_and_pool_is_encoded_once(tiny_bert, monkeypatch, tmp_path):
     from sentlab.config import Params
-    from sentlab.encoder import SentenceEncoder
+    from tiny import counting_encoder
     from sentlab.evaluate import runner
     from sentlab.evaluate.protocol import evaluate_table
 
     model, tok = tiny_bert
     calls: list[list[str]] = []
 
-    class Counting(SentenceEncoder):
-        def encode(self, sentences, *a, **kw):
-            calls.append(list(sentences))
-            return super().encode(sentences, *a, **kw)
-
-    raw = Counting(model, tok, pooling="mean", name="base-whitening")
+    raw = counting_encoder(model, tok, "base-whitening", calls)
     monkeypatch.setattr(runner, "build_encoders", lambda *a, **kw: {"base-whitening": raw})
     table = _table()
     params = Params()

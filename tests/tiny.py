@@ -28,6 +28,18 @@ def tiny_bert(tok, seed: int = 0, initializer_range: float = 0.02, max_position_
     return BertModel(cfg, add_pooling_layer=False)
 
 
+def counting_encoder(model, tok, name: str, calls: list):
+    """A mean-pooling SentenceEncoder over ``model`` that appends every list it encodes to ``calls``."""
+    from sentlab.encoder import SentenceEncoder
+
+    class Counting(SentenceEncoder):
+        def encode(self, sentences, *a, **kw):
+            calls.append(list(sentences))
+            return super().encode(sentences, *a, **kw)
+
+    return Counting(model, tok, pooling="mean", name=name)
+
+
 def sentences(n: int, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
     return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10))) for _ in range(n)]
