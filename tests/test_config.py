@@ -175,7 +175,7 @@ def test_the_stage_list_follows_the_profile():
     from sentlab.stage_list import active_models, stage_list_for
 
     quick = stage_list_for(load_params(REPO / "params.yaml"))
-    assert list(quick["models"]) == ["simcse", "moco", "moco_srl", "ptbert", "paser", "l2p", "prompt_l2p",
+    assert list(quick["models"]) == ["simcse", "ct", "moco", "moco_srl", "ptbert", "paser", "l2p", "prompt_l2p",
                                      "posbow_adv", "paser_sup", "simcse-s43", "simcse-s44", "ptbert-s43", "ptbert-s44"]
     assert quick["models"]["paser_sup"]["init"] == "models/paser" and quick["baselines"][0] == "cls"
     paper = load_params(REPO / "params.yaml", profile="paper")

@@ -105,7 +105,7 @@ def test_the_fit_raises_the_likelihood_and_is_seeded():
 
 
 def test_bad_dimensions_and_params_are_user_errors():
-    with pytest.raises(SentlabError, match="evaluate.flow.levels"):
+    with pytest.raises(SentlabError, match="evaluate.bert_flow.levels"):
         Flow.fit(_data(d=6), FlowParams(levels=3), seed=0)
     with pytest.raises(SentlabError, match="at least 2"):
         Flow.fit(_data(n=1), FlowParams(levels=1), seed=0)
@@ -123,10 +123,10 @@ def test_flow_encoder_fits_on_the_pool_and_reuses_its_embeddings(tiny_bert, monk
     model, tok = tiny_bert
     calls: list[list[str]] = []
 
-    raw = counting_encoder(model, tok, "base-flow", calls)
-    monkeypatch.setattr(runner, "build_encoders", lambda *a, **kw: {"base-flow": raw})
+    raw = counting_encoder(model, tok, "base-bert_flow", calls)
+    monkeypatch.setattr(runner, "build_encoders", lambda *a, **kw: {"base-bert_flow": raw})
     params = Params()
-    params.evaluate.flow = FlowParams(levels=2, depth=1, width=8, pooling="mean", steps=5)
+    params.evaluate.bert_flow = FlowParams(levels=2, depth=1, width=8, pooling="mean", steps=5)
     enc, embeddings, info = runner.flow_encoder(params, _table(), progress=False)
     assert info["fit_size"] == len(calls[0]) == len(set(calls[0])) and info["steps"] == 5 and info["dim"] == 32
     assert isinstance(enc.post, Flow) and info["seed"] == params.seed
@@ -144,17 +144,17 @@ def test_profiles_list_flow_and_glove():
 
     root = Path(__file__).resolve().parents[1]
     paper = load_params(root / "params.yaml", profile="paper")
-    assert {"flow", "glove"} <= set(paper.evaluate.baselines)
+    assert {"bert_flow", "glove"} <= set(paper.evaluate.baselines)
     smoke = load_params(root / "params.yaml", profile="smoke")
-    assert "flow" not in smoke.evaluate.baselines and "glove" not in smoke.evaluate.baselines
+    assert "bert_flow" not in smoke.evaluate.baselines and "glove" not in smoke.evaluate.baselines
     quick = load_params(root / "params.yaml", profile="quick")
     assert "glove" not in quick.evaluate.baselines
-    assert quick.evaluate.flow == FlowParams()   # the code's settings in every profile
+    assert quick.evaluate.bert_flow == FlowParams()   # the code's settings in every profile
 
 
 def test_the_preflight_slice_caps_the_flow_fit():
     """The paper preflight's slice fits the flow in its step budget, not an epoch; without a flow baseline the
-    slice leaves evaluate.flow alone."""
+    slice leaves evaluate.bert_flow alone."""
     from pathlib import Path
 
     from sentlab.config import deep_merge, validate
@@ -164,9 +164,9 @@ def test_the_preflight_slice_caps_the_flow_fit():
     sl = {"size": 600, "steps": 3, "batch_size": 8, "dev_max_pairs": 16, "max_pairs": 10}
     paper = profile_values("paper", Path(__file__).resolve().parents[1] / "profiles")
     p = validate(deep_merge(paper, slice_edits(paper, sl)))
-    assert p.evaluate.flow.steps == 3 and p.evaluate.flow.levels == 3 and "glove" in p.evaluate.baselines
+    assert p.evaluate.bert_flow.steps == 3 and p.evaluate.bert_flow.levels == 3 and "glove" in p.evaluate.baselines
     paper["evaluate"]["baselines"] = ["cls"]
-    assert "flow" not in slice_edits(paper, sl)["evaluate"]
+    assert "bert_flow" not in slice_edits(paper, sl)["evaluate"]
 
 
 def test_sentlab_methods_lists_the_baselines_the_schema_allows(capsys):
@@ -185,4 +185,4 @@ def test_sentlab_methods_lists_the_baselines_the_schema_allows(capsys):
                                                                                methods.splitlines() if ln}
     listed = [ln.split()[0] for ln in baselines.splitlines()[1:] if ln]
     allowed = typing.get_args(typing.get_args(EvaluateParams.model_fields["baselines"].annotation)[0])
-    assert listed == list(DESCRIPTIONS) and set(listed) == set(allowed) and {"flow", "glove"} <= set(listed)
+    assert listed == list(DESCRIPTIONS) and set(listed) == set(allowed) and {"bert_flow", "glove"} <= set(listed)

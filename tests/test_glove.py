@@ -117,7 +117,7 @@ def test_the_preflight_goes_on_without_the_vectors(tmp_path):
 
     paper = profile_values("paper", Path(__file__).resolve().parents[1] / "profiles")
     edit, desc = standin_for("glove", paper)
-    assert edit == {"evaluate": {"baselines": ["cls", "mean", "first_last", "whitening", "flow"]}}
+    assert edit == {"evaluate": {"baselines": ["cls", "mean", "first_last", "whitening", "bert_flow"]}}
     sl = {"size": 600, "steps": 3, "batch_size": 8, "dev_max_pairs": 16, "max_pairs": 10}
     (tmp_path / "models.yaml").write_text("models: {}\n")
     pf = Preflight(tmp_path, "paper", sl, paper, runner=None, how="stand-in")
@@ -126,5 +126,5 @@ def test_the_preflight_goes_on_without_the_vectors(tmp_path):
     pf._stand_in(SimpleNamespace(name=row.stage, cmd=row.cmd), row)   # no re-run: the stage is gone
     assert row.note.startswith("continued without this stage") and row.status == "needs asset"
     written = yaml.safe_load((tmp_path / "params.yaml").read_text())
-    assert "glove" not in written["evaluate"]["baselines"] and written["evaluate"]["flow"]["steps"] == 3
+    assert "glove" not in written["evaluate"]["baselines"] and written["evaluate"]["bert_flow"]["steps"] == 3
     assert "glove" not in yaml.safe_load((tmp_path / "models.yaml").read_text())["baselines"]

@@ -210,8 +210,8 @@ def test_the_stage_of_a_model_the_profile_does_not_train_does_not_exist(tmp_path
 
     monkeypatch.chdir(stage_workspace(tmp_path))
     monkeypatch.delenv("DVC_STAGE", raising=False)
-    assert report_errors(lambda: stage_main(["ct", "--method", "ct", "--seed", "42"])) == 2
-    assert "no stage `train@ct`" in capsys.readouterr().err and not (tmp_path / "models").exists()
+    assert report_errors(lambda: stage_main(["consert", "--method", "consert", "--seed", "42"])) == 2
+    assert "no stage `train@consert`" in capsys.readouterr().err and not (tmp_path / "models").exists()
 
 
 def test_corpus_joins_annotation_frames_on_id(tmp_path):

@@ -49,8 +49,8 @@ def test_stage_list_has_one_transfer_stage_per_listed_model():
                                      "simcse": {"dep": "models/simcse", "pooling": None},
                                      "paser_sup": {"dep": "models/paser_sup", "pooling": None}}
     assert stage_list_for(_params(models=[]))["transfer_stages"] == {}
-    # a line the quick profile does not train (CT): no stage, its row says "not run in this profile"
-    assert stage_list_for(_params(models=["ct", "simcse"]))["transfer_stages"] == {
+    # a line the quick profile does not train (ConSERT): no stage, its row says "not run in this profile"
+    assert stage_list_for(_params(models=["consert", "simcse"]))["transfer_stages"] == {
         "simcse": {"dep": "models/simcse", "pooling": None}}
     for bad in ("simcse_typo", "base-whitening"):
         with pytest.raises(SentlabError, match=f"transfer.models lists `{bad}`"):

@@ -67,8 +67,8 @@ class WhiteningParams(Strict):
 
 
 class FlowParams(Strict):
-    """The BERT-flow baseline (``evaluate.flow``, :mod:`sentlab.evaluate.flow`): defaults are the authors' code
-    (bohanli/BERT-flow: config_l3_d3_w32, flow lr 1e-3, one epoch)."""
+    """The BERT-flow baseline (``evaluate.bert_flow``, :mod:`sentlab.evaluate.flow`): defaults are the authors'
+    code (bohanli/BERT-flow: config_l3_d3_w32, flow lr 1e-3, one epoch)."""
 
     fit_on: Literal["sts_pool"] = Field("sts_pool", description="the distinct sentences of the 7 test sets + STS-B "
                                                                 "dev (the paper's 'target' setting, one flow for all)")
@@ -111,9 +111,9 @@ class EvaluateParams(Strict):
                                                              "(smoke runs; labelled)")
     hard_subset: HardSubsetParams = HardSubsetParams()
     whitening: WhiteningParams = WhiteningParams()
-    flow: FlowParams = FlowParams()
+    bert_flow: FlowParams = FlowParams()
     glove: GloveParams = GloveParams()
-    baselines: list[Literal["cls", "mean", "first_last", "whitening", "flow", "glove"]] = Field(
+    baselines: list[Literal["cls", "mean", "first_last", "whitening", "bert_flow", "glove"]] = Field(
         default_factory=lambda: ["cls", "mean", "first_last", "whitening"],
         description="pooling / whitening / BERT-flow baselines of the backbone and averaged GloVe vectors (one "
                     "evaluate_baseline stage each)")

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-BASELINES = ("cls", "mean", "first_last", "whitening", "flow", "glove")
+BASELINES = ("cls", "mean", "first_last", "whitening", "bert_flow", "glove")
 # evaluate.baselines: one evaluate_baseline stage each (`sentlab methods` lists them after the trained methods)
 DESCRIPTIONS = {
     "cls": "the backbone's last-layer [CLS] (no training)",
     "mean": "the backbone's mean of the last layer's token states (no training)",
     "first_last": "the backbone's mean of the first and last layers' token states (no training)",
     "whitening": "BERT-whitening (Su et al. 2021): a linear map fitted on embeddings (evaluate.whitening)",
-    "flow": "BERT-flow (Li et al. 2020): a Glow-style flow fitted on the STS sentences' embeddings (evaluate.flow)",
+    "bert_flow": "BERT-flow (Li et al. 2020): a Glow-style flow fitted on the STS sentences' embeddings "
+                 "(evaluate.bert_flow)",
     "glove": "averaged GloVe vectors, glove.840B.300d as SentEval uses (no backbone; needs the vectors)",
 }
-FITTED = ("whitening", "flow")   # post-processing baselines: evaluate.<name> holds the pooling they are fitted on
+FITTED = ("whitening", "bert_flow")   # post-processing baselines: evaluate.<name> holds the pooling they are fitted on
 FIGURES = Path("reports/figures")
 
 
@@ -64,7 +65,7 @@ def evaluate_baseline(kind: str, params, table, figures) -> None:
 
     name = f"base-{kind}"
     out = Path(f"reports/metrics/{name}.json")
-    fitted = {"whitening": ("whitening", whitening_encoder), "flow": ("flow", flow_encoder),
+    fitted = {"whitening": ("whitening", whitening_encoder), "bert_flow": ("flow", flow_encoder),
               "glove": ("word_vectors", _glove_encoder)}   # kind -> (key of what it recorded, its encoder's maker)
     if kind in fitted:
         key, make = fitted[kind]

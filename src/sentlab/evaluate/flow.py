@@ -216,9 +216,9 @@ class Glow(nn.Module):
 
 def check_dim(dim: int, levels: int) -> None:
     if dim % (2 ** levels):
-        raise SentlabError(f"evaluate.flow.levels = {levels} halves the {dim} embedding dimensions {levels} times "
+        raise SentlabError(f"evaluate.bert_flow.levels = {levels} halves the {dim} embedding dimensions {levels} times "
                            f"(each level's coupling and split cut its channels in two): {dim} is not divisible by "
-                           f"{2 ** levels}. Lower evaluate.flow.levels in params.yaml.")
+                           f"{2 ** levels}. Lower evaluate.bert_flow.levels in params.yaml.")
 
 
 @dataclass
@@ -241,7 +241,7 @@ class Flow:
         check_dim(d, params.levels)
         if n < 2:
             raise SentlabError(f"The flow needs at least 2 fit sentences, got {n}; fit it on the STS pool "
-                               f"(evaluate.flow.fit_on: sts_pool) with evaluate.max_pairs null or larger.")
+                               f"(evaluate.bert_flow.fit_on: sts_pool) with evaluate.max_pairs null or larger.")
         gen = torch.Generator().manual_seed(seed)
         model = Glow(d, params.levels, params.depth, params.width, params.coupling, params.permutation, gen)
         batch = min(params.batch_size, n)
@@ -275,8 +275,8 @@ class Flow:
         with torch.no_grad():
             nll_end = float(-model.log_likelihood(xt).mean() / d)
         if not math.isfinite(nll_end):
-            raise SentlabError(f"The flow's fit diverged (negative log-likelihood {nll_end}); lower evaluate.flow.lr "
-                               f"in params.yaml.")
+            raise SentlabError(f"The flow's fit diverged (negative log-likelihood {nll_end}); lower "
+                               f"evaluate.bert_flow.lr in params.yaml.")
         return cls(model, n, steps, nll_start, nll_end)
 
     @property

@@ -185,11 +185,11 @@ def whitening_encoder(params, table, name: str = "base-whitening") -> tuple[Sent
     return enc, embeddings, info
 
 
-def flow_encoder(params, table, name: str = "base-flow",
+def flow_encoder(params, table, name: str = "base-bert_flow",
                  progress: bool = True) -> tuple[SentenceEncoder, dict, dict]:
     """The BERT-flow baseline (docs/methods.md#bert-flow, :mod:`sentlab.evaluate.flow`).
 
-    Returns ``(encoder, embeddings, info)``: the backbone with ``evaluate.flow.pooling`` and the fitted flow as its
+    Returns ``(encoder, embeddings, info)``: the backbone with ``evaluate.bert_flow.pooling`` and the fitted flow as its
     ``post``; the flowed lookup of the evaluation pool (the raw pool embeddings were needed for the fit, so the
     evaluation reuses them); ``info`` says what it was fitted on and how the likelihood moved. The fit runs on the
     CPU in fp32 (seeded: the same flow on every machine)."""
@@ -199,7 +199,7 @@ def flow_encoder(params, table, name: str = "base-flow",
     from .flow import Flow, flow_lookup
     from .protocol import TASKS, embed_unique, pool_sentences, select_splits
 
-    ep, fp = params.evaluate, params.evaluate.flow
+    ep, fp = params.evaluate, params.evaluate.bert_flow
     raw = build_encoders(params.model.backbone, pooling=fp.pooling, precision=ep.precision, max_length=ep.max_length,
                          name=name, device=ep.device, workers=ep.workers)[name]
     pool = pool_sentences(select_splits(table, [*TASKS, "STSBenchmark-dev"], ep.max_pairs))

@@ -4,7 +4,7 @@ In the scratch copy, ``sentlab profile P`` writes the profile's values (``--forc
 params.yaml is another profile's; the same profile keeps its hand edits, as ``make repro PROFILE=P`` does),
 then :func:`slice_edits` are merged into params.yaml and the stage list is written again (``sentlab
 stages``). The slice: ``prepare.size``; a few training steps with one dev evaluation at the end
-(``train.max_steps``, ``train.eval_every``; as many for the BERT-flow baseline's fit, ``evaluate.flow.steps``), a
+(``train.max_steps``, ``train.eval_every``; as many for the BERT-flow baseline's fit, ``evaluate.bert_flow.steps``), a
 small batch, few STS-B dev pairs (``train.dev_max_pairs``), few pairs per evaluation task (``evaluate.max_pairs``),
 one process (``runtime.nproc``); and each method
 line's own caps, which the method declares (:meth:`sentlab.methods.base.MethodParams.slice_caps`: its step
@@ -100,8 +100,8 @@ def slice_edits(values: dict, sl: dict) -> dict:
     edits = {"prepare": {"size": size}, "train": train,
              "evaluate": {"max_pairs": sl["max_pairs"]},
              "runtime": {"nproc": 1}}
-    if "flow" in ((values.get("evaluate") or {}).get("baselines") or []):
-        edits["evaluate"]["flow"] = {"steps": steps}   # the BERT-flow fit: the slice's step budget, not an epoch
+    if "bert_flow" in ((values.get("evaluate") or {}).get("baselines") or []):
+        edits["evaluate"]["bert_flow"] = {"steps": steps}   # the BERT-flow fit: the slice's step budget, not an epoch
     caps = {"steps": steps, "batch_size": sl["batch_size"], "sentences": size}
     return deep_merge(edits, method_edits(values, lambda p: p.slice_caps(**caps)))
 

@@ -62,7 +62,7 @@ def table1_rows() -> list[RowSpec]:
     t1 = P.L2P_TABLE1
     return [
         RowSpec("CLS", ("base-cls",), t1["CLS"]), RowSpec("Mean", ("base-mean",), t1["Mean"]),
-        RowSpec("+Flow", ("base-flow",), t1["+Flow"], "evaluate.flow"),
+        RowSpec("+Flow", ("base-bert_flow",), t1["+Flow"], "evaluate.bert_flow"),
         RowSpec("+Whitening", ("base-whitening",), t1["+Whitening"]),
         paper_only("+Contrastive(BT)", t1["+Contrastive(BT)"], "needs back-translation models"),
         RowSpec("+SG-OPT", ("sg_opt",), t1["+SG-OPT"]),

@@ -62,7 +62,7 @@ def table1_rows() -> list[RowSpec]:
         RowSpec("BERTbase-mean", ("base-mean",), t1["BERTbase-mean"], section="Original BERT/GloVe"),
         RowSpec("BERTbase-first-last avg.", ("base-first_last",), t1["BERTbase-first-last avg."],
                 section="Original BERT/GloVe"),
-        RowSpec("BERT-flow", ("base-flow",), t1["BERT-flow"], "evaluate.flow", "Post-processing"),
+        RowSpec("BERT-flow", ("base-bert_flow",), t1["BERT-flow"], "evaluate.bert_flow", "Post-processing"),
         RowSpec("BERT-whitening", ("base-whitening",), t1["BERT-whitening"], "evaluate.whitening", "Post-processing"),
         RowSpec("CT-BERTbase", ("ct",), t1["CT-BERTbase"], "PaSeR prints STS12–16 only", "Contrastive"),
         RowSpec("ConSERTbase", ("consert",), t1["ConSERTbase"], "feature cutoff 0.2 + token shuffle, NT-Xent τ = 0.1, "
