@@ -28,7 +28,7 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip wheel
 	$(PY) -m pip install -q "torch==2.13.0"
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q -e ".[test,ray]"   # ray: the parallel runner's tests (tests/test_parallel_toy.py)
 	touch $@
 
 # params.yaml from profiles/$(PROFILE).yaml (kept as it is when it is that profile already, hand edits included;
