@@ -110,3 +110,14 @@ def paired_views(encode: Callable[[dict], torch.Tensor],
     z = encode(features)
     n = z.size(0) // 2
     return z[:n], z[n:]
+
+
+def augmentation_info(augmentation: str, params) -> dict:
+    """What a discrete-augmentation method records in its export (sentlab.json): the augmentation, and the
+    ``rate``, ``augment_views`` and ``words`` its params have (MoCo's keys, SimCSE's second views)."""
+    info = {"augmentation": augmentation}
+    for key, name in (("rate", "augmentation_rate"), ("augment_views", "augment_views"),
+                      ("words", "augmentation_words")):
+        if getattr(params, key, None) is not None:
+            info[name] = getattr(params, key)
+    return info

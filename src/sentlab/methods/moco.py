@@ -19,7 +19,7 @@ from ..augment import span_text, make_augmenter
 from ..errors import SentlabError
 from ..train.distributed import concat_all_gather, rank
 from . import register
-from ._common import MLPHead, info_nce
+from ._common import MLPHead, augmentation_info, info_nce
 from .base import Batch, ContrastiveParams, Method, MethodParams
 
 
@@ -220,10 +220,8 @@ Embeddings},
         self._momentum_update_key_encoder()
 
     def export_info(self) -> dict:
-        info = {"method": self.id, "pooling": self.inference_pooling, "augmentation": self.augmentation}
-        if hasattr(self.params, "rate"):
-            info["augmentation_rate"] = self.params.rate
-        return info
+        return {"method": self.id, "pooling": self.inference_pooling,
+                **augmentation_info(self.augmentation, self.params)}
 
 
 @register("moco_reorder")

@@ -15,7 +15,7 @@ from pydantic import Field
 
 from ..augment import make_augmenter
 from . import register
-from ._common import paired_views
+from ._common import augmentation_info, paired_views
 from .base import Batch
 from .simcse import SimCSE, SimCSEParams
 
@@ -75,11 +75,7 @@ class SimCSEDiscrete(SimCSE):
         return paired_views(self._embed, features["pair"])
 
     def export_info(self) -> dict:
-        info = {**super().export_info(), "augmentation": self.augmentation, "augmentation_rate": self.params.rate,
-                "augment_views": self.params.augment_views}
-        if getattr(self.params, "words", None) is not None:
-            info["augmentation_words"] = self.params.words
-        return info
+        return {**super().export_info(), **augmentation_info(self.augmentation, self.params)}
 
 
 @register("simcse_crop")
