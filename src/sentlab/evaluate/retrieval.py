@@ -105,6 +105,7 @@ def retrieval(queries: dict[str, set[str]], corpus: Sequence[str], embed: Embed,
     qs = [q for q, rel in queries.items() if rel]
     emb = _lookup(embed, [*qs, *corpus])
     C = np.stack([emb[t] for t in corpus])
+    ex = None if examples is None else retrieval_examples(queries, corpus, emb, C, examples, exclude_identical)
     k = min(max(map_at, mrr_at) + 1, len(corpus))
     aps, rrs = [], []
     for s in range(0, len(qs), chunk):
@@ -125,8 +126,8 @@ def retrieval(queries: dict[str, set[str]], corpus: Sequence[str], embed: Embed,
             rrs.append(reciprocal_rank(hits, mrr_at))
     out = {"MAP": round(100 * float(np.mean(aps)), 2), f"MRR@{mrr_at}": round(100 * float(np.mean(rrs)), 2),
            "queries": len(aps), "corpus": len(corpus), "map_at": map_at, "exclude_identical": exclude_identical}
-    if examples is not None:
-        out["examples"] = retrieval_examples(queries, corpus, emb, C, examples, exclude_identical)
+    if ex is not None:
+        out["examples"] = ex
     return out
 
 
