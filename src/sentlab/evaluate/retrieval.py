@@ -11,7 +11,8 @@ Both score a candidate by the cosine of its embedding with the query's and rank 
   paper is silent, sentlab decides (arguments, recorded in the result): average precision over the top
   ``map_at`` (100, sentence-transformers' ``InformationRetrievalEvaluator``), divided by ``min(relevant,
   map_at)``; a corpus text identical to the query is not ranked (``exclude_identical``: the query would find
-  itself).
+  itself). The result's ``examples`` are PaSeR Table 6's: the top hits of a few queries, the paper's own where QQP
+  holds them, then seeded ones (:mod:`.retrieval_examples`).
 
 The data are resolved like every source (:mod:`sentlab.assets`): the mirror, the cache, then the upstream
 files (``qqp``: Quora's ``quora_duplicate_questions.tsv``; ``askubuntu_text`` / ``askubuntu_test``: the
@@ -32,6 +33,7 @@ import numpy as np
 
 from .. import assets
 from ..errors import SentlabError
+from .retrieval_examples import ExampleSettings, examples as retrieval_examples
 
 Embed = Callable[[list[str]], np.ndarray]
 
@@ -93,14 +95,17 @@ def reranking(queries: Sequence[RerankQuery], embed: Embed, mrr_at: int = 10) ->
 
 
 def retrieval(queries: dict[str, set[str]], corpus: Sequence[str], embed: Embed, map_at: int = 100,
-              mrr_at: int = 10, exclude_identical: bool = True, chunk: int = 256) -> dict:
-    """``{MAP, MRR@10, queries, corpus}`` (× 100): each query (text -> its relevant corpus texts) ranks the whole
-    corpus by cosine; top-``max(map_at, mrr_at)`` kept per query, in chunks of ``chunk`` queries."""
+              mrr_at: int = 10, exclude_identical: bool = True, chunk: int = 256,
+              examples: Optional[ExampleSettings] = ExampleSettings()) -> dict:
+    """``{MAP, MRR@10, queries, corpus, examples}`` (× 100): each query (text -> its relevant corpus texts) ranks
+    the whole corpus by cosine; top-``max(map_at, mrr_at)`` kept per query, in chunks of ``chunk`` queries.
+    ``examples``: PaSeR Table 6's top hits of a few queries (:func:`.retrieval_examples.examples`; None: none)."""
     corpus = list(dict.fromkeys(corpus))
     pos = {t: i for i, t in enumerate(corpus)}
     qs = [q for q, rel in queries.items() if rel]
     emb = _lookup(embed, [*qs, *corpus])
     C = np.stack([emb[t] for t in corpus])
+    ex = None if examples is None else retrieval_examples(queries, corpus, emb, C, examples, exclude_identical)
     k = min(max(map_at, mrr_at) + 1, len(corpus))
     aps, rrs = [], []
     for s in range(0, len(qs), chunk):
@@ -119,8 +124,11 @@ def retrieval(queries: dict[str, set[str]], corpus: Sequence[str], embed: Embed,
             hits = np.array([i in rel for i in idx], dtype=np.int64)
             aps.append(average_precision(hits[:map_at], min(len(rel), map_at)))
             rrs.append(reciprocal_rank(hits, mrr_at))
-    return {"MAP": round(100 * float(np.mean(aps)), 2), f"MRR@{mrr_at}": round(100 * float(np.mean(rrs)), 2),
-            "queries": len(aps), "corpus": len(corpus), "map_at": map_at, "exclude_identical": exclude_identical}
+    out = {"MAP": round(100 * float(np.mean(aps)), 2), f"MRR@{mrr_at}": round(100 * float(np.mean(rrs)), 2),
+           "queries": len(aps), "corpus": len(corpus), "map_at": map_at, "exclude_identical": exclude_identical}
+    if ex is not None:
+        out["examples"] = ex
+    return out
 
 
 def load_qqp(path: Optional[Path] = None) -> tuple[dict[str, set[str]], list[str]]:

@@ -4,6 +4,7 @@
 ``models/paser/reconstruction.json`` and ``data/prepare_stats.json`` under ``root`` and writes
 
 * ``reports/tables/<table>.md`` + ``.csv`` (every table), ``.tex`` (booktabs, the main tables);
+* ``reports/tables/paser_table7.md`` / ``paser_table6.md`` (+ CSV): the decoder's and the retrieval examples;
 * ``reports/tables/diagnostics.md`` + its CSVs (hard subset, alignment/uniformity, density);
 * ``reports/figures/ptbert_fig3_alignment_uniformity.png``, ``reports/figures/dev_curves.png``,
   ``reports/figures/paser_fig4_decoder_depth.png``;
@@ -29,7 +30,7 @@ from typing import Optional
 
 from ..io import write_text
 from ..markers import NOT_RUN
-from . import diagnostics_tables, examples, figures, protocol_table, significance
+from . import diagnostics_tables, examples, figures, protocol_table, retrieval_examples, significance
 from .paper_tables import (EVALUATED, Resolved, TableSpec, all_tables, load_metrics, models_in_tables, rank,
                            render_rows, to_csv, to_latex, to_markdown)
 
@@ -114,6 +115,10 @@ def build_report(root: Path | str = ".", backbone: str = "", profile: str = "",
            "PaSeR Table 7: decoder reconstructions beside the paper's examples"
            + ("" if ok else " (paper only: see why)"))
     _write(root, TABLES / "paser_table7.csv", csv_text, rep, "PaSeR Table 7 examples (reproduced and paper)")
+    md, csv_text, n = retrieval_examples.render(metrics, backbone, profile, models_dir)
+    _write(root, TABLES / "paser_table6.md", md, rep, f"{retrieval_examples.TITLE}: QQP top hits per query, model "
+           f"beside model and the paper's ({n}/{len(retrieval_examples.MODELS)} models' examples)")
+    _write(root, TABLES / "paser_table6.csv", csv_text, rep, "PaSeR Table 6 hits (reproduced and paper)")
 
     diag = diagnostics_tables.render(metrics, backbone, profile, figures_prefix="../")
     diag_ctx = {"diagnostics.md": "Diagnostics: hard length subset, alignment/uniformity, cosine density "

@@ -1,0 +1,110 @@
+"""PaSeR Table 6's retrieval examples: for a few QQP queries, the top-``k`` corpus questions of a model's ranking,
+each with its cosine and whether it is a labelled duplicate of the query.
+
+:func:`~.retrieval.retrieval` adds them to its result under ``examples`` (:class:`ExampleSettings`; None: none), so
+``sentlab evaluate --tasks retrieval --json F`` and the retrieval stage write them in
+``retrieval.QQP.examples`` of the metrics JSON; the report's PaSeR Table 6 page
+(:mod:`sentlab.report.retrieval_examples`) shows them per query, model beside model.
+
+Which queries (recorded as each query's ``source``):
+
+* ``paper``: PaSeR prints its two Table 6 queries (:data:`sentlab.report.paper_numbers.PASER_TABLE6`). Each is
+  used when the QQP retrieval set holds it as a query (a ``q1`` with a labelled duplicate in the corpus), matched
+  ignoring case and runs of whitespace; one that it does not hold is listed under ``paper_missing``.
+* ``seeded``: then ``n_seeded`` more queries drawn with ``seed`` (numpy ``default_rng``) from the other queries,
+  sorted first so that the draw does not depend on the file's row order: the same file and seed give the same
+  queries for every model, so their hits line up side by side.
+* ``given``: ``ExampleSettings(queries=...)`` names the queries instead (each must be a query of the set).
+
+The ranking is the metric's: cosine over the distinct corpus texts, ties by corpus order, a corpus text identical to
+the query not ranked when ``exclude_identical``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+
+from ..errors import SentlabError
+
+
+@dataclass(frozen=True)
+class ExampleSettings:
+    k: int = 3                                  # hits per query (the paper prints 3)
+    n_seeded: int = 3                           # seeded queries after the paper's
+    seed: int = 0
+    queries: Optional[tuple[str, ...]] = None   # the queries to show instead of the paper's + seeded ones
+    paper: bool = True                          # look the paper's Table 6 queries up first
+
+
+def paper_queries() -> list[str]:
+    from ..report.paper_numbers import PASER_TABLE6
+
+    return [e["query"] for e in PASER_TABLE6]
+
+
+def query_key(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def select_queries(qs: Sequence[str], cfg: ExampleSettings) -> tuple[list[tuple[str, str]], list[str]]:
+    """(``[(query, source)]``, the paper's queries not among ``qs``): the queries to show, from ``qs`` (the
+    retrieval set's queries, those with a relevant document)."""
+    if cfg.queries is not None:
+        known = set(qs)
+        bad = [q for q in cfg.queries if q not in known]
+        if bad:
+            raise SentlabError(f"example query {bad[0]!r} is no QQP query with a labelled duplicate: name a q1 of "
+                               f"quora_duplicate_questions.tsv that has one.")
+        return [(q, "given") for q in dict.fromkeys(cfg.queries)], []
+    by_key = {}
+    for q in qs:
+        by_key.setdefault(query_key(q), q)
+    chosen: list[tuple[str, str]] = []
+    missing = []
+    for p in paper_queries() if cfg.paper else ():
+        hit = by_key.get(query_key(p))
+        if hit is None:
+            missing.append(p)
+        elif hit not in {q for q, _ in chosen}:
+            chosen.append((hit, "paper"))
+    taken = {q for q, _ in chosen}
+    rest = sorted(q for q in set(qs) if q not in taken)
+    n = min(cfg.n_seeded, len(rest))
+    if n:
+        idx = np.random.default_rng(cfg.seed).choice(len(rest), size=n, replace=False)
+        chosen += [(rest[i], "seeded") for i in sorted(idx)]
+    return chosen, missing
+
+
+def top_hits(scores: np.ndarray, k: int) -> np.ndarray:
+    """The indices of the ``k`` best ``scores`` (one row), best first, ties by index (:func:`~.retrieval.retrieval`'s
+    order); ``-inf`` entries (excluded texts) never."""
+    order = np.argsort(-scores, kind="stable")            # a full sort: a tie at rank k keeps corpus order too
+    return order[:max(0, min(k, int(np.isfinite(scores).sum())))]
+
+
+def examples(queries: dict[str, set[str]], corpus: list[str], emb: dict[str, np.ndarray], C: np.ndarray,
+             cfg: ExampleSettings, exclude_identical: bool = True) -> dict:
+    """``{k, n_seeded, seed, paper_missing, queries: [{query, source, relevant, hits: [{rank, text, score,
+    duplicate}]}]}``: ``corpus`` the distinct corpus texts, ``C`` their unit embeddings (rows), ``emb`` every
+    query's unit embedding. The queries are chosen among the metric's: those with a relevant corpus text other
+    than themselves."""
+    pos = {t: i for i, t in enumerate(corpus)}
+
+    def relevant(q: str) -> set[str]:
+        return {t for t in queries[q] if t in pos and not (exclude_identical and t == q)}
+
+    chosen, missing = select_queries([q for q in queries if relevant(q)], cfg)   # the metric's queries
+    out = []
+    for q, source in chosen:
+        s = C @ emb[q]
+        if exclude_identical and q in pos:
+            s[pos[q]] = -np.inf
+        rel = relevant(q)
+        hits = [{"rank": r + 1, "text": corpus[i], "score": round(float(s[i]), 4), "duplicate": corpus[i] in rel}
+                for r, i in enumerate(top_hits(s, cfg.k))]
+        out.append({"query": q, "source": source, "relevant": len(rel), "hits": hits})
+    return {"k": cfg.k, "n_seeded": cfg.n_seeded, "seed": cfg.seed, "paper_missing": missing, "queries": out}
