@@ -12,9 +12,9 @@ from typing import Optional
 from .spec import EVALUATED, OTHER_SETTINGS, STS7, Resolved, RowSpec, TableSpec
 
 TRANSFER_KEYS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC", "MRPC_F1", "TransferAvg")
-TRANSFER_DIR = "transfer"   # reports/metrics/transfer/<model>.json (the evaluate_transfer stages)
-RETRIEVAL_DIR = "retrieval"  # reports/metrics/retrieval/<model>.json (`sentlab evaluate --tasks retrieval --json`)
-GLUE_DIR = "glue"             # reports/metrics/glue/<model>.json (`sentlab glue --json`)
+TRANSFER_DIR = "transfer"   # reports/metrics/transfer/<model>.json (the suite@transfer-<model> stages)
+RETRIEVAL_DIR = "retrieval"  # reports/metrics/retrieval/<model>.json (the suite@retrieval-<model> stages)
+GLUE_DIR = "glue"             # reports/metrics/glue/<model>.json (the suite@glue-<model> stages, `sentlab glue --json`)
 GLUE_KEYS = ("WNLI", "QNLI", "QQP", "SST-2", "STS-B")
 RETRIEVAL_KEYS = ("QQP_MAP", "QQP_MRR@10", "AskUbuntu_MAP", "AskUbuntu_MRR@10")
 
@@ -193,6 +193,9 @@ def resolve(row: RowSpec, metrics: dict[str, dict], models_dir: Path = Path("mod
         sample = (m.get("transfer_metrics") or {}).get("max_examples") if row.extract == "transfer" else None
         if sample:
             res.caveat = f"a seeded sample of {sample} examples per split (transfer.max_examples): no Δ"
+        cut = (m.get("glue_metrics") or {}).get("slice") if row.extract == "glue" else None
+        if cut:
+            res.caveat = f"fine-tuned on a CPU slice ({cut}; glue.finetune): no Δ"
         return res
     return Resolved(row, row.models[0], "; ".join(reasons) or "not evaluated")
 
