@@ -158,6 +158,13 @@ def test_a_glue_stage_end_to_end_fills_table4(work, tmp_path, monkeypatch, tok):
     base = rows["BERT-base"]
     assert base.evaluated and base.values["SST-2"] == out["SST-2"] and base.values["STS-B"] == out["STS-B"]
     assert base.values["WNLI"] is None and "max_steps 6" in base.caveat
+    from sentlab.report.significance import Context, annotate, marked_text
+
+    annotate(list(rows.values()), Context(load_metrics(work / "reports/metrics"), work / "reports/cosines"),
+             spec.columns)
+    sd = base.marks.seeds["SST-2"]                       # the fine-tuning seeds: mean ± std (n) in the cell
+    assert (sd.n, round(sd.mean, 2)) == (2, out["SST-2"]) and marked_text(base.marks, "SST-2", sd.mean, 2).endswith(
+        f"± {sd.std:.2f} (2)")
     assert not rows["+Ours (L2P-CSR)"].evaluated
 
 

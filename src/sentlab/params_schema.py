@@ -124,7 +124,7 @@ TRANSFER_TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
 
 class TransferParams(Strict):
     """SentEval's transfer tasks on frozen embeddings (:mod:`sentlab.evaluate.transfer`): one
-    ``evaluate_transfer`` stage per listed model."""
+    ``suite@transfer-<model>`` stage per listed model."""
 
     models: list[str] = Field(
         default_factory=list, description="models of the stage list (models.yaml) and backbone baselines "

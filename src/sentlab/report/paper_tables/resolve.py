@@ -25,8 +25,9 @@ def retrieval_missing() -> str:
     from ...evaluate import retrieval  # noqa: F401 - registers the qqp / askubuntu assets
 
     fetch = "; ".join(f"`{data_fetch_command(a)}`" for a in ("qqp", "askubuntu_text", "askubuntu_test"))
-    return (f"needs data: QQP and AskUbuntu are not in the mirror here ({fetch}); then `sentlab evaluate --model "
-            f"models/<model> --tasks retrieval --json reports/metrics/retrieval/<model>.json`")
+    return (f"needs data: QQP and AskUbuntu are not in the mirror here ({fetch}); then list the model in params.yaml "
+            f"retrieval.models (stage suite@retrieval-<model>), or `sentlab evaluate --model models/<model> --tasks "
+            f"retrieval --json reports/metrics/retrieval/<model>.json`")
 
 def load_metrics(folder: Path) -> dict[str, dict]:
     """``{name: metrics}`` of ``folder/*.json``; an unreadable file becomes a status saying so. A model's
@@ -82,8 +83,9 @@ def extract(m: dict, how: str) -> tuple[dict, Optional[str]]:
         if not isinstance(t, dict):
             name = str(m.get("model", "<model>"))
             src = m.get("backbone", "<backbone>") if name.startswith("base-") else f"models/{name}"
-            return {}, (f"not fine-tuned: `sentlab glue --model {src} --json reports/metrics/glue/{name}.json` "
-                        f"(WNLI, QNLI and QQP need GLUE's data)")
+            return {}, (f"not fine-tuned: list `{name}` in params.yaml glue.models (stage suite@glue-{name}), or "
+                        f"`sentlab glue --model {src} --json reports/metrics/glue/{name}.json` (WNLI, QNLI and QQP "
+                        f"need GLUE's data)")
         return {k: _num(t.get(k)) for k in GLUE_KEYS}, None
     if how == "retrieval":
         t = m.get("retrieval_metrics")
