@@ -239,3 +239,23 @@ def test_the_paper_preflight_goes_on_without_the_suites_data(tmp_path, monkeypat
                                      upstream=[]))
     assert (later.status, later.asset, later.fetch) == ("needs asset", "qqp", "curl ...")
     assert "suite@glue-l2p" in pf.suite_stages()
+
+
+def test_the_preflight_projects_no_full_run_from_a_glue_slice(tmp_path):
+    """A GLUE stage's slice (a few steps, one seed) says nothing of the full fine-tuning's time: its row says so
+    instead of passing the slice's seconds off as the projection (which the other suites' rows keep)."""
+    from sentlab.config import validate
+    from sentlab.preflight.projection import project
+    from sentlab.preflight.table import Row
+    from sentlab.profiles import profile_values
+
+    real = validate(profile_values("paper", REPO / "profiles"))
+    sl = {"size": 600, "steps": 3, "batch_size": 8, "dev_max_pairs": 16, "max_pairs": 10}
+    glue = Row("suite@glue-l2p", "python pipeline/evaluate_glue.py l2p", status="ok", seconds=12.0,
+               probe={"peak_rss_mb": 900.0})
+    transfer = Row("suite@transfer-l2p", "python pipeline/evaluate_transfer.py l2p", status="ok", seconds=5.0,
+                   probe={"peak_rss_mb": 800.0})
+    for _ in range(2):
+        project([glue, transfer], real, sl, tmp_path, models={})
+    assert glue.projected_s is None and glue.note.count("projection: none for GLUE") == 1
+    assert transfer.projected_s == 5.0
