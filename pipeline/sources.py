@@ -1,5 +1,6 @@
 """Stage `sources`: the sha256 of every source file the profile reads and of the code each kind of
-stage executes -> data/sources/ (``data.json``, ``model.json``, ``transfer.json``, ``code/<kind>.json``).
+stage executes -> data/sources/ (``data.json``, ``model.json``, ``transfer.json``, ``glue.json``,
+``retrieval.json``, ``code/<kind>.json``).
 
 ``always_changed`` in dvc.yaml: DVC cannot see files outside the repository, so this stage looks at
 them at every ``dvc repro``; the stages that read a source depend on its file here, so they re-run
@@ -18,7 +19,8 @@ from pathlib import Path
 from sentlab.io import write_json
 from sentlab.pipeline_util import run_stage
 from sentlab.provenance import stage_code_files
-from sentlab.sources import data_sources, model_sources, parse_sources, transfer_sources
+from sentlab.sources import (data_sources, glue_sources, model_sources, parse_sources, retrieval_sources,
+                             transfer_sources)
 from sentlab.stage_list import check_stage_list
 from sentlab.stage_params import stage_params
 
@@ -43,6 +45,8 @@ def main() -> None:
     before = OUT / "transfer.json"
     previous = json.loads(before.read_text(encoding="utf-8")) if before.is_file() else None
     write_json(OUT / "transfer.json", transfer_sources(params.transfer.tasks, params.transfer.models, previous))
+    write_json(OUT / "glue.json", glue_sources(params.glue.tasks, params.glue.models))
+    write_json(OUT / "retrieval.json", retrieval_sources(params.retrieval.tasks, params.retrieval.models))
     for rel, content in stage_code_files().items():
         write_json(OUT / rel, content)
     n = sum(len(v) for v in data["files"].values())

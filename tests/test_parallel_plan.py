@@ -38,9 +38,20 @@ def test_chains_from_the_stage_graph():
     assert set(chains) == {"simcse", "paser", "paser_sup", "evaluate_baseline-cls"}
     assert chains["simcse"].stages == ["train@simcse", "evaluate@simcse"]
     assert chains["simcse"].checkout == SHARED and not chains["simcse"].needs
+
     # paser_sup starts from models/paser: it waits for paser's chain and restores train@paser from the run cache
     assert chains["paser_sup"].needs == ["paser"] and chains["paser_sup"].restore == ["train@paser"]
     assert chains["evaluate_baseline-cls"].checkout == ["sources", "prepare"]
+
+
+def test_a_models_suite_stages_join_its_chain():
+    names, edges = _graph({"simcse": None})
+    names[-2:-2] = ["suite@transfer-simcse", "suite@glue-simcse", "suite@glue-base-cls"]
+    edges += [("train@simcse", "suite@transfer-simcse"), ("train@simcse", "suite@glue-simcse"),
+              ("sources", "suite@glue-base-cls")]
+    chains = {c.id: c for c in plan(names, edges, set(names)).chains}
+    assert chains["simcse"].stages == ["train@simcse", "evaluate@simcse", "suite@transfer-simcse", "suite@glue-simcse"]
+    assert chains["suite-glue-base-cls"].stages == ["suite@glue-base-cls"]
 
 
 def test_only_stale_stages_and_what_is_below_them():

@@ -39,11 +39,12 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     dvc = [sys.executable, "-m", "dvc"]
     subprocess.run([sys.executable, "-m", "sentlab.cli", "profile", "smoke"], cwd=repo, env=env, check=True)
     # the smoke profile's own stages only: its 3 methods, simcse's second seed, the 4 baselines (no "not run" stages),
-    # the 2 transfer stages (base-mean, simcse) and `sources`, which hashes the files outside the repository
+    # the suite stages (transfer: base-mean, simcse; GLUE: base-cls) and `sources`, which hashes the files outside
+    # the repository
     stages = subprocess.run(dvc + ["stage", "list", "--name-only"], cwd=repo, env=env, capture_output=True, text=True,
                             check=True).stdout.split()
-    assert len(stages) == 19 and "sources" in stages, stages
-    assert {"evaluate_transfer@base-mean", "evaluate_transfer@simcse"} <= set(stages), stages
+    assert len(stages) == 20 and "sources" in stages, stages
+    assert {"suite@transfer-base-mean", "suite@transfer-simcse", "suite@glue-base-cls"} <= set(stages), stages
     assert "train@simcse-s43" in stages and "train@ct" not in stages, stages
     run = subprocess.run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -65,7 +66,12 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     assert tr["TransferAvg"] == pytest.approx((tr["CR"] + tr["TREC"] + tr["MRPC"]) / 3, abs=0.01)
     t2 = (repo / "reports/tables/l2p_table2.md").read_text()
     assert f"{tr['CR']:.2f} / 85.30 |" in t2 and "a seeded sample of 80 examples per split" in t2
-    assert "sentlab glue --model" in (repo / "reports/tables/l2p_table4.md").read_text()
+    # GLUE (#39): the smoke slice of the backbone's fine-tuning fills L2P-CSR Table 4's BERT-base row, labelled
+    g = json.loads((repo / "reports/metrics/glue/base-cls.json").read_text())
+    assert set(g["glue"]) == {"SST-2", "STS-B"} and g["glue"]["SST-2"]["steps"] == 4 and g["slice"]
+    assert g["glue"]["STS-B"]["dev_examples"] == 64 and json.loads((repo / "data/sources/glue.json").read_text())
+    t4 = (repo / "reports/tables/l2p_table4.md").read_text()
+    assert f"{g['SST-2']:.2f} / " in t4 and "CPU slice" in t4
 
     # MLflow: the test results are on the training run one compares, beside its dev curve
     import mlflow

@@ -35,9 +35,9 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from .errors import SentlabError
 
-from .params_schema import (RUNTIME_KEYS, AnnotateParams, EvaluateParams, HardSubsetParams,  # noqa: F401
-                            ModelParams, PrepareParams, RuntimeParams, SeedsParams, Strict, TrainParams,
-                            TransferParams, WhiteningParams)
+from .params_schema import (RUNTIME_KEYS, AnnotateParams, EvaluateParams, GlueParams,  # noqa: F401
+                            HardSubsetParams, ModelParams, PrepareParams, RetrievalParams, RuntimeParams,
+                            SeedsParams, Strict, TrainParams, TransferParams, WhiteningParams)
 
 PROFILES = ("quick", "smoke", "paper")
 
@@ -50,6 +50,8 @@ class Params(Strict):
     annotate: AnnotateParams = AnnotateParams()
     evaluate: EvaluateParams = EvaluateParams()
     transfer: TransferParams = TransferParams()
+    glue: GlueParams = GlueParams()
+    retrieval: RetrievalParams = RetrievalParams()
     train: TrainParams = TrainParams()
     methods: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="one line per method: the keys that differ from its Params defaults")

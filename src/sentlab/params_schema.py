@@ -124,7 +124,7 @@ TRANSFER_TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
 
 class TransferParams(Strict):
     """SentEval's transfer tasks on frozen embeddings (:mod:`sentlab.evaluate.transfer`): one
-    ``evaluate_transfer`` stage per listed model."""
+    ``suite@transfer-<model>`` stage per listed model."""
 
     models: list[str] = Field(
         default_factory=list, description="models of the stage list (models.yaml) and backbone baselines "
@@ -133,6 +133,56 @@ class TransferParams(Strict):
     max_examples: Optional[int] = Field(
         None, gt=0, description="None: every example (SentEval's protocol); a number: each split cut to a "
                                 "seeded sample of that many (a CPU slice; labelled)")
+    batch_size: int = Field(128, gt=0, description="sentences encoded at once")
+
+
+GLUE_TASKS = ("WNLI", "QNLI", "QQP", "SST-2", "STS-B")
+
+
+class GlueFinetuneParams(Strict):
+    """How each GLUE model is fine-tuned (:class:`sentlab.evaluate.glue.GlueConfig`, transformers' run_glue
+    defaults) and the CPU slice's caps (``max_train``, ``max_steps``, ``max_dev``: seeded, recorded)."""
+
+    lr: float = Field(2e-5, gt=0)
+    batch_size: int = Field(32, gt=0)
+    epochs: int = Field(3, gt=0)
+    max_length: int = Field(128, gt=0)
+    warmup: float = Field(0.1, ge=0, lt=1, description="share of the steps with a linear warm-up")
+    dropout: float = Field(0.1, ge=0, lt=1, description="dropout before the linear head")
+    max_train: Optional[int] = Field(None, gt=0, description="None: the whole training split; a number: a seeded "
+                                                             "sample of that many (a CPU slice; labelled)")
+    max_steps: Optional[int] = Field(None, gt=0, description="None: every epoch; a number: stop after that many "
+                                                             "optimiser steps (a CPU slice; labelled)")
+    max_dev: Optional[int] = Field(None, gt=0, description="None: the whole dev split; a number: a seeded sample "
+                                                           "of that many (a CPU slice; labelled)")
+
+
+class GlueParams(Strict):
+    """GLUE fine-tuning (L2P-CSR Table 4, :mod:`sentlab.evaluate.glue`): one ``suite@glue-<model>`` stage per
+    listed model."""
+
+    models: list[str] = Field(default_factory=list, description="models of the stage list and backbone baselines "
+                                                                "(base-cls: the backbone) to fine-tune; [] = none")
+    tasks: list[Literal[GLUE_TASKS]] = Field(default_factory=lambda: list(GLUE_TASKS))
+    seeds: list[int] = Field(default_factory=lambda: [42], min_length=1,
+                             description="fine-tuning seeds: each task fine-tuned once per seed (mean, std and the "
+                                         "runs in the result)")
+    finetune: GlueFinetuneParams = GlueFinetuneParams()
+
+
+RETRIEVAL_TASKS = ("QQP", "AskUbuntu")
+
+
+class RetrievalParams(Strict):
+    """QQP retrieval and AskUbuntu reranking on frozen embeddings (PaSeR Table 3,
+    :mod:`sentlab.evaluate.retrieval`): one ``suite@retrieval-<model>`` stage per listed model."""
+
+    models: list[str] = Field(default_factory=list, description="models of the stage list and backbone baselines "
+                                                                "(base-cls, base-mean) to evaluate; [] = none")
+    tasks: list[Literal[RETRIEVAL_TASKS]] = Field(default_factory=lambda: list(RETRIEVAL_TASKS))
+    map_at: int = Field(100, gt=0, description="QQP: average precision over the top map_at (sentence-transformers' "
+                                               "InformationRetrievalEvaluator)")
+    exclude_identical: bool = Field(True, description="QQP: a corpus text identical to the query is not ranked")
     batch_size: int = Field(128, gt=0, description="sentences encoded at once")
 
 

@@ -24,6 +24,8 @@ STAGE_ENTRIES = {"sources": "pipeline/sources.py", "prepare": "pipeline/prepare.
                  "annotate": "pipeline/annotate.py", "train": "pipeline/train.py",
                  "evaluate": "pipeline/evaluate.py", "evaluate_baseline": "pipeline/evaluate_baseline.py",
                  "evaluate_transfer": "pipeline/evaluate_transfer.py",
+                 "evaluate_glue": "pipeline/evaluate_glue.py",
+                 "evaluate_retrieval": "pipeline/evaluate_retrieval.py",
                  "report": "pipeline/report.py",
                  "export": "pipeline/export.py"}
 

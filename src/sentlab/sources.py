@@ -11,8 +11,10 @@ found: moving the mirror changes nothing):
   them, and nothing when the bytes are the same;
 * ``data/sources/model.json``: every file of the backbone's folder (weights, config, tokenizer); the
   stages that load the backbone (the train stages, the baselines) depend on it;
-* ``data/sources/transfer.json``: every file of the SentEval transfer tasks the ``evaluate_transfer`` stages
-  read (``{}`` when the profile has none: nothing is resolved then, so a machine without the data runs).
+* ``data/sources/transfer.json``: every file of the SentEval transfer tasks the ``suite@transfer-<model>`` stages
+  read (``{}`` when the profile has none: nothing is resolved then, so a machine without the data runs);
+* ``data/sources/glue.json``, ``data/sources/retrieval.json``: the same for the GLUE and retrieval stages; a
+  file that is not here is recorded as missing with its fetch command (its stage fails naming it, the others run).
 """
 
 from __future__ import annotations
@@ -66,6 +68,51 @@ def transfer_sources(tasks, models, previous: dict | None = None) -> dict:
         out[name] = {rel: sha256_file(r.root / rel) for rel in ASSETS[name].paths}
         if (previous or {}).get(name) != out[name]:
             load_task(task, r.root)
+    return out
+
+
+def _missing(name: str, e: Exception) -> dict:
+    """The record of data that is not here: the stage that reads it fails naming the fetch command; once fetched,
+    its hashes replace this record and the stage runs."""
+    from .assets import data_fetch_command
+
+    return {"missing": data_fetch_command(name) if name in ASSETS else str(e)}
+
+
+def glue_sources(tasks, models) -> dict:
+    """``{asset: {path inside the asset: sha256}}`` of the GLUE tasks' files (GLUE's own, else the copy of SST-2 /
+    STS-B the mirror holds; ``{}`` without ``models``); a task whose data is not here: ``{"missing": fetch}``."""
+    from .errors import AssetMissingError
+    from .evaluate.glue import asset_name, glue_files
+
+    out: dict = {}
+    for task in tasks if models else ():
+        try:
+            name, root, rels = glue_files(task)
+        except AssetMissingError as e:
+            out[asset_name(task)] = _missing(asset_name(task), e)
+            continue
+        out[name] = {rel: sha256_file(root / rel) for rel in rels}
+    return out
+
+
+RETRIEVAL_ASSETS = {"QQP": ("qqp",), "AskUbuntu": ("askubuntu_text", "askubuntu_test")}
+
+
+def retrieval_sources(tasks, models) -> dict:
+    """``{asset: {path inside the asset: sha256}}`` of the retrieval tasks' files (``{}`` without ``models``); an
+    asset that is not here: ``{"missing": fetch}``."""
+    from .errors import AssetMissingError
+    from .evaluate import retrieval  # noqa: F401 - registers the qqp / askubuntu assets
+
+    out: dict = {}
+    for name in (a for task in (tasks if models else ()) for a in RETRIEVAL_ASSETS[task]):
+        try:
+            r = resolve_data(name)
+        except AssetMissingError as e:
+            out[name] = _missing(name, e)
+            continue
+        out[name] = {rel: sha256_file(r.root / rel) for rel in ASSETS[name].paths}
     return out
 
 

@@ -38,7 +38,7 @@ TASKS = {"WNLI": ("WNLI", ("sentence1", "sentence2", "label"), 2),
 LABELS = {"QNLI": {"entailment": 0, "not_entailment": 1}}
 
 for _task, (_folder, _cols, _n) in TASKS.items():
-    _name = f"glue_{_task.lower().replace('-', '')}"
+    _name = f"glue_{_task.lower().replace('-', '')}"   # asset_name(task)
     assets.ASSETS.setdefault(_name, assets.DataAsset(
         _name, (f"glue/{_folder}/train.tsv", f"glue/{_folder}/dev.tsv"), f"{GLUE_URL}/{_folder}.zip",
         description=f"GLUE {_task} (its own layout)", zip_dest="glue"))
@@ -54,6 +54,7 @@ class GlueConfig:
     dropout: float = 0.1
     max_train: Optional[int] = None     # a seeded sample of the training split (a CPU slice; recorded)
     max_steps: Optional[int] = None     # stop after this many optimiser steps (a CPU slice; recorded)
+    max_dev: Optional[int] = None       # a seeded sample of the dev split (a CPU slice; recorded)
 
 
 @dataclass
@@ -75,30 +76,48 @@ def _read_glue_tsv(path: Path, cols, task: str) -> GlueSplit:
                      np.array([conv(r[y_col]) for r in rows]))
 
 
-def _fallback(task: str) -> Optional[dict[str, GlueSplit]]:
-    """SST-2 / STS-B from the copies the mirror holds (SentEval's SST binary, STS-B's csv), else None."""
-    from . import transfer_data  # noqa: F401 - registers the senteval_sst2 asset
+# task -> (the asset holding the copy this project's mirror has, its train and dev files)
+FALLBACK = {"SST-2": ("senteval_sst2", ("SST/binary/sentiment-train", "SST/binary/sentiment-dev")),
+            "STS-B": ("senteval_sts", ("STS/STSBenchmark/sts-train.csv", "STS/STSBenchmark/sts-dev.csv"))}
+
+
+def asset_name(task: str) -> str:
+    return f"glue_{task.lower().replace('-', '')}"
+
+
+def glue_files(task: str) -> tuple[str, Path, tuple[str, ...]]:
+    """(asset, its root, the files inside it) that :func:`load_glue` reads for ``task``: GLUE's own files, else
+    (SST-2, STS-B) the copies the mirror holds; :class:`AssetMissingError` (GLUE's download) when neither is here."""
+    name = asset_name(task)
     try:
+        return name, assets.resolve_data(name).root, assets.ASSETS[name].paths
+    except AssetMissingError:
+        if task not in FALLBACK:
+            raise
+        from . import transfer_data  # noqa: F401 - registers the senteval_sst2 asset
+        fb, rels = FALLBACK[task]
+        try:
+            root = assets.resolve_data(fb).root
+        except AssetMissingError:
+            raise AssetMissingError(f"GLUE {task}: neither GLUE's files nor the copy in {fb} are here; fetch "
+                                    f"Data asset '{name}': `{assets.data_fetch_command(name)}`.") from None
+        if not all((root / r).is_file() for r in rels):
+            raise
+        return fb, root, rels
+
+
+def _read_fallback(task: str, root: Path, rels) -> dict[str, GlueSplit]:
+    """SST-2 / STS-B from the copies the mirror holds (SentEval's SST binary, STS-B's csv)."""
+    out = {}
+    for split, rel in zip(("train", "dev"), rels):
+        text = (root / rel).read_text("utf-8")
         if task == "SST-2":
-            root = assets.resolve_data("senteval_sst2").root / "SST/binary"
-            out = {}
-            for split, name in (("train", "train"), ("dev", "dev")):
-                lines = [ln.rsplit("\t", 1) for ln in (root / f"sentiment-{name}").read_text("utf-8").splitlines()
-                         if ln.strip()]
-                out[split] = GlueSplit([s for s, _ in lines], None, np.array([int(y) for _, y in lines]))
-            return out
-        if task == "STS-B":
-            root = assets.resolve_data("senteval_sts").root / "STS/STSBenchmark"
-            out = {}
-            for split in ("train", "dev"):
-                rows = [ln.split("\t") for ln in (root / f"sts-{split}.csv").read_text("utf-8").splitlines()]
-                rows = [r for r in rows if len(r) >= 7]
-                out[split] = GlueSplit([r[5] for r in rows], [r[6] for r in rows],
-                                       np.array([float(r[4]) for r in rows]))
-            return out
-    except (AssetMissingError, OSError):
-        return None
-    return None
+            lines = [ln.rsplit("\t", 1) for ln in text.splitlines() if ln.strip()]
+            out[split] = GlueSplit([s for s, _ in lines], None, np.array([int(y) for _, y in lines]))
+        else:
+            rows = [r for r in (ln.split("\t") for ln in text.splitlines()) if len(r) >= 7]
+            out[split] = GlueSplit([r[5] for r in rows], [r[6] for r in rows], np.array([float(r[4]) for r in rows]))
+    return out
 
 
 def load_glue(task: str, root: Optional[Path] = None) -> dict[str, GlueSplit]:
@@ -108,14 +127,9 @@ def load_glue(task: str, root: Optional[Path] = None) -> dict[str, GlueSplit]:
         raise SentlabError(f"Unknown GLUE task {task!r}; L2P-CSR Table 4's: {', '.join(TASKS)}.")
     folder, cols, _ = TASKS[task]
     if root is None:
-        name = f"glue_{task.lower().replace('-', '')}"
-        try:
-            root = assets.resolve_data(name).root
-        except AssetMissingError:
-            fb = _fallback(task)
-            if fb is None:
-                raise
-            return fb
+        name, root, rels = glue_files(task)
+        if name != asset_name(task):
+            return _read_fallback(task, root, rels)
     return {split: _read_glue_tsv(Path(root) / "glue" / folder / f"{split}.tsv", cols, task)
             for split in ("train", "dev")}
 
@@ -193,12 +207,15 @@ def finetune(encoder, tokenizer, task: str, splits: dict[str, GlueSplit], cfg: G
     bar.close()
     model.eval()
     dev, preds = splits["dev"], []
+    rows = np.arange(len(dev.y))
+    if cfg.max_dev and cfg.max_dev < len(rows):
+        rows = np.sort(np.random.RandomState(seed).choice(len(rows), cfg.max_dev, replace=False))
     with torch.inference_mode():
-        for s in range(0, len(dev.y), 128):
-            out = model(**enc(dev, np.arange(s, min(s + 128, len(dev.y))))).float().cpu().numpy()
+        for s in range(0, len(rows), 128):
+            out = model(**enc(dev, rows[s:s + 128])).float().cpu().numpy()
             preds.append(out[:, 0] if n_labels == 1 else out.argmax(1))
-    return {"task": task, **glue_metrics(task, dev.y, np.concatenate(preds)), "steps": step,
-            "train_examples": int(len(idx)), "dev_examples": int(len(dev.y)), "seed": seed, "config": asdict(cfg)}
+    return {"task": task, **glue_metrics(task, dev.y[rows], np.concatenate(preds)), "steps": step,
+            "train_examples": int(len(idx)), "dev_examples": int(len(rows)), "seed": seed, "config": asdict(cfg)}
 
 
 def run_glue(model: str, tasks, cfg: GlueConfig = GlueConfig(), seed: int = 42, device: str = "cpu") -> dict:

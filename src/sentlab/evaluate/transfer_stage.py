@@ -1,4 +1,4 @@
-"""The stage ``evaluate_transfer@<name>``: SentEval's transfer tasks on one model's frozen embeddings.
+"""The stage ``suite@transfer-<name>``: SentEval's transfer tasks on one model's frozen embeddings.
 
 ``<name>`` is a model of the stage list (``models/<name>``, evaluated with its own pooling, as the STS stage
 does) or a backbone pooling ``base-<pooling>`` (L2P-CSR Table 2's "CLS" and "Mean" rows). The embeddings go
@@ -12,11 +12,7 @@ of the run that trained the model).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
-
-OUT = Path("reports/metrics/transfer")
 
 
 def embedder(enc, batch_size: int):
@@ -46,23 +42,14 @@ def transfer_metrics(enc, tasks, batch_size: int, max_examples=None, progress: b
 
 
 def run_transfer_stage(name: str) -> dict:
-    """``evaluate_transfer@<name>`` in the repository's working directory; returns the metrics written."""
-    from .. import tracking
-    from ..errors import SentlabError
-    from ..io import write_json
+    """``suite@transfer-<name>`` in the repository's working directory; returns the metrics written."""
     from ..stage_params import stage_params
-    from .runner import build_encoders, precision_record, read_model_info
+    from .runner import build_encoders, precision_record
+    from .suite_stage import record, stage_of, suite_model
 
-    params = stage_params(f"evaluate_transfer@{name}")
+    params = stage_params(stage_of("transfer", name))
     tp, ep = params.transfer, params.evaluate
-    if name.startswith("base-"):
-        model, pooling, info = params.model.backbone, name[len("base-"):], None
-    else:
-        model, pooling = str(Path("models") / name), None
-        info = read_model_info(Path(model))
-        if info is None or info.get("status") != "trained":
-            raise SentlabError(f"models/{name} holds no trained model ({(info or {}).get('status', 'missing')}): "
-                               f"run `dvc repro train@{name}` first, or remove `{name}` from transfer.models.")
+    model, pooling, info = suite_model(params, name, "transfer")
     enc = build_encoders(model, pooling=pooling, precision=ep.precision, max_length=ep.max_length, name=name,
                          device=ep.device, workers=ep.workers)[name]
     metrics = {"model": name, "backbone": params.model.backbone, "profile": params.profile,
@@ -71,14 +58,5 @@ def run_transfer_stage(name: str) -> dict:
                            "tenacity 5, epoch size 4)",
                "max_examples": tp.max_examples,
                **transfer_metrics(enc, list(tp.tasks), tp.batch_size, tp.max_examples)}
-    flat = {k: v for k, v in metrics.items() if isinstance(v, float)}
-    with tracking.run(f"transfer/{name}", params={"model": model, "pooling": enc.pooling, "profile": params.profile,
-                                                  "transfer": tp.model_dump()},
-                      tags={"sentlab.stage": "evaluate_transfer", "sentlab.model": name}):
-        tracking.log_metrics(flat)
-    if info and info.get("run_key"):
-        train_run = tracking.find_training_run(name, info["run_key"])
-        if train_run is not None:
-            tracking.log_to_run(train_run, flat, prefix="transfer.")
-    write_json(OUT / f"{name}.json", metrics)
+    record("transfer", name, metrics, {**tp.model_dump(), "pooling": enc.pooling}, info, model)
     return metrics

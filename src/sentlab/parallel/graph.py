@@ -5,7 +5,8 @@
   (a stage below a stale one runs again once that one has run, which ``dvc status`` cannot see yet).
 
 :func:`plan` splits the stale stages into the shared upstream ones (run once, in the workspace), chains
-(the stages of one ``foreach`` item: ``train@m`` then ``evaluate@m``; ``evaluate_baseline@p``), each one Ray
+(the stages of one ``foreach`` item: ``train@m``, ``evaluate@m``, ``suite@<suite>-m``; ``evaluate_baseline@p``),
+each one Ray
 task, and the final ones (``report``, ``export``), which the workspace's last ``dvc repro`` runs. A chain
 whose stages depend on another chain's (``paser_sup`` starts from ``models/paser``) waits for it and first
 restores that chain's stages from DVC's run cache in its own worktree.
@@ -125,7 +126,12 @@ class Plan:
 
 
 def item(stage: str) -> str | None:
-    return stage.split("@", 1)[1] if "@" in stage else None
+    """The ``foreach`` item of ``stage``; a suite stage ``suite@<suite>-<model>`` is its model's (its chain is the
+    model's: ``train@m``, ``evaluate@m``, then the suites reading ``models/m``)."""
+    it = stage.split("@", 1)[1] if "@" in stage else None
+    if it is not None and stage.startswith("suite@") and "-" in it:
+        return it.split("-", 1)[1]
+    return it
 
 
 def plan(names: list[str], edges: list[tuple[str, str]], changed: set[str], shared=SHARED) -> Plan:

@@ -70,12 +70,22 @@ class Preflight:
         self.affected: dict[str, tuple[str, str, str]] = {}   # model -> (asset, fetch, description)
         self.models = (read_yaml(scratch / "models.yaml") or {}).get("models") or {}
         self.rows: dict[str, Row] = {}
+        self.dropped: dict[str, tuple[str, str, str]] = {}   # stage a stand-in removed -> (asset, fetch, description)
+
+    def suite_stages(self) -> set[str]:
+        """The ``suite@<key>`` stages of the scratch copy's stage list as it is now (a stand-in may drop some)."""
+        return {f"suite@{k}" for k in (read_yaml(self.scratch / "models.yaml") or {}).get("suite_stages") or {}}
 
     def write_params(self, *extra: dict) -> dict:
         return S.write_params(self.scratch, self.values, self.slice, *self.standin_edits, *extra)
 
     def check(self, st: Stage) -> Row:
         row = Row(st.name, st.cmd, model=self.how)
+        if st.name in self.dropped:   # an earlier stage's stand-in removed it (its data is not here either)
+            row.status, row.error = "needs asset", ""
+            row.asset, row.fetch, desc = self.dropped[st.name]
+            row.note = f"continued without this stage, {desc}"
+            return row
         bad = [u for u in st.upstream if u in self.rows and self.rows[u].status != "ok"
                and not self.rows[u].note.startswith("continued")]
         if bad:
@@ -106,14 +116,19 @@ class Preflight:
         edit, desc = standin_for(row.asset, self.values)
         if not edit:
             return
+        suites = self.suite_stages()
         before = self.write_params()
         self.standin_edits.append(edit)
         after = self.write_params()
         for model in changed_models(before, after, self.models):
             self.affected.setdefault(model, (row.asset, row.fetch, desc))
+        for gone in suites - self.suite_stages():
+            self.dropped.setdefault(gone, (row.asset, row.fetch, desc))
         kind, _, item = st.name.partition("@")
-        if kind == "evaluate_baseline" and item not in ((after.get("evaluate") or {}).get("baselines") or []):
-            row.note = f"continued without this stage, {desc}"   # the stand-in drops it (GloVe without its vectors)
+        if ((kind == "evaluate_baseline" and item not in ((after.get("evaluate") or {}).get("baselines") or []))
+                or st.name in self.dropped):
+            # the stand-in drops it (GloVe without its vectors, a retrieval stage without QQP's and AskUbuntu's data)
+            row.note = f"continued without this stage, {desc}"
             return
         again = Row(st.name, st.cmd, model=self.how)
         run_one(self.runner, st, again)

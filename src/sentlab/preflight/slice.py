@@ -4,9 +4,9 @@ In the scratch copy, ``sentlab profile P`` writes the profile's values (``--forc
 params.yaml is another profile's; the same profile keeps its hand edits, as ``make repro PROFILE=P`` does),
 then :func:`slice_edits` are merged into params.yaml and the stage list is written again (``sentlab
 stages``). The slice: ``prepare.size``; a few training steps with one dev evaluation at the end
-(``train.max_steps``, ``train.eval_every``; as many for the BERT-flow baseline's fit, ``evaluate.bert_flow.steps``), a
+(``train.max_steps``, ``train.eval_every``; as many for the BERT-flow fit, ``evaluate.bert_flow.steps``), a
 small batch, few STS-B dev pairs (``train.dev_max_pairs``), few pairs per evaluation task (``evaluate.max_pairs``),
-one process (``runtime.nproc``); and each method
+one process (``runtime.nproc``); GLUE's fine-tunings as many steps on one seed (``glue``); and each method
 line's own caps, which the method declares (:meth:`sentlab.methods.base.MethodParams.slice_caps`: its step
 budget, CT's batch of 1 + negatives, L2P-CSR's ``max_sentences``, PaSeR's reconstruction check). Everything
 else is the profile's own: the backbone, the methods, the ablation variants, their settings.
@@ -102,6 +102,12 @@ def slice_edits(values: dict, sl: dict) -> dict:
              "runtime": {"nproc": 1}}
     if "bert_flow" in ((values.get("evaluate") or {}).get("baselines") or []):
         edits["evaluate"]["bert_flow"] = {"steps": steps}   # the BERT-flow fit: the slice's step budget, not an epoch
+    glue = values.get("glue") or {}
+    if glue.get("models"):   # each GLUE fine-tuning: the slice's steps on as many examples, one seed, few dev rows
+        batch = sl["batch_size"] or int((glue.get("finetune") or {}).get("batch_size", 32))
+        edits["glue"] = {"seeds": list(glue.get("seeds") or [values.get("seed", 42)])[:1],
+                         "finetune": {"max_steps": steps, "max_train": steps * batch, "max_dev": sl["max_pairs"],
+                                      "batch_size": batch}}
     caps = {"steps": steps, "batch_size": sl["batch_size"], "sentences": size}
     return deep_merge(edits, method_edits(values, lambda p: p.slice_caps(**caps)))
 

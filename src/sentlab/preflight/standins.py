@@ -2,7 +2,8 @@
 preflight go on.
 
 A stand-in is a params.yaml edit of the scratch copy, like the slice: SimCSE's NLI triples -> the SICK
-stand-in (``prepare.nli: sick_standin``); GloVe's vectors -> the baselines without ``glove``; anything a method
+stand-in (``prepare.nli: sick_standin``); GloVe's vectors -> the baselines without ``glove``; GLUE's or the
+retrieval tasks' data -> the suite without those tasks (without its stages when none is here); anything a method
 line can do without declares the edit itself
 (:meth:`sentlab.methods.base.MethodParams.standin`: PaSeR's EDA without WordNet's synonyms, ``sr`` -> ``rd``).
 The backbone, when it is not here but its architecture is kept (:mod:`sentlab.backbones`), is had as its
@@ -43,6 +44,8 @@ def standin_for(asset: str, values: dict) -> tuple[Optional[dict], str]:
     """(params.yaml edit, description) that lets the pipeline go on without ``asset``, or (None, "")."""
     if asset in PIPELINE_STANDINS:
         return PIPELINE_STANDINS[asset]
+    if asset.startswith("glue_") or asset in RETRIEVAL_ASSETS:
+        return suite_standin("glue" if asset.startswith("glue_") else "retrieval", values)
     if asset == "glove":   # the GloVe baseline needs its vectors and nothing else does: the others go on without it
         bases = [b for b in ((values.get("evaluate") or {}).get("baselines") or []) if b != "glove"]
         return {"evaluate": {"baselines": bases}}, "evaluate.baselines without glove (its report row: needs data)"
@@ -52,6 +55,40 @@ def standin_for(asset: str, values: dict) -> tuple[Optional[dict], str]:
     changes = [f"{line}: " + ", ".join(f"{k} {v}" for k, v in e.items()) for line, e in _line_edits(edit)]
     more = f" and {len(changes) - 4} more" if len(changes) > 4 else ""
     return edit, f"the method lines' own stand-in without {asset} ({'; '.join(changes[:4])}{more})"
+
+
+RETRIEVAL_ASSETS = ("qqp", "askubuntu_text", "askubuntu_test")
+
+
+def _here(suite: str, task: str) -> bool:
+    """Whether the data of ``task`` of ``suite`` (glue, retrieval) can be had here."""
+    from ..errors import AssetMissingError
+
+    try:
+        if suite == "glue":
+            from ..evaluate.glue import glue_files
+
+            glue_files(task)
+        else:
+            from ..assets import resolve_data
+            from ..sources import RETRIEVAL_ASSETS as BY_TASK
+
+            for name in BY_TASK[task]:
+                resolve_data(name)
+    except AssetMissingError:
+        return False
+    return True
+
+
+def suite_standin(suite: str, values: dict) -> tuple[dict, str]:
+    """The ``suite`` (glue, retrieval) without its tasks whose data is not here; without its stages when none is
+    (their report cells say "needs data", naming the fetch command)."""
+    tasks = list((values.get(suite) or {}).get("tasks") or [])
+    kept = [t for t in tasks if _here(suite, t)]
+    gone = ", ".join(t for t in tasks if t not in kept)
+    if kept:
+        return {suite: {"tasks": kept}}, f"{suite}.tasks without {gone} (their report cells: needs data)"
+    return {suite: {"models": []}}, f"{suite}.models: [] ({gone}: no data here; the report rows: needs data)"
 
 
 def _line_edits(edit: dict) -> list[tuple[str, dict]]:

@@ -196,6 +196,8 @@ def annotate(rows, ctx: Context, columns) -> Family:
             refs.setdefault(family(r.backbone), r.model)
     fam = Family(tuple(dict.fromkeys(refs.values())))
     for res in rows:
+        if res.evaluated and res.spec.extract == "glue":
+            res.marks = glue_marks(ctx.metrics.get(res.model) or {}, columns)
         if not res.evaluated or res.spec.extract not in STS_ROWS:
             continue
         base, _, extra = res.model.partition("/")
@@ -232,6 +234,18 @@ def annotate(rows, ctx: Context, columns) -> Family:
         res.marks = marks
     fam.method_tests, fam.checkpoint_tests = _correct(rows, "method"), _correct(rows, "checkpoint")
     return fam
+
+
+def glue_marks(m: dict, columns) -> Optional[Marks]:
+    """GLUE's fine-tuning seeds (reports/metrics/glue/<model>.json): ``mean ± std (n)`` of each task run over two
+    seeds or more; None with one seed (a plain number)."""
+    marks = Marks()
+    tasks = ((m.get("glue_metrics") or {}).get("glue") or {})
+    for col in columns:
+        runs = [r.get("score") for r in (tasks.get(col) or {}).get("runs") or []]
+        if len(runs) >= 2 and all(isinstance(v, (int, float)) for v in runs):
+            marks.seeds[col] = S.seed_summary(runs)
+    return marks if marks.seeds else None
 
 
 def marked_text(marks: Optional[Marks], col: str, r: Optional[float], digits: int) -> Optional[str]:

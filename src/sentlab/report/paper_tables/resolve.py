@@ -12,9 +12,9 @@ from typing import Optional
 from .spec import EVALUATED, OTHER_SETTINGS, STS7, Resolved, RowSpec, TableSpec
 
 TRANSFER_KEYS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC", "MRPC_F1", "TransferAvg")
-TRANSFER_DIR = "transfer"   # reports/metrics/transfer/<model>.json (the evaluate_transfer stages)
-RETRIEVAL_DIR = "retrieval"  # reports/metrics/retrieval/<model>.json (`sentlab evaluate --tasks retrieval --json`)
-GLUE_DIR = "glue"             # reports/metrics/glue/<model>.json (`sentlab glue --json`)
+TRANSFER_DIR = "transfer"   # reports/metrics/transfer/<model>.json (the suite@transfer-<model> stages)
+RETRIEVAL_DIR = "retrieval"  # reports/metrics/retrieval/<model>.json (the suite@retrieval-<model> stages)
+GLUE_DIR = "glue"             # reports/metrics/glue/<model>.json (the suite@glue-<model> stages, `sentlab glue --json`)
 GLUE_KEYS = ("WNLI", "QNLI", "QQP", "SST-2", "STS-B")
 RETRIEVAL_KEYS = ("QQP_MAP", "QQP_MRR@10", "AskUbuntu_MAP", "AskUbuntu_MRR@10")
 
@@ -25,8 +25,9 @@ def retrieval_missing() -> str:
     from ...evaluate import retrieval  # noqa: F401 - registers the qqp / askubuntu assets
 
     fetch = "; ".join(f"`{data_fetch_command(a)}`" for a in ("qqp", "askubuntu_text", "askubuntu_test"))
-    return (f"needs data: QQP and AskUbuntu are not in the mirror here ({fetch}); then `sentlab evaluate --model "
-            f"models/<model> --tasks retrieval --json reports/metrics/retrieval/<model>.json`")
+    return (f"needs data: QQP and AskUbuntu are not in the mirror here ({fetch}); then list the model in params.yaml "
+            f"retrieval.models (stage suite@retrieval-<model>), or `sentlab evaluate --model models/<model> --tasks "
+            f"retrieval --json reports/metrics/retrieval/<model>.json`")
 
 def load_metrics(folder: Path) -> dict[str, dict]:
     """``{name: metrics}`` of ``folder/*.json``; an unreadable file becomes a status saying so. A model's
@@ -82,8 +83,9 @@ def extract(m: dict, how: str) -> tuple[dict, Optional[str]]:
         if not isinstance(t, dict):
             name = str(m.get("model", "<model>"))
             src = m.get("backbone", "<backbone>") if name.startswith("base-") else f"models/{name}"
-            return {}, (f"not fine-tuned: `sentlab glue --model {src} --json reports/metrics/glue/{name}.json` "
-                        f"(WNLI, QNLI and QQP need GLUE's data)")
+            return {}, (f"not fine-tuned: list `{name}` in params.yaml glue.models (stage suite@glue-{name}), or "
+                        f"`sentlab glue --model {src} --json reports/metrics/glue/{name}.json` (WNLI, QNLI and QQP "
+                        f"need GLUE's data)")
         return {k: _num(t.get(k)) for k in GLUE_KEYS}, None
     if how == "retrieval":
         t = m.get("retrieval_metrics")
@@ -193,6 +195,9 @@ def resolve(row: RowSpec, metrics: dict[str, dict], models_dir: Path = Path("mod
         sample = (m.get("transfer_metrics") or {}).get("max_examples") if row.extract == "transfer" else None
         if sample:
             res.caveat = f"a seeded sample of {sample} examples per split (transfer.max_examples): no Δ"
+        cut = (m.get("glue_metrics") or {}).get("slice") if row.extract == "glue" else None
+        if cut:
+            res.caveat = f"fine-tuned on a CPU slice ({cut}; glue.finetune): no Δ"
         return res
     return Resolved(row, row.models[0], "; ".join(reasons) or "not evaluated")
 

@@ -1,0 +1,70 @@
+"""The stage ``suite@glue-<name>``: L2P-CSR Table 4's GLUE fine-tuning of one model (:mod:`sentlab.evaluate.glue`).
+
+``<name>`` is a model of the stage list (``models/<name>``) or ``base-cls``, the backbone itself (Table 4's
+"BERT-base": a [CLS] head fine-tunes it, whatever a pooling would be). Every task of ``glue.tasks`` is fine-tuned
+from a fresh copy of the model once per seed of ``glue.seeds`` with ``glue.finetune`` (transformers' run_glue
+defaults; the quick profile caps the steps, the training sample and the dev sample, seeded: the JSON and the
+report say so). The data of every task is resolved before any fine-tuning: a task whose data is not here fails
+the stage with its fetch command (WNLI, QNLI and QQP are not in this project's offline mirror).
+
+Output: ``reports/metrics/glue/<name>.json``: per task the mean score over the seeds (the number Table 4 prints),
+and under ``glue`` each task's mean, standard deviation, the seeds and every run; the same numbers in MLflow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import numpy as np
+
+
+def glue_results(model: str, tasks, splits: dict, cfg, seeds, device: str = "cpu", progress: bool = True) -> dict:
+    """``{task: {score, std, n, seeds, runs, ...}}``: each task fine-tuned from a fresh copy of ``model`` once per
+    seed; ``score`` (and each metric) is the mean over the seeds, ``std`` the sample standard deviation (n > 1)."""
+    from ..assets import load_model
+    from .glue import finetune
+
+    out = {}
+    for task in tasks:
+        runs = []
+        for seed in seeds:
+            encoder, tok = load_model(model)
+            runs.append(finetune(encoder, tok, task, splits[task], cfg, seed=seed, device=device, progress=progress))
+        keys = [k for k in ("score", "accuracy", "f1", "spearman", "pearson") if k in runs[0]]
+        mean = {k: round(float(np.mean([r[k] for r in runs])), 2) for k in keys}
+        std = round(float(np.std([r["score"] for r in runs], ddof=1)), 2) if len(runs) > 1 else None
+        out[task] = {"task": task, **mean, "std": std, "n": len(runs), "seeds": list(seeds),
+                     "steps": runs[0]["steps"], "train_examples": runs[0]["train_examples"],
+                     "dev_examples": runs[0]["dev_examples"], "runs": runs}
+    return out
+
+
+def slice_of(cfg) -> str:
+    """What of the protocol a CPU slice cut (``""``: none): its caps, for the JSON and the report's caveat."""
+    caps = {"max_steps": cfg.max_steps, "max_train": cfg.max_train, "max_dev": cfg.max_dev}
+    return ", ".join(f"{k} {v}" for k, v in caps.items() if v)
+
+
+def run_glue_stage(name: str) -> dict:
+    """``suite@glue-<name>`` in the repository's working directory; returns the metrics written."""
+    from ..stage_params import stage_params
+    from .glue import GlueConfig, load_glue
+    from .runner import resolve_device_precision
+    from .suite_stage import missing_data, record, stage_of, suite_model
+
+    params = stage_params(stage_of("glue", name))
+    gp = params.glue
+    model, _, info = suite_model(params, name, "glue")
+    tasks = list(gp.tasks)
+    splits = missing_data({t: (lambda t=t: load_glue(t)) for t in tasks})
+    cfg = GlueConfig(**gp.finetune.model_dump())
+    device, _ = resolve_device_precision(params.evaluate.device)
+    res = glue_results(model, tasks, splits, cfg, list(gp.seeds), device=device.type)
+    metrics = {"model": name, "backbone": params.model.backbone, "profile": params.profile, "status": "evaluated",
+               "device": device.type,
+               "protocol": "GLUE dev after fine-tuning: [CLS] + dropout + linear head, AdamW with linear warm-up "
+                           "and decay (transformers' run_glue defaults); the mean over the seeds",
+               "seeds": list(gp.seeds), "config": asdict(cfg), "slice": slice_of(cfg),
+               **{t: r["score"] for t, r in res.items()}, "glue": res}
+    record("glue", name, metrics, {**gp.model_dump(), "pooling": "cls"}, info, model)
+    return metrics

@@ -1,0 +1,261 @@
+"""The evaluation suites as pipeline stages (#39): dvc.yaml's `suite` group runs SentEval transfer, GLUE fine-tuning
+and retrieval per model (models.yaml suite_stages), each switched on by its params section; a GLUE stage end to end on
+a tiny model fills L2P-CSR Table 4; a stage reads exactly what it declares; missing data fails naming the fetch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, stage_workspace
+
+from sentlab.errors import AssetMissingError
+from sentlab.stage_params import UndeclaredParam, stage_params
+
+GLUE_KEYS = ["glue.tasks", "glue.seeds", "glue.finetune", "evaluate.device", "profile", "profile", "profile", "profile"]
+RETRIEVAL_KEYS = ["retrieval.tasks", "retrieval.map_at", "retrieval.exclude_identical", "retrieval.batch_size",
+                  "evaluate.device", "evaluate.precision", "evaluate.max_length", "evaluate.workers"]
+
+
+def _suites(profile: str) -> dict:
+    from sentlab.config import validate
+    from sentlab.profiles import profile_values
+    from sentlab.stage_list import stage_list_for
+
+    return stage_list_for(validate(profile_values(profile, REPO / "profiles")))["suite_stages"]
+
+
+def _slots(keys):
+    return {f"p{i + 1}": k for i, k in enumerate(keys)}
+
+
+def test_quick_runs_transfer_and_the_glue_slice_paper_every_suite():
+    quick, paper = _suites("quick"), _suites("paper")
+    assert {k: v for k, v in quick.items() if v["suite"] != "transfer"} == {
+        "glue-base-cls": {"suite": "glue", "model": "base-cls", "dep": "data/sources/model.json", **_slots(GLUE_KEYS)},
+        "glue-l2p": {"suite": "glue", "model": "l2p", "dep": "models/l2p", **_slots(GLUE_KEYS)}}
+    assert len([v for v in quick.values() if v["suite"] == "transfer"]) == 11
+    assert [k for k, v in paper.items() if v["suite"] == "glue"] == ["glue-base-cls", "glue-l2p"]
+    retrieval = {k: v for k, v in paper.items() if v["suite"] == "retrieval"}
+    assert list(retrieval) == ["retrieval-base-cls", "retrieval-simcse", "retrieval-paser", "retrieval-simcse_sup",
+                               "retrieval-paser_sup"]
+    assert retrieval["retrieval-paser_sup"] == {"suite": "retrieval", "model": "paser_sup", "dep": "models/paser_sup",
+                                                **_slots(RETRIEVAL_KEYS)}
+
+    from sentlab.config import validate
+    from sentlab.profiles import profile_values
+
+    q, p = validate(profile_values("quick", REPO / "profiles")), validate(profile_values("paper", REPO / "profiles"))
+    assert q.glue.tasks == ["SST-2", "STS-B"] and q.glue.finetune.max_steps <= 300 and q.glue.finetune.max_dev
+    assert p.glue.tasks == ["WNLI", "QNLI", "QQP", "SST-2", "STS-B"] and p.glue.seeds == [42, 43, 44, 45, 46]
+    assert (p.glue.finetune.max_steps, p.glue.finetune.max_train, p.glue.finetune.max_dev) == (None, None, None)
+    assert q.retrieval.models == [] and p.retrieval.tasks == ["QQP", "AskUbuntu"]
+
+
+def test_a_suite_lists_only_what_it_can_evaluate():
+    from sentlab.config import validate
+    from sentlab.errors import SentlabError
+    from sentlab.profiles import profile_values
+    from sentlab.stage_list import stage_list_for
+
+    values = profile_values("quick", REPO / "profiles")
+    values["glue"]["models"] = ["base-mean"]   # GLUE fine-tunes the backbone with a [CLS] head: base-cls only
+    with pytest.raises(SentlabError, match="glue.models lists `base-mean`"):
+        stage_list_for(validate(values))
+    values["glue"]["models"] = ["ct", "l2p"]   # a line quick does not train: no stage (its row: not run)
+    assert [k for k, v in stage_list_for(validate(values))["suite_stages"].items() if v["suite"] == "glue"] == [
+        "glue-l2p"]
+
+
+def test_dvc_yaml_runs_every_suite_in_one_of_at_most_four_foreach_groups():
+    doc = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))
+    groups = [name for name, st in doc["stages"].items() if "foreach" in st]
+    assert groups == ["train", "evaluate", "evaluate_baseline", "suite"]
+    from sentlab.preflight import dvc_stages
+
+    by = {s.name: s for s in dvc_stages(REPO)}
+    glue = by["suite@glue-l2p"]
+    assert glue.cmd == "python pipeline/evaluate_glue.py l2p"
+    assert glue.deps == ["pipeline/evaluate_glue.py", "data/sources/code/evaluate_glue.json",
+                         "data/sources/glue.json", "models/l2p"]
+    assert glue.outs == ["reports/metrics/glue/l2p.json"] and "train@l2p" in glue.upstream
+    assert by["suite@transfer-simcse"].cmd == "python pipeline/evaluate_transfer.py simcse"
+    assert "suite@glue-base-cls" in by["report"].upstream
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch):
+    monkeypatch.delenv("DVC_STAGE", raising=False)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.chdir(stage_workspace(tmp_path / "work"))
+    return tmp_path / "work"
+
+
+def test_a_glue_stage_reads_exactly_what_it_declares(work):
+    p = stage_params("suite@glue-l2p")
+    assert p.glue.tasks == ["SST-2", "STS-B"] and p.glue.finetune.lr == 5e-5 and p.evaluate.device == "auto"
+    for read, key in ((lambda p: p.glue.models, "glue.models"), (lambda p: p.transfer, "transfer"),
+                      (lambda p: p.evaluate.batch_size, "evaluate.batch_size"), (lambda p: p.seed, "seed")):
+        with pytest.raises(UndeclaredParam, match=f"stage `suite@glue-l2p` reads `{key}`"):
+            read(p)
+    r = stage_params("suite@transfer-simcse")
+    assert r.transfer.max_examples == 250
+    with pytest.raises(UndeclaredParam, match="reads `glue`"):
+        r.glue
+
+
+def _mirror(root: Path) -> Path:
+    """GLUE-layout SST-2 and STS-B: the colour word decides the label / the score."""
+    from tiny import sentences
+
+    for task, head in (("SST-2", "sentence\tlabel"), ("STS-B", "index\tgenre\tsentence1\tsentence2\tscore")):
+        (root / "glue" / task).mkdir(parents=True)
+        for split, n in (("train", 48), ("dev", 16)):
+            rows = []
+            for i, s in enumerate(sentences(n, seed=len(split))):
+                colour = "red" if i % 2 else "blue"
+                rows.append(f"{colour} {s}\t{i % 2}" if task == "SST-2" else
+                            f"{i}\tnews\t{colour} {s}\tred {s}\t{5.0 * (i % 2):.1f}")
+            (root / "glue" / task / f"{split}.tsv").write_text("\n".join([head, *rows]) + "\n", encoding="utf-8")
+    return root
+
+
+def test_a_glue_stage_end_to_end_fills_table4(work, tmp_path, monkeypatch, tok):
+    from tiny import tiny_bert
+
+    from sentlab.evaluate.glue_stage import run_glue_stage
+    from sentlab.report.paper_tables import l2p, load_metrics, render_rows
+
+    backbone = tmp_path / "tiny"
+    tiny_bert(tok, 0, initializer_range=0.2).save_pretrained(backbone)
+    tok.save_pretrained(backbone)
+    monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(_mirror(tmp_path / "mirror")))
+    monkeypatch.setenv("SENTLAB_CACHE", str(tmp_path / "cache"))
+
+    def edit(r):
+        r["model"]["backbone"] = str(backbone)
+        r["glue"]["seeds"] = [1, 2]
+        r["glue"]["finetune"].update(lr=3e-3, batch_size=8, max_length=16, max_steps=6, max_train=40, max_dev=12)
+
+    stage_workspace(work, edit)
+    m = run_glue_stage("base-cls")
+    out = json.loads((work / "reports/metrics/glue/base-cls.json").read_text())
+    assert out == json.loads(json.dumps(m)) and out["status"] == "evaluated" and out["seeds"] == [1, 2]
+    sst = out["glue"]["SST-2"]
+    assert (sst["n"], sst["steps"], sst["train_examples"], sst["dev_examples"]) == (2, 6, 40, 12)
+    assert [r["seed"] for r in sst["runs"]] == [1, 2] and sst["std"] is not None
+    assert out["SST-2"] == sst["score"] == pytest.approx(sum(r["score"] for r in sst["runs"]) / 2, abs=0.01)
+    assert "spearman" in out["glue"]["STS-B"] and out["slice"] == "max_steps 6, max_train 40, max_dev 12"
+    assert run_glue_stage("base-cls")["glue"]["SST-2"]["runs"] == sst["runs"]     # seeded
+
+    # the report: the backbone's row of Table 4 (its STS metrics: the evaluate_baseline stage's file)
+    (work / "reports/metrics/base-cls.json").write_text(json.dumps({"model": "base-cls", "status": "evaluated",
+                                                                     "backbone": str(backbone)}))
+    spec = next(t for t in l2p.tables() if t.id == "l2p_table4")
+    rows = {r.spec.label: r for r in render_rows(spec, load_metrics(work / "reports/metrics"), work / "models")}
+    base = rows["BERT-base"]
+    assert base.evaluated and base.values["SST-2"] == out["SST-2"] and base.values["STS-B"] == out["STS-B"]
+    assert base.values["WNLI"] is None and "max_steps 6" in base.caveat
+    from sentlab.report.significance import Context, annotate, marked_text
+
+    annotate(list(rows.values()), Context(load_metrics(work / "reports/metrics"), work / "reports/cosines"),
+             spec.columns)
+    sd = base.marks.seeds["SST-2"]                       # the fine-tuning seeds: mean ± std (n) in the cell
+    assert (sd.n, round(sd.mean, 2)) == (2, out["SST-2"]) and marked_text(base.marks, "SST-2", sd.mean, 2).endswith(
+        f"± {sd.std:.2f} (2)")
+    assert not rows["+Ours (L2P-CSR)"].evaluated
+
+
+def test_missing_data_fails_the_stage_naming_every_fetch(work, tmp_path, monkeypatch):
+    from sentlab.evaluate.glue_stage import run_glue_stage
+    from sentlab.evaluate.retrieval_stage import run_retrieval_stage
+
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(tmp_path / "empty"))
+    monkeypatch.setenv("SENTLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("SENTLAB_OFFLINE", "1")
+
+    def edit(r):
+        r["glue"]["tasks"] = ["WNLI", "QNLI", "SST-2"]
+        r["retrieval"]["models"] = ["base-cls"]
+
+    stage_workspace(work, edit)
+    from sentlab.cli import main
+
+    assert main(["stages"]) == 0
+    with pytest.raises(AssetMissingError) as e:
+        run_glue_stage("base-cls")
+    msg = str(e.value)
+    for task, asset in (("WNLI", "glue_wnli"), ("QNLI", "glue_qnli"), ("SST-2", "glue_sst2")):
+        assert f"{task}: " in msg and f"Data asset '{asset}'" in msg
+    assert "unzip" in msg and not (work / "reports/metrics/glue/base-cls.json").exists()
+    with pytest.raises(AssetMissingError, match=r"QQP: .*Data asset 'qqp'.*quora_duplicate_questions.*AskUbuntu: "):
+        run_retrieval_stage("base-cls")
+    # the sources stage records them as missing (it runs; the stage that reads them fails) and their fetch
+    from sentlab.sources import glue_sources, retrieval_sources
+
+    assert "unzip" in glue_sources(["WNLI"], ["base-cls"])["glue_wnli"]["missing"]
+    assert set(retrieval_sources(["QQP", "AskUbuntu"], ["x"])) == {"qqp", "askubuntu_text", "askubuntu_test"}
+    assert glue_sources(["WNLI"], []) == {} and retrieval_sources(["QQP"], []) == {}
+
+
+def test_the_paper_preflight_goes_on_without_the_suites_data(tmp_path, monkeypatch):
+    """Offline, the paper preflight's GLUE stage needs WNLI's data: its stand-in keeps the tasks that are here (the
+    mirror's SST-2 and STS-B); the first retrieval stage needs QQP's: its stand-in drops every retrieval stage, and
+    the preflight reports each as such instead of running it."""
+    import os
+    from types import SimpleNamespace
+
+    from sentlab.preflight import standin_for
+    from sentlab.preflight.run import Preflight
+    from sentlab.preflight.slice import slice_edits
+    from sentlab.preflight.table import Row
+    from sentlab.profiles import profile_values
+
+    if not os.environ.get("SENTLAB_DATA_MIRROR"):
+        pytest.skip("needs the data mirror (set SENTLAB_DATA_MIRROR to ../shared/data)")
+    monkeypatch.setenv("SENTLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("SENTLAB_OFFLINE", "1")
+    paper = profile_values("paper", REPO / "profiles")
+    sl = {"size": 600, "steps": 3, "batch_size": 8, "dev_max_pairs": 16, "max_pairs": 10}
+    assert slice_edits(paper, sl)["glue"] == {"seeds": [42], "finetune": {"max_steps": 3, "max_train": 24,
+                                                                          "max_dev": 10, "batch_size": 8}}
+    edit, desc = standin_for("glue_wnli", paper)
+    assert edit == {"glue": {"tasks": ["SST-2", "STS-B"]}} and "WNLI, QNLI, QQP" in desc
+    assert standin_for("qqp", paper)[0] == {"retrieval": {"models": []}}
+
+    (tmp_path / "models.yaml").write_text("models: {}\n")
+    pf = Preflight(tmp_path, "paper", sl, paper, runner=None, how="stand-in")
+    pf.write_params()
+    assert "suite@retrieval-paser" in pf.suite_stages()
+    row = Row("suite@retrieval-base-cls", "python pipeline/evaluate_retrieval.py base-cls", model="stand-in")
+    row.status, row.asset, row.fetch = "needs asset", "qqp", "curl ..."
+    pf._stand_in(SimpleNamespace(name=row.stage, cmd=row.cmd), row)   # no re-run: the stage is gone
+    assert row.note.startswith("continued without this stage") and not any(
+        s.startswith("suite@retrieval") for s in pf.suite_stages())
+    later = pf.check(SimpleNamespace(name="suite@retrieval-paser", cmd="python pipeline/evaluate_retrieval.py paser",
+                                     upstream=[]))
+    assert (later.status, later.asset, later.fetch) == ("needs asset", "qqp", "curl ...")
+    assert "suite@glue-l2p" in pf.suite_stages()
+
+
+def test_the_preflight_projects_no_full_run_from_a_glue_slice(tmp_path):
+    """A GLUE stage's slice (a few steps, one seed) says nothing of the full fine-tuning's time: its row says so
+    instead of passing the slice's seconds off as the projection (which the other suites' rows keep)."""
+    from sentlab.config import validate
+    from sentlab.preflight.projection import project
+    from sentlab.preflight.table import Row
+    from sentlab.profiles import profile_values
+
+    real = validate(profile_values("paper", REPO / "profiles"))
+    sl = {"size": 600, "steps": 3, "batch_size": 8, "dev_max_pairs": 16, "max_pairs": 10}
+    glue = Row("suite@glue-l2p", "python pipeline/evaluate_glue.py l2p", status="ok", seconds=12.0,
+               probe={"peak_rss_mb": 900.0})
+    transfer = Row("suite@transfer-l2p", "python pipeline/evaluate_transfer.py l2p", status="ok", seconds=5.0,
+                   probe={"peak_rss_mb": 800.0})
+    for _ in range(2):
+        project([glue, transfer], real, sl, tmp_path, models={})
+    assert glue.projected_s is None and glue.note.count("projection: none for GLUE") == 1
+    assert transfer.projected_s == 5.0
