@@ -36,7 +36,7 @@ def test_quick_runs_transfer_and_the_glue_slice_paper_every_suite():
     assert {k: v for k, v in quick.items() if v["suite"] != "transfer"} == {
         "glue-base-cls": {"suite": "glue", "model": "base-cls", "dep": "data/sources/model.json", **_slots(GLUE_KEYS)},
         "glue-l2p": {"suite": "glue", "model": "l2p", "dep": "models/l2p", **_slots(GLUE_KEYS)}}
-    assert len([v for v in quick.values() if v["suite"] == "transfer"]) == 11
+    assert len([v for v in quick.values() if v["suite"] == "transfer"]) == 12   # 11 + CT (trained in quick since #40)
     assert [k for k, v in paper.items() if v["suite"] == "glue"] == ["glue-base-cls", "glue-l2p"]
     retrieval = {k: v for k, v in paper.items() if v["suite"] == "retrieval"}
     assert list(retrieval) == ["retrieval-base-cls", "retrieval-simcse", "retrieval-paser", "retrieval-simcse_sup",
@@ -64,7 +64,7 @@ def test_a_suite_lists_only_what_it_can_evaluate():
     values["glue"]["models"] = ["base-mean"]   # GLUE fine-tunes the backbone with a [CLS] head: base-cls only
     with pytest.raises(SentlabError, match="glue.models lists `base-mean`"):
         stage_list_for(validate(values))
-    values["glue"]["models"] = ["ct", "l2p"]   # a line quick does not train: no stage (its row: not run)
+    values["glue"]["models"] = ["consert", "l2p"]   # a line quick does not train: no stage (its row: not run)
     assert [k for k, v in stage_list_for(validate(values))["suite_stages"].items() if v["suite"] == "glue"] == [
         "glue-l2p"]
 
