@@ -28,6 +28,10 @@ STATE = ".dvc/tmp/sentlab"
 GIT = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
        "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
 PARALLEL = {f"{k}@{m}" for k in ("train", "evaluate") for m in "abc"} | {"evaluate_baseline@mean"}
+# The fault and cluster tests take 100-210 s each on 2 cores beside the rest of the suite, which CI's 20 minutes
+# cannot hold: opt-in (docs/scale-ray.md, "Tests"); CI runs the same-outputs test.
+long_test = pytest.mark.skipif(os.environ.get("SENTLAB_LONG_TESTS") != "1",
+                               reason="a Ray fault/cluster run (100-210 s on 2 cores): set SENTLAB_LONG_TESTS=1")
 
 
 def _toy(tmp: Path, name: str) -> tuple[Path, dict]:
@@ -90,6 +94,7 @@ def test_two_jobs_same_outputs_clean_status(serial, tmp_path):
     assert status.returncode == 0 and "11 up to date" in status.stdout, status.stdout
 
 
+@long_test
 def test_failed_stage_reported_others_kept_then_rerun(serial, tmp_path):
     repo, env = _toy(tmp_path, "repo")
     run = _run(repo, {**env, "TOY_FAIL": "b"}, "--jobs", "2", "--gpus", "2")
@@ -114,6 +119,7 @@ def test_failed_stage_reported_others_kept_then_rerun(serial, tmp_path):
     assert _restored(repo) == {"train@b", "evaluate@b"}
 
 
+@long_test
 def test_killed_worker_is_retried_and_resumes(serial, tmp_path):
     repo, env = _toy(tmp_path, "repo")
     killed = {}
@@ -146,6 +152,7 @@ def _ray_node(args: list[str], env: dict, log: Path) -> subprocess.Popen:
                             stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
 
 
+@long_test
 def test_two_ray_nodes_through_a_dvc_remote(serial, tmp_path):
     repo, env = _toy(tmp_path, "repo")
     env = {**env, "RAY_AUTH_MODE": "disabled"}   # the same on the head, the worker and the driver: no token to share

@@ -36,21 +36,17 @@ def run_retrieval_stage(name: str) -> dict:
     """``suite@retrieval-<name>`` in the repository's working directory; returns the metrics written."""
     from ..stage_params import stage_params
     from .retrieval import load_askubuntu, load_qqp
-    from .runner import build_encoders, precision_record
-    from .suite_stage import missing_data, record, stage_of, suite_model
+    from .suite_stage import frozen_encoder, missing_data, record, stage_of, suite_model
 
     params = stage_params(stage_of("retrieval", name))
-    rp, ep = params.retrieval, params.evaluate
-    model, pooling, info = suite_model(params, name, "retrieval")
+    rp = params.retrieval
+    suite_model(params, name, "retrieval")   # a model that is not trained fails before the data are read
     tasks = list(rp.tasks)
     data = missing_data({t: (load_qqp if t == "QQP" else load_askubuntu) for t in tasks})
-    enc = build_encoders(model, pooling=pooling, precision=ep.precision, max_length=ep.max_length, name=name,
-                         device=ep.device, workers=ep.workers)[name]
-    metrics = {"model": name, "backbone": params.model.backbone, "profile": params.profile,
-               "pooling": enc.pooling, "status": "evaluated", **precision_record(enc),
-               "protocol": "cosine ranking: QQP retrieval (every q2 the corpus, MAP@map_at, MRR@10), AskUbuntu "
-                           "reranking (20 candidates a query, MAP, MRR@10)",
-               "map_at": rp.map_at, "exclude_identical": rp.exclude_identical,
+    enc, model, info, head = frozen_encoder(params, name, "retrieval",
+                                            "cosine ranking: QQP retrieval (every q2 the corpus, MAP@map_at, "
+                                            "MRR@10), AskUbuntu reranking (20 candidates a query, MAP, MRR@10)")
+    metrics = {**head, "map_at": rp.map_at, "exclude_identical": rp.exclude_identical,
                **retrieval_metrics(enc, tasks, data, rp.batch_size, rp.map_at, rp.exclude_identical)}
     record("retrieval", name, metrics, {**rp.model_dump(), "pooling": enc.pooling}, info, model)
     return metrics

@@ -35,6 +35,20 @@ def suite_model(params, name: str, suite: str) -> tuple[str, Optional[str], Opti
     return model, None, info
 
 
+def frozen_encoder(params, name: str, suite: str, protocol: str):
+    """(the encoder, what it loads, the model's sentlab.json, the metrics every frozen-embedding suite records) of
+    ``name`` with the ``evaluate`` section's device, precision, length and workers (transfer, retrieval)."""
+    from .runner import build_encoders, precision_record
+
+    ep = params.evaluate
+    model, pooling, info = suite_model(params, name, suite)
+    enc = build_encoders(model, pooling=pooling, precision=ep.precision, max_length=ep.max_length, name=name,
+                         device=ep.device, workers=ep.workers)[name]
+    head = {"model": name, "backbone": params.model.backbone, "profile": params.profile, "pooling": enc.pooling,
+            "status": "evaluated", **precision_record(enc), "protocol": protocol}
+    return enc, model, info, head
+
+
 def missing_data(loaders: dict) -> dict:
     """``{task: data}`` of ``loaders`` (task -> a function loading it); every task whose data is not here is
     collected first, then one :class:`~sentlab.errors.AssetMissingError` names them all with their fetch

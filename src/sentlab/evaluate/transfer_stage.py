@@ -44,19 +44,14 @@ def transfer_metrics(enc, tasks, batch_size: int, max_examples=None, progress: b
 def run_transfer_stage(name: str) -> dict:
     """``suite@transfer-<name>`` in the repository's working directory; returns the metrics written."""
     from ..stage_params import stage_params
-    from .runner import build_encoders, precision_record
-    from .suite_stage import record, stage_of, suite_model
+    from .suite_stage import frozen_encoder, record, stage_of
 
     params = stage_params(stage_of("transfer", name))
-    tp, ep = params.transfer, params.evaluate
-    model, pooling, info = suite_model(params, name, "transfer")
-    enc = build_encoders(model, pooling=pooling, precision=ep.precision, max_length=ep.max_length, name=name,
-                         device=ep.device, workers=ep.workers)[name]
-    metrics = {"model": name, "backbone": params.model.backbone, "profile": params.profile,
-               "pooling": enc.pooling, "status": "evaluated", **precision_record(enc),
-               "protocol": "SentEval transfer, SimCSE's settings (kfold 10, logistic regression, Adam, batch 64, "
-                           "tenacity 5, epoch size 4)",
-               "max_examples": tp.max_examples,
+    tp = params.transfer
+    enc, model, info, head = frozen_encoder(params, name, "transfer",
+                                            "SentEval transfer, SimCSE's settings (kfold 10, logistic regression, "
+                                            "Adam, batch 64, tenacity 5, epoch size 4)")
+    metrics = {**head, "max_examples": tp.max_examples,
                **transfer_metrics(enc, list(tp.tasks), tp.batch_size, tp.max_examples)}
     record("transfer", name, metrics, {**tp.model_dump(), "pooling": enc.pooling}, info, model)
     return metrics
