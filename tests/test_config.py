@@ -58,7 +58,7 @@ def test_the_base_profile_sets_every_key_one_layer_of_defaults():
     for section, field in Params.model_fields.items():
         model = field.annotation
         if isinstance(model, type) and hasattr(model, "model_fields"):
-            keys = set(model.model_fields) - ({"device", "num_threads", "checkpoint_every", "loader_workers", "heap",
+            keys = set(model.model_fields) - ({"device", "checkpoint_every", "loader_workers", "heap",
                                                "nproc"} if section == "train" else set())
             assert keys <= set(base[section]), (section, sorted(keys - set(base[section])))
     assert {"seed", "model", "methods", "methods_from", "ablations", "seeds", "runtime"} <= set(base)
@@ -66,10 +66,22 @@ def test_the_base_profile_sets_every_key_one_layer_of_defaults():
 
 def test_runtime_keys_live_in_runtime_and_reach_the_loop():
     r = raw()
-    r["runtime"]["num_threads"] = 3
-    assert validate(r).train.num_threads == 3
+    r["runtime"]["checkpoint_every"] = 3
+    assert validate(r).train.checkpoint_every == 3
+    r["train"]["checkpoint_every"] = 3
+    with pytest.raises(SentlabError, match=r"`train.checkpoint_every` belongs to the `runtime` section"):
+        validate(r)
+
+
+def test_num_threads_is_a_train_key_and_the_old_runtime_line_says_where_it_went():
+    """A CPU training's bits depend on its thread count (tests/test_stage_params.py), so the train stages declare
+    ``train.num_threads``; a params.yaml from before the move names the new place."""
+    r = raw()
     r["train"]["num_threads"] = 3
-    with pytest.raises(SentlabError, match=r"`train.num_threads` belongs to the `runtime` section"):
+    assert validate(r).train.num_threads == 3
+    r = raw()
+    r["runtime"]["num_threads"] = 3
+    with pytest.raises(SentlabError, match=r"`runtime.num_threads` moved to `train.num_threads`"):
         validate(r)
 
 

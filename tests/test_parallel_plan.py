@@ -128,3 +128,16 @@ def test_status_edges_parse():
     dot = 'strict digraph {\n"a";\n"b";\n"a" -> "b";\n"train@x" -> "evaluate@x";\n}\n'
     assert [(m.group(1), m.group(2)) for ln in dot.splitlines() if (m := graph.EDGE.match(ln))] == \
         [("a", "b"), ("train@x", "evaluate@x")]
+
+
+def test_the_runner_says_when_the_profiles_training_threads_oversubscribe_the_cpu(monkeypatch, capsys):
+    """The runner never changes a training's thread count (its bits depend on it: train.num_threads); it says when
+    N local tasks of that many threads ask for more than the cores, and what fits."""
+    from sentlab.parallel import runner
+
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 2)
+    assert runner.oversubscribed(2, 2, None)
+    assert "`train.num_threads: 1` fits them" in capsys.readouterr().err
+    assert not runner.oversubscribed(2, 1, None)
+    assert not runner.oversubscribed(1, 2, None)
+    assert not runner.oversubscribed(4, 2, "ray://head:10001")   # a cluster's nodes have their own cores

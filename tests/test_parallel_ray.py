@@ -57,8 +57,9 @@ def serial(tmp_path_factory):
         pytest.skip(f"needs the data mirror (STS/, SICK/, wiki/) at {mirror} (set SENTLAB_DATA_MIRROR)")
     tmp = tmp_path_factory.mktemp("serial")
     repo, env = _repo(tmp, "repo", mirror)
-    # one thread, as each of the 2 jobs on 2 cores: the fingerprint records the thread count and a reduction over
-    # 2 threads rounds differently in the 7th digit (the STS numbers agree either way)
+    # one thread a stage, as each of the 2 jobs on 2 cores: the metrics' fingerprint records the evaluation's
+    # threads. The trainings run on the profile's train.num_threads (smoke: 1) in both runs: their bits depend on
+    # it (serial at 2 threads trained SimCSE to STS12 69.2050, a 1-thread job to 69.2052).
     env["OMP_NUM_THREADS"] = "1"
     run = subprocess.run([sys.executable, "-m", "dvc", "repro"], cwd=repo, env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

@@ -124,7 +124,8 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     # every model).
     params_file = repo / "params.yaml"
     original = params_file.read_text()
-    params_file.write_text(original.replace("num_threads: null", "num_threads: 1", 1))
+    assert "checkpoint_every: null" in original
+    params_file.write_text(original.replace("checkpoint_every: null", "checkpoint_every: 1", 1))
     edited = subprocess.run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
     assert edited.returncode == 0, edited.stdout[-3000:] + edited.stderr[-3000:]
     ran = [ln for ln in edited.stdout.splitlines() if ln.startswith("Running stage")]

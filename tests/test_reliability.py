@@ -183,7 +183,7 @@ def test_no_stage_declares_runtime_and_runtime_changes_no_stage_list():
         declared = (stage.get("do") or stage).get("params") or []
         assert not any(str(k).split(".")[0] == "runtime" for k in declared), name
     base = stage_list_for(validate(raw()))
-    for key, value in (("checkpoint_every", 7), ("num_threads", 1), ("device", "cpu")):
+    for key, value in (("checkpoint_every", 7), ("heap", "system"), ("device", "cpu")):
         r = raw()
         r["runtime"][key] = value
         assert stage_list_for(validate(r)) == base, key

@@ -71,6 +71,11 @@ class Params(Strict):
             raise ValueError(f"`train.{moved[0]}` belongs to the `runtime` section (how a training runs, not what it "
                              f"computes: no stage declares it); move {', '.join(f'`{k}`' for k in moved)} to "
                              f"`runtime:`")
+        runtime = data.get("runtime") if isinstance(data, dict) else None
+        if isinstance(runtime, dict) and "num_threads" in runtime:
+            raise ValueError("`runtime.num_threads` moved to `train.num_threads`: a CPU training's numbers depend on "
+                             "its thread count (PyTorch splits reductions by thread), so the train stages declare it; "
+                             "move the line to `train:` (a changed count re-runs the trainings)")
         return data
 
     @model_validator(mode="after")

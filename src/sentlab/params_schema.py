@@ -217,7 +217,13 @@ class TrainParams(Strict):
         "auto", description="malloc in the training process: auto = retain on CPU under glibc (freed blocks of "
                             ">= 32 MB stay mapped instead of being page-faulted in again; sentlab.train.heap), "
                             "system elsewhere")
-    num_threads: Optional[int] = Field(None, gt=0)
+    num_threads: Optional[int] = Field(
+        None, gt=0, description="a CPU training's intra-op threads; part of what it computes: PyTorch splits its "
+                                "reductions (a sum over 10^6 values, the gradient norm) by thread, so 1 and 2 "
+                                "threads differ in the last bits, and a parallel run's task (`sentlab run --jobs`) "
+                                "reproduces a serial run only with the same count; None: PyTorch's default (the "
+                                "machine's cores: the bits then depend on the machine). A CUDA training's numbers "
+                                "do not depend on it")
     loader_workers: Union[Literal["auto"], Annotated[int, Field(ge=0)]] = Field(
         "auto", description="DataLoader worker processes running each method's prepare() (tokenisation, augmentation) "
                             "ahead of the step; auto: 0 on CPU (the cores are busy training), 4 per GPU; the numbers "
@@ -228,13 +234,13 @@ class TrainParams(Strict):
 
 # TrainParams fields that params.yaml keeps in its `runtime` section: they change how a training runs, never
 # what it computes, so no stage declares them (a resumed training continues its checkpoint with new values)
-RUNTIME_KEYS = ("device", "num_threads", "checkpoint_every", "loader_workers", "heap", "nproc")
+# (num_threads is not one: a CPU training's bits depend on it, so the train stages declare `train.num_threads`)
+RUNTIME_KEYS = ("device", "checkpoint_every", "loader_workers", "heap", "nproc")
 
 
 class RuntimeParams(Strict):
     """params.yaml ``runtime``: :data:`RUNTIME_KEYS`, validated as :class:`TrainParams` validates them."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    num_threads: Optional[int] = Field(None, gt=0)
     checkpoint_every: Optional[int] = Field(None, gt=0)
     loader_workers: Union[Literal["auto"], Annotated[int, Field(ge=0)]] = "auto"
     heap: Literal["auto", "retain", "system"] = "auto"

@@ -125,3 +125,9 @@ def declared_view(raw: dict, stage: str) -> Declared:
 def runtime_params(root: str | os.PathLike = ".") -> Any:
     """params.yaml ``runtime``, validated (the keys no stage declares)."""
     return validate({"runtime": read_yaml(Path(root) / "params.yaml").get("runtime") or {}}).runtime
+
+
+def training_threads(root: str | os.PathLike = ".") -> Optional[int]:
+    """params.yaml ``train.num_threads``, validated: the threads each training stage of the profile runs on."""
+    train = read_yaml(Path(root) / "params.yaml").get("train") or {}
+    return validate({"train": {"num_threads": train.get("num_threads")}}).train.num_threads

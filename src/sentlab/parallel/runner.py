@@ -53,6 +53,19 @@ def task_env(local: bool) -> dict[str, str]:
     return {k: os.environ[k] for k in keys if k in os.environ}
 
 
+def oversubscribed(jobs: int, threads: int | None, address: str | None) -> bool:
+    """Say so when ``jobs`` local tasks of ``threads``-thread trainings ask for more threads than the CPU has
+    cores (they still run, slower). The count is the profile's (``train.num_threads``): a training's bits depend
+    on it, so the runner never changes it."""
+    cores = os.cpu_count() or 1
+    if address or not threads or jobs * threads <= cores:
+        return False
+    say(f"{jobs} jobs of {threads}-thread trainings (params.yaml train.num_threads) share {cores} cores: they run, "
+        f"slower; `train.num_threads: {max(1, cores // jobs)}` fits them (other last bits than {threads} threads, "
+        f"so re-run the serial baseline with it too)")
+    return True
+
+
 def start_ray(ray, jobs: int, address: str | None, gpus: float | None, cpus_per_task: float) -> dict:
     if address:
         ray.init(address=address, log_to_driver=False)
@@ -69,7 +82,7 @@ def fan_out(ray, root: Path, p: Plan, rt, state: Path, resources: dict, remote: 
     gpus = rt.gpus_per_task if resources.get("GPU", 0) > 0 else 0
     if rt.gpus_per_task and not gpus:
         say("the Ray cluster has no GPU: tasks run on CPUs only")
-    threads = rt.num_threads or max(1, int(rt.cpus_per_task))
+    threads = max(1, int(rt.cpus_per_task))   # a training sets its own: train.num_threads
     common = {"root": str(root), "state_dir": str(state), "env": task_env(local), "threads": threads,
               "run_id": run_id}
     if not remote:
@@ -121,10 +134,11 @@ def run(root: str | Path = ".", jobs: int = 2, address: str | None = None, gpus:
         remote: bool = False, keep_worktrees: bool = False) -> int:
     """The pipeline in parallel (see the module docstring); returns the exit status."""
     from .. import tracking
-    from ..stage_params import runtime_params
+    from ..stage_params import runtime_params, training_threads
 
     root = Path(root).resolve()
     rt = runtime_params(root)
+    oversubscribed(jobs, training_threads(root), address)
     ray = import_ray()
     # a SIGTERM (a scheduler ending the job) unwinds like Ctrl-C: the tracking server stops, the parent run is KILLED
     signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))

@@ -62,9 +62,10 @@ def resolve_train(params: Params, mparams):
 
 
 # Train keys that decide how a run executes, not what it computes: out of the resume key, so resuming with
-# more threads, another checkpoint interval, more loader workers, on more ranks (runtime.nproc: each rank the
+# another checkpoint interval, more loader workers, on more ranks (runtime.nproc: each rank the
 # checkpoint has no RNG state for keeps its seeded one) or another device setting continues the checkpoint.
-RUNTIME_KEYS = ("methods", "num_threads", "checkpoint_every", "loader_workers", "nproc", "device", "heap")
+# (train.num_threads is in the key: a CPU training's reductions depend on the thread count)
+RUNTIME_KEYS = ("methods", "checkpoint_every", "loader_workers", "nproc", "device", "heap")
 
 
 def backbone_of(params: Params, mparams) -> str:
