@@ -6,7 +6,9 @@ come out byte-identical. Both copies train on ``--threads`` threads (``train.num
 per job on two cores; a CPU training's last bits depend on its thread count, so the two runs must share it).
 
 ``--project`` (default): the paper profile's projected makespan on 1, 4, 8 and 16 GPUs. Stage durations are the
-preflight's per-stage projections (docs/preflight-paper-cpu.md or ``--preflight``, a preflight.md), each
+preflight's per-stage projections (docs/preflight-paper-cpu.md, then docs/preflight-paper-cpu-new-methods.md for
+the methods added since, its rows scaled to the first's load by an anchor stage both ran; or ``--preflight``,
+repeated), each
 training's smoothed as the median over the seeds of its method line (the same work; the 2-core projections vary
 with the load they were measured under); the stages come from the paper profile's stage list (models.yaml:
 a chain per model, paser_sup's after paser's). Chains are placed on the GPUs in submission order (Ray's FIFO)
@@ -32,6 +34,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+# the paper profile's preflight reports: every stage at 29251ea, then the methods added since (#40, #41)
+PREFLIGHTS = [str(REPO / "docs/preflight-paper-cpu.md"), str(REPO / "docs/preflight-paper-cpu-new-methods.md")]
 ROW = re.compile(r"^\|\s*([\w@.\-]+)\s*\|")
 
 
@@ -54,12 +58,38 @@ def new_name(old: str) -> str:
 
 
 def preflight_hours(path: Path) -> dict[str, float | None]:
+    """stage -> projected hours of a preflight report's table (its ``projected`` column, wherever it is)."""
     out: dict[str, float | None] = {}
+    col = None
     for ln in path.read_text().splitlines():
         cells = [c.strip() for c in ln.strip().strip("|").split("|")]
-        if len(cells) > 9 and ROW.match(ln) and cells[0] != "stage":
-            out[new_name(cells[0])] = hours(cells[8])
+        if cells and cells[0] == "stage" and "projected" in cells:
+            col = cells.index("projected")
+        elif col is not None and len(cells) > col and ROW.match(ln):
+            out[new_name(cells[0])] = hours(cells[col])
     return out
+
+
+# the stage whose code both reports ran unchanged, per kind of stage: the scale between two reports' loads
+ANCHORS = {"train": "train@simcse", "evaluate": "evaluate@ct", "evaluate_baseline": "evaluate@ct"}
+
+
+def merged_estimates(paths: list[str]) -> dict[str, float | None]:
+    """The first report's estimates, replaced by each later (newer) report's where it has a row, scaled per kind of
+    stage by the ratio of an anchor stage both project (:data:`ANCHORS`; others: the median of the anchors): the
+    reports were measured under other loads of the same 2 cores (train@simcse: 135.7 h at 29251ea, 782.4 h in the
+    new methods' run, which shared the cores with a quick run)."""
+    est = preflight_hours(Path(paths[0]))
+    for path in paths[1:]:
+        more = preflight_hours(Path(path))
+        scales = {k: est[a] / more[a] for k, a in ANCHORS.items() if est.get(a) and more.get(a)}
+        other = statistics.median(scales.values()) if scales else 1.0
+        print(f"{Path(path).name}: its projections x " + ", ".join(f"{scales[k]:.3f} ({k}, by {ANCHORS[k]})"
+                                                                    for k in scales) + f", x{other:.3f} otherwise")
+        for stage, h in more.items():
+            if h is not None:
+                est[stage] = h * scales.get(stage.split("@")[0], other)
+    return est
 
 
 def paper_chains(est: dict[str, float | None]) -> tuple[dict, dict, float, float]:
@@ -114,15 +144,16 @@ def makespan(chains: dict, needs: dict, gpus: int, order: list[str]) -> float:
 
 
 def project(args) -> None:
-    est = preflight_hours(Path(args.preflight))
+    est = merged_estimates(args.preflight or PREFLIGHTS)
     chains, needs, shared, final = paper_chains(est)
     total = sum(chains.values())
     crit = max(chains[c] + (chains[needs[c]] if c in needs else 0) for c in chains)
     fifo = list(chains)
     lpt = sorted(chains, key=lambda c: -(chains[c] + sum(chains[d] for d, u in needs.items() if u == c)))
     serial = shared + total + final
+    names = ", ".join(Path(p).name for p in args.preflight or PREFLIGHTS)
     print(f"paper profile: {len(chains)} chains ({sum(1 for c in chains if not c.startswith('base-'))} models), "
-          f"stage estimates from {args.preflight} (median over a method line's seeds), x{args.scale} to GPU time\n")
+          f"stage estimates from {names} (median over a method line's seeds), x{args.scale} to GPU time\n")
     print("| GPUs | makespan, submission order | makespan, longest first | lower bound | speed-up (LPT) |")
     print("|---:|---:|---:|---:|---:|")
     for g in (1, 4, 8, 16):
@@ -161,7 +192,8 @@ def measure(args) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     env.pop("SENTLAB_PARENT_RUN_ID", None)
     out = {}
-    for name, cmd in (("serial", ["-m", "dvc", "repro"]), ("jobs2", ["-m", "sentlab.cli", "run", "--jobs", "2"])):
+    runs = (("serial", ["-m", "dvc", "repro"]), ("jobs2", ["-m", "sentlab.cli", "run", "--jobs", "2"]))
+    for name, _ in runs:   # both copies before either runs: the same files, so the same commit id in the metrics
         repo = tmp / name
         repo.mkdir()
         _copy(repo)
@@ -172,6 +204,9 @@ def measure(args) -> None:
                        env={**e, **{k: "2026-01-01T00:00:00Z" for k in ("GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE")},
                             **{k: "b" for k in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME")},
                             **{k: "b@b" for k in ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL")}})
+    for name, cmd in runs:
+        repo = tmp / name
+        e = {**env, "MLFLOW_TRACKING_URI": f"sqlite:///{repo / 'mlflow.db'}"}
         t0 = time.time()
         r = subprocess.run([sys.executable, *cmd], cwd=repo, env=e, capture_output=True, text=True)
         out[name] = time.time() - t0
@@ -202,7 +237,9 @@ def main() -> None:
     ap.add_argument("--measure", choices=["smoke", "quick"])
     ap.add_argument("--project", action="store_true")
     ap.add_argument("--threads", type=int, default=1, help="train.num_threads of both measured runs")
-    ap.add_argument("--preflight", default=str(REPO / "docs/preflight-paper-cpu.md"))
+    ap.add_argument("--preflight", action="append",
+                    help="a preflight.md (repeat: a later one's rows replace the earlier's, scaled by ANCHORS); "
+                         "default: docs/preflight-paper-cpu.md, then docs/preflight-paper-cpu-new-methods.md")
     ap.add_argument("--scale", type=float, default=1.0, help="GPU seconds per projected CPU second")
     args = ap.parse_args()
     if args.measure:
