@@ -133,6 +133,32 @@ def test_workers_give_the_same_bits_and_restore_the_thread_count(tiny_bert):
     assert one.shape == (303, 32)
 
 
+def test_the_fingerprint_records_the_threads_a_batch_ran_on_not_the_processs(tiny_bert):
+    """A serial stage (2 intra-op threads: 2 single-threaded workers) and a ``--jobs 2`` task's (1 thread, 1 worker)
+    encode each batch on one thread: the same bits, and the metrics' fingerprint says so (it recorded the process's
+    2 against 1, so the two runs' metrics files differed in that one field)."""
+    from sentlab.fingerprint import environment_fingerprint
+
+    model, tok = tiny_bert
+    texts = sentences(120, seed=5)
+    before = torch.get_num_threads()
+    got = []
+    try:
+        for threads, workers in ((2, 2), (1, 1)):
+            torch.set_num_threads(threads)
+            enc = SentenceEncoder(model, tok, pooling="mean", token_budget=256, workers=workers)
+            got.append((enc.encode(texts, batch_size=16), environment_fingerprint(threads=enc.batch_threads)))
+    finally:
+        torch.set_num_threads(before)
+    np.testing.assert_array_equal(got[0][0], got[1][0])
+    assert got[0][1]["threads"] == got[1][1]["threads"] == 1
+    torch.set_num_threads(2)
+    try:
+        assert SentenceEncoder(model, tok, workers=1).batch_threads == 2      # one batch at a time, on every thread
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_a_worker_error_reaches_the_caller(tiny_bert):
     model, tok = tiny_bert
     texts = ["alpha bravo"] * 40 + [" ".join(["alpha"] * 30)]       # the long one loses its [MASK] at 16 tokens

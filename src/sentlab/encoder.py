@@ -152,6 +152,12 @@ class SentenceEncoder:
             self.template = PROMPT_TEMPLATE
 
     @property
+    def batch_threads(self) -> int:
+        """The intra-op threads one batch is encoded on, what an embedding's bits can depend on: 1 when
+        single-threaded workers encode on CPU (``evaluate.workers``), else the process's."""
+        return 1 if self.workers > 1 and self.device.type == "cpu" else torch.get_num_threads()
+
+    @property
     def effective_max_length(self) -> int:
         if self.max_length:
             return self.max_length

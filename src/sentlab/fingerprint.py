@@ -94,8 +94,10 @@ def _cpu_name() -> str:
 
 
 def environment_fingerprint(device=None, precision: Optional[str] = None,
-                            data_files: Iterable[str | os.PathLike] = ()) -> dict:
-    """The environment of one run (see the module docstring); JSON-serialisable."""
+                            data_files: Iterable[str | os.PathLike] = (), threads: Optional[int] = None) -> dict:
+    """The environment of one run (see the module docstring); JSON-serialisable. ``threads``: the intra-op threads
+    the numbers were computed on (an evaluation's per-batch threads, :attr:`SentenceEncoder.batch_threads`);
+    default the process's."""
     import torch
 
     dev = torch.device(device) if device is not None else torch.device("cpu")
@@ -112,7 +114,7 @@ def environment_fingerprint(device=None, precision: Optional[str] = None,
         "deterministic_algorithms": str(torch.are_deterministic_algorithms_enabled()).lower(),
         "cudnn_deterministic": str(torch.backends.cudnn.deterministic).lower(),
         "cudnn_benchmark": str(torch.backends.cudnn.benchmark).lower(),
-        "threads": torch.get_num_threads(),
+        "threads": threads or torch.get_num_threads(),
         "data_sha256": file_hashes(data_files),
     }
 

@@ -99,7 +99,7 @@ def encoding_settings(encoder: SentenceEncoder, batch_size: int) -> dict:
             "dims": list(encoder.dims) if encoder.dims is not None else None, "precision": encoder.precision,
             "device": encoder.device.type, "max_length": encoder.effective_max_length,
             "token_budget": encoder.token_budget, "batch_size": int(batch_size),
-            "threads": 1 if encoder.workers > 1 and encoder.device.type == "cpu" else torch.get_num_threads(),
+            "threads": encoder.batch_threads,
             "attention": getattr(getattr(encoder.model, "config", None), "_attn_implementation", None),
             "torch": torch.__version__, "transformers": transformers.__version__,
             "encoder_code": hashlib.sha256(_ENCODER_SOURCE.read_bytes()).hexdigest()[:16]}

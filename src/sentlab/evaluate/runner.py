@@ -258,6 +258,7 @@ def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, t
                "status": "evaluated", **precision_record(encoders[name]), **(extra_metrics or {}), **metrics,
                "ci95": confidence_intervals(frame, TASKS, intervals=intervals), "bootstrap_seed": params.seed,
                "fingerprint": environment_fingerprint(encoders[name].device, encoders[name].precision,
+                                                      threads=encoders[name].batch_threads,
                                                       data_files=[Path("data/sts/sts.parquet")])}
     timings = pop_timings(metrics)
     run_params = {"model": model, "pooling": pooling or encoders[name].pooling, "kind": kind,
