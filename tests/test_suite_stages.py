@@ -14,7 +14,10 @@ from conftest import REPO, stage_workspace
 from sentlab.errors import AssetMissingError
 from sentlab.stage_params import UndeclaredParam, stage_params
 
-GLUE_KEYS = ["glue.tasks", "glue.seeds", "glue.finetune", "evaluate.device", "profile", "profile", "profile", "profile"]
+# the suites that train on a CPU (GLUE's fine-tuning, transfer's classifiers) declare train.num_threads: their bits
+# depend on it (sentlab.evaluate.suite_stage.training_threads)
+GLUE_KEYS = ["glue.tasks", "glue.seeds", "glue.finetune", "evaluate.device", "train.num_threads", "profile", "profile",
+             "profile"]
 RETRIEVAL_KEYS = ["retrieval.tasks", "retrieval.map_at", "retrieval.exclude_identical", "retrieval.batch_size",
                   "evaluate.device", "evaluate.precision", "evaluate.max_length", "evaluate.workers"]
 
@@ -37,6 +40,7 @@ def test_quick_runs_transfer_and_the_glue_slice_paper_every_suite():
         "glue-base-cls": {"suite": "glue", "model": "base-cls", "dep": "data/sources/model.json", **_slots(GLUE_KEYS)},
         "glue-l2p": {"suite": "glue", "model": "l2p", "dep": "models/l2p", **_slots(GLUE_KEYS)}}
     assert len([v for v in quick.values() if v["suite"] == "transfer"]) == 12   # 11 + CT (trained in quick since #40)
+    assert {v["p8"] for v in quick.values() if v["suite"] == "transfer"} == {"train.num_threads"}
     assert [k for k, v in paper.items() if v["suite"] == "glue"] == ["glue-base-cls", "glue-l2p"]
     retrieval = {k: v for k, v in paper.items() if v["suite"] == "retrieval"}
     assert list(retrieval) == ["retrieval-base-cls", "retrieval-simcse", "retrieval-paser", "retrieval-simcse_sup",
@@ -259,3 +263,19 @@ def test_the_preflight_projects_no_full_run_from_a_glue_slice(tmp_path):
         project([glue, transfer], real, sl, tmp_path, models={})
     assert glue.projected_s is None and glue.note.count("projection: none for GLUE") == 1
     assert transfer.projected_s == 5.0
+
+
+def test_a_training_suite_runs_on_the_profiles_training_threads(monkeypatch):
+    """Transfer's classifiers and GLUE's fine-tuning train on ``train.num_threads`` (a serial run and a parallel
+    run's 1-thread task then give the same bits); unset, the process's threads stay."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from sentlab.evaluate.suite_stage import training_threads
+
+    calls = []
+    monkeypatch.setattr(torch, "set_num_threads", calls.append)
+    training_threads(SimpleNamespace(train=SimpleNamespace(num_threads=1)))
+    training_threads(SimpleNamespace(train=SimpleNamespace(num_threads=None)))
+    assert calls == [1]

@@ -218,7 +218,8 @@ class TrainParams(Strict):
                             ">= 32 MB stay mapped instead of being page-faulted in again; sentlab.train.heap), "
                             "system elsewhere")
     num_threads: Optional[int] = Field(
-        None, gt=0, description="a CPU training's intra-op threads; part of what it computes: PyTorch splits its "
+        None, gt=0, description="the intra-op threads of a CPU training (a method's; the transfer and GLUE suites' "
+                                "classifiers and fine-tuning too); part of what it computes: PyTorch splits its "
                                 "reductions (a sum over 10^6 values, the gradient norm) by thread, so 1 and 2 "
                                 "threads differ in the last bits, and a parallel run's task (`sentlab run --jobs`) "
                                 "reproduces a serial run only with the same count; None: PyTorch's default (the "

@@ -112,13 +112,14 @@ TRANSFER_POOLINGS = ("cls", "mean", "first_last")
 # (`suite`) runs them all: the entry script pipeline/evaluate_<suite>.py, the code file
 # data/sources/code/evaluate_<suite>.json, the data file data/sources/<suite>.json and the output
 # reports/metrics/<suite>/<model>.json follow from the suite's name; the params it declares are the slots
-# p1..p<PARAM_SLOTS> (DVC interpolates one string per entry, never a list), padded with `profile`.
+# p1..p<PARAM_SLOTS> (DVC interpolates one string per entry, never a list), padded with `profile`. The suites that
+# train on a CPU (transfer's classifiers, GLUE's fine-tuning) run on train.num_threads: their bits depend on it.
 SUITES = {
     "transfer": (TRANSFER_POOLINGS, ("transfer.tasks", "transfer.max_examples", "transfer.batch_size",
                                      "evaluate.device", "evaluate.precision", "evaluate.max_length",
-                                     "evaluate.workers")),
+                                     "evaluate.workers", "train.num_threads")),
     # the backbone fine-tuned: a [CLS] head, whatever the pooling (L2P-CSR Table 4's "BERT-base")
-    "glue": (("cls",), ("glue.tasks", "glue.seeds", "glue.finetune", "evaluate.device")),
+    "glue": (("cls",), ("glue.tasks", "glue.seeds", "glue.finetune", "evaluate.device", "train.num_threads")),
     "retrieval": (TRANSFER_POOLINGS, ("retrieval.tasks", "retrieval.map_at", "retrieval.exclude_identical",
                                       "retrieval.batch_size", "evaluate.device", "evaluate.precision",
                                       "evaluate.max_length", "evaluate.workers")),

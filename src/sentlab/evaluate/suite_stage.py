@@ -35,6 +35,16 @@ def suite_model(params, name: str, suite: str) -> tuple[str, Optional[str], Opti
     return model, None, info
 
 
+def training_threads(params) -> None:
+    """A suite that trains on a CPU (transfer's classifiers, GLUE's fine-tuning) runs on ``train.num_threads``, as a
+    method's training does: its last bits depend on the thread count (``TrainParams.num_threads``), so a parallel
+    run's task and a serial run give the same numbers."""
+    import torch
+
+    if params.train.num_threads:
+        torch.set_num_threads(params.train.num_threads)
+
+
 def frozen_encoder(params, name: str, suite: str, protocol: str):
     """(the encoder, what it loads, the model's sentlab.json, the metrics every frozen-embedding suite records) of
     ``name`` with the ``evaluate`` section's device, precision, length and workers (transfer, retrieval)."""
