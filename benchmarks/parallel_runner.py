@@ -212,7 +212,8 @@ def measure(args) -> None:
         out[name] = time.time() - t0
         if r.returncode:
             sys.exit(f"{name} failed:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
-        out[name + "_metrics"] = {p.name: p.read_bytes() for p in (repo / "reports/metrics").glob("*.json")}
+        metrics = repo / "reports/metrics"   # the STS files and the suites' (transfer/, glue/, retrieval/)
+        out[name + "_metrics"] = {p.relative_to(metrics).as_posix(): p.read_bytes() for p in metrics.rglob("*.json")}
     a, b = out["serial_metrics"], out["jobs2_metrics"]
     print(json.dumps({"profile": args.measure, "cores": os.cpu_count(), "train_threads": args.threads,
                       "serial_s": round(out["serial"], 1),

@@ -45,24 +45,28 @@ def _repo(tmp: Path, name: str, mirror: Path) -> tuple[Path, dict]:
 
 
 def _metrics(repo: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted((repo / "reports/metrics").glob("*.json"))}
+    """Every metrics file: the STS ones and the suites' (transfer/, glue/: they train classifiers on the CPU)."""
+    root = repo / "reports/metrics"
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*.json"))}
 
 
 @pytest.fixture(scope="module")
 def serial(tmp_path_factory):
-    """The smoke profile's metrics from a serial `dvc repro` (the reference)."""
+    """The smoke profile's metrics from a serial `dvc repro` (the reference), and the copy for the parallel run,
+    made with it (the same files, so the same commit id in both runs' metrics)."""
     from conftest import MIRROR as mirror
 
     if not (mirror / "STS").is_dir():
         pytest.skip(f"needs the data mirror (STS/, SICK/, wiki/) at {mirror} (set SENTLAB_DATA_MIRROR)")
     tmp = tmp_path_factory.mktemp("serial")
     repo, env = _repo(tmp, "repo", mirror)
+    parallel = _repo(tmp, "parallel", mirror)
     # a plain serial run (PyTorch's default threads): the trainings run on the profile's train.num_threads (smoke: 1)
     # in both runs, since their bits depend on it (serial at 2 threads trained SimCSE to STS12 69.2050, a 1-thread
     # job to 69.2052); an evaluation encodes each batch on one thread either way, and its fingerprint says so
     run = subprocess.run([sys.executable, "-m", "dvc", "repro"], cwd=repo, env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    return _metrics(repo)
+    return _metrics(repo), parallel
 
 
 def _changed(repo: Path, env: dict) -> dict:
@@ -73,13 +77,13 @@ def _changed(repo: Path, env: dict) -> dict:
 
 
 @pytest.mark.slow
-def test_two_jobs_on_two_fake_gpus_match_serial(serial, mirror, tmp_path):
-    repo, env = _repo(tmp_path, "repo", mirror)
+def test_two_jobs_on_two_fake_gpus_match_serial(serial):
+    serial, (repo, env) = serial
     run = subprocess.run([sys.executable, "-m", "sentlab.cli", "run", "--jobs", "2", "--gpus", "2"], cwd=repo,
                          env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
     got = _metrics(repo)
-    assert set(got) == set(serial) and len(got) == 8, sorted(got)
+    assert set(got) == set(serial) and len(got) == 11, sorted(got)   # 8 STS, 2 transfer, 1 GLUE
     assert got == serial, [k for k in got if got[k] != serial[k]]
     assert _changed(repo, env) == {}
     final = (repo / STATE / "logs/final.log").read_text()
@@ -92,4 +96,4 @@ def test_two_jobs_on_two_fake_gpus_match_serial(serial, mirror, tmp_path):
     assert all(s["status"] == "restored" for s in states), states
     status = subprocess.run([sys.executable, "-m", "sentlab.cli", "status"], cwd=repo, env=env, capture_output=True,
                             text=True)
-    assert status.returncode == 0 and "17 up to date" in status.stdout, status.stdout
+    assert status.returncode == 0 and "20 up to date" in status.stdout, status.stdout   # 17 + the 3 suite stages
