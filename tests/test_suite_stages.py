@@ -15,7 +15,7 @@ from sentlab.errors import AssetMissingError
 from sentlab.stage_params import UndeclaredParam, stage_params
 
 # the suites that train on a CPU (GLUE's fine-tuning, transfer's classifiers) declare train.num_threads: their bits
-# depend on it (sentlab.evaluate.suite_stage.training_threads)
+# depend on it (sentlab.evaluate.suite_stage.use_training_threads)
 GLUE_KEYS = ["glue.tasks", "glue.seeds", "glue.finetune", "evaluate.device", "train.num_threads", "profile", "profile",
              "profile"]
 RETRIEVAL_KEYS = ["retrieval.tasks", "retrieval.map_at", "retrieval.exclude_identical", "retrieval.batch_size",
@@ -272,10 +272,10 @@ def test_a_training_suite_runs_on_the_profiles_training_threads(monkeypatch):
 
     import torch
 
-    from sentlab.evaluate.suite_stage import training_threads
+    from sentlab.evaluate.suite_stage import use_training_threads
 
     calls = []
     monkeypatch.setattr(torch, "set_num_threads", calls.append)
-    training_threads(SimpleNamespace(train=SimpleNamespace(num_threads=1)))
-    training_threads(SimpleNamespace(train=SimpleNamespace(num_threads=None)))
+    use_training_threads(SimpleNamespace(train=SimpleNamespace(num_threads=1)))
+    use_training_threads(SimpleNamespace(train=SimpleNamespace(num_threads=None)))
     assert calls == [1]

@@ -50,10 +50,10 @@ def run_glue_stage(name: str) -> dict:
     from ..stage_params import stage_params
     from .glue import GlueConfig, load_glue
     from .runner import resolve_device_precision
-    from .suite_stage import missing_data, record, stage_of, suite_model, training_threads
+    from .suite_stage import missing_data, record, stage_of, suite_model, use_training_threads
 
     params = stage_params(stage_of("glue", name))
-    training_threads(params)
+    use_training_threads(params)
     gp = params.glue
     model, _, info = suite_model(params, name, "glue")
     tasks = list(gp.tasks)

@@ -35,7 +35,7 @@ def suite_model(params, name: str, suite: str) -> tuple[str, Optional[str], Opti
     return model, None, info
 
 
-def training_threads(params) -> None:
+def use_training_threads(params) -> None:
     """A suite that trains on a CPU (transfer's classifiers, GLUE's fine-tuning) runs on ``train.num_threads``, as a
     method's training does: its last bits depend on the thread count (``TrainParams.num_threads``), so a parallel
     run's task and a serial run give the same numbers."""

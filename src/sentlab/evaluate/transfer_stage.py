@@ -44,10 +44,10 @@ def transfer_metrics(enc, tasks, batch_size: int, max_examples=None, progress: b
 def run_transfer_stage(name: str) -> dict:
     """``suite@transfer-<name>`` in the repository's working directory; returns the metrics written."""
     from ..stage_params import stage_params
-    from .suite_stage import frozen_encoder, record, stage_of, training_threads
+    from .suite_stage import frozen_encoder, record, stage_of, use_training_threads
 
     params = stage_params(stage_of("transfer", name))
-    training_threads(params)
+    use_training_threads(params)
     tp = params.transfer
     enc, model, info, head = frozen_encoder(params, name, "transfer",
                                             "SentEval transfer, SimCSE's settings (kfold 10, logistic regression, "
