@@ -70,7 +70,8 @@ def preflight_hours(path: Path) -> dict[str, float | None]:
     return out
 
 
-# the stage whose code both reports ran unchanged, per kind of stage: the scale between two reports' loads
+# per kind of stage, the stage both reports project that gives the scale between their loads (train@simcse: the
+# same method in both; evaluate@ct: the one evaluate stage both ran)
 ANCHORS = {"train": "train@simcse", "evaluate": "evaluate@ct", "evaluate_baseline": "evaluate@ct"}
 
 
