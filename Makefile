@@ -61,7 +61,7 @@ preflight: env
 
 test: env
 	$(VENV)/bin/ruff check src pipeline tests benchmarks scripts
-	$(PY) -m pytest -q -n auto --dist loadfile --durations=30   # every core; the slowest tests in every CI log (keep CI under 20 min)
+	$(PY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder --durations=30   # every core, files in tests/conftest.py's order (longest first); the slowest tests in every CI log
 
 bench: env
 	$(PY) benchmarks/eval_speed.py

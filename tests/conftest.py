@@ -18,14 +18,25 @@ if NLTK_DATA.is_dir():
     os.environ.setdefault("NLTK_DATA", str(NLTK_DATA))
 
 
-# `make test` runs the suite on every core (pytest-xdist, `--dist loadfile`: a file stays on one worker). Files go
-# to the workers in collection order, so the longest test starts first and the other workers run the rest meanwhile
-# (the smoke pipeline is about half of the suite's CPU time); then the other `slow` tests, then the rest.
-LONGEST_FIRST = ("test_pipeline_smoke.py",)
+# `make test` runs the suite on every core (pytest-xdist, `--dist loadfile --no-loadscope-reorder`: a file stays on
+# one worker, and files go to the workers in this collection order). The longest files start first, so the other
+# workers run the many short ones meanwhile (the smoke pipeline alone is about a third of the suite's CPU time);
+# then the other `slow` tests, then the rest. The seconds are CI's (the slowest-30 list `make test` prints).
+LONGEST_FIRST = ("test_pipeline_smoke.py",      # ~600 s
+                 "test_mteb_agreement.py",      # ~145 s
+                 "test_posbow_quick.py",        # ~120 s
+                 "test_preflight.py",           # ~125 s
+                 "test_parallel_toy.py")        # ~110 s
+
+
+def _order(item) -> tuple[int, bool]:
+    name = item.path.name
+    rank = LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+    return rank, item.get_closest_marker("slow") is None
 
 
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda it: (it.path.name not in LONGEST_FIRST, it.get_closest_marker("slow") is None))
+    items.sort(key=_order)   # stable: a file's tests keep their order
 
 
 @pytest.fixture
