@@ -1,9 +1,14 @@
 """The parallel runner (sentlab.parallel): measured and projected.
 
 ``--measure PROFILE`` (smoke or quick): the profile's pipeline from scratch in two temporary copies of the
-repository, serial (``dvc repro``) and ``sentlab run --jobs 2``, wall-clock each and the ratio; the metrics must
-come out byte-identical. Both copies train on ``--threads`` threads (``train.num_threads``, default 1: one thread
-per job on two cores; a CPU training's last bits depend on its thread count, so the two runs must share it).
+repository, serial (``dvc repro``) and ``sentlab run --jobs 2 --gpus 2`` (two fake GPUs on a CPU machine),
+wall-clock each and the ratio. Both copies train on ``--threads`` threads (``train.num_threads``, default 1: one
+thread per job on two cores; a CPU training's last bits depend on its thread count, so the two runs must share it).
+Then the checks (exit 1 if one fails; too long for CI's 20 minutes, so they are here and not in ``make test``):
+every metrics file byte-identical (STS, transfer, GLUE); ``dvc status`` of the parallel copy clean; its final
+``dvc repro`` ran only ``sources``, ``report`` and ``export`` (every parallel stage restored from the run cache,
+none run twice); each task saw one GPU through CUDA_VISIBLE_DEVICES and both were used; ``sentlab status`` says
+every stage is up to date.
 
 ``--project`` (default): the paper profile's projected makespan on 1, 4, 8 and 16 GPUs. Stage durations are the
 preflight's per-stage projections (docs/preflight-paper-cpu.md, then docs/preflight-paper-cpu-new-methods.md for
@@ -193,7 +198,7 @@ def measure(args) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     env.pop("SENTLAB_PARENT_RUN_ID", None)
     out = {}
-    runs = (("serial", ["-m", "dvc", "repro"]), ("jobs2", ["-m", "sentlab.cli", "run", "--jobs", "2"]))
+    runs = (("serial", ["-m", "dvc", "repro"]), ("jobs2", ["-m", "sentlab.cli", "run", "--jobs", "2", "--gpus", "2"]))
     for name, _ in runs:   # both copies before either runs: the same files, so the same commit id in the metrics
         repo = tmp / name
         repo.mkdir()
@@ -216,12 +221,39 @@ def measure(args) -> None:
         metrics = repo / "reports/metrics"   # the STS files and the suites' (transfer/, glue/, retrieval/)
         out[name + "_metrics"] = {p.relative_to(metrics).as_posix(): p.read_bytes() for p in metrics.rglob("*.json")}
     a, b = out["serial_metrics"], out["jobs2_metrics"]
+    jobs_env = {**env, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp / 'jobs2' / 'mlflow.db'}"}
+    checks = {"metrics_bytes_identical": a == b, **parallel_checks(tmp / "jobs2", jobs_env)}
     print(json.dumps({"profile": args.measure, "cores": os.cpu_count(), "train_threads": args.threads,
                       "serial_s": round(out["serial"], 1),
                       "jobs2_s": round(out["jobs2"], 1), "ratio": round(out["serial"] / out["jobs2"], 2),
-                      "metrics_files": len(a), "metrics_bytes_identical": a == b,
+                      "metrics_files": len(a), "checks": checks,
                       "differing_files": sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k)),
                       "scratch": str(tmp)}, indent=1))
+    failed = [k for k, ok in checks.items() if not ok]
+    if failed:
+        sys.exit(f"--measure {args.measure}: failed checks {failed}")
+
+
+def parallel_checks(repo: Path, env: dict) -> dict[str, bool]:
+    """What a parallel run promises beyond equal metrics (the module docstring), each check True or False."""
+    out = subprocess.run([sys.executable, "-m", "dvc", "status", "--json"], cwd=repo, env=env, capture_output=True,
+                         text=True).stdout
+    changed = {k: v for k, v in (json.loads(out[out.find("{"):]) if "{" in out else {}).items()
+               if v != ["always changed"]}
+    state = repo / ".dvc/tmp/sentlab"
+    final = (state / "logs/final.log").read_text()
+    ran = sorted(ln for ln in final.splitlines() if ln.startswith("Running stage"))
+    tasks = [json.loads(p.read_text()) for p in (state / "stages").glob("*@*.json")]
+    stages = subprocess.run([sys.executable, "-m", "dvc", "stage", "list", "--name-only"], cwd=repo, env=env,
+                            capture_output=True, text=True).stdout.split()
+    status = subprocess.run([sys.executable, "-m", "sentlab.cli", "status"], cwd=repo, env=env, capture_output=True,
+                            text=True)
+    return {"dvc_status_clean": changed == {},
+            "final_repro_ran_only_sources_report_export":
+                ran == sorted(f"Running stage '{s}':" for s in ("sources", "report", "export")),
+            "every_parallel_stage_restored": bool(tasks) and all(t["status"] == "restored" for t in tasks),
+            "one_gpu_per_task_both_used": {t["cuda_visible_devices"] for t in tasks} == {"0", "1"},
+            "sentlab_status_all_up_to_date": status.returncode == 0 and f"{len(stages)} up to date" in status.stdout}
 
 
 def main() -> None:

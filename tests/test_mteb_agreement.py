@@ -4,9 +4,17 @@ MTEB uses the same test pairs and the "all" aggregation for STS12–16 and STS-B
 so the numbers must agree to within 0.01 (docs/evaluation.md). SICK-R is not compared: MTEB's
 SICK-R (77.58) scores all 9,927 SICK pairs, while SentEval, the papers and sentlab score
 the 4,927-pair test split (a different protocol; the test pins that split's size).
+
+CI encodes STS16 (five subsets: the "all" aggregation) and STS-B (the split) with the real model, about a
+fifth of the six tasks' 21,076 distinct sentences (the six took 150 s of CI's 20 minutes); the other four
+tasks' parsed pairs are pinned by a hash, taken when all six agreed with MTEB (the encoder and the aggregation
+are the same code for every task). Every quick `make repro` compares all six: PT-BERT Table 3's row
+"all-MiniLM-L6-v2 mean vs MTEB" (reports/tables/ptbert_table3.md).
 """
 
 from __future__ import annotations
+
+import hashlib
 
 import pytest
 
@@ -17,14 +25,35 @@ from sentlab.evaluate.protocol import evaluate_table
 from sentlab.report.paper_numbers import MTEB_MINILM_MEAN
 
 
+# sha256 (first 16 hex digits) of each task's test pairs as parsed from the mirror: one line
+# "subset<TAB>sentence1<TAB>sentence2<TAB>score (4 decimals)" per pair, in the table's order. Taken at 2026-11-27
+# with all six tasks within 0.01 of MTEB (the test below, then run on the six).
+PARSED_PAIRS_SHA256 = {"STS12": "192e726bc35aa3d4", "STS13": "3122ef048c590948", "STS14": "25f164f0c0ac5db7",
+                       "STS15": "88d3850d192cf0c6", "STS16": "c4e8d3c76d77b1c0", "STSBenchmark": "3e097cd219b07424"}
+
+
+def _pairs_sha256(df) -> str:
+    h = hashlib.sha256()
+    for r in df[["subset", "sentence1", "sentence2", "score"]].itertuples(index=False):
+        h.update(f"{r.subset}\t{r.sentence1}\t{r.sentence2}\t{float(r.score):.4f}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def test_the_parsed_test_pairs_are_those_that_agreed_with_mteb(mirror):
+    from sentlab.data.sts import eval_split
+
+    table = parse_all(mirror, mirror)
+    assert {t: _pairs_sha256(eval_split(table, t)) for t in PARSED_PAIRS_SHA256} == PARSED_PAIRS_SHA256
+
+
 @pytest.mark.slow
 def test_minilm_mean_matches_mteb(mirror):
     table = parse_all(mirror, mirror)
     model, tok = load_model("sentence-transformers/all-MiniLM-L6-v2")
     enc = SentenceEncoder(model, tok, pooling="mean")
-    res = evaluate_table(enc, table, tasks=("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark"),
-                         with_dev=False)
-    for task in ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark"):
+    tasks = ("STS16", "STSBenchmark")
+    res = evaluate_table(enc, table, tasks=tasks, with_dev=False)
+    for task in tasks:
         assert res[task] == pytest.approx(MTEB_MINILM_MEAN[task], abs=0.01), task
     assert MTEB_MINILM_MEAN["SICKRelatedness"] is None   # 9,927 pairs in MTEB: never put beside the test split
 
