@@ -221,3 +221,23 @@ def test_report_stage_writes_table6_and_links_it(tmp_path):
     index = (tmp_path / "reports/index.md").read_text()
     assert "[tables/paser_table6.md](tables/paser_table6.md) — PaSeR Table 6: retrieval examples" in index
     assert "(1/2 models' examples)" in index and rep.files["reports/tables/paser_table6.md"]
+
+
+def test_params_set_the_examples(tmp_path):
+    """params.yaml ``retrieval.examples`` reaches the ranking (the stage declares it): k, the draw, the paper's
+    queries, named queries, none; Table 3's numbers do not move."""
+    from sentlab.evaluate.retrieval_stage import example_settings
+    from sentlab.params_schema import RetrievalExamplesParams as Ex
+
+    queries, corpus = R.load_qqp(_qqp(tmp_path))
+    assert example_settings(Ex()) == ExampleSettings()               # the defaults are the evaluator's
+    base = R.retrieval(queries, corpus, embed, examples=example_settings(Ex()))
+    one = R.retrieval(queries, corpus, embed, examples=example_settings(Ex(k=1, paper=False, n_seeded=2, seed=1)))
+    assert [len(q["hits"]) for q in one["examples"]["queries"]] == [1, 1]
+    assert [q["source"] for q in one["examples"]["queries"]] == ["seeded", "seeded"]
+    named = R.retrieval(queries, corpus, embed, examples=example_settings(Ex(queries=["How do I learn Python?"])))
+    assert [q["query"] for q in named["examples"]["queries"]] == ["How do I learn Python?"]
+    off = R.retrieval(queries, corpus, embed, examples=example_settings(Ex(show=False)))
+    assert "examples" not in off and "examples" in base
+    assert {k: off[k] for k in ("MAP", "MRR@10")} == {k: one[k] for k in ("MAP", "MRR@10")} == \
+        {k: base[k] for k in ("MAP", "MRR@10")}

@@ -17,9 +17,10 @@ from sentlab.stage_params import UndeclaredParam, stage_params
 # the suites that train on a CPU (GLUE's fine-tuning, transfer's classifiers) declare train.num_threads: their bits
 # depend on it (sentlab.evaluate.suite_stage.use_training_threads)
 GLUE_KEYS = ["glue.tasks", "glue.seeds", "glue.finetune", "evaluate.device", "train.num_threads", "profile", "profile",
-             "profile"]
+             "profile", "profile"]
 RETRIEVAL_KEYS = ["retrieval.tasks", "retrieval.map_at", "retrieval.exclude_identical", "retrieval.batch_size",
-                  "evaluate.device", "evaluate.precision", "evaluate.max_length", "evaluate.workers"]
+                  "evaluate.device", "evaluate.precision", "evaluate.max_length", "evaluate.workers",
+                  "retrieval.examples"]   # PaSeR Table 6's examples: they show, they change no number
 
 
 def _suites(profile: str) -> dict:

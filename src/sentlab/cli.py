@@ -93,17 +93,15 @@ def _transfer_metrics(enc, batch: int) -> dict:
 
 
 def _retrieval_metrics(enc, batch: int) -> dict:
-    """PaSeR Table 3 (:mod:`sentlab.evaluate.retrieval`): QQP retrieval and AskUbuntu reranking of ``enc``."""
-    from .evaluate.cache import embedding_cache
-    from .evaluate.retrieval import load_askubuntu, load_qqp, reranking, retrieval
-    from .evaluate.transfer_stage import embedder
+    """PaSeR Table 3 (:mod:`sentlab.evaluate.retrieval`): QQP retrieval and AskUbuntu reranking of ``enc``, with
+    Table 6's examples at their defaults (params.yaml ``retrieval.examples``)."""
+    from .evaluate.retrieval import load_askubuntu, load_qqp
+    from .evaluate.retrieval_stage import example_settings, retrieval_metrics
+    from .params_schema import RetrievalExamplesParams
 
-    embed = embedder(enc, batch)
-    with embedding_cache():
-        qqp = retrieval(*load_qqp(), embed)
-        ask = reranking(load_askubuntu(), embed)
-    return {"QQP_MAP": qqp["MAP"], "QQP_MRR@10": qqp["MRR@10"], "AskUbuntu_MAP": ask["MAP"],
-            "AskUbuntu_MRR@10": ask["MRR@10"], "retrieval": {"QQP": qqp, "AskUbuntu": ask}}
+    data = {"QQP": load_qqp(), "AskUbuntu": load_askubuntu()}
+    return retrieval_metrics(enc, ("QQP", "AskUbuntu"), data, batch,
+                             examples=example_settings(RetrievalExamplesParams()))
 
 
 def _cmd_glue(args) -> int:

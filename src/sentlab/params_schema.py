@@ -173,6 +173,19 @@ class GlueParams(Strict):
 RETRIEVAL_TASKS = ("QQP", "AskUbuntu")
 
 
+class RetrievalExamplesParams(Strict):
+    """PaSeR Table 6's qualitative examples: a few QQP queries with their top hits, in the retrieval metrics JSON and
+    the report (:mod:`sentlab.evaluate.retrieval_examples`). They show, they change no number."""
+
+    show: bool = Field(True, description="write the examples (false: none)")
+    k: int = Field(3, gt=0, description="hits per query (Table 6 prints 3)")
+    paper: bool = Field(True, description="Table 6's own queries first, where QQP has them")
+    n_seeded: int = Field(3, ge=0, description="queries drawn at random (seeded) after the paper's")
+    seed: int = Field(0, description="the draw's seed")
+    queries: Optional[list[str]] = Field(None, description="these QQP queries instead of the paper's and the drawn "
+                                                           "ones (each a q1 with a labelled duplicate)")
+
+
 class RetrievalParams(Strict):
     """QQP retrieval and AskUbuntu reranking on frozen embeddings (PaSeR Table 3,
     :mod:`sentlab.evaluate.retrieval`): one ``suite@retrieval-<model>`` stage per listed model."""
@@ -184,6 +197,7 @@ class RetrievalParams(Strict):
                                                "InformationRetrievalEvaluator)")
     exclude_identical: bool = Field(True, description="QQP: a corpus text identical to the query is not ranked")
     batch_size: int = Field(128, gt=0, description="sentences encoded at once")
+    examples: RetrievalExamplesParams = RetrievalExamplesParams()
 
 
 class TrainParams(Strict):

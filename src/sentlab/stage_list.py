@@ -14,7 +14,7 @@ Each model the profile trains is one entry, ``name -> {method, seed, line, own, 
 
 ``baselines`` lists the pooling/whitening baselines of the backbone; ``suite_stages`` the evaluation suites on
 the models (SentEval transfer, GLUE fine-tuning, retrieval; :data:`SUITES`), one entry ``<suite>-<model>`` per
-model (or backbone pooling ``base-<pooling>``) a suite's params section lists: ``{suite, model, dep, p1..p8}``
+model (or backbone pooling ``base-<pooling>``) a suite's params section lists: ``{suite, model, dep, p1..p9}``
 (what dvc.yaml's ``suite`` group runs, depends on and declares).
 The list is generated (``sentlab stages``, run by ``sentlab profile`` and ``make repro``), never edited: DVC
 reads it before any stage runs, so the ``sources`` stage, which runs first at every ``dvc repro``, refuses a
@@ -122,9 +122,9 @@ SUITES = {
     "glue": (("cls",), ("glue.tasks", "glue.seeds", "glue.finetune", "evaluate.device", "train.num_threads")),
     "retrieval": (TRANSFER_POOLINGS, ("retrieval.tasks", "retrieval.map_at", "retrieval.exclude_identical",
                                       "retrieval.batch_size", "evaluate.device", "evaluate.precision",
-                                      "evaluate.max_length", "evaluate.workers")),
+                                      "evaluate.max_length", "evaluate.workers", "retrieval.examples")),
 }
-PARAM_SLOTS = 8
+PARAM_SLOTS = 9
 PARAM_PAD = "profile"
 
 
