@@ -1,7 +1,7 @@
 """DVC train stage: ``python pipeline/train.py METHOD [--seed S] [--variant NAME --set key=value ...]``.
 
 Under ``dvc repro`` every train stage is one the active profile trains (dvc.yaml's loops read
-params.yaml ``stage_lines``). Run by hand for a method outside ``train.methods`` (``--seed S``: a
+the stage list, models.yaml). Run by hand for a method outside ``train.methods`` (``--seed S``: a
 seed outside the method's seeds, params.yaml ``seeds``; an ablation variant while
 ``ablations.enabled`` is false) it writes ``models/<name>/sentlab.json`` = {"method", "status":
 "not run in this profile"} and an empty curve file, and exits 0. See :mod:`sentlab.train.run`.

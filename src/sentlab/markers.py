@@ -2,7 +2,7 @@
 reason and an empty curve (a train stage's), the metrics JSON with the reason, a placeholder figure
 and an empty cosines table (its evaluate stage's).
 
-The pipeline has no such stages (dvc.yaml's loops read the profile's ``stage_lines``; the report
+The pipeline has no such stages (dvc.yaml's loops read the profile's stage list, models.yaml; the report
 says "not run in this profile" for the models outside them, :func:`sentlab.report.build.profile_metrics`);
 these are written when ``pipeline/train.py`` / ``pipeline/evaluate.py`` are run by hand for such a model.
 """

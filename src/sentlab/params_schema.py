@@ -270,12 +270,12 @@ class RuntimeParams(Strict):
 class SeedsParams(Strict):
     """Seeds as an axis of the pipeline. Every method trains with ``seed`` (stage ``train@<m>`` ->
     ``models/<m>``); a method trains ``n`` seeds in all, where ``n`` is ``per_method[<m>]`` or
-    ``count``: ``seed``, then the first ``n - 1`` of ``pool`` (stage ``train_seed@<m>-<s>`` ->
+    ``count``: ``seed``, then the first ``n - 1`` of ``pool`` (stage ``train@<m>-s<s>`` ->
     ``models/<m>-s<s>``). ``pool`` is the seeds that can have stages, the same in every profile; the
     ones a profile trains are in its stage list (:mod:`sentlab.stage_list`). Changing ``n`` runs
     or drops only the stages of the seeds it adds or removes."""
     pool: list[int] = Field(default_factory=lambda: [43, 44, 45, 46],
-                            description="the extra seeds that have stages (train_seed@<method>-<seed>)")
+                            description="the extra seeds that have stages (train@<method>-s<seed>)")
     count: int = Field(1, ge=1, description="seeds every method trains (1: `seed` only)")
     per_method: dict[str, Annotated[int, Field(ge=1)]] = Field(
         default_factory=dict, description="a method's own seed count, e.g. {simcse: 3}")

@@ -337,7 +337,7 @@ def run_from_args(args, params: Params) -> int:
     if args.seed is not None and reason is None:
         if args.seed not in params.seeds.pool:
             raise SentlabError(f"--seed {args.seed} is not in params.yaml `seeds.pool` {params.seeds.pool}; the seed "
-                               f"stages are train_seed@<method>-<seed> for the pool's seeds (add it there).")
+                               f"stages are train@<method>-s<seed> for the pool's seeds (add it there).")
         if args.seed not in params.seeds.extra_seeds(method_id):
             reason = NOT_RUN
         params = params.model_copy(update={"seed": args.seed})
