@@ -3,7 +3,7 @@ the same outputs as a serial `dvc repro`, a clean `dvc status`, every parallel s
 cache, each chain on its own (fake) GPU. The runner's faults (a failed stage reported with its log while the
 others are kept, a killed worker retried and resuming its checkpoint) and two Ray nodes through a directory DVC
 remote take 50-100 s each on 2 cores, beyond CI's 20 minutes: `python benchmarks/parallel_faults.py` checks
-them on the same toy (docs/scale-ray.md, "Checks")."""
+them on the same toy (docs/scale-ray.md, "Tests and checks")."""
 
 from __future__ import annotations
 
