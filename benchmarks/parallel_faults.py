@@ -14,9 +14,10 @@ Each scenario runs ``sentlab run --jobs 2`` in a fresh toy repository and checks
   in its own process group: never ``ray stop``); the chains go through a directory DVC remote, no task works in
   the driver's tree, every parallel stage is restored from the remote's run cache.
 
-They take 50-100 s each on 2 CPU cores (Ray's and MLflow's start-up, mostly), beyond CI's 20 minutes, so they are
-here and not in ``make test`` (which runs the same-outputs check, tests/test_parallel_toy.py). Prints one row per
-scenario (ok / FAILED with the assertion, seconds) and exits 1 if any failed. Needs the ``ray`` extra.
+They take one to two minutes each on 2 CPU cores (Ray's and MLflow's start-up, mostly; benchmarks/RESULTS.md),
+beyond CI's 20 minutes, so they are here and not in ``make test`` (which runs the same-outputs check,
+tests/test_parallel_toy.py). Prints one row per scenario (ok / FAILED with the assertion, seconds) and exits 1 if
+any failed. Needs the ``ray`` extra.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def failed_stage(tmp: Path, serial: dict) -> str:
     assert rows["train@a"] == rows["evaluate@c"] == "up to date" and rows["report"] == "stale", rows
     again = sentlab_run(repo, env, "--jobs", "2", "--gpus", "2")       # only b's chain and the report run
     assert again.returncode == 0, again.stderr[-3000:]
-    assert outputs(repo) == serial and clean(repo, env)
+    assert outputs(repo) == serial and clean(repo)
     assert restored(repo) == {"train@b", "evaluate@b"}, restored(repo)
     return "b reported with its log, a and c kept; the second run ran b's chain only"
 
@@ -84,7 +85,7 @@ def killed_worker(tmp: Path, serial: dict) -> str:
     assert killed, "the training of a never ran with its checkpoint written"
     assert run.returncode == 0, run.stderr[-4000:]
     assert marks.read_text() == "a resumed from 1\n", marks.read_text()   # the retry resumed from the checkpoint
-    assert outputs(repo) == serial and clean(repo, env)
+    assert outputs(repo) == serial and clean(repo)
     return f"worker {killed['pid']} killed; the retry resumed from step 1"
 
 
@@ -125,7 +126,7 @@ def two_nodes(tmp: Path, serial: dict) -> str:
         if current.is_file() and current.read_text().strip().endswith(f":{port}"):   # remove it
             current.unlink()
     assert run.returncode == 0, run.stderr[-4000:] + (tmp / "w.log").read_text()[-2000:]
-    assert outputs(repo) == serial and clean(repo, env)
+    assert outputs(repo) == serial and clean(repo)
     assert restored(repo) == PARALLEL, restored(repo)
     assert not (repo / STATE / "worktrees").exists()           # no task worked in this filesystem tree
     assert (tmp / "remote/files").is_dir() and (tmp / "remote/runs").is_dir()

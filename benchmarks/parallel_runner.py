@@ -197,13 +197,17 @@ def measure(args) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-parallel-"))
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     env.pop("SENTLAB_PARENT_RUN_ID", None)
+
+    def env_of(repo: Path) -> dict:   # each copy logs to its own MLflow store
+        return {**env, "MLFLOW_TRACKING_URI": f"sqlite:///{repo / 'mlflow.db'}"}
+
     out = {}
     runs = (("serial", ["-m", "dvc", "repro"]), ("jobs2", ["-m", "sentlab.cli", "run", "--jobs", "2", "--gpus", "2"]))
     for name, _ in runs:   # both copies before either runs: the same files, so the same commit id in the metrics
         repo = tmp / name
         repo.mkdir()
         _copy(repo)
-        e = {**env, "MLFLOW_TRACKING_URI": f"sqlite:///{repo / 'mlflow.db'}"}
+        e = env_of(repo)
         subprocess.run([sys.executable, "-m", "sentlab.cli", "profile", args.measure], cwd=repo, env=e, check=True)
         set_training_threads(repo / "params.yaml", args.threads)
         subprocess.run(["git", "commit", "-qam", "profile"], cwd=repo, check=False, capture_output=True,
@@ -212,7 +216,7 @@ def measure(args) -> None:
                             **{k: "b@b" for k in ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL")}})
     for name, cmd in runs:
         repo = tmp / name
-        e = {**env, "MLFLOW_TRACKING_URI": f"sqlite:///{repo / 'mlflow.db'}"}
+        e = env_of(repo)
         t0 = time.time()
         r = subprocess.run([sys.executable, *cmd], cwd=repo, env=e, capture_output=True, text=True)
         out[name] = time.time() - t0
@@ -221,8 +225,7 @@ def measure(args) -> None:
         metrics = repo / "reports/metrics"   # the STS files and the suites' (transfer/, glue/, retrieval/)
         out[name + "_metrics"] = {p.relative_to(metrics).as_posix(): p.read_bytes() for p in metrics.rglob("*.json")}
     a, b = out["serial_metrics"], out["jobs2_metrics"]
-    jobs_env = {**env, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp / 'jobs2' / 'mlflow.db'}"}
-    checks = {"metrics_bytes_identical": a == b, **parallel_checks(tmp / "jobs2", jobs_env)}
+    checks = {"metrics_bytes_identical": a == b, **parallel_checks(tmp / "jobs2", env_of(tmp / "jobs2"))}
     print(json.dumps({"profile": args.measure, "cores": os.cpu_count(), "train_threads": args.threads,
                       "serial_s": round(out["serial"], 1),
                       "jobs2_s": round(out["jobs2"], 1), "ratio": round(out["serial"] / out["jobs2"], 2),
@@ -236,24 +239,21 @@ def measure(args) -> None:
 
 def parallel_checks(repo: Path, env: dict) -> dict[str, bool]:
     """What a parallel run promises beyond equal metrics (the module docstring), each check True or False."""
-    out = subprocess.run([sys.executable, "-m", "dvc", "status", "--json"], cwd=repo, env=env, capture_output=True,
-                         text=True).stdout
-    changed = {k: v for k, v in (json.loads(out[out.find("{"):]) if "{" in out else {}).items()
-               if v != ["always changed"]}
+    from sentlab.parallel.graph import changed_stages, stage_names
+
     state = repo / ".dvc/tmp/sentlab"
     final = (state / "logs/final.log").read_text()
     ran = sorted(ln for ln in final.splitlines() if ln.startswith("Running stage"))
     tasks = [json.loads(p.read_text()) for p in (state / "stages").glob("*@*.json")]
-    stages = subprocess.run([sys.executable, "-m", "dvc", "stage", "list", "--name-only"], cwd=repo, env=env,
-                            capture_output=True, text=True).stdout.split()
     status = subprocess.run([sys.executable, "-m", "sentlab.cli", "status"], cwd=repo, env=env, capture_output=True,
                             text=True)
-    return {"dvc_status_clean": changed == {},
+    return {"dvc_status_clean": not changed_stages(repo),
             "final_repro_ran_only_sources_report_export":
                 ran == sorted(f"Running stage '{s}':" for s in ("sources", "report", "export")),
             "every_parallel_stage_restored": bool(tasks) and all(t["status"] == "restored" for t in tasks),
             "one_gpu_per_task_both_used": {t["cuda_visible_devices"] for t in tasks} == {"0", "1"},
-            "sentlab_status_all_up_to_date": status.returncode == 0 and f"{len(stages)} up to date" in status.stdout}
+            "sentlab_status_all_up_to_date": status.returncode == 0
+            and f"{len(stage_names(repo))} up to date" in status.stdout}
 
 
 def main() -> None:

@@ -20,13 +20,10 @@ if NLTK_DATA.is_dir():
 
 # `make test` runs the suite on every core (pytest-xdist, `--dist loadfile --no-loadscope-reorder`: a file stays on
 # one worker, and files go to the workers in this collection order). The longest files start first, so the other
-# workers run the many short ones meanwhile (the smoke pipeline alone is about a third of the suite's CPU time);
-# then the other `slow` tests, then the rest. The seconds are CI's (the slowest-30 list `make test` prints).
-LONGEST_FIRST = ("test_pipeline_smoke.py",      # ~580 s
-                 "test_posbow_quick.py",        # ~135 s
-                 "test_preflight.py",           # ~135 s (its tests together)
-                 "test_parallel_toy.py",        # ~95 s
-                 "test_mteb_agreement.py")      # ~45 s
+# workers run the many short ones meanwhile; then the other `slow` tests, then the rest. The order is CI's
+# slowest-30 list (`make test` prints it; the figures: benchmarks/RESULTS.md, "Test suite").
+LONGEST_FIRST = ("test_pipeline_smoke.py", "test_posbow_quick.py", "test_preflight.py", "test_parallel_toy.py",
+                 "test_mteb_agreement.py")
 
 
 def _order(item) -> tuple[int, bool]:

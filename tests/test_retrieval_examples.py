@@ -226,18 +226,14 @@ def test_report_stage_writes_table6_and_links_it(tmp_path):
 def test_params_set_the_examples(tmp_path):
     """params.yaml ``retrieval.examples`` reaches the ranking (the stage declares it): k, the draw, the paper's
     queries, named queries, none; Table 3's numbers do not move."""
-    from sentlab.evaluate.retrieval_stage import example_settings
-    from sentlab.params_schema import RetrievalExamplesParams as Ex
-
     queries, corpus = R.load_qqp(_qqp(tmp_path))
-    assert example_settings(Ex()) == ExampleSettings()               # the defaults are the evaluator's
-    base = R.retrieval(queries, corpus, embed, examples=example_settings(Ex()))
-    one = R.retrieval(queries, corpus, embed, examples=example_settings(Ex(k=1, paper=False, n_seeded=2, seed=1)))
+    base = R.retrieval(queries, corpus, embed)                        # the params' defaults
+    one = R.retrieval(queries, corpus, embed, examples=ExampleSettings(k=1, paper=False, n_seeded=2, seed=1))
     assert [len(q["hits"]) for q in one["examples"]["queries"]] == [1, 1]
     assert [q["source"] for q in one["examples"]["queries"]] == ["seeded", "seeded"]
-    named = R.retrieval(queries, corpus, embed, examples=example_settings(Ex(queries=["How do I learn Python?"])))
+    named = R.retrieval(queries, corpus, embed, examples=ExampleSettings(queries=["How do I learn Python?"]))
     assert [q["query"] for q in named["examples"]["queries"]] == ["How do I learn Python?"]
-    off = R.retrieval(queries, corpus, embed, examples=example_settings(Ex(show=False)))
+    off = R.retrieval(queries, corpus, embed, examples=ExampleSettings(show=False))
     assert "examples" not in off and "examples" in base
     assert {k: off[k] for k in ("MAP", "MRR@10")} == {k: one[k] for k in ("MAP", "MRR@10")} == \
         {k: base[k] for k in ("MAP", "MRR@10")}

@@ -96,12 +96,11 @@ def _retrieval_metrics(enc, batch: int) -> dict:
     """PaSeR Table 3 (:mod:`sentlab.evaluate.retrieval`): QQP retrieval and AskUbuntu reranking of ``enc``, with
     Table 6's examples at their defaults (params.yaml ``retrieval.examples``)."""
     from .evaluate.retrieval import load_askubuntu, load_qqp
-    from .evaluate.retrieval_stage import example_settings, retrieval_metrics
+    from .evaluate.retrieval_stage import retrieval_metrics
     from .params_schema import RetrievalExamplesParams
 
     data = {"QQP": load_qqp(), "AskUbuntu": load_askubuntu()}
-    return retrieval_metrics(enc, ("QQP", "AskUbuntu"), data, batch,
-                             examples=example_settings(RetrievalExamplesParams()))
+    return retrieval_metrics(enc, ("QQP", "AskUbuntu"), data, batch, examples=RetrievalExamplesParams())
 
 
 def _cmd_glue(args) -> int:

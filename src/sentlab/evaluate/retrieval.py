@@ -99,13 +99,15 @@ def retrieval(queries: dict[str, set[str]], corpus: Sequence[str], embed: Embed,
               examples: Optional[ExampleSettings] = ExampleSettings()) -> dict:
     """``{MAP, MRR@10, queries, corpus, examples}`` (× 100): each query (text -> its relevant corpus texts) ranks
     the whole corpus by cosine; top-``max(map_at, mrr_at)`` kept per query, in chunks of ``chunk`` queries.
-    ``examples``: PaSeR Table 6's top hits of a few queries (:func:`.retrieval_examples.examples`; None: none)."""
+    ``examples``: PaSeR Table 6's top hits of a few queries (:func:`.retrieval_examples.examples`; None or
+    ``show: false``: none)."""
     corpus = list(dict.fromkeys(corpus))
     pos = {t: i for i, t in enumerate(corpus)}
     qs = [q for q, rel in queries.items() if rel]
     emb = _lookup(embed, [*qs, *corpus])
     C = np.stack([emb[t] for t in corpus])
-    ex = None if examples is None else retrieval_examples(queries, corpus, emb, C, examples, exclude_identical)
+    ex = (retrieval_examples(queries, corpus, emb, C, examples, exclude_identical)
+          if examples is not None and examples.show else None)
     k = min(max(map_at, mrr_at) + 1, len(corpus))
     aps, rrs = [], []
     for s in range(0, len(qs), chunk):

@@ -1,7 +1,8 @@
 """PaSeR Table 6's retrieval examples: for a few QQP queries, the top-``k`` corpus questions of a model's ranking,
 each with its cosine and whether it is a labelled duplicate of the query.
 
-:func:`~.retrieval.retrieval` adds them to its result under ``examples`` (:class:`ExampleSettings`; None: none), so
+:func:`~.retrieval.retrieval` adds them to its result under ``examples`` (:class:`ExampleSettings`, params.yaml
+``retrieval.examples``; None or ``show: false``: none), so
 ``sentlab evaluate --tasks retrieval --json F`` and the retrieval stage write them in
 ``retrieval.QQP.examples`` of the metrics JSON; the report's PaSeR Table 6 page
 (:mod:`sentlab.report.retrieval_examples`) shows them per query, model beside model.
@@ -14,7 +15,7 @@ Which queries (recorded as each query's ``source``):
 * ``seeded``: then ``n_seeded`` more queries drawn with ``seed`` (numpy ``default_rng``) from the other queries,
   sorted first so that the draw does not depend on the file's row order: the same file and seed give the same
   queries for every model, so their hits line up side by side.
-* ``given``: ``ExampleSettings(queries=...)`` names the queries instead (each must be a query of the set).
+* ``given``: ``ExampleSettings(queries=[...])`` names the queries instead (each must be a query of the set).
 
 The ranking is the metric's: cosine over the distinct corpus texts, ties by corpus order, a corpus text identical to
 the query not ranked when ``exclude_identical``.
@@ -22,21 +23,12 @@ the query not ranked when ``exclude_identical``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from ..errors import SentlabError
-
-
-@dataclass(frozen=True)
-class ExampleSettings:
-    k: int = 3                                  # hits per query (the paper prints 3)
-    n_seeded: int = 3                           # seeded queries after the paper's
-    seed: int = 0
-    queries: Optional[tuple[str, ...]] = None   # the queries to show instead of the paper's + seeded ones
-    paper: bool = True                          # look the paper's Table 6 queries up first
+from ..params_schema import RetrievalExamplesParams as ExampleSettings   # k, paper, n_seeded, seed, queries, show
 
 
 def paper_queries() -> list[str]:

@@ -16,22 +16,11 @@ if TYPE_CHECKING:
     from .retrieval_examples import ExampleSettings
 
 
-def example_settings(ex) -> ExampleSettings | None:
-    """params.yaml ``retrieval.examples`` (:class:`~sentlab.params_schema.RetrievalExamplesParams`) as the
-    settings :func:`~sentlab.evaluate.retrieval.retrieval` takes; None when ``show`` is false."""
-    from .retrieval_examples import ExampleSettings
-
-    if not ex.show:
-        return None
-    return ExampleSettings(k=ex.k, n_seeded=ex.n_seeded, seed=ex.seed, paper=ex.paper,
-                           queries=None if ex.queries is None else tuple(ex.queries))
-
-
 def retrieval_metrics(enc, tasks, data: dict, batch_size: int, map_at: int = 100,
-                      exclude_identical: bool = True, examples=None) -> dict:
+                      exclude_identical: bool = True, examples: ExampleSettings | None = None) -> dict:
     """``{QQP_MAP, QQP_MRR@10, AskUbuntu_MAP, AskUbuntu_MRR@10, retrieval: {task: details}}`` of ``enc`` on the
     loaded ``data`` (task -> what :func:`~sentlab.evaluate.retrieval.load_qqp` / ``load_askubuntu`` return);
-    ``examples`` (:func:`example_settings`; None: none) are QQP's Table 6 examples."""
+    ``examples`` (params.yaml ``retrieval.examples``; None: none) are QQP's Table 6 examples."""
     from .cache import embedding_cache
     from .retrieval import reranking, retrieval
     from .transfer_stage import embedder
@@ -65,7 +54,6 @@ def run_retrieval_stage(name: str) -> dict:
                                             "cosine ranking: QQP retrieval (every q2 the corpus, MAP@map_at, "
                                             "MRR@10), AskUbuntu reranking (20 candidates a query, MAP, MRR@10)")
     metrics = {**head, "map_at": rp.map_at, "exclude_identical": rp.exclude_identical,
-               **retrieval_metrics(enc, tasks, data, rp.batch_size, rp.map_at, rp.exclude_identical,
-                                  example_settings(rp.examples))}
+               **retrieval_metrics(enc, tasks, data, rp.batch_size, rp.map_at, rp.exclude_identical, rp.examples)}
     record("retrieval", name, metrics, {**rp.model_dump(), "pooling": enc.pooling}, info, model)
     return metrics
