@@ -19,7 +19,9 @@ they trained/evaluated something, and every stage whose model the profile does n
 between ``<!-- stage-times:begin -->`` and ``<!-- stage-times:end -->`` (appended at the end
 when the markers are missing); ``--no-readme`` only prints it.
 
-Run it on an otherwise idle machine: the quick profile takes about 30 minutes on 2 CPU cores.
+Run it on an otherwise idle machine. The quick profile trains with bf16 autocast: its time depends on whether
+the CPU has native bf16 (AVX-512 BF16 or AMX; 3x the training time without), which the table states; the
+measured runs are in benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -146,15 +148,24 @@ def group_table(durations: list[tuple[str, float]], root: Path) -> "OrderedDict[
     return groups
 
 
+def native_bf16() -> bool:
+    """Whether this CPU runs bf16 natively (the check the training's warning uses)."""
+    from sentlab.train.loop import cpu_has_native_bf16
+    return cpu_has_native_bf16()
+
+
 def render(groups, total: float, peak_kb: int, profile: str, second: float | None, rc: int,
-           slowest: Optional[list[tuple[str, float]]] = None) -> str:
-    """The README section: one row per stage group, then the total."""
+           slowest: Optional[list[tuple[str, float]]] = None, bf16: Optional[bool] = None) -> str:
+    """The README section: one row per stage group, then the total. ``bf16``: whether the run's CPU had native
+    bf16 (None: not recorded, a run before it was)."""
     when = _dt.date.today().isoformat()
     cpu = os.cpu_count()
+    native = "" if bf16 is None else (", native bf16" if bf16 else ", no native bf16 (emulated)")
     lines = [BEGIN,
              f"Per-stage times of `dvc repro` on the `{profile}` profile in a fresh copy of the repository "
-             f"({cpu} CPU cores, {platform.machine()}, {when}; regenerate with `python benchmarks/stage_times.py "
-             f"--profile {profile}`). A stage's time includes DVC's hashing and lock update for it.",
+             f"({cpu} CPU cores, {platform.machine()}{native}, {when}; regenerate with "
+             f"`python benchmarks/stage_times.py --profile {profile}`). "
+             "A stage's time includes DVC's hashing and lock update for it.",
              "",
              "| stage group | stages | time (s) | share |",
              "|---|---:|---:|---:|"]
@@ -218,9 +229,12 @@ def main() -> None:
         _, second, again = run_streaming([sys.executable, "-m", "dvc", "repro"], repo, env, work / "repro2.log")
         if again:
             print(f"warning: the second dvc repro ran {len(again)} stage(s): {[s for s, _ in again][:5]}")
-    (work / RUN_JSON).write_text(json.dumps({"rc": rc, "total_s": total, "peak_kb": peak_kb, "second_s": second}))
+    bf16 = native_bf16()
+    (work / RUN_JSON).write_text(json.dumps({"rc": rc, "total_s": total, "peak_kb": peak_kb, "second_s": second,
+                                             "native_bf16": bf16}))
     durations = stage_durations(starts, total)
-    section = render(group_table(durations, repo), total, peak_kb, args.profile, second, rc, slowest=durations)
+    section = render(group_table(durations, repo), total, peak_kb, args.profile, second, rc, slowest=durations,
+                     bf16=bf16)
     print(section)
     if not args.no_readme and rc == 0:
         update_readme(args.readme, section)
@@ -244,7 +258,7 @@ def rerender(args) -> None:
     total, starts = log_starts(work / "repro.log")
     durations = stage_durations(starts, total)
     section = render(group_table(durations, work / "repo"), total, run["peak_kb"], args.profile, run["second_s"],
-                     run["rc"], slowest=durations)
+                     run["rc"], slowest=durations, bf16=run.get("native_bf16"))
     print(section)
     if not args.no_readme and run["rc"] == 0:
         update_readme(args.readme, section)

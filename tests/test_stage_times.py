@@ -42,6 +42,7 @@ def test_rerender_needs_the_runs_own_figures(tmp_path, capsys):
     """--from-log takes peak memory and the second run's time from the run's run.json, never from another
     run's README section: without it, a clear error."""
     import argparse
+    import platform
 
     import pytest
 
@@ -54,3 +55,8 @@ def test_rerender_needs_the_runs_own_figures(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "Peak memory (largest process): 2.00 GB. A second `dvc repro` with nothing changed: 7.5 s." in out
     assert "| `prepare` | 1 | 3 | 60 % |" in out
+    assert "bf16" not in out   # a run.json of before the CPU's bf16 was recorded: no claim either way
+    (tmp_path / "run.json").write_text('{"rc": 0, "total_s": 5.0, "peak_kb": 2097152, "second_s": 7.5, '
+                                       '"native_bf16": false}')
+    stage_times.rerender(args)
+    assert f"{platform.machine()}, no native bf16 (emulated)," in capsys.readouterr().out
