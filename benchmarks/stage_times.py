@@ -19,9 +19,9 @@ they trained/evaluated something, and every stage whose model the profile does n
 between ``<!-- stage-times:begin -->`` and ``<!-- stage-times:end -->`` (appended at the end
 when the markers are missing); ``--no-readme`` only prints it.
 
-Run it on an otherwise idle machine. The quick profile trains with bf16 autocast: its time depends on whether
-the CPU has native bf16 (AVX-512 BF16 or AMX; 3x the training time without), which the table states; the
-measured runs are in benchmarks/RESULTS.md.
+Run it on an otherwise idle machine. The quick profile trains with bf16 autocast, so its time depends on whether
+the CPU has native bf16 (AVX-512 BF16 or AMX), which the table states; the measured runs, with and without, are
+in benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
