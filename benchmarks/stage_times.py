@@ -148,12 +148,6 @@ def group_table(durations: list[tuple[str, float]], root: Path) -> "OrderedDict[
     return groups
 
 
-def native_bf16() -> bool:
-    """Whether this CPU runs bf16 natively (the check the training's warning uses)."""
-    from sentlab.train.loop import cpu_has_native_bf16
-    return cpu_has_native_bf16()
-
-
 def render(groups, total: float, peak_kb: int, profile: str, second: float | None, rc: int,
            slowest: Optional[list[tuple[str, float]]] = None, bf16: Optional[bool] = None) -> str:
     """The README section: one row per stage group, then the total. ``bf16``: whether the run's CPU had native
@@ -229,7 +223,9 @@ def main() -> None:
         _, second, again = run_streaming([sys.executable, "-m", "dvc", "repro"], repo, env, work / "repro2.log")
         if again:
             print(f"warning: the second dvc repro ran {len(again)} stage(s): {[s for s, _ in again][:5]}")
-    bf16 = native_bf16()
+    from sentlab.train.loop import cpu_has_native_bf16   # the check the training's warning uses
+
+    bf16 = cpu_has_native_bf16()
     (work / RUN_JSON).write_text(json.dumps({"rc": rc, "total_s": total, "peak_kb": peak_kb, "second_s": second,
                                              "native_bf16": bf16}))
     durations = stage_durations(starts, total)

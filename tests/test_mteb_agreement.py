@@ -28,7 +28,7 @@ from sentlab.report.paper_numbers import MTEB_MINILM_MEAN
 # sha256 (first 16 hex digits) of each task's test pairs as parsed from the mirror: one line
 # "subset<TAB>sentence1<TAB>sentence2<TAB>score (4 decimals)" per pair, in the table's order. Taken at 2026-11-27
 # with all six tasks within 0.01 of MTEB (the test below, then run on the six). A change of the parsing that moves
-# one: run test_minilm_mean_matches_mteb on the six tasks (~80 s on 2 idle cores) before taking the new hashes.
+# one: run test_minilm_mean_matches_mteb on the six tasks before taking the new hashes.
 PARSED_PAIRS_SHA256 = {"STS12": "192e726bc35aa3d4", "STS13": "3122ef048c590948", "STS14": "25f164f0c0ac5db7",
                        "STS15": "88d3850d192cf0c6", "STS16": "c4e8d3c76d77b1c0", "STSBenchmark": "3e097cd219b07424"}
 
