@@ -1,6 +1,6 @@
 """Stage `sources`: the sha256 of every source file the profile reads and of the code each kind of
 stage executes -> data/sources/ (``data.json``, ``model.json``, ``transfer.json``, ``glue.json``,
-``retrieval.json``, ``code/<kind>.json``).
+``retrieval.json``, ``code/<kind>.json``, ``code/train/<method>.json``).
 
 ``always_changed`` in dvc.yaml: DVC cannot see files outside the repository, so this stage looks at
 them at every ``dvc repro``; the stages that read a source depend on its file here, so they re-run
@@ -47,8 +47,12 @@ def main() -> None:
     write_json(OUT / "transfer.json", transfer_sources(params.transfer.tasks, params.transfer.models, previous))
     write_json(OUT / "glue.json", glue_sources(params.glue.tasks, params.glue.models))
     write_json(OUT / "retrieval.json", retrieval_sources(params.retrieval.tasks, params.retrieval.models))
-    for rel, content in stage_code_files().items():
+    code = stage_code_files()
+    for rel, content in code.items():
         write_json(OUT / rel, content)
+    for old in sorted((OUT / "code").rglob("*.json")):   # a removed method's, or the layout before one per method
+        if old.relative_to(OUT).as_posix() not in code:
+            old.unlink()
     n = sum(len(v) for v in data["files"].values())
     print(f"sources: {n} data files, {len(model['files'])} backbone files hashed")
 

@@ -1,8 +1,9 @@
 """dvc.yaml declares every file a stage executes: the sentlab modules reachable from the stage's
 entry point (every import, module-level or inside a function, followed transitively) must each be
 covered by one of the stage's deps — the file itself, a folder holding it, or the stage kind's
-code file ``data/sources/code/<kind>.json`` (the ``sources`` stage writes the sha256 of every file that
-kind executes, found by :mod:`sentlab.provenance`; this test walks the imports on its own)."""
+code file ``data/sources/code/<kind>.json`` or ``code/train/<method>.json`` (the ``sources`` stage writes the
+sha256 of every file that kind executes, found by :mod:`sentlab.provenance`; this test walks the imports on its
+own, with the same rule for the method registry: :data:`sentlab.provenance.READS_EVERY_METHOD`)."""
 
 from __future__ import annotations
 
@@ -51,9 +52,20 @@ def _imports(path: Path, modname: str) -> set[str]:
 
 
 @lru_cache(maxsize=None)
-def executed_files(entry: str) -> frozenset[str]:
+def executed_files(entry: str, method: str | None = None) -> frozenset[str]:
     """Repository-relative paths of the entry script and every sentlab module it can import.
-    ``sentlab.methods`` imports every method module through its registry (pkgutil), so those count."""
+    ``sentlab.methods`` imports every method module through its registry (pkgutil): a training counts its
+    method's module, the kinds of :data:`~sentlab.provenance.READS_EVERY_METHOD` every method module, the others
+    none (they meet the registry only validating params)."""
+    from sentlab.methods import get_method
+    from sentlab.provenance import READS_EVERY_METHOD
+
+    if method:
+        registry = [get_method(method).__module__]
+    elif Path(entry).stem in READS_EVERY_METHOD:
+        registry = [f"sentlab.methods.{p.stem}" for p in (SRC / "sentlab" / "methods").glob("*.py")]
+    else:
+        registry = []
     seen: set[str] = set()
     todo = list(_imports(REPO / entry, "__main__"))
     while todo:
@@ -64,7 +76,7 @@ def executed_files(entry: str) -> frozenset[str]:
         seen.add(mod)
         todo += _imports(f, mod)
         if mod == "sentlab.methods":
-            todo += [f"sentlab.methods.{p.stem}" for p in (SRC / "sentlab" / "methods").glob("*.py")]
+            todo += registry
     return frozenset({entry} | {_module_file(m).relative_to(REPO).as_posix() for m in seen})
 
 
@@ -84,7 +96,8 @@ STAGES = list(_stages())
 
 @lru_cache(maxsize=None)
 def code_file_lists() -> dict[str, tuple[str, frozenset[str]]]:
-    """``{"data/sources/code/<kind>.json": (entry, files it hashes)}`` as the sources stage writes them."""
+    """``{"data/sources/code/<kind>.json" or ".../code/train/<method>.json": (entry, files it hashes)}`` as the
+    sources stage writes them."""
     from sentlab.provenance import stage_code_files
 
     return {f"data/sources/{rel}": (c["entry"], frozenset(c["files"])) for rel, c in stage_code_files(REPO).items()}
@@ -94,21 +107,24 @@ def code_file_lists() -> dict[str, tuple[str, frozenset[str]]]:
 def test_every_executed_module_is_a_declared_dep(name, cmd, deps):
     argv = shlex.split(cmd)
     entry = next(a for a in argv if a.endswith(".py"))
+    method = argv[argv.index("--method") + 1] if "--method" in argv else None
     covered = set()
     for d in deps:
         if d in code_file_lists():
             code_entry, files = code_file_lists()[d]
             assert code_entry == entry, f"stage {name} runs {entry} but declares the code file of {code_entry}"
             covered |= files
-    missing = sorted(f for f in executed_files(entry)
+    missing = sorted(f for f in executed_files(entry, method)
                      if f not in covered and not any(f == d or f.startswith(d + "/") for d in deps))
     assert not missing, f"stage {name} executes {missing} without declaring them in dvc.yaml"
 
 
 def test_the_walk_sees_function_level_imports():
-    files = executed_files("pipeline/train.py")
+    files = executed_files("pipeline/train.py", "paser_sup")
     assert "src/sentlab/train/run.py" in files and "src/sentlab/evaluate/protocol.py" in files  # imported in a function
-    assert "src/sentlab/methods/paser.py" in files  # through the registry
+    assert "src/sentlab/methods/paser_sup.py" in files  # through the registry
+    assert "src/sentlab/methods/paser.py" in files  # paser_sup's module imports it
+    assert "src/sentlab/methods/moco.py" not in files  # another method's module
 
 
 def test_a_code_file_changes_exactly_when_a_module_its_stage_runs_changes():
@@ -119,9 +135,9 @@ def test_a_code_file_changes_exactly_when_a_module_its_stage_runs_changes():
     from sentlab import provenance
 
     assert "src/sentlab/report/build.py" in code_file_lists()["data/sources/code/report.json"][1]
-    assert "src/sentlab/report/build.py" not in code_file_lists()["data/sources/code/train.json"][1]
-    assert "src/sentlab/evaluate/figures.py" not in code_file_lists()["data/sources/code/train.json"][1]
-    code = provenance.stage_code("train", REPO)
+    assert "src/sentlab/report/build.py" not in code_file_lists()["data/sources/code/train/simcse.json"][1]
+    assert "src/sentlab/evaluate/figures.py" not in code_file_lists()["data/sources/code/train/simcse.json"][1]
+    code = provenance.stage_code("train", REPO, "simcse")
     f = "src/sentlab/train/loop.py"
     assert code["files"][f] == hashlib.sha256(provenance._semantic_source(REPO / f)).hexdigest()
 

@@ -183,10 +183,13 @@ def test_the_training_code_fingerprint_ignores_comments_and_docstrings_not_code(
 def test_the_training_code_fingerprint_covers_what_trains_and_not_the_report():
     import sentlab.provenance as prov
 
-    files = {p.relative_to(prov.PACKAGE_DIR).as_posix() for p in prov.executed_modules(REPO / "pipeline" / "train.py")}
-    walked = {prov._module_file(m).relative_to(prov.PACKAGE_DIR).as_posix() for m in prov._walk([prov.TRAINING_ENTRY])}
+    files = {p.relative_to(prov.PACKAGE_DIR).as_posix()
+             for p in prov.executed_modules(REPO / "pipeline" / "train.py", ("simcse",))}
+    walked = {prov._module_file(m).relative_to(prov.PACKAGE_DIR).as_posix()
+              for m in prov._walk([prov.TRAINING_ENTRY], ("simcse",))}
     assert {"train/loop.py", "train/run.py", "methods/simcse.py", "train/checkpoint.py"} <= walked
     assert "report/build.py" not in walked and "export/card.py" not in walked
+    assert "methods/moco.py" not in walked   # another method's module: its edit keeps simcse's checkpoints
     assert walked <= files
 
 
@@ -457,8 +460,8 @@ def test_a_new_store_elsewhere_keeps_its_artifacts_beside_it_without_a_warning(t
 
 
 def test_a_comment_in_the_training_code_changes_no_code_file(tmp_path, monkeypatch):
-    """data/sources/code/train.json is what the train stages depend on: a comment or docstring edit of
-    train/loop.py leaves it as it was (no training re-runs), a code edit changes it."""
+    """data/sources/code/train/<method>.json is what the train stages depend on: a comment or docstring edit
+    of train/loop.py leaves it as it was (no training re-runs), a code edit changes it."""
     import shutil
 
     from sentlab import provenance
@@ -469,9 +472,34 @@ def test_a_comment_in_the_training_code_changes_no_code_file(tmp_path, monkeypat
     shutil.copytree(REPO / "pipeline", root / "pipeline")
     monkeypatch.setattr(provenance, "PACKAGE_DIR", root / "src" / "sentlab")
     loop = root / "src" / "sentlab" / "train" / "loop.py"
-    base = stage_code("train", root)["files"]["src/sentlab/train/loop.py"]
+    base = stage_code("train", root, "simcse")["files"]["src/sentlab/train/loop.py"]
     text = loop.read_text()
     loop.write_text(text.replace("\ndef train_loop(", "\n# a comment\ndef train_loop(", 1))
-    assert stage_code("train", root)["files"]["src/sentlab/train/loop.py"] == base
+    assert stage_code("train", root, "simcse")["files"]["src/sentlab/train/loop.py"] == base
     loop.write_text(text.replace("\ndef train_loop(", "\nX = 1\n\n\ndef train_loop(", 1))
-    assert stage_code("train", root)["files"]["src/sentlab/train/loop.py"] != base
+    assert stage_code("train", root, "simcse")["files"]["src/sentlab/train/loop.py"] != base
+
+
+def test_editing_one_method_module_changes_the_code_files_of_its_trainings_only(tmp_path, monkeypatch):
+    """A code edit of methods/moco.py changes data/sources/code/train/<m>.json of the methods that run it (the
+    five MoCo lines of that module, PT-BERT and ESimCSE, whose modules import it) and the kinds that read every
+    method class (report, export, sources); SimCSE's trainings, the corpus, the annotation and the evaluations
+    stay up to date."""
+    import shutil
+
+    from sentlab import provenance
+    from sentlab.provenance import stage_code_files
+
+    root = tmp_path / "repo"
+    shutil.copytree(REPO / "src", root / "src")
+    shutil.copytree(REPO / "pipeline", root / "pipeline")
+    monkeypatch.setattr(provenance, "PACKAGE_DIR", root / "src" / "sentlab")
+    before = stage_code_files(root)
+    moco = root / "src" / "sentlab" / "methods" / "moco.py"
+    moco.write_text(moco.read_text() + "\nX = 1\n")
+    after = stage_code_files(root)
+    assert set(after) == set(before)
+    changed = {rel for rel in before if before[rel] != after[rel]}
+    assert changed == {"code/report.json", "code/export.json", "code/sources.json",
+                       *(f"code/train/{m}.json" for m in ("moco", "moco_reorder", "moco_duplication", "moco_deletion",
+                                                          "moco_srl", "ptbert", "esimcse"))}

@@ -348,7 +348,7 @@ def test_run_key_includes_the_code_fingerprint(monkeypatch):
     mp = method_params(p, "simcse")
     key = run_key(p, "simcse", mp, "corpus-fp")
     assert run_key(p, "simcse", mp, "corpus-fp") == key
-    monkeypatch.setattr(prov, "training_code_fingerprint", lambda: "0123456789abcdef")
+    monkeypatch.setattr(prov, "training_code_fingerprint", lambda method: "0123456789abcdef")
     assert run_key(p, "simcse", mp, "corpus-fp") != key  # a code change never resumes a pre-fix checkpoint
     # the resolved train block counts: a method's own lr is a different run
     assert run_key(p, "simcse", method_params(p, "simcse", {"lr": 1e-4}), "corpus-fp") != \

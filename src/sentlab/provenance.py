@@ -18,8 +18,9 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 # --- the code each pipeline stage executes ----------------------------------------------------
 # The entry point of each kind of stage (dvc.yaml's cmd). The sources stage writes, for each, the
 # sha256 of the code (comments, formatting and docstrings left out) of every file it can execute
-# (data/sources/code/<kind>.json); the stages of that kind depend on that one file, so DVC re-runs a
-# stage exactly when code it runs changed, with a dvc.lock entry of one line instead of one per module.
+# (data/sources/code/<kind>.json; for training, data/sources/code/train/<method>.json); the stages
+# of that kind depend on that one file, so DVC re-runs a stage exactly when code it runs changed,
+# with a dvc.lock entry of one line instead of one per module.
 STAGE_ENTRIES = {"sources": "pipeline/sources.py", "prepare": "pipeline/prepare.py",
                  "annotate": "pipeline/annotate.py", "train": "pipeline/train.py",
                  "evaluate": "pipeline/evaluate.py", "evaluate_baseline": "pipeline/evaluate_baseline.py",
@@ -28,6 +29,15 @@ STAGE_ENTRIES = {"sources": "pipeline/sources.py", "prepare": "pipeline/prepare.
                  "evaluate_retrieval": "pipeline/evaluate_retrieval.py",
                  "report": "pipeline/report.py",
                  "export": "pipeline/export.py"}
+
+# The method registry (``sentlab.methods``) imports every method module. What a kind of stage does with
+# them decides which count as its code: a training runs one method (its module and what that module
+# imports: base classes, shared params); the sources stage (the stage list reads each method's Params),
+# the report (a row per method) and the export (each model card's citation) read every method class;
+# the other kinds meet the registry only while validating params.yaml, and nothing they write depends on a
+# method's code. So editing one method's module re-runs that method's trainings (and the stages after
+# them), not every training, the corpus and the baselines.
+READS_EVERY_METHOD = frozenset({"sources", "report", "export"})
 
 
 def _module_file(name: str) -> Path | None:
@@ -47,29 +57,60 @@ def _imports(path: Path, modname: str) -> frozenset[str]:
 @lru_cache(maxsize=None)
 def _imports_of(text: str, package: str) -> frozenset[str]:
     """:func:`_imports` of a file's ``text`` (memoised by content: the sources stage walks the same ~80 modules for
-    each of its 11 kinds of stage, and parsing them again took 3/4 of its time)."""
-    import ast
-
+    each of its kinds of stage and methods)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(text)):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name.split(".")[0] == "sentlab"}
-        elif isinstance(node, ast.ImportFrom):
-            base = package.split(".")[: len(package.split(".")) - (node.level - 1)] if node.level else []
-            mod = ".".join(base + ([node.module] if node.module else [])) if node.level else (node.module or "")
-            if mod.split(".")[0] == "sentlab":
-                found |= {mod} | {f"{mod}.{a.name}" for a in node.names if _module_file(f"{mod}.{a.name}")}
+    for level, module, names in _parsed(text)[0]:
+        if level == 0 and module is None:   # import a, b.c
+            found |= {n for n in names if n.split(".")[0] == "sentlab"}
+            continue
+        base = package.split(".")[: len(package.split(".")) - (level - 1)] if level else []
+        mod = ".".join(base + ([module] if module else [])) if level else (module or "")
+        if mod.split(".")[0] == "sentlab":
+            found |= {mod} | {f"{mod}.{n}" for n in names if _module_file(f"{mod}.{n}")}
     return frozenset(".".join(m.split(".")[: i + 1]) for m in found for i in range(m.count(".") + 1))
 
 
-def executed_modules(entry: str | Path) -> list[Path]:
-    """The sentlab source files ``entry`` can execute: its imports followed transitively; the
-    method registry (``sentlab.methods``) loads every method module."""
-    return sorted(_module_file(m) for m in _walk(list(_imports(Path(entry), "__main__"))))
+@lru_cache(maxsize=None)
+def _parsed(text: str) -> tuple[tuple[tuple[int, str | None, tuple[str, ...]], ...], bytes]:
+    """One parse of a file's ``text``: its import statements, module-level or inside a function, as
+    ``(level, module, names)`` (``module`` None for ``import a, b``), and its code without comments,
+    formatting and docstrings (the AST, docstrings removed, dumped): what decides what the file does."""
+    import ast
+
+    tree = ast.parse(text)
+    imports = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imports.append((0, None, tuple(a.name for a in node.names)))
+        elif isinstance(node, ast.ImportFrom):
+            imports.append((node.level, node.module or "", tuple(a.name for a in node.names)))
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return tuple(imports), ast.dump(tree, annotate_fields=False, include_attributes=False).encode()
 
 
-def _walk(todo: list[str]) -> set[str]:
-    """The sentlab modules reachable from ``todo`` by imports."""
+def executed_modules(entry: str | Path, methods: tuple[str, ...] | None = None) -> list[Path]:
+    """The sentlab source files ``entry`` can execute: its imports followed transitively. At the method
+    registry (``sentlab.methods``) the walk goes on into the modules of ``methods`` (method ids; None:
+    every method module)."""
+    return sorted(_module_file(m) for m in _walk(list(_imports(Path(entry), "__main__")), methods))
+
+
+def method_modules(methods: tuple[str, ...] | None) -> list[str]:
+    """The modules defining ``methods`` (ids of registered methods; None: every method module)."""
+    if methods is None:
+        return [f"sentlab.methods.{p.stem}" for p in sorted((PACKAGE_DIR / "methods").glob("*.py"))]
+    from .methods import get_method
+
+    return sorted({get_method(m).__module__ for m in methods})
+
+
+def _walk(todo: list[str], methods: tuple[str, ...] | None = None) -> set[str]:
+    """The sentlab modules reachable from ``todo`` by imports, the registry leading to ``methods``'s
+    modules (:func:`method_modules`)."""
     seen: set[str] = set()
     while todo:
         mod = todo.pop()
@@ -79,17 +120,21 @@ def _walk(todo: list[str]) -> set[str]:
         seen.add(mod)
         todo += _imports(f, mod)
         if mod == "sentlab.methods":
-            todo += [f"sentlab.methods.{p.stem}" for p in (PACKAGE_DIR / "methods").glob("*.py")]
+            todo += method_modules(methods)
     return seen
 
 
-def stage_code(kind: str, root: str | Path = ".") -> dict:
+def stage_code(kind: str, root: str | Path = ".", method: str | None = None) -> dict:
     """``{"entry", "files": {path: sha256}}`` of what a ``kind`` stage executes (paths relative to
-    ``root``, the repository). Each hash is of the file's code without comments, formatting and
-    docstrings (:func:`_semantic_source`): a comment never re-runs a stage, let alone a training."""
+    ``root``, the repository); for ``train``, the training of ``method`` (its id). Each hash is of the
+    file's code without comments, formatting and docstrings (:func:`_semantic_source`): a comment never
+    re-runs a stage, let alone a training. Which method modules count: :data:`READS_EVERY_METHOD`."""
+    if (kind == "train") != (method is not None):
+        raise ValueError(f"stage_code({kind!r}): a method id is given for the train kind and only for it")
     root = Path(root).resolve()
     entry = root / STAGE_ENTRIES[kind]
-    files = [entry, *executed_modules(entry)]
+    methods = (method,) if method else (None if kind in READS_EVERY_METHOD else ())
+    files = [entry, *executed_modules(entry, methods)]
 
     def rel(f: Path) -> str:
         try:
@@ -97,46 +142,41 @@ def stage_code(kind: str, root: str | Path = ".") -> dict:
         except ValueError:
             return f.resolve().relative_to(PACKAGE_DIR.parent).as_posix()
 
-    return {"entry": STAGE_ENTRIES[kind],
-            "files": {rel(f): hashlib.sha256(_semantic_source(f)).hexdigest() for f in files}}
+    entry_info = {"entry": STAGE_ENTRIES[kind], **({"method": method} if method else {})}
+    return {**entry_info, "files": {rel(f): _code_sha(f.read_text(encoding="utf-8")) for f in files}}
 
 
 def _semantic_source(path: Path) -> bytes:
-    """The code of ``path`` without comments, formatting and docstrings (its AST, docstrings removed):
-    what decides what the file does."""
-    return _semantic_of(path.read_text(encoding="utf-8"))
+    """The code of ``path`` without comments, formatting and docstrings (:func:`_parsed`)."""
+    return _parsed(path.read_text(encoding="utf-8"))[1]
 
 
 @lru_cache(maxsize=None)
-def _semantic_of(text: str) -> bytes:
-    """:func:`_semantic_source` of a file's ``text`` (memoised by content, as :func:`_imports_of`)."""
-    import ast
-
-    tree = ast.parse(text)
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
-                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree, annotate_fields=False, include_attributes=False).encode()
+def _code_sha(text: str) -> str:
+    """sha256 of :func:`_semantic_source` of a file's ``text``."""
+    return hashlib.sha256(_parsed(text)[1]).hexdigest()
 
 
 TRAINING_ENTRY = "sentlab.train.run"  # what pipeline/train.py and `sentlab train` run
 
 
 @lru_cache(maxsize=None)
-def training_code_fingerprint() -> str:
-    """sha256 (16 hex digits) of the code a training run executes (:data:`TRAINING_ENTRY` and every sentlab
-    module it can import, as :func:`executed_modules` walks them), comments, formatting and docstrings left
-    out. The resume key of a training run includes it: a fix to the training code starts afresh; a comment,
-    or an edit of a module training never runs (report, export), keeps the checkpoint resumable."""
+def training_code_fingerprint(method: str) -> str:
+    """sha256 (16 hex digits) of the code a training of ``method`` executes (:data:`TRAINING_ENTRY` and every
+    sentlab module it can import, as :func:`executed_modules` walks them for that method), comments,
+    formatting and docstrings left out. The resume key of a training run includes it: a fix to the training
+    code starts afresh; a comment, or an edit of a module this training never runs (report, export, another
+    method), keeps the checkpoint resumable."""
     h = hashlib.sha256()
-    for f in sorted(_module_file(m) for m in _walk([TRAINING_ENTRY])):
+    for f in sorted(_module_file(m) for m in _walk([TRAINING_ENTRY], (method,))):
         h.update(f.relative_to(PACKAGE_DIR).as_posix().encode() + b"\0" + _semantic_source(f) + b"\0")
     return h.hexdigest()[:16]
 
 
 def stage_code_files(root: str | Path = ".") -> dict[str, dict]:
-    """``{"code/<kind>.json": stage_code(kind)}`` for every kind of stage (written by the sources stage)."""
-    return {f"code/{kind}.json": stage_code(kind, root) for kind in STAGE_ENTRIES}
+    """``{"code/<kind>.json": stage_code(kind)}`` for every kind of stage but training, and
+    ``{"code/train/<method>.json": ...}`` for every registered method (written by the sources stage)."""
+    from .methods import registered
+
+    files = {f"code/{kind}.json": stage_code(kind, root) for kind in STAGE_ENTRIES if kind != "train"}
+    return {**files, **{f"code/train/{m}.json": stage_code("train", root, m) for m in sorted(registered())}}

@@ -34,6 +34,27 @@ class MLPHead(nn.Module):
         return self.activation(self.dense(x))
 
 
+class FrozenSubmodules(nn.Module):
+    """Mixin of a method with frozen, pretrained submodules (DiffCSE's generator, RankCSE's teachers), named in
+    ``frozen``: they stay out of its checkpoints (reloaded from their own folders, never trained) and come back
+    from the live modules on ``load_state_dict`` (a resume). Out of the optimiser: ``requires_grad_(False)``,
+    set by the method; train/eval mode: its ``train``."""
+
+    frozen: tuple[str, ...] = ()
+
+    def state_dict(self, *args, **kwargs):
+        """Every tensor but the frozen submodules'."""
+        sd = super().state_dict(*args, **kwargs)
+        prefixes = tuple(kwargs.get("prefix", "") + f"{name}." for name in self.frozen)
+        for k in [k for k in sd if k.startswith(prefixes)]:
+            del sd[k]
+        return sd
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        live = {f"{name}.{k}": v for name in self.frozen for k, v in getattr(self, name).state_dict().items()}
+        return super().load_state_dict({**live, **state_dict}, strict=strict, assign=assign)
+
+
 def full_precision(device: torch.device):
     """A block run in fp32 whatever autocast is around it (similarity logits and loss reductions:
     in bf16 a logit near 1/τ = 20 has a resolution of 0.125)."""

@@ -12,7 +12,7 @@ from torch import nn
 
 from ..errors import SentlabError
 from . import register
-from ._common import MLPHead, doubled, full_precision, in_batch_info_nce
+from ._common import FrozenSubmodules, MLPHead, doubled, full_precision, in_batch_info_nce
 from .base import Batch, ContrastiveParams, Method
 
 
@@ -121,7 +121,7 @@ def load_generator(name: str, tokenizer, method_id: str = "diffcse") -> tuple[nn
 
 
 @register("diffcse")
-class DiffCSE(Method):
+class DiffCSE(FrozenSubmodules, Method):
     """DiffCSE: SimCSE's dropout views + a discriminator that must tell, from the sentence embedding, which tokens
     a frozen MLM replaced.
 
@@ -175,6 +175,7 @@ Computational Linguistics: Human Language Technologies},
                "conditioned on the embedding); [CLS] at test")
     Params = DiffCSEParams
     inference_pooling = "cls"
+    frozen = ("generator",)   # out of the checkpoints (FrozenSubmodules)
 
     def __init__(self, encoder, tokenizer, params: DiffCSEParams, seed: int = 0):
         super().__init__(encoder, tokenizer, params, seed)
@@ -201,18 +202,6 @@ Computational Linguistics: Human Language Technologies},
         super().train(mode)
         self.generator.train(mode and self.params.generator_dropout)
         return self
-
-    def state_dict(self, *args, **kwargs):
-        """Every tensor but the frozen generator's (reloaded from ``generator``, never trained)."""
-        sd = super().state_dict(*args, **kwargs)
-        prefix = kwargs.get("prefix", "") + "generator."
-        for k in [k for k in sd if k.startswith(prefix)]:
-            del sd[k]
-        return sd
-
-    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
-        state = {**{f"generator.{k}": v for k, v in self.generator.state_dict().items()}, **state_dict}
-        return super().load_state_dict(state, strict=strict, assign=assign)
 
     # --- step 2 (CPU, DataLoader workers) ------------------------------------------------------------------------
     def mask_views(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,

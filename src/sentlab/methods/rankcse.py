@@ -15,7 +15,7 @@ from torch import nn
 from ..encoder import apply_template, pool
 from ..errors import SentlabError
 from . import register
-from ._common import MLPHead, cosine_logits, full_precision, in_batch_info_nce, two_views
+from ._common import FrozenSubmodules, MLPHead, cosine_logits, full_precision, in_batch_info_nce, two_views
 from .base import Batch, ContrastiveParams, Method
 
 
@@ -148,7 +148,7 @@ def off_diagonal(x: torch.Tensor) -> torch.Tensor:
 
 
 @register("rankcse")
-class RankCSE(Method):
+class RankCSE(FrozenSubmodules, Method):
     """RankCSE: SimCSE whose in-batch similarity lists are also trained to rank as the teachers' do, and to rank
     the same under the two dropout views.
 
@@ -192,6 +192,7 @@ Zhao, Dongyan and Chen, Kai and Yan, Rui},
                "teachers' similarity rankings; [CLS] at test")
     Params = RankCSEParams
     inference_pooling = "cls"
+    frozen = ("teachers",)   # out of the checkpoints (FrozenSubmodules)
 
     def __init__(self, encoder, tokenizer, params: RankCSEParams, seed: int = 0):
         super().__init__(encoder, tokenizer, params, seed)
@@ -215,18 +216,6 @@ Zhao, Dongyan and Chen, Kai and Yan, Rui},
         super().train(mode)
         self.teachers.eval()
         return self
-
-    def state_dict(self, *args, **kwargs):
-        """Every tensor but the frozen teachers' (reloaded from their folders)."""
-        sd = super().state_dict(*args, **kwargs)
-        prefix = kwargs.get("prefix", "") + "teachers."
-        for k in [k for k in sd if k.startswith(prefix)]:
-            del sd[k]
-        return sd
-
-    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
-        state = {**{f"teachers.{k}": v for k, v in self.teachers.state_dict().items()}, **state_dict}
-        return super().load_state_dict(state, strict=strict, assign=assign)
 
     # --- the algorithm -----------------------------------------------------------------------------------------
     def prepare(self, batch: Batch) -> Batch:

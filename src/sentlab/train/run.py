@@ -85,7 +85,7 @@ def run_key(params: Params, method_id: str, mparams, corpus_fingerprint: str) ->
         train.pop(k, None)
     blob = json.dumps({"method": method_id, "method_params": mparams.model_dump(), "train": train, "seed": params.seed,
                        "backbone": backbone_of(params, mparams), "corpus": corpus_fingerprint,
-                       "code": provenance.training_code_fingerprint()}, sort_keys=True, default=str)
+                       "code": provenance.training_code_fingerprint(method_id)}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
