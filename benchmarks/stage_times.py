@@ -213,6 +213,7 @@ def main() -> None:
     copy_worktree(REPO, repo)
     env = dict(os.environ)
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    env["PYTHONPATH"] = os.pathsep.join([str(repo / "src"), *filter(None, [env.get("PYTHONPATH")])])  # the copy's code
     env["PYTHONUNBUFFERED"] = "1"  # DVC's "Running stage" lines must arrive when printed, not at exit
     env.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{work / 'mlflow.db'}")
     subprocess.run([sys.executable, "-m", "sentlab.cli", "profile", args.profile], cwd=repo, env=env, check=True)

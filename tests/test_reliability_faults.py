@@ -503,3 +503,17 @@ def test_editing_one_method_module_changes_the_code_files_of_its_trainings_only(
     assert changed == {"code/report.json", "code/export.json", "code/sources.json",
                        *(f"code/train/{m}.json" for m in ("moco", "moco_reorder", "moco_duplication", "moco_deletion",
                                                           "moco_srl", "ptbert", "esimcse"))}
+
+
+def test_code_files_name_modules_as_the_repository_does_whichever_checkout_runs(tmp_path):
+    """A scratch copy of the repository run with another checkout's sentlab (benchmarks, the preflight) writes
+    the same code files as a fresh clone with its own: modules keyed src/sentlab/..., not by where this process
+    imports them from (the run that wrote a dvc.lock from such a copy left it stale for every clone)."""
+    import shutil
+
+    from sentlab.provenance import stage_code
+
+    shutil.copytree(REPO / "pipeline", tmp_path / "pipeline")
+    here, there = stage_code("prepare", REPO), stage_code("prepare", tmp_path)
+    assert there == here
+    assert "src/sentlab/stage_params.py" in there["files"] and "pipeline/prepare.py" in there["files"]

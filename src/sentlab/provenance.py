@@ -125,25 +125,21 @@ def _walk(todo: list[str], methods: tuple[str, ...] | None = None) -> set[str]:
 
 
 def stage_code(kind: str, root: str | Path = ".", method: str | None = None) -> dict:
-    """``{"entry", "files": {path: sha256}}`` of what a ``kind`` stage executes (paths relative to
-    ``root``, the repository); for ``train``, the training of ``method`` (its id). Each hash is of the
+    """``{"entry", "files": {path: sha256}}`` of what a ``kind`` stage executes (paths as in the repository
+    ``root``); for ``train``, the training of ``method`` (its id). Each hash is of the
     file's code without comments, formatting and docstrings (:func:`_semantic_source`): a comment never
     re-runs a stage, let alone a training. Which method modules count: :data:`READS_EVERY_METHOD`."""
     if (kind == "train") != (method is not None):
         raise ValueError(f"stage_code({kind!r}): a method id is given for the train kind and only for it")
-    root = Path(root).resolve()
-    entry = root / STAGE_ENTRIES[kind]
+    entry = Path(root).resolve() / STAGE_ENTRIES[kind]
     methods = (method,) if method else (None if kind in READS_EVERY_METHOD else ())
-    files = [entry, *executed_modules(entry, methods)]
-
-    def rel(f: Path) -> str:
-        try:
-            return f.resolve().relative_to(root).as_posix()
-        except ValueError:
-            return f.resolve().relative_to(PACKAGE_DIR.parent).as_posix()
+    # keyed by their place in the repository (src/sentlab/...) whichever copy of sentlab this process imports,
+    # so a scratch copy run with another checkout's package writes the names a fresh clone writes
+    files = {STAGE_ENTRIES[kind]: entry, **{f"src/{f.relative_to(PACKAGE_DIR.parent).as_posix()}": f
+                                            for f in executed_modules(entry, methods)}}
 
     entry_info = {"entry": STAGE_ENTRIES[kind], **({"method": method} if method else {})}
-    return {**entry_info, "files": {rel(f): _code_sha(f.read_text(encoding="utf-8")) for f in files}}
+    return {**entry_info, "files": {k: _code_sha(f.read_text(encoding="utf-8")) for k, f in files.items()}}
 
 
 def _semantic_source(path: Path) -> bytes:
