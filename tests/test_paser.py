@@ -313,8 +313,9 @@ def test_memory_norm_with_other_scales_warns(tiny_bert, caplog):
     assert "m = 0.1 and n = 1.0 change nothing" in caplog.text
 
 
-def test_decoder_and_encoder_receive_gradients(tiny_bert):
-    m = _make(tiny_bert, mlm_weight=0.0)
+@pytest.mark.parametrize("impl", ["torch", "bart"])
+def test_decoder_and_encoder_receive_gradients(tiny_bert, impl):
+    m = _make(tiny_bert, mlm_weight=0.0, decoder_impl=impl)
     m.train()
     out = m(Batch(SENTS, list(range(4)), EXTRAS))
     assert "loss_mlm" not in out
@@ -370,8 +371,9 @@ def test_greedy_decoding_applies_the_vocabulary_head_at_the_last_position_only(t
     assert rows and all(r == (3, 32) for r in rows)  # one position per row at every step
 
 
-def test_decoder_is_causal_and_ignores_padding(tiny_bert):
-    m = _make(tiny_bert)
+@pytest.mark.parametrize("impl", ["torch", "bart"])
+def test_decoder_is_causal_and_ignores_padding(tiny_bert, impl):
+    m = _make(tiny_bert, decoder_impl=impl)
     m.eval()
     torch.manual_seed(0)
     memory = torch.randn(1, 4, 32)
@@ -385,6 +387,35 @@ def test_decoder_is_causal_and_ignores_padding(tiny_bert):
         assert (a[0, 3] - b[0, 3]).abs().max() > 1e-3
         padded, _ = m.teacher_forcing(memory.expand(2, 4, 32), m.decoder_batch([ids[:2], ids]))  # row 0 padded
         torch.testing.assert_close(padded[0, :2], a[0, :2], atol=1e-5, rtol=1e-5)
+
+
+def test_the_bart_decoder_is_the_codes_bart_decoder_over_the_encoders_embeddings(tiny_bert, tmp_path):
+    """decoder_impl: bart builds transformers' BartDecoder with the code's BartConfig (cl_init: decoder_layers,
+    decoder_attention_heads, decoder_ffn_dim = d_model = the encoder's width, GELU, no attention or activation
+    dropout), without a token embedding of its own (the encoder's embedding module feeds it), seeded, and its
+    weights go through paser_heads.safetensors like PyTorch's decoder."""
+    from transformers.models.bart.modeling_bart import BartDecoder
+
+    from sentlab.methods._paser_decoder import load_heads
+
+    m = _make(tiny_bert, decoder_impl="bart", decoder_layers=6, decoder_heads=16)
+    cfg = m.decoder.bart.config
+    assert isinstance(m.decoder.bart, BartDecoder) and len(m.decoder.bart.layers) == 6
+    assert (cfg.d_model, cfg.decoder_attention_heads, cfg.decoder_ffn_dim, cfg.activation_function) == (32, 16, 32,
+                                                                                                       "gelu")
+    assert (cfg.dropout, cfg.attention_dropout, cfg.activation_dropout) == (0.1, 0.0, 0.0)
+    vocab = m.encoder.get_input_embeddings().weight.size(0)
+    assert m.decoder.bart.embed_tokens is None and all(p.size(0) != vocab for p in m.decoder.parameters())
+    again = _make(tiny_bert, decoder_impl="bart", decoder_layers=6, decoder_heads=16)
+    assert all(torch.equal(v, again.decoder.state_dict()[k]) for k, v in m.decoder.state_dict().items())
+    other = get_method("paser")(m.encoder, m.tokenizer, m.params, seed=2)
+    assert not torch.equal(other.decoder.bart.layers[0].fc1.weight, m.decoder.bart.layers[0].fc1.weight)
+    save_heads(m, tmp_path)
+    load_heads(other, tmp_path)
+    assert all(torch.equal(v, other.decoder.state_dict()[k]) for k, v in m.decoder.state_dict().items())
+    torch_decoder = _make(tiny_bert, decoder_layers=6, decoder_heads=16)
+    with pytest.raises(SentlabError, match="decoder_impl"):
+        load_heads(torch_decoder, tmp_path)
 
 
 def test_gen_reduction_mean_and_sum_pin_values(tiny_bert, monkeypatch):

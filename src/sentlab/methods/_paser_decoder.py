@@ -283,6 +283,52 @@ class PhraseDecoder(nn.Module):
                            tgt_is_causal=True)
 
 
+class BartPhraseDecoder(nn.Module):
+    """The PaSeR code's decoder (its ``cl_init``): transformers' ``BartDecoder`` of a ``BartConfig`` with the
+    encoder's width as ``d_model``, ``decoder_layers``, ``decoder_attention_heads``, ``decoder_ffn_dim`` and GELU,
+    randomly initialised (N(0, 0.02)), its input embeddings the encoder's embedding module's output (the code sets
+    ``decoder.embed_tokens = bert.embeddings``; ``embeddings="word"``: the word embeddings alone), onto which BART
+    adds its own learned positions and embedding LayerNorm. BART's own token embedding is never used and dropped.
+
+    Against :class:`PhraseDecoder` (PyTorch's layers, the ``decoder_impl: torch`` default): those positions and
+    that LayerNorm, the init (PyTorch's Xavier/Kaiming there), and no dropout on the attention weights or after the
+    FFN's activation (``attention_dropout`` and ``activation_dropout`` 0.0, BartConfig's defaults, as in the code).
+    """
+
+    def __init__(self, hidden: int, layers: int, heads: int, ffn: int, dropout: float = 0.1,
+                 embeddings: str = "encoder", max_positions: int = 512, vocab: int = 30522):
+        super().__init__()
+        from transformers import BartConfig
+        from transformers.models.bart.modeling_bart import BartDecoder
+
+        config = BartConfig(vocab_size=vocab, d_model=hidden, decoder_layers=layers, decoder_attention_heads=heads,
+                            decoder_ffn_dim=ffn, activation_function="gelu", dropout=dropout, attention_dropout=0.0,
+                            activation_dropout=0.0, decoder_layerdrop=0.0, max_position_embeddings=max_positions,
+                            use_cache=False)
+        self.bart = BartDecoder(config)
+        self.bart.embed_tokens = None   # the encoder's embeddings come in as inputs_embeds
+        self.embeddings_kind = embeddings
+
+    def forward(self, encoder: nn.Module, ids: torch.Tensor, pad_mask: torch.Tensor,
+                memory: torch.Tensor) -> torch.Tensor:
+        """Hidden states ``(B, T, d)`` for decoder inputs ``ids`` (teacher forcing, causal)."""
+        x = (encoder.embeddings(input_ids=ids) if self.embeddings_kind == "encoder"
+             else encoder.get_input_embeddings()(ids))
+        return self.bart(inputs_embeds=x, attention_mask=pad_mask.long(), encoder_hidden_states=memory.to(x.dtype),
+                         return_dict=True).last_hidden_state
+
+
+def build_decoder(params, encoder: nn.Module) -> nn.Module:
+    """The decoder ``params.decoder_impl`` names (:class:`PhraseDecoder` or :class:`BartPhraseDecoder`) for
+    ``encoder``, randomly initialised from torch's RNG."""
+    cfg = encoder.config
+    cls = BartPhraseDecoder if params.decoder_impl == "bart" else PhraseDecoder
+    extra = {"vocab": encoder.get_input_embeddings().weight.size(0)} if params.decoder_impl == "bart" else {}
+    return cls(cfg.hidden_size, params.decoder_layers, params.decoder_heads, params.decoder_ffn or cfg.hidden_size,
+               params.decoder_dropout, params.decoder_embeddings, getattr(cfg, "max_position_embeddings", 512),
+               **extra)
+
+
 # --- the heads on disk (paser_sup's decoder_init: paser) ---------------------------------
 HEADS_FILE = "paser_heads.safetensors"
 HEADS = ("decoder.", "signal.", "lm_head.")
@@ -317,4 +363,4 @@ def load_heads(method: nn.Module, folder, parts: tuple[str, ...] = HEADS) -> Non
     bad = [k for k in missing if k.startswith(parts)] + list(unexpected)
     if bad:
         raise SentlabError(f"{path} does not match this PaSeR configuration (keys {bad[:5]}); the decoder params "
-                           f"(decoder_layers, decoder_heads, project_masked …) must equal paser's.")
+                           f"(decoder_impl, decoder_layers, decoder_heads, project_masked …) must equal paser's.")

@@ -20,7 +20,7 @@ from ..errors import SentlabError
 from ..evaluate.reconstruction import export_reconstruction, heldout_split
 from . import register
 from ._common import full_precision
-from ._paser_decoder import (CHUNK_SOURCES, DecodingSignal, PhraseDecoder, Views, choose_phrases, decoder_target,
+from ._paser_decoder import (CHUNK_SOURCES, DecodingSignal, Views, build_decoder, choose_phrases, decoder_target,
                              mask_spans, mlm_mask, mlm_special, pad, save_heads)
 from ._paser_head import LMHead, init_lm_head, masked_lm_loss
 from ._paser_params import PaSeRParams
@@ -55,7 +55,8 @@ class PaSeR(Method):
        cross-attention memory vectors (:class:`DecodingSignal`; ``signal_abs_diff``
        / ``signal_abs_prod``: absolute as Eq. 2, or signed as the code);
     5. a randomly initialised Transformer decoder (input embeddings = the
-       encoder's) generates ``p_1 [SEP] … p_k [SEP]`` from ``[CLS]`` by teacher
+       encoder's; ``decoder_impl``: PyTorch's layers, or transformers' ``BartDecoder``
+       as the code) generates ``p_1 [SEP] … p_k [SEP]`` from ``[CLS]`` by teacher
        forcing: ``L_generative`` (Eq. 3, token cross-entropy in fp32; the mean over
        the batch's target tokens as the code, or Eq. 3's per-sentence sum:
        ``gen_reduction``);
@@ -140,10 +141,7 @@ class PaSeR(Method):
                                      params.memory_norm)
         with torch.random.fork_rng():  # the decoder's init from the seed, without touching the caller's RNG stream
             torch.manual_seed(seed)
-            self.decoder = PhraseDecoder(hidden, params.decoder_layers, params.decoder_heads,
-                                         params.decoder_ffn or hidden, params.decoder_dropout,
-                                         params.decoder_embeddings,
-                                         getattr(encoder.config, "max_position_embeddings", 512))
+            self.decoder = build_decoder(params, encoder)
             self.lm_head = LMHead(hidden, encoder.get_input_embeddings().weight.size(0),
                                   getattr(encoder.config, "layer_norm_eps", 1e-12))
         self.lm_head_source = self._init_lm_head()
