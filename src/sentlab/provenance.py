@@ -35,8 +35,10 @@ STAGE_ENTRIES = {"sources": "pipeline/sources.py", "prepare": "pipeline/prepare.
 # imports: base classes, shared params); the sources stage (the stage list reads each method's Params),
 # the report (a row per method) and the export (each model card's citation) read every method class;
 # the other kinds meet the registry only while validating params.yaml, and nothing they write depends on a
-# method's code. So editing one method's module re-runs that method's trainings (and the stages after
-# them), not every training, the corpus and the baselines.
+# method's code (the evaluations write a model's method block, its Params in force, but read the model
+# folder, whose sentlab.json holds the run key: any code change of that training re-runs them). So editing
+# one method's module re-runs that method's trainings and the stages after them, not every training, the
+# corpus and the baselines.
 READS_EVERY_METHOD = frozenset({"sources", "report", "export"})
 
 
