@@ -327,7 +327,12 @@ def test_a_bad_source_fails_in_the_sources_stage_before_prepare_loses_its_output
     main = runpy.run_path(str(REPO / "pipeline" / "sources.py"), run_name="sources")["main"]
     assert report_errors(main) == 0
     before = (work / "data" / "sources" / "data.json").read_bytes()
+    code = work / "data" / "sources" / "code"
+    assert (code / "train" / "simcse.json").is_file() and (code / "prepare.json").is_file()
+    (code / "train.json").write_text("{}")            # the layout before one code file per method
+    (code / "train" / "a_removed_method.json").write_text("{}")
     assert report_errors(main) == 0 and (work / "data" / "sources" / "data.json").read_bytes() == before
+    assert not (code / "train.json").exists() and not (code / "train" / "a_removed_method.json").exists()
     bad = src / "STS" / "STSBenchmark" / "sts-dev.csv"
     with bad.open("a", encoding="utf-8") as f:
         f.write("this line has no tabs and no score\n")
