@@ -26,6 +26,10 @@ retain … (``--repeats`` each) on the quick profile's real corpus and annotatio
 has written them (``data/``; PaSeR needs its phrases), bf16 autocast where the CPU has it; the
 median s/step of each and the ratio.
 
+One method param at several values (``--compare-values KEY=V1,V2``, e.g. PaSeR's ``decoder_impl=torch,bart``):
+the same, processes alternating over the values, each with params.yaml's method line, ``--set KEY=VALUE``
+and the value compared.
+
 Usage::
 
     python benchmarks/train_speed.py                       # CPU, default methods
@@ -33,6 +37,7 @@ Usage::
     python benchmarks/train_speed.py --compare-attention --methods simcse,moco,ptbert,l2p --steps 10
     python benchmarks/train_speed.py --compare-dropout --methods simcse,ptbert,paser --steps 10
     python benchmarks/train_speed.py --compare-heap --methods simcse,ptbert,paser,l2p --steps 8
+    python benchmarks/train_speed.py --compare-values decoder_impl=torch,bart --methods paser --steps 6
     python benchmarks/train_speed.py --bf16 --steps 5      # CPU with bf16 autocast
     python benchmarks/train_speed.py --methods simcse,ptbert --json out.json
 """
@@ -247,7 +252,13 @@ def main() -> int:
                     help="CPU: per method, processes with glibc's malloc beside ones retaining freed memory "
                          "(runtime.heap), alternating, --repeats each")
     ap.add_argument("--repeats", type=int, default=2, help="--compare-heap: processes per configuration and method")
-    ap.add_argument("--heap", default="system", choices=["system", "retain"], help=argparse.SUPPRESS)
+    ap.add_argument("--compare-values", default=None, metavar="KEY=V1,V2",
+                    help="CPU: per method, processes with the method param KEY at each value, alternating, --repeats "
+                         "each, on the pipeline's corpus (e.g. decoder_impl=torch,bart --methods paser)")
+    ap.add_argument("--set", action="append", metavar="KEY=VALUE",
+                    help="--compare-values: a method param held at VALUE in every run (repeatable)")
+    ap.add_argument("--heap", default="system", choices=["system", "retain"],
+                    help="--compare-values: runtime.heap of every run (--compare-heap compares the two)")
     ap.add_argument("--dropout-configs", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child-interleaved", default=None, help=argparse.SUPPRESS)
@@ -260,7 +271,7 @@ def main() -> int:
                                            DROPOUT_CONFIGS if args.dropout_configs else ATTENTION_CONFIGS)))
         return 0
     if args.child and args.compare_heap:
-        print(json.dumps(real_corpus_child(args.child, args.steps, args.heap)))
+        print(json.dumps(real_corpus_child(args.child, args.steps, args.heap, parse_sets(args.set or []))))
         return 0
     if args.child:
         print(json.dumps(child(args.child, args.steps, args.device, args.precision, args.threads,
@@ -268,6 +279,8 @@ def main() -> int:
         return 0
     if args.compare_heap:
         return compare_heap(args)
+    if args.compare_values:
+        return compare_values(args)
     if args.compare_precision:
         return compare_precision(args)
     if args.compare_attention:
@@ -310,10 +323,11 @@ def main() -> int:
     return 0
 
 
-def real_corpus_child(method_id: str, steps: int, heap: str) -> dict:
+def real_corpus_child(method_id: str, steps: int, heap: str, sets: dict | None = None) -> dict:
     """s/step of ``method_id`` through :func:`sentlab.train.run.train_method` (the train stage's own setup:
     quick params, its corpus and annotations under ``data/``, bf16 autocast where native) with ``runtime.heap``
-    set to ``heap``; no dev evaluation, no tracking, outputs in a scratch folder."""
+    set to ``heap`` and the method params ``sets`` over params.yaml's; no dev evaluation, no tracking, outputs in
+    a scratch folder."""
     import resource
 
     from sentlab.config import load_params
@@ -325,10 +339,12 @@ def real_corpus_child(method_id: str, steps: int, heap: str) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "data").symlink_to(REPO / "data")
-        train_method(params, method_id, overrides={"max_steps": steps + 2, "eval_every": 10_000}, root=root,
+        train_method(params, method_id, overrides={**(sets or {}), "max_steps": steps + 2, "eval_every": 10_000},
+                     root=root,
                      dev_eval=lambda e: {"stsb_dev": 0.0}, tracking=False, progress=False,
                      callbacks=[lambda step, record: times.append(time.perf_counter())])
-    return {"method": method_id, "heap": heap, "s_per_step": (times[-1] - times[1]) / (len(times) - 2),
+    return {"method": method_id, "heap": heap, "set": sets or {},
+            "s_per_step": (times[-1] - times[1]) / (len(times) - 2),
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
@@ -361,6 +377,63 @@ def compare_heap(args) -> int:
         print(f"{m:<14}{med['system']:>15.3f}{med['retain']:>15.3f}{med['system'] / med['retain']:>10.2f}"
               f"{rss['system']:>15.0f}{rss['retain']:>8.0f}")
         rows.append({"method": m, "median_s_per_step": med, "peak_rss_mb": rss, "runs": got})
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+def parse_sets(pairs: list[str]) -> dict:
+    """``KEY=VALUE`` strings as method params (the value read as YAML: numbers, booleans, null)."""
+    import yaml
+
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"benchmarks/train_speed.py: --set/--compare-values takes KEY=VALUE, got {pair!r}")
+        out[key] = yaml.safe_load(value)
+    return out
+
+
+def compare_values(args) -> int:
+    """One method param at two or more values (``--compare-values KEY=V1,V2``), process by process, alternating
+    V1, V2, V1, V2 … (``--repeats`` each), on the pipeline's corpus as the train stage reads it: the median s/step
+    of each value and its ratio to the first."""
+    import statistics
+
+    if not (REPO / "data" / "corpus").is_dir():
+        print("benchmarks/train_speed.py --compare-values trains on the pipeline's corpus and annotations: run "
+              "`dvc repro annotate` first (data/corpus, data/annotations missing).", file=sys.stderr)
+        return 2
+    key, _, values = args.compare_values.partition("=")
+    values = values.split(",")
+    if not key or len(values) < 2:
+        raise SystemExit("benchmarks/train_speed.py: --compare-values takes KEY=V1,V2[,...] (two values at least), "
+                         f"got {args.compare_values!r}")
+    base = parse_sets(args.set or [])
+    print(f"CPU: {os.cpu_count()} logical cores (load average {os.getloadavg()[0]:.1f}); {args.steps} timed steps "
+          f"per process, {args.repeats} processes per value, alternating; params.yaml's method line"
+          + (f" with {base}" if base else ""))
+    print(f"{'method':<14}{key + '=':>22}{'s/step (median)':>17}{'runs':>22}{'vs first':>10}{'peak RSS MB':>13}")
+    rows = []
+    for m in args.methods.split(","):
+        got: dict[str, list[dict]] = {v: [] for v in values}
+        for _ in range(args.repeats):
+            for v in values:
+                flags = ["--compare-heap", "--steps", str(args.steps), "--heap", args.heap]
+                for k, val in {**base, key: v}.items():
+                    flags += ["--set", f"{k}={val}"]
+                row = child_json(m, flags)
+                if "error" in row:
+                    print(f"{m:<14}{v:>22}  error: {row['error']}")
+                    return 1
+                got[v].append(row)
+        med = {v: statistics.median(r["s_per_step"] for r in got[v]) for v in values}
+        for v in values:
+            runs = " ".join(f"{r['s_per_step']:.2f}" for r in got[v])
+            print(f"{m:<14}{v:>22}{med[v]:>17.3f}{runs:>22}{med[v] / med[values[0]]:>10.2f}"
+                  f"{max(r['peak_rss_mb'] for r in got[v]):>13.0f}")
+        rows.append({"method": m, "key": key, "median_s_per_step": med, "runs": got})
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
     return 0
