@@ -421,8 +421,8 @@ def compare_values(args) -> int:
         for _ in range(args.repeats):
             for v in values:
                 flags = ["--compare-heap", "--steps", str(args.steps), "--heap", args.heap]
-                for k, val in {**base, key: v}.items():
-                    flags += ["--set", f"{k}={val}"]
+                for k, val in {**base, key: v}.items():  # YAML again in the child (null, false: JSON's spelling)
+                    flags += ["--set", f"{k}={val if isinstance(val, str) else json.dumps(val)}"]
                 row = child_json(m, flags)
                 if "error" in row:
                     print(f"{m:<14}{v:>22}  error: {row['error']}")
