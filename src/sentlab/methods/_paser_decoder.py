@@ -247,14 +247,26 @@ class DecodingSignal(nn.Module):
 
 
 # --- decoder ---------------------------------------------------------------------------
-class PhraseDecoder(nn.Module):
-    """A randomly initialised Transformer decoder (post-LN, GELU: BART-style) over the 4-vector memory.
+class _OverEncoderEmbeddings(nn.Module):
+    """A decoder whose inputs are the encoder's embeddings: its whole embedding module (word + position (+ type)
+    embeddings, LayerNorm; ``embeddings="encoder"``, the PaSeR code) or only its word embeddings
+    (``embeddings="word"``), passed through :meth:`over_words`. Either way the word embeddings are the encoder's."""
 
-    Input embeddings are the *encoder's* embedding module (word + position
-    (+ type) embeddings, LayerNorm), as in the PaSeR code (``embeddings="encoder"``),
-    or only the shared word embeddings plus the decoder's own learned positions
-    (``embeddings="word"``). Either way the word embeddings are tied to the encoder's.
-    """
+    embeddings_kind = "encoder"
+
+    def embed(self, encoder: nn.Module, ids: torch.Tensor) -> torch.Tensor:
+        if self.embeddings_kind == "encoder":
+            return encoder.embeddings(input_ids=ids)
+        return self.over_words(encoder.get_input_embeddings()(ids))
+
+    def over_words(self, words: torch.Tensor) -> torch.Tensor:
+        return words
+
+
+class PhraseDecoder(_OverEncoderEmbeddings):
+    """PyTorch's Transformer decoder (post-LN, GELU: BART-style), randomly initialised, over the 4-vector memory
+    (``decoder_impl: torch``). With ``embeddings="word"`` it adds its own learned positions, a LayerNorm and dropout
+    on the word embeddings."""
 
     def __init__(self, hidden: int, layers: int, heads: int, ffn: int, dropout: float = 0.1,
                  embeddings: str = "encoder", max_positions: int = 512):
@@ -268,11 +280,9 @@ class PhraseDecoder(nn.Module):
             self.emb_norm = nn.LayerNorm(hidden)
             self.emb_drop = nn.Dropout(dropout)
 
-    def embed(self, encoder: nn.Module, ids: torch.Tensor) -> torch.Tensor:
-        if self.embeddings_kind == "encoder":
-            return encoder.embeddings(input_ids=ids)
-        pos = torch.arange(ids.size(1), device=ids.device).unsqueeze(0)
-        return self.emb_drop(self.emb_norm(encoder.get_input_embeddings()(ids) + self.positions(pos)))
+    def over_words(self, words: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(words.size(1), device=words.device).unsqueeze(0)
+        return self.emb_drop(self.emb_norm(words + self.positions(pos)))
 
     def forward(self, encoder: nn.Module, ids: torch.Tensor, pad_mask: torch.Tensor,
                 memory: torch.Tensor) -> torch.Tensor:
@@ -283,16 +293,17 @@ class PhraseDecoder(nn.Module):
                            tgt_is_causal=True)
 
 
-class BartPhraseDecoder(nn.Module):
-    """The PaSeR code's decoder (its ``cl_init``): transformers' ``BartDecoder`` of a ``BartConfig`` with the
-    encoder's width as ``d_model``, ``decoder_layers``, ``decoder_attention_heads``, ``decoder_ffn_dim`` and GELU,
-    randomly initialised (N(0, 0.02)), its input embeddings the encoder's embedding module's output (the code sets
-    ``decoder.embed_tokens = bert.embeddings``; ``embeddings="word"``: the word embeddings alone), onto which BART
-    adds its own learned positions and embedding LayerNorm. BART's own token embedding is never used and dropped.
+class BartPhraseDecoder(_OverEncoderEmbeddings):
+    """The PaSeR code's decoder (its ``cl_init``; ``decoder_impl: bart``, the default): transformers' ``BartDecoder``
+    of a ``BartConfig`` with the encoder's width as ``d_model``, ``decoder_layers``, ``decoder_attention_heads``,
+    ``decoder_ffn_dim`` and GELU, randomly initialised (N(0, 0.02)), its input embeddings the encoder's embedding
+    module's output (the code sets ``decoder.embed_tokens = bert.embeddings``; ``embeddings="word"``: the word
+    embeddings alone), onto which BART adds its own learned positions and embedding LayerNorm. BART's own token
+    embedding is never used and dropped.
 
-    Against :class:`PhraseDecoder` (PyTorch's layers, the ``decoder_impl: torch`` default): those positions and
-    that LayerNorm, the init (PyTorch's Xavier/Kaiming there), and no dropout on the attention weights or after the
-    FFN's activation (``attention_dropout`` and ``activation_dropout`` 0.0, BartConfig's defaults, as in the code).
+    Against :class:`PhraseDecoder` (PyTorch's layers): those positions and that LayerNorm, the init (PyTorch's
+    Xavier/Kaiming there), and no dropout on the attention weights or after the FFN's activation
+    (``attention_dropout`` and ``activation_dropout`` 0.0, BartConfig's defaults, as in the code).
     """
 
     def __init__(self, hidden: int, layers: int, heads: int, ffn: int, dropout: float = 0.1,
@@ -312,21 +323,20 @@ class BartPhraseDecoder(nn.Module):
     def forward(self, encoder: nn.Module, ids: torch.Tensor, pad_mask: torch.Tensor,
                 memory: torch.Tensor) -> torch.Tensor:
         """Hidden states ``(B, T, d)`` for decoder inputs ``ids`` (teacher forcing, causal)."""
-        x = (encoder.embeddings(input_ids=ids) if self.embeddings_kind == "encoder"
-             else encoder.get_input_embeddings()(ids))
+        x = self.embed(encoder, ids)
         return self.bart(inputs_embeds=x, attention_mask=pad_mask.long(), encoder_hidden_states=memory.to(x.dtype),
                          return_dict=True).last_hidden_state
 
 
 def build_decoder(params, encoder: nn.Module) -> nn.Module:
-    """The decoder ``params.decoder_impl`` names (:class:`PhraseDecoder` or :class:`BartPhraseDecoder`) for
+    """The decoder ``params.decoder_impl`` names (:class:`BartPhraseDecoder` or :class:`PhraseDecoder`) for
     ``encoder``, randomly initialised from torch's RNG."""
     cfg = encoder.config
-    cls = BartPhraseDecoder if params.decoder_impl == "bart" else PhraseDecoder
-    extra = {"vocab": encoder.get_input_embeddings().weight.size(0)} if params.decoder_impl == "bart" else {}
-    return cls(cfg.hidden_size, params.decoder_layers, params.decoder_heads, params.decoder_ffn or cfg.hidden_size,
-               params.decoder_dropout, params.decoder_embeddings, getattr(cfg, "max_position_embeddings", 512),
-               **extra)
+    shape = (cfg.hidden_size, params.decoder_layers, params.decoder_heads, params.decoder_ffn or cfg.hidden_size,
+             params.decoder_dropout, params.decoder_embeddings, getattr(cfg, "max_position_embeddings", 512))
+    if params.decoder_impl == "bart":
+        return BartPhraseDecoder(*shape, vocab=encoder.get_input_embeddings().weight.size(0))
+    return PhraseDecoder(*shape)
 
 
 # --- the heads on disk (paser_sup's decoder_init: paser) ---------------------------------

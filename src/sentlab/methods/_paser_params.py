@@ -51,10 +51,10 @@ class PaSeRParams(MethodParams):
     memory_norm: bool = Field(
         False, description="a learned LayerNorm on each of the 4 memory vectors (neither paper nor code): lets a "
                            "random decoder use the signal within a short run; makes m and n immaterial")
-    decoder_impl: Literal["torch", "bart"] = Field(
-        "torch", description="the decoder's layers: PyTorch's nn.TransformerDecoder (post-LN, GELU) or transformers' "
-                             "BartDecoder, as the code builds it (its own positions and embedding LayerNorm on top "
-                             "of the input embeddings, BART's init, no attention dropout); docs/methods.md#paser")
+    decoder_impl: Literal["bart", "torch"] = Field(
+        "bart", description="the decoder's layers: transformers' BartDecoder, as the code builds it (its own positions "
+                            "and embedding LayerNorm on top of the input embeddings, BART's init, no attention "
+                            "dropout), or PyTorch's nn.TransformerDecoder (post-LN, GELU); docs/methods.md#paser")
     decoder_layers: int = Field(6, ge=1, description="decoder depth (Fig. 4 ablation 1..8)")
     decoder_heads: int = Field(16, ge=1, description="attention heads (code: 16); must divide the hidden size")
     decoder_ffn: Optional[int] = Field(None, gt=0, description="FFN width (None: the hidden size, as the code's 768)")

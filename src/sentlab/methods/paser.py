@@ -55,8 +55,8 @@ class PaSeR(Method):
        cross-attention memory vectors (:class:`DecodingSignal`; ``signal_abs_diff``
        / ``signal_abs_prod``: absolute as Eq. 2, or signed as the code);
     5. a randomly initialised Transformer decoder (input embeddings = the
-       encoder's; ``decoder_impl``: PyTorch's layers, or transformers' ``BartDecoder``
-       as the code) generates ``p_1 [SEP] … p_k [SEP]`` from ``[CLS]`` by teacher
+       encoder's; ``decoder_impl``: transformers' ``BartDecoder`` as the code, or
+       PyTorch's layers) generates ``p_1 [SEP] … p_k [SEP]`` from ``[CLS]`` by teacher
        forcing: ``L_generative`` (Eq. 3, token cross-entropy in fp32; the mean over
        the batch's target tokens as the code, or Eq. 3's per-sentence sum:
        ``gen_reduction``);
