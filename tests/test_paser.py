@@ -389,6 +389,26 @@ def test_decoder_is_causal_and_ignores_padding(tiny_bert, impl):
         torch.testing.assert_close(padded[0, :2], a[0, :2], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("impl", ["torch", "bart"])
+def test_decoder_inputs_are_the_encoders_embeddings_or_its_word_embeddings(tiny_bert, impl):
+    """decoder_embeddings: encoder feeds the encoder's whole embedding module (the code); word feeds its word
+    embeddings, to which PyTorch's decoder adds its own positions and LayerNorm and BART's decoder nothing (it adds
+    its positions and LayerNorm inside BartDecoder)."""
+    ids = torch.tensor([[101, 2048, 7047, 102]])
+    whole = _make(tiny_bert, decoder_impl=impl).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(whole.decoder.embed(whole.encoder, ids), whole.encoder.embeddings(input_ids=ids))
+        words = _make(tiny_bert, decoder_impl=impl, decoder_embeddings="word").eval()
+        raw = words.encoder.get_input_embeddings()(ids)
+        got = words.decoder.embed(words.encoder, ids)
+        if impl == "bart":
+            torch.testing.assert_close(got, raw)
+        else:
+            dec = words.decoder
+            torch.testing.assert_close(got, dec.emb_norm(raw + dec.positions(torch.arange(4).unsqueeze(0))))
+            assert not torch.allclose(got, raw)
+
+
 def test_the_bart_decoder_is_the_codes_bart_decoder_over_the_encoders_embeddings(tiny_bert, tmp_path):
     """decoder_impl: bart builds transformers' BartDecoder with the code's BartConfig (cl_init: decoder_layers,
     decoder_attention_heads, decoder_ffn_dim = d_model = the encoder's width, GELU, no attention or activation
