@@ -318,9 +318,7 @@ def main() -> int:
             print(line)
             r["vs_plain"] = ratio
         results += rows
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
-    return 0
+    return write_json(args, results)
 
 
 def real_corpus_child(method_id: str, steps: int, heap: str, sets: dict | None = None) -> dict:
@@ -348,13 +346,33 @@ def real_corpus_child(method_id: str, steps: int, heap: str, sets: dict | None =
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
+def needs_corpus(flag: str) -> bool:
+    """False (with the message) when the pipeline's corpus and annotations, which ``flag`` trains on, are missing."""
+    if (REPO / "data" / "corpus").is_dir():
+        return True
+    print(f"benchmarks/train_speed.py {flag} trains on the pipeline's corpus and annotations: run `dvc repro "
+          "annotate` first (data/corpus, data/annotations missing).", file=sys.stderr)
+    return False
+
+
+def alternating(method_id: str, configs: dict[str, list[str]], args) -> dict[str, list[dict]] | str:
+    """``--repeats`` real-corpus child processes per configuration (label -> extra flags), the configurations in
+    turn (A, B, A, B …) so that machine drift hits each alike: label -> the children's rows, or the first error."""
+    got: dict[str, list[dict]] = {label: [] for label in configs}
+    for _ in range(args.repeats):
+        for label, flags in configs.items():
+            row = child_json(method_id, ["--compare-heap", "--steps", str(args.steps), *flags])
+            if "error" in row:
+                return f"{label}: {row['error']}"
+            got[label].append(row)
+    return got
+
+
 def compare_heap(args) -> int:
     """glibc's malloc vs retained freed memory (runtime.heap), process by process, alternating."""
     import statistics
 
-    if not (REPO / "data" / "corpus").is_dir():
-        print("benchmarks/train_speed.py --compare-heap trains on the pipeline's corpus and annotations: run "
-              "`dvc repro annotate` first (data/corpus, data/annotations missing).", file=sys.stderr)
+    if not needs_corpus("--compare-heap"):
         return 2
     print(f"CPU: {os.cpu_count()} logical cores (load average {os.getloadavg()[0]:.1f}); {args.steps} timed steps "
           f"per process, {args.repeats} processes per configuration, alternating; quick params (batch 64)")
@@ -362,24 +380,16 @@ def compare_heap(args) -> int:
           f"{'retain':>8}")
     rows = []
     for m in args.methods.split(","):
-        got: dict[str, list[dict]] = {"system": [], "retain": []}
-        for _ in range(args.repeats):
-            for heap in ("system", "retain"):
-                row = child_json(m, ["--compare-heap", "--steps", str(args.steps), "--heap", heap])
-                if "error" in row:
-                    print(f"{m:<14}  error: {row['error']}")
-                    break
-                got[heap].append(row)
-        if not (got["system"] and got["retain"]):
+        got = alternating(m, {heap: ["--heap", heap] for heap in ("system", "retain")}, args)
+        if isinstance(got, str):
+            print(f"{m:<14}  error: {got}")
             continue
         med = {h: statistics.median(r["s_per_step"] for r in got[h]) for h in got}
         rss = {h: max(r["peak_rss_mb"] for r in got[h]) for h in got}
         print(f"{m:<14}{med['system']:>15.3f}{med['retain']:>15.3f}{med['system'] / med['retain']:>10.2f}"
               f"{rss['system']:>15.0f}{rss['retain']:>8.0f}")
         rows.append({"method": m, "median_s_per_step": med, "peak_rss_mb": rss, "runs": got})
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
-    return 0
+    return write_json(args, rows)
 
 
 def parse_sets(pairs: list[str]) -> dict:
@@ -395,15 +405,25 @@ def parse_sets(pairs: list[str]) -> dict:
     return out
 
 
+def set_flags(sets: dict) -> list[str]:
+    """``--set KEY=VALUE`` flags for a child, each value as YAML reads it back (null, false: JSON's spelling)."""
+    return [flag for k, v in sets.items() for flag in ("--set", f"{k}={v if isinstance(v, str) else json.dumps(v)}")]
+
+
+def write_json(args, rows: list) -> int:
+    """``rows`` to ``--json`` when given; the exit code."""
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    return 0
+
+
 def compare_values(args) -> int:
     """One method param at two or more values (``--compare-values KEY=V1,V2``), process by process, alternating
     V1, V2, V1, V2 … (``--repeats`` each), on the pipeline's corpus as the train stage reads it: the median s/step
     of each value and its ratio to the first."""
     import statistics
 
-    if not (REPO / "data" / "corpus").is_dir():
-        print("benchmarks/train_speed.py --compare-values trains on the pipeline's corpus and annotations: run "
-              "`dvc repro annotate` first (data/corpus, data/annotations missing).", file=sys.stderr)
+    if not needs_corpus("--compare-values"):
         return 2
     key, _, values = args.compare_values.partition("=")
     values = values.split(",")
@@ -417,26 +437,17 @@ def compare_values(args) -> int:
     print(f"{'method':<14}{key + '=':>22}{'s/step (median)':>17}{'runs':>22}{'vs first':>10}{'peak RSS MB':>13}")
     rows = []
     for m in args.methods.split(","):
-        got: dict[str, list[dict]] = {v: [] for v in values}
-        for _ in range(args.repeats):
-            for v in values:
-                flags = ["--compare-heap", "--steps", str(args.steps), "--heap", args.heap]
-                for k, val in {**base, key: v}.items():  # YAML again in the child (null, false: JSON's spelling)
-                    flags += ["--set", f"{k}={val if isinstance(val, str) else json.dumps(val)}"]
-                row = child_json(m, flags)
-                if "error" in row:
-                    print(f"{m:<14}{v:>22}  error: {row['error']}")
-                    return 1
-                got[v].append(row)
+        got = alternating(m, {v: ["--heap", args.heap, *set_flags({**base, key: v})] for v in values}, args)
+        if isinstance(got, str):
+            print(f"{m:<14}  error: {got}")
+            return 1
         med = {v: statistics.median(r["s_per_step"] for r in got[v]) for v in values}
         for v in values:
             runs = " ".join(f"{r['s_per_step']:.2f}" for r in got[v])
             print(f"{m:<14}{v:>22}{med[v]:>17.3f}{runs:>22}{med[v] / med[values[0]]:>10.2f}"
                   f"{max(r['peak_rss_mb'] for r in got[v]):>13.0f}")
         rows.append({"method": m, "key": key, "median_s_per_step": med, "runs": got})
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
-    return 0
+    return write_json(args, rows)
 
 
 def compare_precision(args) -> int:
@@ -459,9 +470,7 @@ def compare_precision(args) -> int:
             print(f"{m:<14}{p:>10}{1 / r['s_per_step']:>9.3f}{r['s_per_step']:>9.2f}{speed:>10.2f}"
                   f"{r['stsb_dev']:>11.2f}{ddev:>8.2f}{r['peak_rss_mb']:>13.0f}")
             rows.append(r)
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
-    return 0
+    return write_json(args, rows)
 
 
 # (attention, AdamW, dropout kernel): --compare-attention times the first three, --compare-dropout the last two
@@ -558,9 +567,7 @@ def compare_attention(args, configs=ATTENTION_CONFIGS) -> int:
         print(f"{m:<14}" + "".join(f"{t['+'.join(c)]:>21.3f}s" for c in configs) + f"{before / now:>10.2f}"
               + f"{adam.get('foreach', float('nan')):>13.0f}ms{adam['fused']:>6.0f}ms")
         rows.append(r)
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
-    return 0
+    return write_json(args, rows)
 
 
 if __name__ == "__main__":
