@@ -261,6 +261,7 @@ def main() -> int:
                     help="--compare-values: runtime.heap of every run (--compare-heap compares the two)")
     ap.add_argument("--dropout-configs", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--real-corpus", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--child-interleaved", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--device", default="cpu", help=argparse.SUPPRESS)
     ap.add_argument("--precision", default="fp32", help=argparse.SUPPRESS)
@@ -270,8 +271,10 @@ def main() -> int:
         print(json.dumps(interleaved_child(args.child_interleaved, args.steps,
                                            DROPOUT_CONFIGS if args.dropout_configs else ATTENTION_CONFIGS)))
         return 0
-    if args.child and args.compare_heap:
-        print(json.dumps(real_corpus_child(args.child, args.steps, args.heap, parse_sets(args.set or []))))
+    if args.child and args.real_corpus:
+        from sentlab.train.run import parse_overrides  # the train stage's own --set KEY=VALUE (YAML values)
+
+        print(json.dumps(real_corpus_child(args.child, args.steps, args.heap, parse_overrides(args.set or []))))
         return 0
     if args.child:
         print(json.dumps(child(args.child, args.steps, args.device, args.precision, args.threads,
@@ -361,7 +364,7 @@ def alternating(method_id: str, configs: dict[str, list[str]], args) -> dict[str
     got: dict[str, list[dict]] = {label: [] for label in configs}
     for _ in range(args.repeats):
         for label, flags in configs.items():
-            row = child_json(method_id, ["--compare-heap", "--steps", str(args.steps), *flags])
+            row = child_json(method_id, ["--real-corpus", "--steps", str(args.steps), *flags])
             if "error" in row:
                 return f"{label}: {row['error']}"
             got[label].append(row)
@@ -392,24 +395,6 @@ def compare_heap(args) -> int:
     return write_json(args, rows)
 
 
-def parse_sets(pairs: list[str]) -> dict:
-    """``KEY=VALUE`` strings as method params (the value read as YAML: numbers, booleans, null)."""
-    import yaml
-
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"benchmarks/train_speed.py: --set/--compare-values takes KEY=VALUE, got {pair!r}")
-        out[key] = yaml.safe_load(value)
-    return out
-
-
-def set_flags(sets: dict) -> list[str]:
-    """``--set KEY=VALUE`` flags for a child, each value as YAML reads it back (null, false: JSON's spelling)."""
-    return [flag for k, v in sets.items() for flag in ("--set", f"{k}={v if isinstance(v, str) else json.dumps(v)}")]
-
-
 def write_json(args, rows: list) -> int:
     """``rows`` to ``--json`` when given; the exit code."""
     if args.json:
@@ -430,14 +415,14 @@ def compare_values(args) -> int:
     if not key or len(values) < 2:
         raise SystemExit("benchmarks/train_speed.py: --compare-values takes KEY=V1,V2[,...] (two values at least), "
                          f"got {args.compare_values!r}")
-    base = parse_sets(args.set or [])
+    held = [flag for pair in args.set or [] for flag in ("--set", pair)]  # parsed in the child, as the train stage
     print(f"CPU: {os.cpu_count()} logical cores (load average {os.getloadavg()[0]:.1f}); {args.steps} timed steps "
           f"per process, {args.repeats} processes per value, alternating; params.yaml's method line"
-          + (f" with {base}" if base else ""))
+          + (f" with {' '.join(args.set)}" if args.set else ""))
     print(f"{'method':<14}{key + '=':>22}{'s/step (median)':>17}{'runs':>22}{'vs first':>10}{'peak RSS MB':>13}")
     rows = []
     for m in args.methods.split(","):
-        got = alternating(m, {v: ["--heap", args.heap, *set_flags({**base, key: v})] for v in values}, args)
+        got = alternating(m, {v: ["--heap", args.heap, *held, "--set", f"{key}={v}"] for v in values}, args)
         if isinstance(got, str):
             print(f"{m:<14}  error: {got}")
             return 1
