@@ -227,6 +227,18 @@ def test_cli_reports_invalid_params_with_exit_2(tmp_path, capsys):
     assert "evaluate.precision" in err and "Traceback" not in err
 
 
+def test_a_key_given_twice_is_refused_naming_it_and_both_lines(tmp_path, capsys):
+    from sentlab.cli import main
+
+    p = tmp_path / "params.yaml"
+    text = yaml.safe_dump(raw(), sort_keys=False)
+    p.write_text(text.replace("train:\n", "train:\n  lr: 0.5\n", 1))   # train.lr twice; the last would win
+    assert main(["params", "--params", str(p)]) == 2
+    err = capsys.readouterr().err
+    line = text.splitlines().index("train:") + 2
+    assert "sets `lr` twice" in err and f"lines {line} and " in err and "Traceback" not in err
+
+
 def test_ablation_variant_names_must_be_dvc_safe():
     r = raw()
     r["ablations"]["variants"]["l2p_phi_0.5"] = {"method": "l2p", "set": {"phi": 0.5}}

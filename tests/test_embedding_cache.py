@@ -157,6 +157,19 @@ def test_least_recently_used_entries_go_when_the_folder_is_over_its_bound(model,
     assert len(list(tmp_path.glob("*.npy"))) == 1
 
 
+def test_an_entry_corrupted_in_place_with_the_right_shape_is_not_served(model, tmp_path, caplog):
+    cache = EmbeddingCache(tmp_path)
+    enc = _enc(model, "cls")
+    want = cache.embed(enc, SENTS, 8)
+    path = tmp_path / f"{cache.key(enc, SENTS, 8)}.npy"
+    bad = want.copy()
+    bad[3, 5] += 0.25                                                      # one value, same shape and dtype
+    np.save(path, bad, allow_pickle=False)
+    got = cache.embed(enc, SENTS, 8)
+    assert "checksum" in caplog.text and cache.misses == 2 and np.array_equal(got, want)
+    assert np.array_equal(np.load(path, allow_pickle=False), want)         # replaced by the right one
+
+
 def test_cache_bound_from_the_environment(monkeypatch, tmp_path):
     from sentlab.errors import SentlabError
     from sentlab.evaluate.cache import max_cache_bytes
@@ -169,6 +182,10 @@ def test_cache_bound_from_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("SENTLAB_EMBEDDING_CACHE_MAX_GB", "lots")
     with pytest.raises(SentlabError, match="SENTLAB_EMBEDDING_CACHE_MAX_GB='lots'"):
         max_cache_bytes()
+    for raw in ("inf", "nan", "-1"):                                        # a paragraph, never a traceback
+        monkeypatch.setenv("SENTLAB_EMBEDDING_CACHE_MAX_GB", raw)
+        with pytest.raises(SentlabError, match=f"SENTLAB_EMBEDDING_CACHE_MAX_GB='{raw}' is not a size"):
+            max_cache_bytes()
 
 
 def test_a_temporary_file_left_by_a_killed_write_is_removed_by_the_next_store(model, tmp_path):

@@ -80,6 +80,23 @@ def test_a_script_outside_a_dvc_project_is_one_paragraph(tmp_path, monkeypatch):
         stage_params("prepare")
 
 
+def test_a_params_file_dvc_cannot_read_is_named_not_called_a_missing_stage(work):
+    from sentlab.errors import SentlabError
+
+    params = work / "params.yaml"
+    params.write_text(params.read_text() + "\nseed: 7\n")             # `seed` twice: DVC's YAML refuses it
+    with pytest.raises(SentlabError) as e:
+        stage_params("train@simcse")
+    assert "sets `seed` twice" in str(e.value) and "has no stage" not in str(e.value)
+
+
+def test_an_unknown_stage_is_still_named_as_one(work):
+    from sentlab.errors import SentlabError
+
+    with pytest.raises(SentlabError, match="dvc.yaml has no stage `train@nope`"):
+        stage_params("train@nope")
+
+
 def test_a_trainings_thread_count_changes_its_bits():
     """Why ``train.num_threads`` is a declared train key, not ``runtime``: PyTorch splits a large reduction by
     thread, so one and two threads give other last bits for a sum of 10^6 values (a training sums everywhere:

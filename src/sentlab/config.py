@@ -265,10 +265,33 @@ def read_yaml(path: str | os.PathLike) -> dict:
         raise SentlabError(f"Params file {path} not found. Run from the repository root (where params.yaml lives) or "
                            f"pass --params PATH.")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
+    except _DuplicateKey as e:
+        raise SentlabError(f"Params file {path} sets `{e.key}` twice in one mapping (lines {e.first} and {e.second}); "
+                           f"YAML would silently keep the last one. Keep one of the two lines and run again.") from None
     except yaml.YAMLError as e:
         raise SentlabError(f"Params file {path} is not valid YAML: {e}. Fix the syntax and run again.") from None
     return data or {}
+
+
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key, first: int, second: int):
+        super().__init__(f"duplicate key {key!r}")
+        self.key, self.first, self.second = key, first, second
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader, except that a key given twice in one mapping is an error (PyYAML keeps the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise _DuplicateKey(key, seen[key], line)
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 def load_params(path: str | os.PathLike = "params.yaml", profile: str | None = None) -> Params:

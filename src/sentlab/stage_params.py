@@ -35,12 +35,21 @@ def declared_params(stage: str, root: str | os.PathLike = ".") -> dict:
     if not (Path(root) / ".dvc").is_dir() or not (Path(root) / "dvc.yaml").is_file():
         raise SentlabError(f"{Path(root).resolve()} is not a sentlab DVC project (no .dvc/ or dvc.yaml): a stage "
                            f"script runs in the repository root (`dvc repro`), where dvc.yaml declares what it reads.")
+    from dvc.stage.exceptions import StageNotFound
+
     try:
         return dvc.api.params_show(stages=[stage], deps=True, repo=str(root))
-    except Exception as e:  # DVC raises its own error types for an unknown stage
+    except StageNotFound as e:
         raise SentlabError(f"dvc.yaml has no stage `{stage}` in this profile ({type(e).__name__}: {e}). The stages "
                            f"are the models of models.yaml: add the method to params.yaml `train.methods` and run "
                            f"`sentlab stages`, or train it outside the pipeline with `sentlab train`.") from None
+    except Exception as e:  # noqa: BLE001 - DVC's own error types: say what DVC said, never "no stage"
+        params = Path(root) / "params.yaml"
+        if params.is_file():
+            read_yaml(params)   # a params.yaml that does not parse (a duplicate key) is named with its line
+        raise SentlabError(f"DVC could not resolve the params of stage `{stage}` ({type(e).__name__}: {e}). Check "
+                           f"that dvc.yaml, params.yaml and models.yaml parse (`dvc stage list` names what DVC "
+                           f"cannot read), fix it and run again.") from None
 
 
 def _key_paths(tree: dict, prefix: tuple = ()) -> set[tuple]:

@@ -22,7 +22,8 @@ Key (:meth:`EmbeddingCache.key`): the sha256 of
 A hit is therefore bit-identical to a fresh encode (``tests/test_embedding_cache.py`` checks it).
 What is stored is the raw pooled embedding; an encoder's ``post`` (whitening) is applied after
 loading. Entries are ``<root>/<key>.npy`` (float32, written to a temporary sibling and renamed,
-read back with ``np.load(allow_pickle=False)``) plus ``<key>.json`` saying what they hold. The
+read back with ``np.load(allow_pickle=False)``) plus ``<key>.json`` saying what they hold and the sha256 of the rows,
+checked at every load (an entry that differs, even with the right shape, is encoded again). The
 root is ``.sentlab_cache/embeddings`` (git- and DVC-ignored; delete it any time), or
 ``$SENTLAB_EMBEDDING_CACHE``; ``SENTLAB_EMBEDDING_CACHE=off`` turns the cache off. The folder is
 kept under ``$SENTLAB_EMBEDDING_CACHE_MAX_GB`` (default 10; a quick-profile model's entry measured 42.8 MB,
@@ -164,6 +165,14 @@ class EmbeddingCache:
             log.warning("embedding cache entry %s holds %s %s, not %d float32 rows: encoding again and replacing it",
                         path, arr.dtype, arr.shape, n)
             return None
+        try:
+            want = json.loads(path.with_suffix(".json").read_text(encoding="utf-8")).get("sha256")
+        except (OSError, ValueError):
+            want = None
+        if want != _digest(arr):   # a changed byte of the right shape, or an entry whose record was never written
+            log.warning("embedding cache entry %s does not match the checksum stored with it: encoding again and "
+                        "replacing it", path)
+            return None
         with contextlib.suppress(OSError):
             os.utime(path)  # a use: the least recently used entries go first when the folder is over its bound
         return arr
@@ -179,7 +188,7 @@ class EmbeddingCache:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-        write_json(root / f"{key}.json", {"shape": list(emb.shape), "name": encoder.name,
+        write_json(root / f"{key}.json", {"shape": list(emb.shape), "name": encoder.name, "sha256": _digest(emb),
                                           **encoding_settings(encoder, batch_size)})
         self._evict(keep=key)
 
@@ -216,6 +225,11 @@ class EmbeddingCache:
 STALE_TMP_S = 3600  # a temporary file this old is from a killed write (one entry takes seconds to write)
 
 
+def _digest(arr: np.ndarray) -> str:
+    """sha256 of an entry's float32 rows: checked at every load, so a corrupted entry is never served."""
+    return hashlib.sha256(np.ascontiguousarray(arr, dtype=np.float32).tobytes()).hexdigest()
+
+
 def max_cache_bytes() -> int:
     """The cache folder's bound in bytes: ``$SENTLAB_EMBEDDING_CACHE_MAX_GB`` (default 10)."""
     from ..errors import SentlabError
@@ -225,8 +239,9 @@ def max_cache_bytes() -> int:
         gb = float(raw) if raw else DEFAULT_MAX_GB
     except ValueError:
         gb = -1.0
-    if not gb >= 0:
-        raise SentlabError(f"{MAX_GB_ENV}={raw!r} is not a size in GB; set it to a number >= 0 (e.g. 10), or unset it "
+    if not (gb >= 0 and gb != float("inf")):
+        raise SentlabError(f"{MAX_GB_ENV}={raw!r} is not a size in GB; set it to a finite number >= 0 (e.g. 10; a "
+                           f"large one such as 100000 for no practical bound), or unset it "
                            f"for the default {DEFAULT_MAX_GB:g} GB ({ENV}=off turns the embedding cache off).")
     return int(gb * 1e9)
 
