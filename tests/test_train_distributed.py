@@ -71,8 +71,8 @@ SCRIPT = textwrap.dedent('''
 def test_torchrun_two_cpu_ranks(tmp_path):
     script = tmp_path / "ddp.py"
     script.write_text(SCRIPT)
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-                           "29517", str(script), str(tmp_path / "ckpt")], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
+                           str(script), str(tmp_path / "ckpt")], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     a, b = (json.loads((tmp_path / f"ckpt.rank{r}.json").read_text()) for r in (0, 1))
     # M = 16 candidates = global batch (train.batch_size 8 = 2 ranks x 4) + 8 queued keys
@@ -152,8 +152,8 @@ def test_torchrun_resume_restores_every_ranks_rng(tmp_path):
     ends bit-identical to the uninterrupted one, weights and every rank's RNG stream."""
     script = tmp_path / "resume.py"
     script.write_text(RESUME_SCRIPT)
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-                           "29518", str(script), str(tmp_path)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
+                           str(script), str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     # the two ranks' lines may interleave on one line: a flat object each
     results = sorted((json.loads(m) for m in re.findall(r"RESULT (\{[^{}]*\})", proc.stdout)), key=lambda x: x["rank"])

@@ -115,7 +115,8 @@ HEAD_BUNDLE, DELETED = ".sentlab-head.bundle", ".sentlab-deleted"
 def bundle(root: str | Path) -> bytes:
     """The workspace for a node without its filesystem, as a tar: its commit (a ``git bundle`` of HEAD, so the
     node's checkout has the same commit id, which the metrics' fingerprint records), the files git sees as they
-    are now, the tracked files deleted, and ``.dvc/config.local`` (a remote set there)."""
+    are now and the tracked files deleted. Never ``.dvc/config.local``: DVC keeps a remote's credentials there, and
+    they do not leave this machine (a node that pushes to a DVC remote is configured on that node)."""
     import tempfile
 
     root = Path(root)
@@ -127,8 +128,8 @@ def bundle(root: str | Path) -> bytes:
             tar.add(Path(tmp) / HEAD_BUNDLE, arcname=HEAD_BUNDLE)
         (Path(tmp) / DELETED).write_text("\n".join(deleted))
         tar.add(Path(tmp) / DELETED, arcname=DELETED)
-        for f in keep + [".dvc/config.local"] * (root / ".dvc/config.local").is_file():
-            if not f.endswith(TRANSIENT) and (root / f).is_file():
+        for f in keep:
+            if not f.endswith(TRANSIENT) and f != ".dvc/config.local" and (root / f).is_file():
                 tar.add(root / f, arcname=f)
     return buf.getvalue()
 
