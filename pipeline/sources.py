@@ -23,6 +23,7 @@ from sentlab.sources import (data_sources, glue_sources, model_sources, parse_so
                              transfer_sources)
 from sentlab.stage_list import check_stage_list
 from sentlab.stage_params import stage_params
+from sentlab.tracking import sweep_orphans
 
 OUT = Path("data/sources")
 
@@ -55,6 +56,9 @@ def main() -> None:
             old.unlink()
     n = sum(len(v) for v in data["files"].values())
     print(f"sources: {n} data files, {len(model['files'])} backbone files hashed")
+    closed = sweep_orphans()   # MLflow runs left RUNNING by a killed stage (its process is gone), at every dvc repro
+    if closed:
+        print(f"sources: {closed} MLflow run(s) left RUNNING by a process that is gone marked KILLED")
 
 
 if __name__ == "__main__":

@@ -36,6 +36,16 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=_order)   # stable: a file's tests keep their order
 
 
+@pytest.fixture(autouse=True)
+def _tracking_not_degraded():
+    """A test whose tracking store fails degrades tracking for its process (sentlab.tracking.degrade): undo it, so
+    the next test on this worker tracks again."""
+    yield
+    from sentlab import tracking
+
+    tracking._DEGRADED.clear()
+
+
 @pytest.fixture
 def mirror() -> Path:
     if not (MIRROR / "STS").is_dir():

@@ -44,3 +44,124 @@ def test_a_hung_test_fails_at_the_per_test_timeout(pytestconfig):
     assert pytestconfig.pluginmanager.hasplugin("timeout")           # pytest-timeout is installed and active
     assert float(pytestconfig.getini("timeout")) == 900
 
+
+
+# --- tracking never costs a result -----------------------------------------------------------------------
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]        # closed again when the block ends: nothing listens there
+
+
+def test_an_unreachable_tracking_server_costs_neither_the_model_nor_more_than_a_bounded_wait(tmp_path, tok,
+                                                                                            monkeypatch, caplog):
+    import json
+    import time
+
+    from test_train_loop import factory, fake_dev_eval, make_root, params
+
+    from sentlab.train.run import train_method
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{_closed_port()}")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    root = make_root(tmp_path)
+    t0 = time.monotonic()
+    with caplog.at_level("WARNING"):
+        info = train_method(params(), "simcse", root=root, dev_eval=fake_dev_eval(), encoder_factory=factory(tok),
+                            tracking=True, progress=False)
+    assert time.monotonic() - t0 < 120
+    meta = json.loads((root / "models" / "simcse" / "sentlab.json").read_text())
+    assert meta["status"] == "trained" and meta["steps"] == 6 == info["steps"]
+    assert (root / "reports" / "curves" / "simcse.csv").is_file()
+    warnings = [r.getMessage() for r in caplog.records if "MLflow could not" in r.getMessage()]
+    assert len(warnings) == 1 and "goes on without tracking" in warnings[0]
+
+
+def test_a_run_that_cannot_end_leaves_the_body_done_and_one_warning(tmp_path, monkeypatch, caplog):
+    import mlflow
+
+    from sentlab import tracking
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+
+    def locked(*a, **kw):
+        raise RuntimeError("database is locked")
+
+    done = []
+    with caplog.at_level("WARNING"):
+        with tracking.run("eval/x") as ml:
+            monkeypatch.setattr(mlflow, "end_run", locked)
+            ml.log_metrics({"a": 1.0})
+            done.append(True)
+    assert done == [True] and tracking.degraded()
+    assert sum("could not end the run" in r.getMessage() for r in caplog.records) == 1
+    monkeypatch.undo()
+    mlflow.end_run()                     # the store works again: close what the failed end left open here
+
+
+def test_the_sweep_closes_runs_whose_process_is_gone_and_only_those(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    import mlflow
+
+    from sentlab import tracking
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait(timeout=60)
+    c = tracking.client()
+    exp = tracking.experiment_id()
+    live = c.create_run(exp, run_name="live", tags=tracking.owner_tags()).info.run_id               # this process
+    gone = c.create_run(exp, run_name="gone", tags=tracking.owner_tags(dead.pid)).info.run_id        # exited
+    reused = c.create_run(exp, run_name="reused", tags={**tracking.owner_tags(), "sentlab.pid_start": "1"}).info.run_id
+    other = c.create_run(exp, run_name="other host", tags={**tracking.owner_tags(dead.pid),
+                                                           "sentlab.host": "elsewhere"}).info.run_id
+    assert tracking.sweep_orphans() == 2
+    status = {r: mlflow.tracking.MlflowClient().get_run(r).info.status for r in (live, gone, reused, other)}
+    assert status == {live: "RUNNING", gone: "KILLED", reused: "KILLED", other: "RUNNING"}
+
+
+def test_the_training_sweep_leaves_a_run_a_live_process_holds(tmp_path, monkeypatch):
+    import mlflow
+
+    from sentlab import tracking
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    c = tracking.client()
+    tags = {"stage": "train", "sentlab.model": "simcse", "sentlab.run_key": "k"}
+    live = c.create_run(tracking.experiment_id(), run_name="live", tags={**tags, **tracking.owner_tags()}).info.run_id
+    assert tracking.interrupted_training_run("simcse", "k", resumable=True) is None
+    assert mlflow.tracking.MlflowClient().get_run(live).info.status == "RUNNING"
+
+
+def test_make_repros_parent_run_neither_stops_the_pipeline_nor_stays_open(tmp_path, monkeypatch, capsys):
+    import subprocess
+    import sys
+
+    import mlflow
+
+    from sentlab import tracking
+    from sentlab.cli import main
+
+    # a store that cannot be written: start-parent warns, prints an empty id and exits 0 (`make repro` goes on)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{_closed_port()}")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    assert main(["mlflow", "start-parent", "--profile", "quick"]) == 0
+    assert capsys.readouterr().out.strip() == ""
+    assert main(["mlflow", "end-parent", "", "--rc", "0"]) == 0           # the Makefile passes the empty id on
+    # with a working store, end-parent also closes what killed stages left RUNNING
+    tracking._DEGRADED.clear()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait(timeout=60)
+    orphan = tracking.client().create_run(tracking.experiment_id(), run_name="eval/simcse",
+                                          tags=tracking.owner_tags(dead.pid)).info.run_id
+    parent = tracking.start_parent("pipeline quick")
+    assert main(["mlflow", "end-parent", parent, "--rc", "0"]) == 0
+    c = mlflow.tracking.MlflowClient()
+    assert c.get_run(parent).info.status == "FINISHED" and c.get_run(orphan).info.status == "KILLED"

@@ -103,10 +103,102 @@ def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+# A tracking server that does not answer: MLflow's client retries each call for ~4 minutes by default. A stage
+# waits at most about a minute on it (2 retries, 20 s a request) and then stops calling (:func:`degrade`).
+HTTP_BOUNDS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+               "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
+_DEGRADED: list[str] = []   # the first failure's description, once tracking failed in this process
+
+
+def degraded() -> bool:
+    """True once a tracking call failed in this process: later calls are skipped (the wait stays bounded)."""
+    return bool(_DEGRADED)
+
+
+def degrade(what: str, e: BaseException) -> None:
+    """Tracking failed: one warning, and no further MLflow call from this process. The stage's outputs (model,
+    metrics file) never depend on tracking: they are written as if MLflow were off."""
+    if not _DEGRADED:
+        _DEGRADED.append(f"{what}: {type(e).__name__}: {str(e)[:200]}")
+        logging.getLogger(__name__).warning(
+            "MLflow could not %s (%s: %s). The stage goes on without tracking: its outputs are written as usual, "
+            "later MLflow calls of this process are skipped. Check the tracking store (%s).", what,
+            type(e).__name__, str(e)[:200], tracking_uri())
+
+
+def owner_tags(pid: int | None = None) -> dict[str, str]:
+    """Who holds a run open: this host, the process id and its start time (a reused pid is not the same owner).
+    :func:`sweep_orphans` closes a RUNNING run whose owner is gone, and only such a run."""
+    import socket
+
+    pid = pid or os.getpid()
+    return {"sentlab.host": socket.gethostname(), "sentlab.pid": str(pid), "sentlab.pid_start": _start_time(pid)}
+
+
+def _start_time(pid: int) -> str:
+    try:   # /proc/<pid>/stat field 22: the start time in clock ticks since boot
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def owner_alive(tags: Mapping[str, str]) -> bool | None:
+    """Whether the process that holds a run open still runs: True / False for a run of this host that names its
+    owner, None when that cannot be known here (another host's run, or one from before owners were tagged)."""
+    import socket
+
+    if tags.get("sentlab.host") != socket.gethostname() or not str(tags.get("sentlab.pid", "")).isdigit():
+        return None
+    pid = int(tags["sentlab.pid"])
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    start = tags.get("sentlab.pid_start")
+    return not start or _start_time(pid) == start
+
+
+def sweep_orphans() -> int:
+    """Mark KILLED every RUNNING run of the experiment whose owner process is gone (a killed training, evaluation,
+    pipeline parent): runs of live processes, and runs whose owner cannot be checked from here, stay. Called by the
+    sources stage (every ``dvc repro``) and ``sentlab mlflow end-parent``. Returns how many it closed; 0 when no
+    store exists yet or it cannot be reached (a side channel)."""
+    uri = tracking_uri()
+    if uri.startswith("sqlite:///"):   # a look without importing MLflow (seconds at every dvc repro)
+        import sqlite3
+
+        db = Path(uri[len("sqlite:///"):])
+        if not db.is_file():
+            return 0
+        try:
+            with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)) as con:
+                if not con.execute("SELECT count(*) FROM runs WHERE status = 'RUNNING'").fetchone()[0]:
+                    return 0
+        except sqlite3.Error:
+            pass   # an older or other schema: ask MLflow
+    closed = 0
+    try:
+        c = client()
+        for r in c.search_runs([experiment_id()], "attributes.status = 'RUNNING'", max_results=1000):
+            if owner_alive(r.data.tags) is False:
+                c.set_tag(r.info.run_id, "sentlab.swept", "its process is gone")
+                c.set_terminated(r.info.run_id, status="KILLED")
+                logging.getLogger(__name__).warning("MLflow: run %s (%s) marked KILLED: the process that held it "
+                                                    "open is gone", r.info.run_id, r.info.run_name)
+                closed += 1
+    except Exception as e:  # noqa: BLE001 - the store is a side channel
+        degrade("look for runs left RUNNING", e)
+    return closed
+
+
 def _mlflow():
     for name in ("mlflow", "alembic", "sqlalchemy"):
         logging.getLogger(name).setLevel(logging.WARNING)
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    for k, v in HTTP_BOUNDS.items():
+        os.environ.setdefault(k, v)
     import mlflow
 
     mlflow.set_tracking_uri(tracking_uri())
@@ -123,23 +215,70 @@ def _mlflow():
     return mlflow
 
 
+class _Run:
+    """What :func:`run` yields: the run's logging calls, each guarded (a failure degrades tracking, never the
+    stage); every call is a no-op when the run could not be started."""
+
+    def __init__(self, mlflow=None):
+        self._mlflow = mlflow
+
+    def __getattr__(self, name: str):
+        def call(*a, **kw):
+            if self._mlflow is None or degraded():
+                return None
+            try:
+                return getattr(self._mlflow, name)(*a, **kw)
+            except Exception as e:  # noqa: BLE001 - the store is a side channel
+                degrade(name.replace("_", " "), e)
+                return None
+        return call
+
+
 @contextlib.contextmanager
 def run(name: str, params: Mapping[str, Any] | None = None, tags: Mapping[str, str] | None = None,
-        parent_run_id: str | None = None, resume_run_id: str | None = None) -> Iterator[Any]:
+        parent_run_id: str | None = None, resume_run_id: str | None = None) -> Iterator[_Run]:
     """Start an MLflow run named ``name``; params are flattened (``train.lr``). ``resume_run_id``
     (:func:`interrupted_training_run`) continues that run instead: the params it already has stay, a
-    runtime setting that differs now is tagged ``sentlab.resumed_with.<key>``."""
+    runtime setting that differs now is tagged ``sentlab.resumed_with.<key>``. The run is tagged with its
+    owner process (:func:`owner_tags`). A failure to start, log or end the run is one warning and the body
+    runs on (:func:`degrade`): tracking never costs a result. The run ends FINISHED, FAILED (an exception in
+    the body) or KILLED (KeyboardInterrupt)."""
+    started = None
+    if not degraded():
+        try:
+            started = _start(name, params, tags, parent_run_id, resume_run_id)
+        except Exception as e:  # noqa: BLE001 - the store is a side channel
+            degrade(f"start the run {name!r}", e)
+    status = "FINISHED"
+    try:
+        yield _Run(started)
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
+    except BaseException:
+        status = "FAILED"
+        raise
+    finally:
+        if started is not None and not degraded():
+            try:
+                started.end_run(status=status)
+            except Exception as e:  # noqa: BLE001
+                degrade(f"end the run {name!r}", e)
+
+
+def _start(name, params, tags, parent_run_id, resume_run_id):
     mlflow = _mlflow()
     parent_run_id = parent_run_id or os.environ.get("SENTLAB_PARENT_RUN_ID")
-    all_tags = {**provenance_tags(), **(tags or {})}
+    all_tags = {**provenance_tags(), **owner_tags(), **(tags or {})}
     if parent_run_id:
         all_tags["mlflow.parentRunId"] = parent_run_id
     logged: dict = {}
     if resume_run_id:
         logged = mlflow.MlflowClient().get_run(resume_run_id).data.params
         all_tags["sentlab.resumed"] = "true"
-    with mlflow.start_run(run_id=resume_run_id, run_name=None if resume_run_id else name,
-                          tags=None if resume_run_id else all_tags):
+    mlflow.start_run(run_id=resume_run_id, run_name=None if resume_run_id else name,
+                     tags=None if resume_run_id else all_tags)
+    try:
         if resume_run_id:
             mlflow.set_tags(all_tags)
         if params:
@@ -150,17 +289,19 @@ def run(name: str, params: Mapping[str, Any] | None = None, tags: Mapping[str, s
             items = [(k, v) for k, v in flat.items() if k not in logged]
             for i in range(0, len(items), 100):
                 mlflow.log_params(dict(items[i: i + 100]))
-        yield mlflow
-
-
-_WARNED: set[str] = set()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            mlflow.end_run(status="FAILED")
+        raise
+    return mlflow
 
 
 def log_metrics(metrics: Mapping[str, Any], step: int | None = None) -> None:
     """Log the numeric entries of ``metrics`` (nested keys flattened) to the active run.
 
     Logging is a side channel: a failure (a tracking server gone away, a locked SQLite store) is
-    reported once as a warning and training goes on; the curve CSV and the model are the outputs.
+    reported once as a warning, this process logs nothing more (:func:`degrade`) and training goes on; the
+    curve CSV and the model are the outputs. Without an active run nothing is logged (MLflow would start one).
     """
     import math
 
@@ -168,18 +309,12 @@ def log_metrics(metrics: Mapping[str, Any], step: int | None = None) -> None:
 
     flat = {k.replace("/", "_"): float(v) for k, v in flatten(metrics).items()
             if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))}
-    if not flat:
+    if not flat or degraded() or mlflow.active_run() is None:   # no run: never let MLflow start one here
         return
     try:
         mlflow.log_metrics(flat, step=step)
     except Exception as e:  # noqa: BLE001 - any store error: warn once, keep training
-        key = type(e).__name__
-        if key not in _WARNED:
-            _WARNED.add(key)
-            logging.getLogger(__name__).warning(
-                "MLflow could not log metrics at step %s (%s: %s); training goes on, later failures of this kind "
-                "are not reported. Check the tracking store (%s).", step, key, str(e)[:200], tracking_uri())
-
+        degrade(f"log metrics at step {step}", e)
 
 
 def find_training_run(model: str, run_key: str) -> str | None:
@@ -279,8 +414,9 @@ def experiment_id() -> str:
 
 
 def start_parent(name: str | None = None, params: Mapping[str, Any] | None = None,
-                 tags: Mapping[str, str] | None = None) -> str:
-    """Create (and leave open) the parent run of one pipeline run; returns its id.
+                 tags: Mapping[str, str] | None = None, owner_pid: int | None = None) -> str:
+    """Create (and leave open) the parent run of one pipeline run; returns its id. ``owner_pid``: the process
+    that closes it (the Makefile recipe's shell for ``sentlab mlflow start-parent``; default this one).
 
     The Makefile exports it as ``SENTLAB_PARENT_RUN_ID`` around ``dvc repro``; :func:`run`
     then nests every stage's run under it; :func:`end_parent` closes it.
@@ -290,7 +426,7 @@ def start_parent(name: str | None = None, params: Mapping[str, Any] | None = Non
     c = client()
     name = name or time.strftime("pipeline %Y-%m-%d %H:%M:%S")
     r = c.create_run(experiment_id(), run_name=name,
-                     tags={**provenance_tags(), "sentlab.stage": "pipeline", **(tags or {})})
+                     tags={**provenance_tags(), **owner_tags(owner_pid), "sentlab.stage": "pipeline", **(tags or {})})
     flat = {k: ("None" if v is None else str(v))[:6000] for k, v in flatten(params or {}).items()}
     for k, v in flat.items():
         c.log_param(r.info.run_id, k, v)
@@ -336,6 +472,8 @@ def interrupted_training_run(model: str, run_key: str, resumable: bool) -> str |
         return None
     keep = None
     for r in runs:
+        if r.info.status == "RUNNING" and owner_alive(r.data.tags):
+            continue   # a live process holds it (the same model trained elsewhere): neither resumed nor killed
         if keep is None and resumable and r.data.tags.get("sentlab.run_key") == run_key:
             keep = r.info.run_id
             log.info("MLflow: resuming run %s of %s (interrupted)", keep, model)

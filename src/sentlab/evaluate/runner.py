@@ -265,6 +265,14 @@ def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, t
                   "profile": params.profile, "evaluate": params.evaluate.model_dump(), **(extra_params or {})}
     skip = ("per_task", "extra_rows", "diagnostics", "whitening", "flow", "word_vectors", "method", "ci95",
             "fingerprint", "bootstrap_seed")
+    out_path = Path(out_path)
+    if cosines_dir is None:
+        cosines_dir = (out_path.parent.parent / "cosines" if out_path.parent.name == "metrics"
+                       else out_path.parent / "cosines")
+    write_cosines(Path(cosines_dir) / f"{name}.parquet", frame)
+    write_bootstrap(bootstrap_path(Path(cosines_dir) / f"{name}.parquet"), intervals, params.seed)
+    write_json(out_path, metrics)
+    # the outputs first: tracking is a side channel that may fail or wait (sentlab.tracking.degrade)
     from ..fingerprint import fingerprint_tags
 
     with tracking.run(f"eval/{name}", params=run_params, tags={"sentlab.stage": "evaluate", "sentlab.model": name,
@@ -284,13 +292,6 @@ def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, t
         train_run = tracking.find_training_run(name, info.get("run_key")) if info and info.get("run_key") else None
         if train_run is not None:  # the test results beside the dev curve of the run that trained the model
             tracking.log_to_run(train_run, {k: v for k, v in metrics.items() if k not in skip})
-    out_path = Path(out_path)
-    if cosines_dir is None:
-        cosines_dir = (out_path.parent.parent / "cosines" if out_path.parent.name == "metrics"
-                       else out_path.parent / "cosines")
-    write_cosines(Path(cosines_dir) / f"{name}.parquet", frame)
-    write_bootstrap(bootstrap_path(Path(cosines_dir) / f"{name}.parquet"), intervals, params.seed)
-    write_json(out_path, metrics)
     return metrics
 
 

@@ -81,12 +81,13 @@ def _metric_name(key: str) -> str:
 
 
 def record(suite: str, name: str, metrics: dict, settings: dict, info: Optional[dict], model: str) -> None:
-    """Log ``metrics``' numbers to MLflow (run ``<suite>/<name>``; the training run of ``name`` as
-    ``<suite>.*``), then write ``reports/metrics/<suite>/<name>.json`` (temp path + rename)."""
+    """Write ``reports/metrics/<suite>/<name>.json`` (temp path + rename), then log ``metrics``' numbers to MLflow
+    (run ``<suite>/<name>``; the training run of ``name`` as ``<suite>.*``): a tracking failure costs no result."""
     from .. import tracking
     from ..io import write_json
 
     flat = {_metric_name(k): v for k, v in metrics.items() if isinstance(v, float)}
+    write_json(OUT / suite / f"{name}.json", metrics)   # the output first: tracking may fail or wait
     with tracking.run(f"{suite}/{name}", params={"model": model, "profile": metrics.get("profile"), suite: settings},
                       tags={"sentlab.stage": f"evaluate_{suite}", "sentlab.model": name}):
         tracking.log_metrics(flat)
@@ -94,4 +95,3 @@ def record(suite: str, name: str, metrics: dict, settings: dict, info: Optional[
         train_run = tracking.find_training_run(name, info["run_key"])
         if train_run is not None:
             tracking.log_to_run(train_run, flat, prefix=f"{suite}.")
-    write_json(OUT / suite / f"{name}.json", metrics)

@@ -45,7 +45,12 @@ def cmd_start_parent(args) -> int:
     if args.profile:
         params["profile"] = args.profile
     name = args.name or f"pipeline {params.get('profile', '')}".strip()
-    run_id = tracking.start_parent(name, params=params, tags={"sentlab.profile": str(params.get("profile", ""))})
+    try:   # the recipe's shell owns the run: it closes it after `dvc repro` (the sweep closes it if it dies)
+        run_id = tracking.start_parent(name, params=params, tags={"sentlab.profile": str(params.get("profile", ""))},
+                                       owner_pid=os.getppid())
+    except Exception as e:  # noqa: BLE001 - tracking never stops the pipeline: no parent run, stages untracked
+        tracking.degrade("create the pipeline's parent run", e)
+        run_id = ""
     print(run_id)
     return 0
 
@@ -54,8 +59,13 @@ def cmd_end_parent(args) -> int:
     from .. import tracking
 
     status = args.status or ("FINISHED" if args.rc == 0 else ("KILLED" if args.rc in (130, 137, 143) else "FAILED"))
-    tracking.end_parent(args.run_id, status)
-    print(f"mlflow: parent run {args.run_id} {status}", file=sys.stderr)
+    if args.run_id:
+        try:
+            tracking.end_parent(args.run_id, status)
+            print(f"mlflow: parent run {args.run_id} {status}", file=sys.stderr)
+        except Exception as e:  # noqa: BLE001 - a side channel: the pipeline's exit status stands
+            tracking.degrade(f"close the parent run {args.run_id}", e)
+    tracking.sweep_orphans()   # runs of stages killed under it (their process is gone)
     return 0
 
 
@@ -94,7 +104,7 @@ def register_cli(subparsers) -> None:
     s.add_argument("--params", default="params.yaml", help="params logged on the parent run")
     s.set_defaults(func=cmd_start_parent)
     e = msub.add_parser("end-parent", help="close the parent run")
-    e.add_argument("run_id")
+    e.add_argument("run_id", nargs="?", default="", help="the parent run's id (empty: none was created)")
     e.add_argument("--rc", type=int, default=0, help="exit status of the pipeline (0: FINISHED, else FAILED)")
     e.add_argument("--status", choices=["FINISHED", "FAILED", "KILLED"], default=None)
     e.set_defaults(func=cmd_end_parent)
