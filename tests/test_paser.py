@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from conftest import nltk_with
 
 from sentlab.config import TrainParams
 from sentlab.errors import SentlabError
@@ -172,10 +173,8 @@ def test_np_vp_masks_one_np_and_one_vp():
 def test_nltk_chunks_give_sbar_and_verb_group_phrases(tiny_bert):
     from sentlab.annotate import BackendOptions, get_backend
 
-    try:
-        be = get_backend("nltk", BackendOptions())
-    except SentlabError:
-        pytest.skip("needs the NLTK tagger and stopwords (NLTK_DATA)")
+    nltk_with("averaged_perceptron_tagger_eng", "stopwords")
+    be = get_backend("nltk", BackendOptions())
     (row,) = be.annotate([CLAUSE])
     extras = {"rake": [row["rake"]], "chunks": [row["chunks"]]}
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, stage_workspace
+from conftest import REPO, stage_workspace, mirror_with
 
 from sentlab.errors import AssetMissingError
 from sentlab.stage_params import UndeclaredParam, stage_params
@@ -210,7 +210,6 @@ def test_the_paper_preflight_goes_on_without_the_suites_data(tmp_path, monkeypat
     """Offline, the paper preflight's GLUE stage needs WNLI's data: its stand-in keeps the tasks that are here (the
     mirror's SST-2 and STS-B); the first retrieval stage needs QQP's: its stand-in drops every retrieval stage, and
     the preflight reports each as such instead of running it."""
-    import os
     from types import SimpleNamespace
 
     from sentlab.preflight import standin_for
@@ -219,8 +218,7 @@ def test_the_paper_preflight_goes_on_without_the_suites_data(tmp_path, monkeypat
     from sentlab.preflight.table import Row
     from sentlab.profiles import profile_values
 
-    if not os.environ.get("SENTLAB_DATA_MIRROR"):
-        pytest.skip("needs the data mirror (set SENTLAB_DATA_MIRROR to ../shared/data)")
+    mirror_with(monkeypatch, "SST/binary", "STS/STSBenchmark")
     monkeypatch.setenv("SENTLAB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("SENTLAB_OFFLINE", "1")
     paper = profile_values("paper", REPO / "profiles")

@@ -8,6 +8,7 @@ import copy
 import numpy as np
 import pytest
 import torch
+from conftest import mirror_with
 
 from sentlab.errors import SentlabError
 from sentlab.evaluate import transfer as T
@@ -154,11 +155,8 @@ def test_line_count_mismatch_is_one_paragraph(tmp_path):
     assert "custrev.pos" in msg and "2 lines" in msg and "2407" in msg and "\n" not in msg and "mirror" in msg
 
 
-def test_mirror_counts_match_release():
-    import os
-
-    if not os.environ.get("SENTLAB_DATA_MIRROR"):
-        pytest.skip("needs the SentEval transfer data mirror (set SENTLAB_DATA_MIRROR to ../shared/data)")
+def test_mirror_counts_match_release(monkeypatch):
+    mirror_with(monkeypatch, "CR", "MRPC")
     assert len(load_task("CR").splits["all"].a) == 3775
     assert len(load_task("MRPC").splits["test"].a) == 1725
 

@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+from conftest import mirror_with
 
 from sentlab.errors import SentlabError
 from sentlab.evaluate.transfer_data import Split, TransferTask, subsample
@@ -116,14 +117,11 @@ def test_table2_rows_read_the_transfer_metrics(tmp_path):
 def test_sources_hash_the_transfer_files_and_check_a_changed_copy(tmp_path, monkeypatch):
     """The `sources` stage hashes the tasks' files (data/sources/transfer.json: an edited file re-runs the transfer
     stages) and parses a task whose bytes changed, so a truncated copy fails there, naming the file."""
-    import os
     import shutil
 
     from sentlab.sources import transfer_sources
 
-    if not os.environ.get("SENTLAB_DATA_MIRROR"):
-        pytest.skip("needs the SentEval transfer data mirror (set SENTLAB_DATA_MIRROR to ../shared/data)")
-    shutil.copytree(os.path.join(os.environ["SENTLAB_DATA_MIRROR"], "CR"), tmp_path / "CR")
+    shutil.copytree(mirror_with(monkeypatch, "CR") / "CR", tmp_path / "CR")
     monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(tmp_path))
     monkeypatch.setenv("SENTLAB_CACHE", str(tmp_path / "cache"))
     assert transfer_sources(["CR"], []) == {}
