@@ -165,3 +165,50 @@ def test_make_repros_parent_run_neither_stops_the_pipeline_nor_stays_open(tmp_pa
     assert main(["mlflow", "end-parent", parent, "--rc", "0"]) == 0
     c = mlflow.tracking.MlflowClient()
     assert c.get_run(parent).info.status == "FINISHED" and c.get_run(orphan).info.status == "KILLED"
+
+
+# --- races: a second pipeline in the same workspace ------------------------------------------------------
+
+
+def test_a_second_make_repro_cannot_rewrite_params_under_a_running_dvc_repro(tmp_path, monkeypatch, capsys):
+    from dvc.lock import Lock
+
+    from sentlab.cli import main
+
+    (tmp_path / ".dvc" / "tmp").mkdir(parents=True)
+    params = tmp_path / "params.yaml"
+    params.write_text("profile: quick\n")
+    lock = Lock(str(tmp_path / ".dvc" / "tmp" / "lock"))
+    lock.lock()                                   # what `dvc repro` holds for its whole run
+    try:
+        assert main(["profile", "smoke", "--params", str(params)]) == 2
+    finally:
+        lock.unlock()
+    err = capsys.readouterr().err
+    assert "holds this workspace's lock" in err and "Traceback" not in err
+    assert params.read_text() == "profile: quick\n"   # untouched
+
+
+def test_a_second_coordinator_in_one_workspace_is_refused_naming_the_first(tmp_path):
+    from sentlab.errors import SentlabError
+    from sentlab.io import write_json
+    from sentlab.parallel.runner import exclusive_run
+
+    write_json(tmp_path / "run.json", {"pid": 4242})
+    with exclusive_run(tmp_path):
+        try:
+            with exclusive_run(tmp_path):
+                raise AssertionError("a second coordinator got the lock")
+        except SentlabError as e:
+            assert "Another `sentlab run` (pid 4242)" in str(e)
+    with exclusive_run(tmp_path):                 # released when the first ends
+        pass
+
+
+def test_status_reads_a_truncated_run_json_as_no_run(tmp_path):
+    from sentlab.parallel.status import read_run_json
+
+    (tmp_path / "run.json").write_text('{"run_id": "2026')   # a killed writer's
+    assert read_run_json(tmp_path) == {}
+    (tmp_path / "run.json").write_text('{"pid": 7}')
+    assert read_run_json(tmp_path) == {"pid": 7}

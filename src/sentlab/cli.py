@@ -146,8 +146,17 @@ def _cmd_params(args) -> int:
 
 
 def _cmd_profile(args) -> int:
+    from pathlib import Path
+
+    from .errors import SentlabError
+    from .pipeline_util import dvc_repro_running
     from .profiles import set_profile
 
+    if dvc_repro_running(Path(args.params).resolve().parent):
+        raise SentlabError(f"A `dvc repro` (or another DVC command) holds this workspace's lock "
+                           f"({Path(args.params).resolve().parent / '.dvc/tmp/lock'}): {args.params} is not rewritten "
+                           f"while a pipeline may be reading it. Wait for it to finish (`sentlab status`), or run the "
+                           f"other profile in a clone of the repository.")
     changed = set_profile(args.params, args.name, force=args.force)
     print(f"{args.params}: profile {args.name}" + (" (written from profiles/)" if changed else " (kept)")
           + "; models.yaml: its stage list")

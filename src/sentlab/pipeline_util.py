@@ -36,3 +36,21 @@ def report_errors(fn: Callable[[], object]) -> int:
         print("sentlab: interrupted; outputs are renamed into place only when complete, "
               "so nothing half-written remains.", file=sys.stderr)
         return 130
+
+
+def dvc_repro_running(root: str | os.PathLike) -> bool:
+    """Whether a DVC command holds the workspace's lock (``.dvc/tmp/lock``, which ``dvc repro`` holds for its whole
+    run): tried without waiting, released at once when free."""
+    from pathlib import Path
+
+    import zc.lockfile
+
+    lock = Path(root) / ".dvc" / "tmp" / "lock"
+    if not lock.parent.is_dir():
+        return False
+    try:
+        held = zc.lockfile.LockFile(str(lock))
+    except zc.lockfile.LockError:
+        return True
+    held.close()
+    return False

@@ -14,7 +14,7 @@ for the run (:mod:`.tracking_server`), the parent run created before the fan-out
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import re
 import shutil
@@ -24,8 +24,10 @@ import time
 from pathlib import Path
 
 from ..errors import SentlabError
+from ..io import write_json
 from . import SHARED, STATE_DIR
 from .graph import Plan, plan_for, stage_names
+from .status import read_run_json
 from .task import run_chain, write_state
 from .tracking_server import tracking_server
 from .worktree import bundle, cache_dir, make_worktree, node_env, remove_worktree, run_dvc
@@ -133,7 +135,6 @@ def fan_out(ray, root: Path, p: Plan, rt, state: Path, resources: dict, remote: 
 def run(root: str | Path = ".", jobs: int = 2, address: str | None = None, gpus: float | None = None,
         remote: bool = False, keep_worktrees: bool = False) -> int:
     """The pipeline in parallel (see the module docstring); returns the exit status."""
-    from .. import tracking
     from ..stage_params import runtime_params, training_threads
 
     root = Path(root).resolve()
@@ -143,20 +144,54 @@ def run(root: str | Path = ".", jobs: int = 2, address: str | None = None, gpus:
     # a SIGTERM (a scheduler ending the job) unwinds like Ctrl-C: the tracking server stops, the parent run is KILLED
     signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     state = root / STATE_DIR
+    state.mkdir(parents=True, exist_ok=True)
+    with exclusive_run(state):   # a second `sentlab run` here would delete this one's logs and reuse its worktrees
+        return _run_locked(root, jobs, address, gpus, remote, keep_worktrees, rt, ray, state)
+
+
+@contextlib.contextmanager
+def exclusive_run(state: Path):
+    """Hold ``<state>/coordinator.lock`` for the run (released by the OS when the process dies, however it dies); a
+    second coordinator in the same workspace stops with one paragraph naming the first."""
+    import fcntl
+
+    fh = open(state / "coordinator.lock", "a+")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.close()
+        other = read_run_json(state).get("pid")
+        raise SentlabError(f"Another `sentlab run` (pid {other or 'unknown'}) is running in this workspace "
+                           f"({state.parent}): a second one would delete its logs, reuse its worktrees and start a "
+                           f"second MLflow server on the same store. Wait for it (`sentlab status`), or run in a clone "
+                           f"of the repository.") from None
+    try:
+        yield
+    finally:
+        fh.close()
+
+
+def _run_locked(root: Path, jobs, address, gpus, remote, keep_worktrees, rt, ray, state: Path) -> int:
+    from .. import tracking
+
     for sub in ("stages", "logs"):
         shutil.rmtree(state / sub, ignore_errors=True)
         (state / sub).mkdir(parents=True)
     run_id = time.strftime("%Y%m%d-%H%M%S")
     info = {"run_id": run_id, "pid": os.getpid(), "started": time.time(), "jobs": jobs, "address": address,
             "remote": remote}
-    (state / "run.json").write_text(json.dumps(info))
+    write_json(state / "run.json", info)
     with tracking_server(root, state / "logs" / "mlflow-server.log") as uri:
         own_parent = not os.environ.get(tracking.PARENT_ENV)
         if own_parent:
             profile = (root / "params.yaml").read_text().split("profile:", 1)[-1].split()[0]
-            os.environ[tracking.PARENT_ENV] = tracking.start_parent(
-                params={"profile": profile, "jobs": jobs}, tags={"sentlab.parallel": "ray"})
-        say(f"MLflow: {uri} (parent run {os.environ[tracking.PARENT_ENV]})")
+            try:
+                os.environ[tracking.PARENT_ENV] = tracking.start_parent(
+                    params={"profile": profile, "jobs": jobs}, tags={"sentlab.parallel": "ray"})
+            except Exception as e:  # noqa: BLE001 - tracking never stops the run
+                tracking.degrade("create the run's parent run", e)
+                own_parent = False
+        say(f"MLflow: {uri} (parent run {os.environ.get(tracking.PARENT_ENV) or 'none: tracking is off'})")
         if address and "127.0.0.1" in uri:
             say("WARNING: MLflow's server for this run listens on this machine's loopback; workers on other "
                 "machines reach it only if they are this machine: export MLFLOW_TRACKING_URI=http://<server> (a "
@@ -169,10 +204,13 @@ def run(root: str | Path = ".", jobs: int = 2, address: str | None = None, gpus:
                 ray.shutdown()
             if own_parent:
                 status = "KILLED" if rc is None else "FINISHED" if rc == 0 else "FAILED"
-                tracking.end_parent(os.environ.pop(tracking.PARENT_ENV), status)
+                try:
+                    tracking.end_parent(os.environ.pop(tracking.PARENT_ENV), status)
+                except Exception as e:  # noqa: BLE001 - a side channel: the run's exit status stands
+                    tracking.degrade("close the run's parent run", e)
             ended = time.time()
-            (state / "run.json").write_text(json.dumps({**info, "pid": None, "ended": ended, "rc": rc,
-                                                        "seconds": round(ended - info["started"], 1)}))
+            write_json(state / "run.json", {**info, "pid": None, "ended": ended, "rc": rc,
+                                            "seconds": round(ended - info["started"], 1)})
     return rc
 
 

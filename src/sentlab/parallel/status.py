@@ -28,6 +28,14 @@ def _alive(pid) -> bool:
         return False
 
 
+def read_run_json(state: Path) -> dict:
+    """The coordinator's ``run.json`` ({} when absent or unreadable: a killed writer's truncated file)."""
+    try:
+        return json.loads((state / "run.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
 def stage_status(root: str | Path = ".") -> tuple[list[dict], dict]:
     """(one row per stage: stage, status, log, detail; the last run's run.json)."""
     root = Path(root).resolve()
@@ -37,12 +45,15 @@ def stage_status(root: str | Path = ".") -> tuple[list[dict], dict]:
         stale = descendants(stage_edges(root), changed_stages(root))
     except DvcBusy:   # the run's shared or final `dvc repro` holds the lock: the tasks' states alone
         stale = None
-    run = json.loads((state / "run.json").read_text()) if (state / "run.json").is_file() else {}
+    run = read_run_json(state)   # {} for a truncated one (a killed writer's): the stages' own files still say
     active = _alive(run.get("pid"))
     rows = []
     for s in names:
         f = state / "stages" / f"{s}.json"
-        st = json.loads(f.read_text()) if f.is_file() else {}
+        try:
+            st = json.loads(f.read_text()) if f.is_file() else {}
+        except ValueError:   # written while the writer was killed
+            st = {"status": "unknown", "reason": f"{f} is unreadable (a killed writer's)"}
         status, detail = ("stale" if stale is None or s in stale else "up to date"), ""
         if stale is None and not st:
             status, detail = "unknown", "a dvc repro holds the workspace's lock"
