@@ -212,3 +212,37 @@ def test_status_reads_a_truncated_run_json_as_no_run(tmp_path):
     assert read_run_json(tmp_path) == {}
     (tmp_path / "run.json").write_text('{"pid": 7}')
     assert read_run_json(tmp_path) == {"pid": 7}
+
+
+def test_a_sigkilled_coordinator_leaves_no_tracking_server_behind(tmp_path):
+    """The runner starts `mlflow server` under sentlab.parallel.watchdog (tracking_server.py); here the watchdog
+    holds a stand-in server that starts a worker of its own, as `mlflow server` starts uvicorn."""
+    import os
+    import signal
+    import sys
+    import time
+
+    pids = tmp_path / "pids"
+    server = (f"import subprocess, sys, time; w = subprocess.Popen([sys.executable, '-c', 'import time; "
+              f"time.sleep(600)']); open({str(pids)!r}, 'w').write(f'{{w.pid}}'); time.sleep(600)")
+    coordinator = (f"import subprocess, sys, os, time; subprocess.Popen([sys.executable, '-m', "
+                   f"'sentlab.parallel.watchdog', str(os.getpid()), '--', sys.executable, '-c', {server!r}], "
+                   f"start_new_session=True); time.sleep(600)")
+    coord = subprocess.Popen([sys.executable, "-c", coordinator])
+    deadline = time.time() + 60
+    while not (pids.is_file() and pids.read_text()) and time.time() < deadline:
+        time.sleep(0.2)
+    worker = int(pids.read_text())
+    os.kill(worker, 0)                                   # the server's worker runs
+    coord.send_signal(signal.SIGKILL)
+    coord.wait(timeout=30)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.2)
+    else:
+        os.kill(worker, signal.SIGKILL)
+        raise AssertionError("the server's worker outlived its coordinator by 30 s")

@@ -58,7 +58,10 @@ def tracking_server(root: str | Path, log: str | Path, timeout_s: float = 120.0)
     # the tracking API only: MLflow's server-side job runner (GenAI scorers, trace archival; huey workers and
     # periodic tasks) is off, which halves the server's start (18-20 s -> 9-11 s on 2 cores)
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    proc = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", db_uri, "--host",
+    # under a watchdog that leads the server's process group and ends it when this process is gone (a SIGKILL
+    # of the coordinator included: no server outlives its run)
+    proc = subprocess.Popen([sys.executable, "-m", "sentlab.parallel.watchdog", str(os.getpid()), "--",
+                             sys.executable, "-m", "mlflow", "server", "--backend-store-uri", db_uri, "--host",
                              "127.0.0.1", "--port", str(port), "--workers", "1"], cwd=root, stdout=fh,
                             stderr=subprocess.STDOUT, start_new_session=True, env=env)
     try:
