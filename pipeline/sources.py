@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from sentlab.io import write_json
+from sentlab.io import sweep_temporaries, write_json
 from sentlab.pipeline_util import run_stage
 from sentlab.provenance import stage_code_files
 from sentlab.sources import (data_sources, glue_sources, model_sources, parse_sources, retrieval_sources,
@@ -56,6 +56,8 @@ def main() -> None:
             old.unlink()
     n = sum(len(v) for v in data["files"].values())
     print(f"sources: {n} data files, {len(model['files'])} backbone files hashed")
+    for left in sweep_temporaries():   # killed writers' temporaries: no writer of this workspace runs now (DVC's lock)
+        print(f"sources: removed {left}, left by an interrupted write")
     closed = sweep_orphans()   # MLflow runs left RUNNING by a killed stage (its process is gone), at every dvc repro
     if closed:
         print(f"sources: {closed} MLflow run(s) left RUNNING by a process that is gone marked KILLED")

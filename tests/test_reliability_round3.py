@@ -246,3 +246,41 @@ def test_a_sigkilled_coordinator_leaves_no_tracking_server_behind(tmp_path):
     else:
         os.kill(worker, signal.SIGKILL)
         raise AssertionError("the server's worker outlived its coordinator by 30 s")
+
+
+# --- files left behind ---------------------------------------------------------------------------------
+
+
+def test_a_folder_cut_between_its_two_renames_is_recovered_by_the_next_writer(tmp_path):
+    from sentlab.io import atomic_path
+
+    best = tmp_path / "checkpoints" / "simcse" / "best"
+    best.parent.mkdir(parents=True)
+    (best.parent / ".best.old").mkdir()                        # killed after `best -> .best.old`, before `tmp -> best`
+    (best.parent / ".best.old" / "model.safetensors").write_bytes(b"the previous best")
+    with atomic_path(best, is_dir=True) as tmp:
+        assert (best / "model.safetensors").read_bytes() == b"the previous best"   # back in place before writing
+        (tmp / "model.safetensors").write_bytes(b"the new best")
+    assert (best / "model.safetensors").read_bytes() == b"the new best"
+    assert not (best.parent / ".best.old").exists()
+
+
+def test_the_sources_stage_sweep_removes_killed_writers_temporaries_and_recovers_a_cut_replacement(tmp_path):
+    from sentlab.io import sweep_temporaries
+
+    left = [tmp_path / ".exports.ab12.tmp", tmp_path / "models" / ".simcse.x1.tmp",
+            tmp_path / "data" / ".staged.q9.tmp", tmp_path / "data" / "annotated" / "train" / ".part-3.tmp"]
+    for p in left:
+        p.mkdir(parents=True) if not p.name.startswith(".part") else (p.parent.mkdir(parents=True), p.write_text("x"))
+    (left[0] / "model.safetensors").write_bytes(b"half")
+    keep = [tmp_path / "models" / "simcse" / "model.safetensors", tmp_path / "notes.tmp",
+            tmp_path / ".sentlab_cache" / "embeddings" / ".k.npy.tmp"]   # not a writer's temporary / the cache's own
+    for p in keep:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("keep")
+    (tmp_path / "models" / ".ptbert.old").mkdir()             # models/ptbert cut between its renames
+    (tmp_path / "models" / ".ptbert.old" / "sentlab.json").write_text("{}")
+    removed = sweep_temporaries(tmp_path)
+    assert sorted(removed) == sorted(left) and not any(p.exists() for p in left)
+    assert all(p.exists() for p in keep)
+    assert (tmp_path / "models" / "ptbert" / "sentlab.json").is_file()

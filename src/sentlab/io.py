@@ -24,6 +24,7 @@ def atomic_path(path: str | os.PathLike, *, is_dir: bool = False) -> Iterator[Pa
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if is_dir:
+        recover_replaced(path)
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     else:
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -47,6 +48,43 @@ def atomic_path(path: str | os.PathLike, *, is_dir: bool = False) -> Iterator[Pa
             tmp.unlink(missing_ok=True)
         raise
 
+
+
+def recover_replaced(path: str | os.PathLike) -> Path:
+    """A folder that :func:`atomic_path` was replacing when its process was killed between the two renames
+    (``path`` moved to ``.<name>.old``, the new one not yet in place) is put back as it was; returns ``path``."""
+    path = Path(path)
+    old = path.with_name(f".{path.name}.old")
+    if not path.exists() and old.is_dir():
+        old.rename(path)
+    return path
+
+
+# where the sources stage (the first of every `dvc repro`, which holds the workspace's lock) looks for temporaries
+TEMP_DIRS = ("models", "data", "reports", "checkpoints")
+
+
+def sweep_temporaries(root: str | os.PathLike = ".") -> list[Path]:
+    """Remove what killed writers left: ``.<name>.*.tmp`` files and folders of :func:`atomic_path`,
+    :func:`staged_outputs` and the annotation's parts, under :data:`TEMP_DIRS` and in ``root`` itself (an export's
+    ``.exports.*.tmp``); a folder cut between :func:`atomic_path`'s renames is recovered first. Call it only where
+    no writer of the workspace runs: the sources stage runs under ``dvc repro``'s lock. Returns what it removed."""
+    root = Path(root)
+    removed = []
+    candidates = [p for p in root.glob(".*.tmp")]
+    for d in TEMP_DIRS:
+        if (root / d).is_dir():
+            candidates += [p for p in (root / d).rglob(".*.tmp")]
+            for old in (root / d).rglob(".*.old"):
+                if old.is_dir():
+                    recover_replaced(old.with_name(old.name[1:-len(".old")]))
+    for p in sorted(set(candidates), key=lambda p: len(p.parts), reverse=True):
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+        removed.append(p)
+    return removed
 
 
 @contextlib.contextmanager

@@ -62,6 +62,7 @@ from transformers import get_linear_schedule_with_warmup, set_seed
 
 from ..encoder import autocast
 from ..errors import SentlabError
+from ..io import recover_replaced
 from ..timing import timed
 from . import distributed as D
 from .checkpoint import export_model, load_resume, save_resume
@@ -271,9 +272,8 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
     # --- fresh start or resume ---------------------------------------------------
     seed_everything(seed + rank)
     step, best_score, best_step, curve, resumed_from = 0, -math.inf, None, [], None
-    last = ckpt_dir / "last"
-    if not last.is_dir() and (ckpt_dir / ".last.old").is_dir():  # killed between atomic_path's two renames
-        last = ckpt_dir / ".last.old"
+    last = recover_replaced(ckpt_dir / "last")   # killed between atomic_path's two renames: the previous one
+    recover_replaced(ckpt_dir / "best")
     meta = load_resume(last, method, optimizer, scheduler, rank=rank)  # each rank restores its own RNG state
     if meta is not None:
         if meta.get("total_steps") != total_steps:
