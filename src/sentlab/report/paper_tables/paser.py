@@ -68,7 +68,8 @@ def table1_rows() -> list[RowSpec]:
         RowSpec("ConSERTbase", ("consert",), t1["ConSERTbase"], "feature cutoff 0.2 + token shuffle, NT-Xent τ = 0.1, "
                 "unlabelled STS sentences, last-two-layer mean (ConSERT's released script)", "Contrastive"),
         RowSpec("SimCSE-BERTbase + MLM", ("simcse_mlm",), t1["SimCSE-BERTbase + MLM"],
-                "SimCSE's do_mlm: + 0.1·MLM, BERT's pretrained MLM head", "Contrastive"),
+                f"SimCSE's do_mlm: + 0.1·MLM, BERT's pretrained MLM head; {P.NO_DELTA['simcse_mlm']}", "Contrastive",
+                delta=False),
         RowSpec("SimCSE-BERTbase", ("simcse",), t1["SimCSE-BERTbase"], section="Contrastive"),
         paper_only("CMLM-BERTbase", t1["CMLM-BERTbase"], "conditional MLM pre-training", "Generative"),
         RowSpec("PaSeR-BERTbase", ("paser",), t1["PaSeR-BERTbase"], "unlabelled STS sentences", "Generative"),
