@@ -373,11 +373,13 @@ def test_no_delta_between_backbones_and_roberta_rows(tmp_path):
 def test_paser_table2_has_supervised_simcse_and_paser(tree):
     """Issue #34: paser_sup trains, so PaSeR Table 2 (supervised STS) is a table: simcse_sup beside paser_sup."""
     md = tree / "reports/metrics"
-    (md / "simcse_sup.json").write_text(json.dumps(_metrics("simcse_sup", 76.0, method={"id": "simcse_sup"})))
+    (md / "simcse_sup.json").write_text(json.dumps(_metrics("simcse_sup", 76.0, method={"id": "simcse_sup",
+                                                                                          "test_mlp": True})))
     build_report(tree, BACKBONE, "quick")
     t2 = _csv(tree / "reports/tables/paser_table2.csv")
     sim = next(r for r in t2 if r["model"] == "simcse_sup" and r["column"] == "Avg")
     assert float(sim["paper"]) == 81.57 and float(sim["reproduced"]) == pytest.approx(79.0)
+    assert sim["trained_with"] == "test_mlp=True"   # issue #53 §3.4: the row says how it was tested
     pas = next(r for r in t2 if r["model"] == "paser_sup" and r["column"] == "Avg")
     assert float(pas["paper"]) == 82.61 and pas["reproduced"] == ""
     assert next(r for r in t2 if r["model"] == "paser_sup" and r["column"] == "STS12")["paper"] == "78.4"
