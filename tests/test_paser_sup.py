@@ -174,3 +174,30 @@ def test_training_paser_sup_without_paser_is_refused_when_params_load(tmp_path):
     (tmp_path / "params.yaml").write_text(text.replace(line, line.replace(" paser,", "")))
     with pytest.raises(SentlabError, match=r"paser_sup \(starts from paser\)"):
         load_params(tmp_path / "params.yaml")
+
+
+def test_paser_sup_tests_without_its_mlp_unless_asked(tok, tmp_path):
+    """Issue #53 §3.4: paser_sup keeps PaSeR's released test pooling (the pooled vector, no MLP: its eval.sh's
+    cls_before_pooler; PaSeR's supervised code is unreleased) in the quick and paper profiles; ``test_mlp: true``
+    tests it as SimCSE tests simcse_sup (tanh(W·[CLS] + b), exported as sentlab.json's ``head``)."""
+    from sentlab.assets import load_model
+
+    from sentlab.train.run import method_params
+
+    for profile in ("quick", "paper"):
+        assert method_params(load_params(REPO / "params.yaml", profile=profile), "paser_sup").test_mlp is False
+    save_fake_paser(tok, tmp_path / "models" / "paser")
+    enc, tk = load_model(str(tmp_path / "models" / "paser"))
+    cls = get_method("paser_sup")
+    sup = cls(enc, tk, cls.Params(decoder_heads=2, decoder_layers=1))
+    assert sup.inference_head() is None and "head" not in sup.export_info()
+    on = cls(enc, tk, cls.Params(decoder_heads=2, decoder_layers=1, test_mlp=True))
+    assert on.export_info()["head"] == "head" and on.inference_head() is on.mlp
+    a = ["a man plays a flute", "two dogs run in a field"]
+    with torch.no_grad():
+        h = enc(**on.encode_text(a), return_dict=True).last_hidden_state[:, 0]
+        want = torch.tanh(on.mlp.dense(h)).numpy()
+    assert on.sentence_encoder().encode(a) == pytest.approx(want, abs=1e-5)
+    assert sup.sentence_encoder().encode(a) == pytest.approx(h.numpy(), abs=1e-5)
+    with pytest.raises(ValueError, match="test_mlp"):
+        cls.Params(mlp_head=False, test_mlp=True)

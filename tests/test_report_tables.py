@@ -373,11 +373,13 @@ def test_no_delta_between_backbones_and_roberta_rows(tmp_path):
 def test_paser_table2_has_supervised_simcse_and_paser(tree):
     """Issue #34: paser_sup trains, so PaSeR Table 2 (supervised STS) is a table: simcse_sup beside paser_sup."""
     md = tree / "reports/metrics"
-    (md / "simcse_sup.json").write_text(json.dumps(_metrics("simcse_sup", 76.0, method={"id": "simcse_sup"})))
+    (md / "simcse_sup.json").write_text(json.dumps(_metrics("simcse_sup", 76.0, method={"id": "simcse_sup",
+                                                                                          "test_mlp": True})))
     build_report(tree, BACKBONE, "quick")
     t2 = _csv(tree / "reports/tables/paser_table2.csv")
     sim = next(r for r in t2 if r["model"] == "simcse_sup" and r["column"] == "Avg")
     assert float(sim["paper"]) == 81.57 and float(sim["reproduced"]) == pytest.approx(79.0)
+    assert sim["trained_with"] == "test_mlp=True"   # issue #53 §3.4: the row says how it was tested
     pas = next(r for r in t2 if r["model"] == "paser_sup" and r["column"] == "Avg")
     assert float(pas["paper"]) == 82.61 and pas["reproduced"] == ""
     assert next(r for r in t2 if r["model"] == "paser_sup" and r["column"] == "STS12")["paper"] == "78.4"
@@ -425,3 +427,26 @@ def test_unsupervised_table_ranks_every_unsupervised_method_by_its_seed_mean(tre
     assert "unreadable metrics file" in md                              # moco's row says why it has no numbers
     assert [s.id for s in all_tables(BACKBONE)].count("unsupervised_one_protocol") == 1
     assert unsupervised.table().rank_by == "Avg"
+
+
+def test_simcse_mlm_shows_no_delta_against_paser_table1(tree):
+    """Issue #53 §3.8: PaSeR Table 1's SimCSE + MLM (58.57) cannot come from SimCSE's --do_mlm λ = 0.1 recipe that
+    simcse_mlm trains (SimCSE Table D.2: −0.5 on STS-B dev), so neither PaSeR Table 1 nor the one-protocol table
+    subtracts it; both print the paper's number and say why, citing Table D.2. simcse beside it keeps its Δ."""
+    md_dir = tree / "reports/metrics"
+    (md_dir / "simcse_mlm.json").write_text(json.dumps(_metrics("simcse_mlm", 65.0, method={"id": "simcse_mlm"})))
+    build_report(tree, BACKBONE, "quick")
+    t1 = {(r["row"], r["column"]): r for r in _csv(tree / "reports/tables/paser_table1.csv")}
+    mlm = t1["SimCSE-BERTbase + MLM", "Avg"]
+    assert mlm["model"] == "simcse_mlm" and float(mlm["reproduced"]) == pytest.approx(68.0)
+    assert float(mlm["paper"]) == 58.57 and mlm["diff"] == ""
+    assert all(t1["SimCSE-BERTbase + MLM", c]["diff"] == "" for c in STS7)
+    assert "Table D.2" in mlm["note"] and "no Δ" in mlm["note"]
+    assert float(t1["SimCSE-BERTbase", "Avg"]["diff"]) == pytest.approx(73.0 - 76.25)
+    line = next(x for x in (tree / "reports/tables/paser_table1.md").read_text().splitlines()
+                if x.startswith("| SimCSE-BERTbase + MLM"))
+    assert "68.00 / 58.57 |" in line and "(+9.43)" not in line and "Table D.2" in line
+    one = {(r["row"], r["column"]): r for r in _csv(tree / "reports/tables/unsupervised_one_protocol.csv")}
+    assert float(one["simcse_mlm", "Avg"]["paper"]) == 58.57 and one["simcse_mlm", "Avg"]["diff"] == ""
+    assert "Table D.2" in one["simcse_mlm", "Avg"]["note"]
+    assert float(one["simcse", "Avg"]["diff"]) == pytest.approx(73.0 - 76.25)

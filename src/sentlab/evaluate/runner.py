@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ..assets import load_model
-from ..encoder import SentenceEncoder, resolve_workers
+from ..encoder import SentenceEncoder, read_head, resolve_workers
 from ..errors import SentlabError
 from .cosines import bootstrap_intervals, bootstrap_path, confidence_intervals, write_bootstrap, write_cosines
 
@@ -65,28 +65,31 @@ def build_encoders(model: str, pooling: Optional[str] = None, precision: str = "
     ``precision`` as :func:`resolve_device_precision`; ``workers`` as ``evaluate.workers``
     (:func:`~sentlab.encoder.resolve_workers`)."""
     dev, precision = resolve_device_precision(device, precision)
-    info = read_model_info(Path(model)) if Path(model).is_dir() else None
+    root = Path(model)
+    info = read_model_info(root) if root.is_dir() else None
     # any sentence-transformers folder: pool as its modules do
-    if info is None and pooling is None and Path(model).is_dir():
+    if info is None and pooling is None and root.is_dir():
         from ..export.st import st_pooling_info
 
-        info = st_pooling_info(Path(model))
+        info = st_pooling_info(root)
         if info is not None:
-            name = name or Path(model).name
-            model = str(Path(model) / info["subfolder"])
+            name = name or root.name
+            model = str(root / info["subfolder"])
             max_length = max_length or info.get("max_length")
     net, tok = load_model(model, device=dev.type)
     net.eval()
     workers = resolve_workers(workers, dev)
     name = name or Path(model).name
     pool = pooling or (info or {}).get("pooling", "cls")
+    # the model's test-time head (supervised SimCSE's MLP) goes with its own pooling; --pooling scores the bare encoder
+    head = read_head(root / info["head"]) if pooling is None and (info or {}).get("head") else None
     enc = SentenceEncoder(net, tok, pooling=pool, template=(info or {}).get("template"), precision=precision,
-                          max_length=max_length, name=name, device=dev, workers=workers)
+                          max_length=max_length, name=name, device=dev, workers=workers, head=head)
     encoders = {name: enc}
     for channel, (lo, hi) in ((info or {}).get("channels") or {}).items():
         encoders[f"{name}_{channel}"] = SentenceEncoder(net, tok, pooling=pool, template=enc.template,
                                                         precision=precision, max_length=max_length,
-                                                        dims=(int(lo), int(hi)),
+                                                        dims=(int(lo), int(hi)), head=head,
                                                         name=f"{name}_{channel}", device=dev, workers=workers)
     return encoders
 

@@ -8,7 +8,7 @@ are written by sentence-transformers' own ``save`` (``modules.json``,
 ``sentence_bert_config.json``, one folder per pooling module).
 
 :func:`st_pooling_info` reads any sentence-transformers folder's modules back into sentlab's terms
-(``pooling``, ``template``, ``channels``, ``max_length``, the transformer's ``subfolder``), so
+(``pooling``, ``template``, ``channels``, ``max_length``, the transformer's ``subfolder``, a ``head``), so
 ``sentlab evaluate --model PATH`` scores published models as they pool.
 """
 
@@ -83,6 +83,12 @@ def build_sentence_transformer(folder: Path, info: dict, max_length: int):
         raise SentlabError(f"sentlab.json in {folder}: pooling {pooling!r} has no sentence-transformers export; "
                            f"known: {', '.join([*ST_POOLINGS, 'mask', *LAYERS])}.")
     modules = [first, pool]
+    if info.get("head"):   # the test-time head (supervised SimCSE's MLP), saved by sentlab in Dense's format
+        try:
+            from sentence_transformers.sentence_transformer.modules import Dense
+        except ImportError:  # sentence-transformers 5.x
+            from sentence_transformers.models import Dense
+        modules.append(Dense.load(str(Path(folder) / info["head"])))
     if info.get("channels"):
         modules.append(ChannelSlice(info["channels"]))
     return SentenceTransformer(modules=modules, device="cpu", prompts=prompts,
@@ -128,15 +134,16 @@ def _json(path: Path) -> dict:
 
 def st_pooling_info(folder: Path) -> Optional[dict]:
     """sentlab's view of the sentence-transformers folder ``folder`` (None when it has no ``modules.json``):
-    ``pooling``, ``template``, ``channels``, ``max_length`` and ``subfolder`` (where the transformer's
-    weights are). Normalize modules are skipped (cosine does not see them); a module that changes the
-    embedding otherwise (Dense, ...) raises, naming it."""
+    ``pooling``, ``template``, ``channels``, ``max_length``, ``subfolder`` (where the transformer's
+    weights are) and ``head`` (the folder of a Linear + tanh ``Dense`` after the pooling, e.g. SimCSE's MLP of a
+    supervised model; None without one). Normalize modules are skipped (cosine does not see them); a module that
+    changes the embedding otherwise (another Dense, ...) raises, naming it."""
     folder = Path(folder)
     modules = _json(folder / "modules.json")
     if not modules:
         return None
     out: dict[str, Any] = {"pooling": None, "template": None, "channels": None, "max_length": None,
-                           "subfolder": "", "source": "sentence-transformers modules.json"}
+                           "subfolder": "", "head": None, "source": "sentence-transformers modules.json"}
     suffix = ""
     for m in modules:
         kind, sub = m.get("type", ""), m.get("path", "")
@@ -159,6 +166,8 @@ def st_pooling_info(folder: Path) -> Optional[dict]:
             out["pooling"] = names[tuple(layers)]
         elif kind == SENTLAB_MODULES + "ChannelSlice":
             out["channels"] = _json(cfg_dir / "config.json").get("channels")
+        elif cls == "Dense" and out["pooling"] is not None and not out["head"] and _is_tanh_head(cfg_dir):
+            out["head"] = sub   # a Linear + tanh after the pooling: SimCSE's MLP (sentlab.encoder.read_head)
         elif cls == "Normalize":
             continue
         else:
@@ -175,6 +184,13 @@ def st_pooling_info(folder: Path) -> Optional[dict]:
     if head or suffix:
         out["template"] = _as_template(head, suffix, folder / out["subfolder"])
     return out
+
+
+def _is_tanh_head(cfg_dir: Path) -> bool:
+    """Whether the ``Dense`` module in ``cfg_dir`` is a square Linear + tanh (what sentlab's evaluator applies)."""
+    cfg = _json(cfg_dir / "config.json")
+    return (cfg.get("activation_function") == "torch.nn.modules.activation.Tanh" and not cfg.get("use_residual")
+            and cfg.get("in_features") == cfg.get("out_features"))
 
 
 def _st_pooling_mode(cfg: dict, where: Path) -> str:

@@ -30,7 +30,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
-from ..encoder import SentenceEncoder
+from ..encoder import HEAD_DIR, SentenceEncoder
 
 
 # train.<key> a method's params block may set for itself (None there: the train block's value)
@@ -289,13 +289,25 @@ class Method(nn.Module):
         return out
 
     # --- inference -----------------------------------------------------------
+    def inference_head(self) -> Optional[nn.Module]:
+        """A trained module applied to the pooled vector at test (a Linear + tanh with a ``dense`` layer: SimCSE's
+        MLP, which supervised SimCSE keeps at test), or None (the pooled vector is the embedding). The export
+        writes it beside the encoder (:func:`sentlab.encoder.write_head`, ``sentlab.json``'s ``head``) and every
+        encoder of the exported model applies it."""
+        return None
+
     def export_info(self) -> dict:
-        """What ``sentlab.json`` records about the exported model (pooling, template, channels)."""
-        return {"method": self.id, "pooling": self.inference_pooling}
+        """What ``sentlab.json`` records about the exported model (pooling, template, channels, ``head``: the
+        folder of the test-time head when :meth:`inference_head` has one)."""
+        info = {"method": self.id, "pooling": self.inference_pooling}
+        if self.inference_head() is not None:
+            info["head"] = HEAD_DIR
+        return info
 
     def sentence_encoder(self, precision: str = "fp32", max_length: Optional[int] = None) -> SentenceEncoder:
-        """The inference encoder: the bare encoder with the method's pooling, no training extras."""
+        """The inference encoder: the bare encoder with the method's pooling and test-time head, no training
+        extras."""
         info = self.export_info()
         return SentenceEncoder(self.encoder, self.tokenizer, pooling=info.get("pooling", "cls"),
                                template=info.get("template"), max_length=max_length, precision=precision,
-                               name=self.id, device=self.device)
+                               name=self.id, device=self.device, head=self.inference_head())

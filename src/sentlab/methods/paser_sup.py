@@ -6,8 +6,9 @@ from typing import Literal
 
 import torch
 import torch.nn.functional as F
-from pydantic import Field
+from pydantic import Field, model_validator
 
+from ..encoder import HEAD_DIR
 from ..errors import SentlabError
 from . import register
 from ._common import MLPHead, cosine_logits
@@ -26,7 +27,17 @@ class PaSeRSupParams(PaSeRParams, ContrastiveParams):
     mlm_weight: float = Field(0.0, ge=0, description="Eq. 5 has no MLM term")
     eda: Literal["none", "sr", "rd", "rs", "sr+rd", "sr+rs"] = Field("none", description="EDA on the anchors")
     mlp_head: bool = Field(True, description="SimCSE-sup's MLP over [CLS] in training "
-                                             "(dropped at test, docs/evaluation.md#pooling)")
+                                             "(dropped at test unless test_mlp, docs/evaluation.md#pooling)")
+    test_mlp: bool = Field(False, description="the trained MLP at test too, exported with the model, as SimCSE "
+                                              "tests its supervised model (simcse_sup's test_mlp); false: the pooled "
+                                              "vector without it, as PaSeR's only released evaluation "
+                                              "(eval.sh: cls_before_pooler); PaSeR's supervised code is unreleased")
+
+    @model_validator(mode="after")
+    def _mlp_at_test_needs_one(self):
+        if self.test_mlp and not self.mlp_head:
+            raise ValueError("methods.paser_sup: test_mlp true needs the MLP trained (mlp_head true)")
+        return self
     hard_negative_weight: float = Field(0.0, description="SimCSE's log-weight added to hard-negative logits")
     lm_head: Literal["paser", "fresh"] = Field(
         "paser", description="the output head shared by decoder and MLM: the one the unsupervised PaSeR trained "
@@ -98,8 +109,13 @@ class PaSeRSup(PaSeR):
         self.nli_meta = {k: corpus.meta.get(f"sentlab.nli_{k}", "unknown") for k in ("source", "label")}
         return super().split_heldout(corpus)
 
+    def inference_head(self):
+        """The trained MLP with ``test_mlp`` (as SimCSE tests its supervised model), else None."""
+        return self.mlp if self.params.test_mlp else None
+
     def export_info(self) -> dict:
-        return {**super().export_info(), **{f"nli_{k}": v for k, v in self.nli_meta.items()}}
+        head = {"head": HEAD_DIR} if self.inference_head() is not None else {}
+        return {**super().export_info(), **head, **{f"nli_{k}": v for k, v in self.nli_meta.items()}}
 
     def contrastive_loss(self, h: torch.Tensor, n: int) -> torch.Tensor:
         z = self.mlp(h) if self.mlp is not None else h

@@ -97,11 +97,16 @@ def teacher_info(folder: str, method_id: str = "rankcse") -> dict:
         if info.get("channels"):
             raise SentlabError(f"methods.{method_id}.teachers: {folder} embeds with channels {info['channels']}, "
                                f"which a teacher does not reproduce; use its full embedding's model instead.")
+        if info.get("head"):
+            raise SentlabError(f"methods.{method_id}.teachers: {folder} applies a trained head after its pooling "
+                               f"(sentlab.json `head`: supervised SimCSE's MLP), which a teacher does not reproduce; "
+                               f"train it with `test_mlp: false` or use another teacher.")
         return {"path": str(path), "pooling": info.get("pooling", "cls"), "template": info.get("template")}
     st = st_pooling_info(path)
     if st is not None:
-        if st.get("channels"):
-            raise SentlabError(f"methods.{method_id}.teachers: {folder} has a channel slice; not supported.")
+        if st.get("channels") or st.get("head"):
+            raise SentlabError(f"methods.{method_id}.teachers: {folder} has a channel slice or a Dense head after "
+                               f"its pooling; not supported for a teacher.")
         return {"path": str(path / st["subfolder"]), "pooling": st["pooling"], "template": st.get("template")}
     if not (path / "config.json").is_file():
         raise SentlabError(f"methods.{method_id}.teachers: {folder} has neither sentlab.json, modules.json nor "

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ..errors import SentlabError
 from ..train.distributed import gather_with_grad
@@ -27,7 +27,18 @@ class SimCSESupParams(ContrastiveParams):
 
     hard_negative_weight: float = Field(0.0, description="log-weight added to each anchor's own hard-negative logit "
                                                          "(SimCSE's --hard_negative_weight; its default 0)")
-    mlp_train: bool = Field(True, description="[CLS] + MLP (Linear+tanh) in training, [CLS] at test (SimCSE-sup)")
+    mlp_train: bool = Field(True, description="[CLS] + MLP (Linear+tanh) in training (SimCSE's --pooler_type cls)")
+    test_mlp: bool = Field(True, description="the trained MLP at test too, exported with the model: [CLS] + MLP, as "
+                                             "SimCSE evaluates its supervised model (run_sup_example.sh has no "
+                                             "--mlp_only_train; evaluation.py --pooler cls); false: [CLS] without "
+                                             "it (cls_before_pooler, the unsupervised models' test pooling)")
+
+    @model_validator(mode="after")
+    def _mlp_at_test_needs_one(self):
+        if self.test_mlp and not self.mlp_train:
+            raise ValueError("methods.simcse_sup: test_mlp true needs the MLP trained (mlp_train true); set "
+                             "test_mlp: false to test [CLS] of a model trained without the MLP")
+        return self
 
 
 def supervised_info_nce(z1: torch.Tensor, z2: torch.Tensor, z3: torch.Tensor, temperature: float,
@@ -48,7 +59,8 @@ class SimCSESup(Method):
     """Supervised SimCSE: each NLI premise (``Batch.sentences``) with its entailment hypothesis
     (``extras["positive"]``) as the positive and its contradiction (``extras["hard_negative"]``) plus every other
     positive and hard negative of the batch as negatives; the three sentences of a triple are encoded in one
-    forward; ``z = MLP([CLS])`` in training, [CLS] at test.
+    forward; ``z = MLP([CLS])`` in training and, with ``test_mlp`` (the default, as SimCSE evaluates its
+    supervised model), at test too: the MLP is exported with the encoder (:meth:`inference_head`).
 
     Data: ``data/corpus/nli.parquet`` (``prepare.nli``, :mod:`sentlab.data.nli`): SimCSE's SNLI + MNLI triples
     (275k) in the paper profile, the SICK-train stand-in (123 triples) offline; ``sentlab.json`` records which
@@ -56,7 +68,8 @@ class SimCSESup(Method):
     """
 
     paper, citation = SIMCSE_PAPER, SIMCSE_CITATION
-    summary = "SimCSE (sup.): NLI entailment positives + contradiction hard negatives, InfoNCE, [CLS]+MLP in training"
+    summary = ("SimCSE (sup.): NLI entailment positives + contradiction hard negatives, InfoNCE, [CLS]+MLP, "
+               "also at test")
     Params = SimCSESupParams
     corpus = "nli"
     corpus_columns = ("positive", "hard_negative")
@@ -71,6 +84,10 @@ class SimCSESup(Method):
         """All of it; remembers which NLI source the corpus came from (for :meth:`export_info`)."""
         self.nli_meta = {k: corpus.meta.get(f"sentlab.nli_{k}", "unknown") for k in ("source", "label")}
         return corpus
+
+    def inference_head(self):
+        """The trained MLP with ``test_mlp`` (SimCSE's test pooling of its supervised model), else None ([CLS])."""
+        return self.mlp if self.params.test_mlp else None
 
     def export_info(self) -> dict:
         return {**super().export_info(), **{f"nli_{k}": v for k, v in self.nli_meta.items()}}

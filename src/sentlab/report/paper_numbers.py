@@ -290,3 +290,13 @@ UNSUP_AVG = {
     "esimcse": (78.27, "", "ESimCSE (Wu et al., COLING 2022), BERT-base"),
     "diffcse": (78.49, "", "DiffCSE (Chuang et al., NAACL 2022), BERT-base"),
 }
+
+# Paper numbers a row shows without a Δ although the backbones match, because they cannot come from the recipe the
+# row trains (issue #53 §3.8). PaSeR Table 1's "SimCSE-BERTbase + MLM" (58.57) is 17.7 points of STS Avg below its
+# own SimCSE-BERTbase row (76.25); the recipe sentlab's simcse_mlm trains is SimCSE's released --do_mlm (λ = 0.1,
+# 15 % masking, BERT's MLM head), which SimCSE itself reports at −0.5 on STS-B dev against SimCSE without MLM
+# (Gao et al., EMNLP 2021, App. D, Table D.2). PaSeR does not say how its number was obtained.
+SIMCSE_MLM_NO_DELTA = ("no Δ: PaSeR Table 1's 58.57 cannot come from SimCSE's --do_mlm recipe (λ = 0.1) that this row "
+                       "trains: SimCSE's own Table D.2 puts that recipe at −0.5 on STS-B dev against SimCSE, "
+                       "not 17.7 below it (76.25)")
+NO_DELTA = {"simcse_mlm": SIMCSE_MLM_NO_DELTA}   # method id -> why its paper number (UNSUP_AVG, table rows) has no Δ

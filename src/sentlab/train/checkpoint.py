@@ -10,7 +10,8 @@ outputs, written atomically as one folder):
   Python's and NumPy's RNG states.
 
 Exported model (``models/<name>/``): the encoder's ``save_pretrained``
-(safetensors) + tokenizer + ``sentlab.json``; the published copy also gets the
+(safetensors) + tokenizer + ``sentlab.json`` (+ ``head/``: a test-time head, supervised SimCSE's MLP);
+the published copy also gets the
 sentence-transformers files (:mod:`sentlab.export.st`), so ``SentenceTransformer(path)``
 gives sentlab's embeddings for every pooling, template and channel.
 """
@@ -157,6 +158,10 @@ def _export(folder: Path, method, info: dict) -> None:
     with atomic_path(folder, is_dir=True) as tmp:
         method.encoder.save_pretrained(tmp, safe_serialization=True)
         method.tokenizer.save_pretrained(tmp)
+        if info.get("head"):   # the test-time head (supervised SimCSE's MLP), sentence-transformers' Dense format
+            from ..encoder import write_head
+
+            write_head(method.inference_head(), tmp / info["head"])
         (tmp / "sentlab.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
 
 
