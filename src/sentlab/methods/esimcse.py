@@ -131,8 +131,8 @@ class ESimCSE(MoCo):
             std = getattr(encoder.config, "initializer_range", 0.02)
             bert_init_(self.key_encoder, std, torch.Generator().manual_seed(seed))
             momentum_update(self.encoder, self.key_encoder, params.momentum)  # the release's update before its keys
-            self.module_init["key_encoder"] = (f"random (N(0, {std}) as BERT's init, seed {seed}), then one momentum "
-                                               "update with the encoder")
+            self.module_init["key_encoder"] = (f"random (BERT's init at std {std} from seed {seed}) + one momentum "
+                                               "update")
         self._max_positions = _position_limit(encoder.config, tokenizer)
 
     def _queue_capacity(self, params: ESimCSEParams) -> int:
