@@ -62,6 +62,18 @@ def test_repetition_counts_follow_the_rule(tok, rule, counts):
     assert one_word == ({0, 1} if rule == "paper" else {0})   # code: int(.32·3) = 0, nothing repeated
 
 
+def test_code_rule_draws_the_released_positions_from_the_same_random_state(tok):
+    """The release (ESimCSE/train.py, dup_type bpe): ``add_len = randrange(min(10, int(dup_rate·N)))`` when
+    ``int(dup_rate·N) > 0``, then ``sorted(sample(range(1, N−1), add_len))``; the code rule draws the same."""
+    m = build(tok, dup_len_rule="code", max_length=64)
+    for n in (3, 4, 7, 12, 31, 40):
+        for seed in range(20):
+            ours = m._dup_positions([1] + [0] * (n - 2) + [1], random.Random(seed))
+            r = random.Random(seed)
+            theirs = sorted(r.sample(range(1, n - 1), r.randrange(min(10, int(0.32 * n))))) if int(0.32 * n) else []
+            assert ours == theirs, (n, seed)
+
+
 def test_prepare_builds_the_repeated_views_from_the_batch_rng(tok):
     m = build(tok)
     b = Batch(sentences(8), draw=5, seed=7)
@@ -163,6 +175,58 @@ def test_momentum_update_is_exact(tok, key_mlp):
             assert torch.allclose(p_k.double(), 0.995 * b + 0.005 * p_q.double(), rtol=0, atol=1e-6)
 
 
+def test_momentum_init_copy_starts_the_key_encoder_as_the_encoder(tok):
+    m = build(tok)
+    assert m.params.momentum_init == "copy" and m.init_sources()["key_encoder"] == "copy of encoder"
+    for p_k, p_q in zip(m.key_encoder.parameters(), m.encoder.parameters()):
+        assert torch.equal(p_k, p_q)
+
+
+def test_momentum_init_random_is_the_released_runs_fresh_bert_after_one_update(tok):
+    """The release's momentum_model is a fresh BertModel (BERT's init: Linear/Embedding N(0, initializer_range),
+    biases 0, LayerNorm 1/0) that its first forward updates once, θm ← λθm + (1−λ)θe, before the first keys. So
+    (θm − (1−λ)θe)/λ must be BERT's init: here initializer_range 0.2 (tiny_bert)."""
+    m = build(tok, momentum_init="random")
+    assert m.init_sources()["key_encoder"].startswith("random")
+    lam = 0.995
+    fresh = {n: ((p_k.double() - (1 - lam) * p_q.detach().double()) / lam)
+             for (n, p_k), p_q in zip(m.key_encoder.named_parameters(), m.encoder.parameters())}
+    weights = torch.cat([v.flatten() for n, v in fresh.items() if n.endswith("weight") and "LayerNorm" not in n])
+    assert abs(float(weights.std()) - 0.2) < 0.01 and abs(float(weights.mean())) < 0.01
+    for n, v in fresh.items():
+        if n.endswith("bias"):
+            assert torch.allclose(v, torch.zeros_like(v), atol=1e-6), n
+        elif "LayerNorm" in n:
+            assert torch.allclose(v, torch.ones_like(v), atol=1e-6), n
+    # drawn from the method's seed: the same seed, the same encoder; another seed, another one
+    again = build(tok, momentum_init="random")
+    assert all(torch.equal(a, b) for a, b in zip(m.key_encoder.parameters(), again.key_encoder.parameters()))
+    cls = get_method("esimcse")
+    torch.manual_seed(0)
+    other = cls(tiny_bert(tok, 0, initializer_range=0.2), tok, cls.Params(momentum_init="random").resolved(
+        TrainParams(batch_size=8, max_length=16, lr=1e-3)), seed=1)
+    assert not torch.equal(other.key_encoder.embeddings.word_embeddings.weight,
+                           m.key_encoder.embeddings.word_embeddings.weight)
+    # its keys are not the encoder's: a different encoder encodes them
+    enc = m.tokenize(sentences(4))
+    with torch.no_grad():
+        m.encoder.eval()
+        online = m.mlp(m.encoder(**enc).last_hidden_state[:, 0])
+        m.encoder.train()
+    assert not torch.allclose(m._key(enc), online, atol=1e-3)
+
+
+def test_paper_profile_starts_the_momentum_encoder_as_the_released_run(tok):
+    from pathlib import Path
+
+    from sentlab.profiles import profile_values
+
+    profiles = Path(__file__).resolve().parents[1] / "profiles"
+    paper = profile_values("paper", profiles)["methods"]["esimcse"]
+    assert paper["momentum_init"] == "random" and paper["dup_len_rule"] == "code"
+    assert profile_values("quick", profiles)["methods"]["esimcse"].get("momentum_init", "copy") == "copy"
+
+
 # --- training, resume, params ---------------------------------------------------------------------------
 def train(m, steps, start=0, opt=None):
     opt = opt or m.configure_optimizers()
@@ -213,10 +277,11 @@ def test_params_caps_and_errors(tok):
     assert P().slice_caps(steps=3, batch_size=8, sentences=600) == {"max_steps": 3, "eval_every": 3,
                                                                      "queue_size": 16}
     assert "queue_size" not in P().slice_caps(steps=3, batch_size=0, sentences=600)
-    for bad in ({"dup_rate": 1.5}, {"queue_size": -1}, {"dup_len_rule": "words"}, {"key_mlp": "none"}):
+    for bad in ({"dup_rate": 1.5}, {"queue_size": -1}, {"dup_len_rule": "words"}, {"key_mlp": "none"},
+                {"momentum_init": "pretrained"}):
         with pytest.raises(ValidationError):
             P(**bad)
     m = build(tok, queue_size=0)
     assert m(Batch(sentences(8)))["candidates"] == 8.0       # no queue: repetition SimCSE
     assert m.export_info() == {"method": "esimcse", "pooling": "cls", "dup_rate": 0.32, "dup_len_rule": "paper",
-                               "queue_size": 0, "momentum": 0.995}
+                               "queue_size": 0, "momentum": 0.995, "momentum_init": "copy"}

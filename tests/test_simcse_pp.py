@@ -140,3 +140,15 @@ def test_params_and_export_info(tok):
             P(**bad)
     assert build(tok).export_info() == {"method": "simcse_pp", "pooling": "cls", "off_dropout": True,
                                         "pos_ratio": 1.0, "dcl_weight": 0.1, "dcl_temperature": 5.0}
+
+
+def test_docstring_cites_the_released_commit_behind_the_number():
+    """Issue #53 §3.9: the code behind SimCSE++'s number is its first release, 899e49b (at HEAD the DCL term is
+    commented out); the method and its equivalence case name that commit."""
+    from pathlib import Path
+
+    from sentlab.methods.simcse_pp import SimCSEPP
+
+    assert "899e49b7be62b1b841a06ef4100ed84736795c34" in SimCSEPP.__doc__
+    case = Path(__file__).resolve().parents[1] / "benchmarks" / "released" / "simcse_pp.py"
+    assert 'COMMIT = "899e49b7be62b1b841a06ef4100ed84736795c34"' in case.read_text()

@@ -9,11 +9,12 @@ import torch
 from pydantic import Field
 from torch import nn
 
+from ..errors import SentlabError
 from ..train.distributed import concat_all_gather, gather_with_grad
 from . import register
 from ._common import info_nce
 from .base import Batch
-from .moco import MoCo, MoCoParams
+from .moco import MoCo, MoCoParams, momentum_update
 
 
 class ESimCSEParams(MoCoParams):
@@ -34,6 +35,11 @@ class ESimCSEParams(MoCoParams):
     key_mlp: Literal["online", "momentum"] = Field(
         "online", description="head over the momentum encoder's [CLS]: the online MLP (the released code) | a momentum "
                               "copy of it")
+    momentum_init: Literal["copy", "random"] = Field(
+        "copy", description="the momentum encoder's start: copy = the pretrained encoder (MoCo's θm = θe) | random = "
+                            "BERT's init, N(0, initializer_range), then one momentum update with the pretrained "
+                            "weights before the first keys (the released run: its momentum_model is not in the "
+                            "checkpoint, its log lists it as newly initialised; the paper profile)")
 
     def slice_caps(self, *, steps: int, batch_size: int, sentences: int) -> dict:
         """The queue fits the slice: at most the keys of all but its last step, so it fills and turns over."""
@@ -88,6 +94,14 @@ class ESimCSE(MoCo):
       N counts the special tokens, as the code's ``input_len`` does; a draw is
       capped by the sentence's sub-words and the encoder's position table;
     * the repeated positive may exceed max_length (the code repeats after the cut);
+    * ``momentum_init``: ``copy`` (default, MoCo's θm = θe) or ``random``, the
+      released run (paper profile): its ``BertForCL`` builds ``momentum_model``
+      as a fresh ``BertModel(config)``, which is not in the checkpoint, so
+      ``from_pretrained`` leaves it at BERT's random init (its log,
+      ``ESimCSE/logs/bert-base-uncased.log``, lists every ``momentum_model.*``
+      as "newly initialized"); its first forward then updates it once with the
+      pretrained weights before the first keys: here that update is done at
+      construction (:func:`bert_init_`, then θm ← λθm + (1−λ)θe);
     * the momentum update comes after the optimiser step (the code updates at
       the start of the next forward: the same weights encode the same keys).
 
@@ -113,6 +127,12 @@ class ESimCSE(MoCo):
         super().__init__(encoder, tokenizer, params, seed)
         if params.key_mlp == "online":
             del self.key_mlp  # the keys pass through the online MLP: no momentum copy to carry
+        if params.momentum_init == "random":
+            std = getattr(encoder.config, "initializer_range", 0.02)
+            bert_init_(self.key_encoder, std, torch.Generator().manual_seed(seed))
+            momentum_update(self.encoder, self.key_encoder, params.momentum)  # the release's update before its keys
+            self.module_init["key_encoder"] = (f"random (BERT's init at std {std} from seed {seed}) + one momentum "
+                                               "update")
         self._max_positions = _position_limit(encoder.config, tokenizer)
 
     def _queue_capacity(self, params: ESimCSEParams) -> int:
@@ -183,7 +203,35 @@ class ESimCSE(MoCo):
     def export_info(self) -> dict:
         return {"method": self.id, "pooling": self.inference_pooling, "dup_rate": self.params.dup_rate,
                 "dup_len_rule": self.params.dup_len_rule, "queue_size": self.params.queue_size,
-                "momentum": self.params.momentum}
+                "momentum": self.params.momentum, "momentum_init": self.params.momentum_init}
+
+
+@torch.no_grad()
+def bert_init_(module: nn.Module, std: float, generator: torch.Generator) -> nn.Module:
+    """``module``'s parameters drawn afresh as BERT's ``_init_weights`` draws them (transformers 4.2.1, the
+    ESimCSE release's): every Linear and Embedding weight N(0, ``std``) (the padding row too), Linear biases 0,
+    LayerNorm weight 1 and bias 0; from ``generator``, in module order. A parameter of another kind of module
+    is an error (no rule to draw it by)."""
+    done = set()
+    for name, m in module.named_modules():
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            m.weight.normal_(0.0, std, generator=generator)
+            if getattr(m, "bias", None) is not None:
+                m.bias.zero_()
+        elif isinstance(m, nn.LayerNorm):
+            m.weight.fill_(1.0)
+            if m.bias is not None:
+                m.bias.zero_()
+        else:
+            continue
+        done.update(id(p) for p in m.parameters(recurse=False))
+    left = [n for n, p in module.named_parameters() if id(p) not in done]
+    if left:
+        raise SentlabError(
+            f"methods.esimcse.momentum_init = random: the backbone has parameters outside Linear, Embedding and "
+            f"LayerNorm modules ({', '.join(left[:3])}), which BERT's init does not cover; set "
+            f"methods.esimcse.momentum_init: copy for this backbone.")
+    return module
 
 
 def _position_limit(config, tokenizer) -> int:

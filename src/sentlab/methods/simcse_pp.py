@@ -118,8 +118,12 @@ class SimCSEPP(SimCSEPlusPlusTerms, SimCSE):
 
     Xu, Shao, Chen & Liu, "SimCSE++: Improving Contrastive Learning for
     Sentence Embeddings from Two Perspectives", EMNLP 2023; released code
-    Jiahao004/SimCSE-plus-plus (``run_re_vicreg.sh``, ``simcse/models_re_vicreg.py``);
-    docs/methods.md#simcse-off-dropout-dcl.
+    Jiahao004/SimCSE-plus-plus at its first release, commit
+    899e49b7be62b1b841a06ef4100ed84736795c34 (2022-09-21; ``run_re_vicreg.sh``,
+    ``train_re_vicreg.py``, ``simcse/models_re_vicreg.py``): later commits rewrite
+    that model (c171daa) and at HEAD its DCL term is commented out;
+    docs/methods.md#simcse-off-dropout-dcl. Equal to that commit's loss and
+    gradients: ``benchmarks/released/simcse_pp.py``.
 
     Per batch of B sentences:
 
@@ -145,6 +149,12 @@ class SimCSEPP(SimCSEPlusPlusTerms, SimCSE):
       later revision adds an off-dropout variant of DCL, not offered here);
     * DCL normalises each view over this rank's batch (BatchNorm1d without
       affine, batch statistics), the off-dropout term gathers every rank's rows;
+      the released run is one process (``run_re_vicreg.sh``'s DDP line is
+      commented out), where the two agree (under DDP the release would gather
+      both views first and still divide by the local batch);
+    * the own-pair negative s(z0_i, z0_i) is masked with −inf; the release adds
+      log 1e-45 (a weight of e^(1/τ − 103.6) ≈ 10⁻³⁶ of a logit: no difference
+      in fp32);
     * "dropout off" is the whole method in eval mode for the z0 pass
       (:func:`dropout_off`): the release turns off every ``nn.Dropout``, which
       in current transformers would leave SDPA's attention dropout on;
