@@ -21,7 +21,7 @@ def _cmd_evaluate(args) -> int:
     from pathlib import Path
 
     from .config import EvaluateParams, load_params
-    from .data.sts import read_sts_table
+    from .data.sts import sts_table
     from .evaluate.protocol import evaluate_table
     from . import tracking
     from .evaluate.runner import build_encoders, precision_record
@@ -31,7 +31,10 @@ def _cmd_evaluate(args) -> int:
     ep = params.evaluate if params else EvaluateParams()
     tasks = {"sts": ["sts"], "transfer": ["transfer"], "retrieval": ["retrieval"],
              "all": ["sts", "transfer"]}[args.tasks]
-    table = read_sts_table(args.sts) if "sts" in tasks else None
+    table = None
+    if "sts" in tasks:
+        table, origin = sts_table(args.sts)
+        print(f"STS pairs: {origin}", file=sys.stderr)
     precision = args.precision or ep.precision
     batch = args.batch_size or ep.batch_size
     encoders = build_encoders(args.model, pooling=args.pooling, precision=precision, name=args.name,
@@ -191,7 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="default: the trained model's own (sentlab.json), else a sentence-transformers folder's own "
                         "(modules.json: Pooling cls/mean, sentlab's modules, its default prompt), else cls")
     e.add_argument("--json", help="write the flat metrics JSON here")
-    e.add_argument("--sts", default="data/sts/sts.parquet", help="STS table written by the prepare stage")
+    e.add_argument("--sts", default=None, help="an STS table the prepare stage wrote (default: this workspace's "
+                                               "data/sts/sts.parquet, else parsed from the STS/SICK data wherever "
+                                               "it is: the mirror, the cache, or a download)")
     g = sub.add_parser("glue", help="L2P-CSR Table 4: fine-tune a model on GLUE tasks, dev metrics "
                                     "(docs/evaluation.md#glue-fine-tuning)")
     g.add_argument("--model", required=True, help="a trained model folder (models/<m>) or a hub id")

@@ -175,6 +175,25 @@ def read_sts_table(path: str | Path = "data/sts/sts.parquet") -> pd.DataFrame:
     return pq.read_table(path).to_pandas()
 
 
+PIPELINE_TABLE = Path("data/sts/sts.parquet")
+
+
+def sts_table(path: str | Path | None = None) -> tuple[pd.DataFrame, str]:
+    """(the STS table, where it came from) for an evaluation outside the pipeline: ``path`` when given (a table
+    the prepare stage wrote), else this directory's ``data/sts/sts.parquet`` when it is a pipeline workspace, else
+    the table parsed from the STS and SICK assets wherever they are (the mirror, the cache, or a download:
+    :func:`sentlab.assets.resolve_data`), as the prepare stage parses them: ``sentlab evaluate`` works in any
+    directory."""
+    if path is not None:
+        return read_sts_table(path), str(path)
+    if PIPELINE_TABLE.is_file():
+        return read_sts_table(PIPELINE_TABLE), str(PIPELINE_TABLE)
+    from ..assets import resolve_data
+
+    sts, sick = resolve_data("senteval_sts"), resolve_data("sick")
+    return parse_all(sts.root, sick.root), f"STS from {sts.root} ({sts.source}), SICK from {sick.root} ({sick.source})"
+
+
 def eval_split(table: pd.DataFrame, task: str) -> pd.DataFrame:
     """The evaluation pairs of one task: test for all seven, ``dev`` for STSBenchmark-dev."""
     if task == "STSBenchmark-dev":
