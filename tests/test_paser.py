@@ -786,13 +786,21 @@ def test_paser_sup_contrastive_plus_generative(tiny_bert, tmp_path):
         m(Batch(anchors, [0, 1, 2], {"rake": rake, "chunks": [[], [], []]}))
 
 
-def test_heads_roundtrip_for_paser_sup(tiny_bert, tmp_path):
+@pytest.mark.parametrize("output", ["tied", "copy"])
+def test_heads_roundtrip_for_paser_sup(tiny_bert, tmp_path, output):
     enc, tok = tiny_bert
-    m = _make(tiny_bert)
+    m = _make(tiny_bert, lm_head_output=output)
+    if output == "copy":
+        with torch.no_grad():
+            m.lm_head.decoder.weight.add_(1.0)   # trained apart from the word embeddings
     path = save_heads(m, tmp_path)
     assert path.name == "paser_heads.safetensors"
     enc.config._name_or_path = str(tmp_path)
-    sup = _make((enc, tok), "paser_sup", decoder_init="paser")
+    sup = _make((enc, tok), "paser_sup", decoder_init="paser", lm_head_output=output)
+    if output == "copy":
+        assert torch.equal(sup.lm_head.decoder.weight, m.lm_head.decoder.weight)
+        fresh = _make((enc, tok), "paser_sup", lm_head="fresh", lm_head_output="copy")
+        assert torch.equal(fresh.lm_head.decoder.weight, enc.get_input_embeddings().weight)
     for mod in ("decoder", "lm_head"):
         for (k, a), b in zip(getattr(m, mod).state_dict().items(), getattr(sup, mod).state_dict().values()):
             torch.testing.assert_close(a, b)
