@@ -87,13 +87,15 @@ def test_key_init_random_starts_the_momentum_encoder_from_berts_init(tok):
 
 
 def test_paper_profile_runs_the_released_codes_settings():
-    """Paper profile = Namco0816/PT-BERT's run: online key attention, 5 batches (320) queued, random key start;
+    """Paper profile = Namco0816/PT-BERT's run: online key attention, 5 batches (320) queued, random key start,
+    max length 64 (re-produce_result.sh's max_len);
     Table 5b's Q-192 / Q-320 rows = the code's queue_size 3 / 5 (256 / 384 candidates)."""
     from sentlab.profiles import profile_values
 
     values = profile_values("paper", REPO / "profiles")
     p = values["methods"]["ptbert"]
-    assert (p["key_second_attention"], p["queue_size"], p["key_init"]) == ("online", 320, "random")
+    assert (p["key_second_attention"], p["queue_size"], p["key_init"], p["max_length"]) == ("online", 320, "random",
+                                                                                            64)
     variants = values["ablations"]["variants"]
     assert variants["ptbert_q192"]["set"] == {"queue_size": 256}
     assert variants["ptbert_q320"]["set"] == {"queue_size": 384}
