@@ -270,7 +270,7 @@ class PaSeR(Method):
         s = self.encode_text(views.s_texts)
         long_rows = ()
         if skip_long:
-            limit = self.params.max_length
+            limit = self.params.max_length or self.tokenizer.model_max_length
             s_len = s["attention_mask"].sum(1).tolist()
             long_rows = [i for i, v in enumerate(views.masked) if s_len[i] >= limit or len(v.input_ids) >= limit]
         return {"s": s, **self.reconstruction_inputs(views, long_rows)}
