@@ -1013,3 +1013,12 @@ def test_paper_profile_is_the_released_codes_setting():
     assert {k: p.get(k) for k in want} == want
     sup = values["methods_from"]["paser_sup"]
     assert sup.get("lm_head_output") == "copy" and sup.get("gen_reduction") == "mean"
+
+
+def test_project_masked_is_initialised_as_the_codes_projection():
+    """The code's ``projection`` is made in cl_init before ``init_weights``: BERT's N(0, 0.02), zero bias (not
+    nn.Linear's Kaiming-uniform weights and uniform bias)."""
+    torch.manual_seed(0)
+    sig = DecodingSignal(384, 10.0, 10.0, project_masked=True)
+    assert torch.count_nonzero(sig.proj.bias) == 0
+    assert abs(float(sig.proj.weight.std()) - 0.02) < 0.001 and float(sig.proj.weight.abs().max()) > 0.06
