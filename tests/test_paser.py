@@ -785,13 +785,21 @@ def test_paser_sup_contrastive_plus_generative(tiny_bert, tmp_path):
         m(Batch(anchors, [0, 1, 2], {"rake": rake, "chunks": [[], [], []]}))
 
 
-def test_heads_roundtrip_for_paser_sup(tiny_bert, tmp_path):
+@pytest.mark.parametrize("output", ["tied", "copy"])
+def test_heads_roundtrip_for_paser_sup(tiny_bert, tmp_path, output):
     enc, tok = tiny_bert
-    m = _make(tiny_bert)
+    m = _make(tiny_bert, lm_head_output=output)
+    if output == "copy":
+        with torch.no_grad():
+            m.lm_head.decoder.weight.add_(1.0)   # trained apart from the word embeddings
     path = save_heads(m, tmp_path)
     assert path.name == "paser_heads.safetensors"
     enc.config._name_or_path = str(tmp_path)
-    sup = _make((enc, tok), "paser_sup", decoder_init="paser")
+    sup = _make((enc, tok), "paser_sup", decoder_init="paser", lm_head_output=output)
+    if output == "copy":
+        assert torch.equal(sup.lm_head.decoder.weight, m.lm_head.decoder.weight)
+        fresh = _make((enc, tok), "paser_sup", lm_head="fresh", lm_head_output="copy")
+        assert torch.equal(fresh.lm_head.decoder.weight, enc.get_input_embeddings().weight)
     for mod in ("decoder", "lm_head"):
         for (k, a), b in zip(getattr(m, mod).state_dict().items(), getattr(sup, mod).state_dict().values()):
             torch.testing.assert_close(a, b)
@@ -903,7 +911,8 @@ def test_grad_clip_global_is_one_norm_over_every_group():
 
 
 def test_paper_profile_paser_states_its_choices_and_trains_on_every_sts_sentence(tiny_bert):
-    """#34 item 9: Eq. 3's per-sentence sum stated in the paper profile; no 500 STS sentences held out of
+    """#34 item 9, as #53 settles it: the paper profile runs the released code's L_generative (the mean over the
+    batch's target tokens; Eq. 3's per-sentence sum is gen_reduction: sum); no 500 STS sentences held out of
     training there (the reconstruction check reads the other corpus); the MLM head pretrained."""
     from pathlib import Path
 
@@ -913,7 +922,7 @@ def test_paper_profile_paser_states_its_choices_and_trains_on_every_sts_sentence
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml", profile="paper")
     for mid in ("paser", "paser_sup"):
         p = method_params(params, mid)
-        assert (p.gen_reduction, p.recon_heldout_from) == ("sum", "other"), mid
+        assert (p.gen_reduction, p.recon_heldout_from) == ("mean", "other"), mid
     p = method_params(params, "paser")
     assert (p.lm_head, p.chunk_union, p.eda_edit_phrases) == ("pretrained", "one_each", "sr")
     enc, tok = tiny_bert
@@ -940,3 +949,75 @@ def test_the_reconstruction_check_imports_no_method_module():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(Path(sentlab.__file__).parents[1]), "PATH": "/usr/bin:/bin"})
     assert out.stdout.strip() == "[]"
+
+
+def test_lm_head_output_copy_is_the_heads_own_matrix_from_the_checkpoint(tmp_path):
+    """The released code's lm_head is never tied to the word embeddings (transformers ties nothing in BertForCL):
+    its output matrix starts as the checkpoint's and trains apart (chengzhipanpan/PaSeR@877ac00, train.py)."""
+    from sentlab.assets import load_model
+    from sentlab.backbones.standin import write_standin
+
+    folder = write_standin("bert-base-uncased", tmp_path / "bbu", config={
+        "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 37})
+    enc, tok = load_model(str(folder))
+    words = enc.get_input_embeddings().weight
+    tied = _make((enc, tok), lm_head="pretrained")
+    assert tied.lm_head.decoder is None   # the default: the word embeddings
+    m = _make((enc, tok), lm_head="pretrained", lm_head_output="copy")
+    assert m.lm_head.decoder.weight is not words and torch.equal(m.lm_head.decoder.weight, words)
+    out = m(Batch(SENTS, list(range(4)), EXTRAS))
+    out["loss"].backward()
+    assert m.lm_head.decoder.weight.grad.abs().sum() > 0
+    # the head's gradient stays with the head: the word embeddings get the encoder's and decoder inputs' only
+    h = torch.randn(3, 32)
+    with torch.no_grad():
+        words.add_(1.0)
+    assert torch.equal(m.lm_head(h, words), m.lm_head(h, words - 1.0))
+    assert not torch.equal(tied.lm_head(h, words), tied.lm_head(h, words - 1.0))
+
+
+def test_lm_head_output_copy_of_a_fresh_head_starts_as_the_word_embeddings(tiny_bert):
+    m = _make(tiny_bert, lm_head="fresh", lm_head_output="copy")
+    words = m.encoder.get_input_embeddings().weight
+    assert m.lm_head.decoder.weight is not words and torch.equal(m.lm_head.decoder.weight, words)
+
+
+def test_gen_skip_long_drops_the_target_of_a_sentence_at_max_length(tiny_bert):
+    """The code's collator keeps a sentence's decoder target only when both its views are under 32 tokens."""
+    long = "The large flute is " + " ".join(["very"] * 40) + " long."   # its phrase survives truncation
+    sents, extras = [SENTS[3], long], {"rake": [RAKE[3], [_span(long, "large flute")]], "chunks": [[], []]}
+    for skip, rows in ((False, [0, 1]), (True, [0])):
+        m = _make(tiny_bert, gen_skip_long=skip)
+        m.train()
+        batch = m.prepare(Batch(sents, [0, 1], extras))
+        assert batch.features["target"]["rows"].tolist() == rows
+    m = _make(tiny_bert, gen_skip_long=True)
+    m.eval()   # the reconstruction check keeps every target
+    assert m.prepare(Batch(sents, [0, 1], extras)).features["target"]["rows"].tolist() == [0, 1]
+
+
+def test_paper_profile_is_the_released_codes_setting():
+    """profiles/paper.yaml's paser line = chengzhipanpan/PaSeR's cl_forward (benchmarks/released/paser.py agrees with
+    it there): signed signal over P·E_s̃ in the code's order, L_gen's mean over tokens, the head's own matrix, the
+    collator's long-sentence rule; paser_sup reads paser's head, so it has the same matrix."""
+    from pathlib import Path
+
+    from sentlab.profiles import profile_values
+
+    values = profile_values("paper", Path(__file__).resolve().parents[1] / "profiles")
+    p = values["methods"]["paser"]
+    want = {"signal_abs_diff": False, "signal_abs_prod": False, "project_masked": True, "memory_order": "code",
+            "gen_reduction": "mean", "lm_head": "pretrained", "lm_head_output": "copy", "gen_skip_long": True,
+            "decoder_layers": 6, "memory_norm": False}
+    assert {k: p.get(k) for k in want} == want
+    sup = values["methods_from"]["paser_sup"]
+    assert sup.get("lm_head_output") == "copy" and sup.get("gen_reduction") == "mean"
+
+
+def test_project_masked_is_initialised_as_the_codes_projection():
+    """The code's ``projection`` is made in cl_init before ``init_weights``: BERT's N(0, 0.02), zero bias (not
+    nn.Linear's Kaiming-uniform weights and uniform bias)."""
+    torch.manual_seed(0)
+    sig = DecodingSignal(384, 10.0, 10.0, project_masked=True)
+    assert torch.count_nonzero(sig.proj.bias) == 0
+    assert abs(float(sig.proj.weight.std()) - 0.02) < 0.001 and float(sig.proj.weight.abs().max()) > 0.06

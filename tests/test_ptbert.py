@@ -63,3 +63,42 @@ def test_ablations_run_m_and_queue_in_both_readings():
         assert variants[f"ptbert_tokens_m{m}"] == {"method": "ptbert", "set": {"attend_to": "tokens", "pseudo_len": m}}
     for q in (192, 320):
         assert variants[f"ptbert_tokens_q{q}"] == {"method": "ptbert", "set": {"attend_to": "tokens", "queue_size": q}}
+
+
+def test_key_init_random_starts_the_momentum_encoder_from_berts_init(tok):
+    """The released BertForPolyMoCo's momentum encoder is not in the checkpoint: it starts from BERT's init."""
+    copy, rand = build(tok), build(tok, key_init="random")
+    for (n, p), (_, q) in zip(copy.encoder.named_parameters(), copy.key_encoder.named_parameters()):
+        assert torch.equal(p, q), n  # default: MoCo's copy
+    std = rand.encoder.config.initializer_range
+    for n, p in rand.key_encoder.named_parameters():
+        if "LayerNorm.weight" in n:
+            assert torch.equal(p, torch.ones_like(p)), n
+        elif n.endswith("bias"):
+            assert torch.count_nonzero(p) == 0, n
+        elif p.numel() >= 1000:
+            assert abs(float(p.std()) - std) < 0.1 * std and abs(float(p.mean())) < 0.1 * std, n
+    assert not torch.equal(rand.key_encoder.embeddings.word_embeddings.weight,
+                           rand.encoder.embeddings.word_embeddings.weight)
+    # the online side is untouched, and the draw is the seed's
+    assert torch.equal(rand.encoder.embeddings.word_embeddings.weight, copy.encoder.embeddings.word_embeddings.weight)
+    assert torch.equal(build(tok, key_init="random").key_encoder.encoder.layer[0].output.dense.weight,
+                       rand.key_encoder.encoder.layer[0].output.dense.weight)
+
+
+def test_paper_profile_runs_the_released_codes_settings():
+    """Paper profile = Namco0816/PT-BERT's run: online key attention, 5 batches (320) queued, random key start,
+    max length 64 (re-produce_result.sh's max_len);
+    Table 5b's Q-192 / Q-320 rows = the code's queue_size 3 / 5 (256 / 384 candidates)."""
+    from sentlab.profiles import profile_values
+
+    values = profile_values("paper", REPO / "profiles")
+    p = values["methods"]["ptbert"]
+    assert (p["key_second_attention"], p["queue_size"], p["key_init"], p["max_length"]) == ("online", 320, "random",
+                                                                                            64)
+    variants = values["ablations"]["variants"]
+    assert variants["ptbert_q192"]["set"] == {"queue_size": 256}
+    assert variants["ptbert_q320"]["set"] == {"queue_size": 384}
+    assert variants["ptbert_tokens_q320"]["set"] == {"attend_to": "tokens", "queue_size": 384}
+    quick = profile_values("quick", REPO / "profiles")["methods"]["ptbert"]
+    assert quick.get("key_init", "copy") == "copy" and "queue_size" not in quick

@@ -223,6 +223,9 @@ class DecodingSignal(nn.Module):
         self.m, self.n, self.order = m, n, self.ORDERS[order]
         self.abs_diff, self.abs_prod = abs_diff, abs_prod
         self.proj = nn.Linear(hidden, hidden) if project_masked else None
+        if self.proj is not None:   # the code's ``projection``: made in cl_init before init_weights (BERT's init)
+            nn.init.normal_(self.proj.weight, std=0.02)
+            nn.init.zeros_(self.proj.bias)
         self.type_emb = nn.Parameter(torch.zeros(4, hidden)) if type_embeddings else None
         self.norm = nn.LayerNorm(hidden) if norm else None
         if self.type_emb is not None:

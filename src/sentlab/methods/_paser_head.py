@@ -24,26 +24,33 @@ class LMHead(nn.Module):
     """BERT's MLM head (``cls.predictions``): dense → GELU → LayerNorm → word embeddings^T + bias.
 
     The output projection is the encoder's word-embedding matrix, passed in at
-    call time (not registered twice, so ``state_dict`` has no shared tensor).
+    call time (not registered twice, so ``state_dict`` has no shared tensor),
+    or, with ``own_output``, the head's own matrix ``decoder.weight`` (PaSeR's
+    and SimCSE's code: their ``BertForCL.lm_head`` is never tied to the word
+    embeddings; it starts from the checkpoint's output matrix and trains apart).
     Shared by the MLM loss and the phrase decoder, as in the PaSeR code.
     The head runs in fp32 with autocast off: under bf16 autocast, logits near
     10 would have a resolution of 0.06 and the cross-entropy of L_gen / L_MLM
     would be taken on rounded values.
     """
 
-    def __init__(self, hidden: int, vocab: int, eps: float = 1e-12):
+    def __init__(self, hidden: int, vocab: int, eps: float = 1e-12, own_output: bool = False):
         super().__init__()
         self.dense = nn.Linear(hidden, hidden)
         self.norm = nn.LayerNorm(hidden, eps=eps)
         self.bias = nn.Parameter(torch.zeros(vocab))
         nn.init.normal_(self.dense.weight, std=0.02)
         nn.init.zeros_(self.dense.bias)
+        # own output matrix (set by init_lm_head: the checkpoint's, or a copy of the word embeddings)
+        self.decoder = nn.Linear(hidden, vocab, bias=False) if own_output else None
 
     def forward(self, h: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
-        """fp32 logits ``(..., vocab)`` of hidden states ``h`` (any dtype), whatever autocast is on."""
+        """fp32 logits ``(..., vocab)`` of hidden states ``h`` (any dtype), whatever autocast is on; the output
+        matrix is ``word_embeddings`` unless the head has its own."""
+        out = self.decoder.weight if self.decoder is not None else word_embeddings
         with torch.autocast(device_type=h.device.type, enabled=False):
             x = self.norm(F.gelu(self.dense(h.float())))
-            return F.linear(x, word_embeddings.float(), self.bias.float())
+            return F.linear(x, out.float(), self.bias.float())
 
     def load_pretrained(self, model_dir: Optional[str]) -> bool:
         """Copy the checkpoint's MLM head (BERT ``cls.predictions``, RoBERTa ``lm_head``) into this head.
@@ -80,6 +87,8 @@ class LMHead(nn.Module):
             raise SentlabError(f"The MLM head of {model_dir} uses {model.config.hidden_act}; PaSeR's LMHead is GELU.")
         own = {"dense.weight": dense.weight, "dense.bias": dense.bias, "norm.weight": norm.weight,
                "norm.bias": norm.bias, "bias": bias}
+        if self.decoder is not None:
+            own["decoder.weight"] = model.get_output_embeddings().weight   # the checkpoint's output matrix
         self.load_state_dict({k: v.detach().float() for k, v in own.items()}, strict=True)
         self.norm.eps = norm.eps
         return True
@@ -101,10 +110,13 @@ def init_lm_head(head: LMHead, encoder: nn.Module, mode: str, method_id: str) ->
     returns which ("pretrained" / "fresh"). ``pretrained`` fails when the checkpoint has no head; ``auto``
     then keeps a fresh one with a warning (and sentlab.json's ``init.lm_head`` says ``random``)."""
     src = getattr(encoder, "name_or_path", None) or getattr(encoder.config, "_name_or_path", None)
+    if mode != "fresh" and head.load_pretrained(src):
+        return "pretrained"
+    if head.decoder is not None:   # a fresh head's own output matrix starts as the word embeddings
+        with torch.no_grad():
+            head.decoder.weight.copy_(encoder.get_input_embeddings().weight)
     if mode == "fresh":
         return "fresh"
-    if head.load_pretrained(src):
-        return "pretrained"
     if mode == "pretrained":
         raise SentlabError(
             f"methods.{method_id}.lm_head = pretrained, but the backbone checkpoint ({src}) has no MLM head weights "

@@ -65,6 +65,14 @@ class PaSeRParams(MethodParams):
     lm_head: Literal["auto", "pretrained", "fresh"] = Field(
         "auto", description="output head shared by decoder and MLM: BERT's pretrained MLM head (code) or a fresh one "
                             "tied to the word embeddings; auto: pretrained when the checkpoint has one")
+    lm_head_output: Literal["tied", "copy"] = Field(
+        "tied", description="the LM head's output matrix: the word embeddings (tied) or its own copy, from the "
+                            "checkpoint's output matrix, trained apart (the code: transformers never ties its "
+                            "BertForCL.lm_head; the paper profile). The default keeps the quick profile's runs")
+    gen_skip_long: bool = Field(
+        False, description="no L_generative target for a sentence whose s or s̃ reaches max_length tokens (the "
+                           "code's collator: usable_sample needs both views under 32 tokens; the paper profile); "
+                           "false: its phrases not cut by truncation stay targets")
     mlm_weight: float = Field(1.0, ge=0, description="weight of L_MLM (Eq. 4: 1)")
     mlm_prob: float = Field(0.15, gt=0, lt=1)
     gen_weight: float = Field(1.0, ge=0, description="weight of L_generative")

@@ -69,8 +69,10 @@ class PaSeR(Method):
     ``random.Random(f"paser-{seed}-{draw}-{row}-{i}")`` (resume-safe). The MLM
     corruption draws from torch's RNG in the forward.
 
-    The output head of the decoder and of MLM is one :class:`LMHead` tied to the
-    word embeddings: BERT's pretrained ``cls.predictions`` head when the
+    The output head of the decoder and of MLM is one :class:`LMHead`, its output
+    matrix the word embeddings (``lm_head_output: tied``) or its own copy trained
+    apart (``copy``: the code, whose ``BertForCL.lm_head`` transformers never
+    ties; the paper profile): BERT's pretrained ``cls.predictions`` head when the
     checkpoint has it (bert-base-uncased), loaded by transformers'
     ``AutoModelForMaskedLM`` as a hub download is (the original file's
     LayerNorm ``gamma``/``beta`` included); all-MiniLM-L6-v2 ships no MLM head,
@@ -99,6 +101,10 @@ class PaSeR(Method):
     ``train.max_grad_norm``, as the code's HF Trainer (the default and the paper
     profile); ``per_group`` clips the encoder and the heads' group each on its own
     (the quick profile, whose heads train at ``head_lr``).
+
+    Equivalence with the released code: benchmarks/released/paser.py (loss and every gradient at the paper
+    profile's settings; tests/test_released_golden.py); ``gen_skip_long``: the code's collator gives a sentence
+    at max length no decoder target (the paper profile).
 
     Neither in the paper, for short runs of the random decoder: ``head_lr`` (the
     decoder, signal and head at their own rate), ``memory_norm`` and a small
@@ -143,7 +149,8 @@ class PaSeR(Method):
             torch.manual_seed(seed)
             self.decoder = build_decoder(params, encoder)
             self.lm_head = LMHead(hidden, encoder.get_input_embeddings().weight.size(0),
-                                  getattr(encoder.config, "layer_norm_eps", 1e-12))
+                                  getattr(encoder.config, "layer_norm_eps", 1e-12),
+                                  own_output=params.lm_head_output == "copy")
         self.lm_head_source = self._init_lm_head()
         self.recon_sets = None  # the held-out check's rows, set by split_heldout
 
@@ -249,19 +256,28 @@ class PaSeR(Method):
         return {"rows": torch.tensor(rows), "input_ids": ids, "attention_mask": att, "labels": labels,
                 "target_index": index, "target_row": index // labels.size(1), "target_labels": labels.flatten()[index]}
 
-    def reconstruction_inputs(self, views: Views) -> dict:
-        """The CPU inputs of steps 3-5 besides ``s``: s̃'s token ids and the decoder batch."""
+    def reconstruction_inputs(self, views: Views, long_rows: Sequence[int] = ()) -> dict:
+        """The CPU inputs of steps 3-5 besides ``s``: s̃'s token ids and the decoder batch (the rows
+        ``long_rows`` without a target)."""
         ids, att = pad([v.input_ids for v in views.masked], self.tokenizer.pad_token_id)
+        targets = [[] if i in set(long_rows) else t for i, t in enumerate(self.targets(views))]
         return {"views": views, "s_masked": {"input_ids": ids, "attention_mask": att},
-                "target": self.decoder_batch(self.targets(views))}
+                "target": self.decoder_batch(targets)}
 
-    def view_features(self, views: Views) -> dict:
-        """The CPU inputs of steps 3-5: ``s`` and :meth:`reconstruction_inputs`."""
-        return {"s": self.encode_text(views.s_texts), **self.reconstruction_inputs(views)}
+    def view_features(self, views: Views, skip_long: bool = False) -> dict:
+        """The CPU inputs of steps 3-5: ``s`` and :meth:`reconstruction_inputs`; ``skip_long``: no target for a
+        sentence whose s or s̃ has ``max_length`` tokens (the code's ``usable_sample``)."""
+        s = self.encode_text(views.s_texts)
+        long_rows = ()
+        if skip_long:
+            limit = self.params.max_length or self.tokenizer.model_max_length
+            s_len = s["attention_mask"].sum(1).tolist()
+            long_rows = [i for i, v in enumerate(views.masked) if s_len[i] >= limit or len(v.input_ids) >= limit]
+        return {"s": s, **self.reconstruction_inputs(views, long_rows)}
 
     def prepare(self, batch: Batch) -> Batch:
         views = self.prepare_views(batch.sentences, batch.extras, batch.index, augment=self.training, draw=batch.draw)
-        batch.features = self.view_features(views)
+        batch.features = self.view_features(views, skip_long=self.training and self.params.gen_skip_long)
         return batch
 
     def check_inputs(self, sentences: Sequence[str], views: Views) -> dict:

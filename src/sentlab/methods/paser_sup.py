@@ -13,6 +13,7 @@ from ..errors import SentlabError
 from . import register
 from ._common import MLPHead, cosine_logits
 from ._paser_decoder import load_heads
+from ._paser_head import init_lm_head
 from .base import Batch, ContrastiveParams
 from .paser import PaSeR, PaSeRParams
 
@@ -99,7 +100,8 @@ class PaSeRSup(PaSeR):
         head is in paser_heads.safetensors), or a fresh one (``fresh``); sets ``module_init``."""
         if self.params.lm_head == "fresh":
             self.module_init["lm_head"] = "random"
-            return "fresh"
+            # lm_head_output: copy: the fresh head's own matrix starts as the word embeddings
+            return init_lm_head(self.lm_head, self.encoder, "fresh", self.id or "paser_sup")
         load_heads(self, self._paser_dir(), ("lm_head.",))
         self.module_init["lm_head"] = "paser"
         return "paser"

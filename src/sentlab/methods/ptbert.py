@@ -29,6 +29,27 @@ class PTBertParams(MoCoParams):
     key_second_attention: Literal["momentum", "online"] = Field(
         "momentum", description="attention of the key branch's second mapping: its momentum copy (the paper) | "
                                 "the online one (released code)")
+    key_init: Literal["copy", "random"] = Field(
+        "copy", description="the momentum key encoder's start: a copy of the pretrained encoder (MoCo; the paper's "
+                            "'inherits parameters') | BERT's random init, N(0, initializer_range) weights, zero "
+                            "biases, LayerNorm 1/0 (the released code: its momentum_encoder is not in the checkpoint)")
+
+
+@torch.no_grad()
+def bert_random_init(module: nn.Module, std: float, seed: int) -> None:
+    """BERT's ``_init_weights`` (transformers 4.2.1, the released code's) over every submodule: Linear and Embedding
+    weights N(0, ``std``) (no zeroed padding row), Linear biases 0, LayerNorm weight 1 and bias 0; drawn from
+    ``seed`` without touching the caller's RNG stream."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for m in module.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                m.weight.normal_(0.0, std)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                m.bias.zero_()
+            if isinstance(m, nn.LayerNorm):
+                m.weight.fill_(1.0)
+                m.bias.zero_()
 
 
 class PseudoTokenAttention(nn.Module):
@@ -101,16 +122,28 @@ class PTBert(MoCo):
       projection) → default None = the encoder's heads.
     * ``key_second_attention``: the paper gives the key branch its own
       momentum attention (``momentum``, default); the code reuses the online
-      attention for the key's second mapping (``online``; no gradient flows
-      through keys either way).
+      attention for the key's second mapping (``online``, the paper profile; no
+      gradient flows through keys either way).
     * ``attn_dropout``: the code's BertSelfAttention applies attention dropout
       (0.1); default None = the encoder's ``attention_probs_dropout_prob``.
     * queue: the code keeps a list of whole batches that pops only when longer
       than its ``queue_size = 4``, so it settles at 5 batches: 320 candidates
       with the current batch, not the paper's 256. Here a FIFO of keys with the
       same content order (current batch first) of ``queue_size`` candidates:
-      256 as the paper (default), the released run = ``queue_size: 320``
-      (ablation ``ptbert_q320``, PT-BERT Table 5b's 320 row).
+      256 as the paper (default), the released run = ``queue_size: 320`` (the
+      paper profile). Table 5b's rows are the code's ``queue_size`` q = 3/4/5
+      (the text: "q = 4 performs best", its Q-256 main row), i.e. 256/320/384
+      candidates: the paper profile's ``ptbert_q192`` / ``ptbert_q320`` run
+      those (256 / 384), the quick profile's the labels' 192 / 320.
+    * ``key_init``: MoCo starts the momentum encoder as a copy of the encoder
+      (``copy``, default); the released ``BertForPolyMoCo`` deep-copies its
+      BERT before ``init_weights`` and ``from_pretrained`` fills ``bert.*``
+      only, so its momentum encoder starts from BERT's random init
+      (``random``, the paper profile; λ = 0.885 leaves 0.885^40 < 1 % of it
+      after 40 steps).
+    * equivalence with the released code: benchmarks/released/ptbert.py (loss
+      and every gradient at ``attend_to: cls``, ``num_heads: null``,
+      ``key_second_attention: online``; tests/test_released_golden.py).
     * precision: the code used fp16; here fp32 on CPU and bf16 autocast on GPU,
       the similarity logits and the loss in fp32.
 
@@ -134,6 +167,8 @@ class PTBert(MoCo):
                    else getattr(cfg, "attention_probs_dropout_prob", 0.1))
         self.pseudo = nn.Embedding(params.pseudo_len, cfg.hidden_size)
         self.attn = PseudoTokenAttention(cfg.hidden_size, heads, dropout)
+        if params.key_init == "random":
+            bert_random_init(self.key_encoder, getattr(cfg, "initializer_range", 0.02), seed)
         self.key_pseudo = frozen_copy(self.pseudo)
         self.key_attn = frozen_copy(self.attn)
         self.register_buffer("pseudo_ids", torch.arange(params.pseudo_len), persistent=False)

@@ -1,0 +1,236 @@
+"""PT-BERT (``ptbert``) against the authors' released code: Namco0816/PT-BERT, its "poly" model.
+
+Repository: https://github.com/Namco0816/PT-BERT, commit dba403c01aa2acdf8659b7a7167d41471aacb656 (HEAD, "delete
+unrelated logs")::
+
+    git clone https://github.com/Namco0816/PT-BERT DIR && git -C DIR checkout dba403c01aa2acdf8659b7a7167d41471aacb656
+
+The released model is ``ptbert/models.py: BertForPolyMoCo`` (``--cl_type bert_poly`` in
+``scripts/re-produce_result.sh``: poly 128, batch 64, lr 3e-5, max length 64, queue_size 4, τ 0.05, λ 0.885,
+``--pooler_type cls --mlp_only_train``); its loss is ``poly_cl_forward``. Both sides here: MiniLM, batch
+``SENTENCES`` (the key sees the same sentence: no augmentation), dropout off, m = 128 pseudo tokens.
+
+Made identical by construction (one draw, given to both): the pseudo-token table P (N(0, 1), torch's
+nn.Embedding init, which is what the released code's P gets: it is created after ``cl_init``'s ``init_weights``
+and transformers 4.2.1's ``from_pretrained`` does not re-initialise missing weights), the attention (W_Q, W_K,
+W_V: nn.Linear's init), the MLP (N(0, 0.02), zero bias); the momentum copies (key encoder, P_k, attention_k,
+MLP_k) = the online ones plus a fixed perturbation, as after some momentum steps, so that which module each
+branch uses shows in the loss; the momentum queue = two earlier batches of keys (newest first), i.e. the
+released list ``momentum_queue`` and sentlab's FIFO buffer hold the same 16 keys in the same order.
+
+The setting at which they agree (loss and every gradient): ``attend_to: cls``, ``num_heads: null`` (the
+encoder's heads), ``key_second_attention: online`` (the key's second mapping reuses the online attention, as
+``poly_cl_forward``), ``queue_size`` = the current batch + the queued keys (the released run: ``queue_size 4``
+keeps 5 batches = 320 candidates at batch 64). Skipped (gradient exactly zero on both sides): the pseudo tokens
+P and the first mapping's W_Q — under ``cls`` the first attention has one key, softmax ≡ 1, so Z′ = V(y) does not
+depend on P (the released code's P never learns; docs/methods.md#pt-bert) — and the attention key biases.
+
+Shim (current transformers): ``BertSelfAttention`` lost its cross-attention arguments (``encoder_hidden_states``,
+``encoder_attention_mask``) in transformers 5; the released code calls it as cross-attention. :class:`_SelfAttention421`
+restores the 4.2.1 call (eager: softmax(QKᵀ/√d_h + mask) V, per head, no output projection; with
+``encoder_hidden_states`` the mask is ``encoder_attention_mask`` — so the ``attention_mask=raw_attention_mask`` the
+released code passes to the second mapping is ignored, as it was in 4.2.1) and is patched into
+``ptbert.models`` for the build only; transformers 5's ``init_weights`` needs ``post_init`` (which ``cl_init``
+never calls), so 4.2.1's (BERT's ``_init_weights`` over every module) replaces it (every weight is then set).
+
+What the paper profile uses (profiles/paper.yaml, the code's settings): ``key_second_attention: online``,
+``queue_size: 320`` (5 batches: the code's ``queue_size 4``; the paper's text says 256), ``key_init: random`` (the
+released momentum encoder is not in the checkpoint, so it starts from BERT's random init: ``momentum_encoder`` is a
+deepcopy taken before ``init_weights`` and ``from_pretrained`` fills ``bert.*`` only). The equivalence runs with
+both key encoders given the same weights (``key_init`` only decides their start).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import (SENTENCES, Outputs, grads_of, import_released, load_backbone, main,  # noqa: E402
+                      on_path, set_determinism)
+
+CASE = "ptbert"
+REPOSITORY = "Namco0816/PT-BERT"
+COMMIT = "dba403c01aa2acdf8659b7a7167d41471aacb656"
+SETTING = ("MiniLM, batch 8 + 16 queued keys (2 earlier batches), m 128, attend_to cls, num_heads null "
+           "(the encoder's), key_second_attention online, τ 0.05, dropout off")
+POLY_M = 128
+B = len(SENTENCES)
+QUEUED = 2   # earlier batches in the queue
+MAX_LEN = 32
+
+
+class _SelfAttention421(nn.Module):
+    """transformers 4.2.1's ``BertSelfAttention`` call (with cross-attention), eager, on the current config."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.num_attention_heads = config.num_attention_heads
+        self.attention_head_size = config.hidden_size // config.num_attention_heads
+        self.all_head_size = self.num_attention_heads * self.attention_head_size
+        self.query = nn.Linear(config.hidden_size, self.all_head_size)
+        self.key = nn.Linear(config.hidden_size, self.all_head_size)
+        self.value = nn.Linear(config.hidden_size, self.all_head_size)
+        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+
+    def _heads(self, x):
+        return x.view(*x.shape[:-1], self.num_attention_heads, self.attention_head_size).permute(0, 2, 1, 3)
+
+    def forward(self, hidden_states, attention_mask=None, head_mask=None, encoder_hidden_states=None,
+                encoder_attention_mask=None, output_attentions=False):
+        if encoder_hidden_states is not None:
+            kv, attention_mask = encoder_hidden_states, encoder_attention_mask
+        else:
+            kv = hidden_states
+        q, k, v = self._heads(self.query(hidden_states)), self._heads(self.key(kv)), self._heads(self.value(kv))
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.attention_head_size)
+        if attention_mask is not None:
+            scores = scores + attention_mask
+        probs = self.dropout(nn.functional.softmax(scores, dim=-1))
+        ctx = torch.matmul(probs, v).permute(0, 2, 1, 3).contiguous()
+        ctx = ctx.view(*ctx.shape[:-2], self.all_head_size)
+        return (ctx, probs) if output_attentions else (ctx,)
+
+
+def _init_weights_421(self) -> None:
+    """transformers 4.2.1's ``init_weights`` (BERT's ``_init_weights`` over every submodule: Linear and Embedding
+    N(0, initializer_range), biases 0, LayerNorm 1 / 0): transformers 5's needs ``post_init`` first."""
+    std = self.config.initializer_range
+    for mod in self.modules():
+        if isinstance(mod, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(mod.weight, 0.0, std)
+        if isinstance(mod, nn.Linear) and mod.bias is not None:
+            nn.init.zeros_(mod.bias)
+        if isinstance(mod, nn.LayerNorm):
+            nn.init.ones_(mod.weight)
+            nn.init.zeros_(mod.bias)
+
+
+def _shared(hidden: int, encoder_state: dict) -> dict:
+    """The weights both sides get (one draw): online heads, their momentum copies, the key encoder, the queue."""
+    g = torch.Generator().manual_seed(53)
+    torch.manual_seed(53)
+    attn = {n: p.detach().clone() for n, p in nn.ModuleDict(
+        {k: nn.Linear(hidden, hidden) for k in ("query", "key", "value")}).state_dict().items()}
+    online = {"pseudo.weight": torch.randn(POLY_M, hidden, generator=g),
+              **{f"attn.{k}": v for k, v in attn.items()},
+              "mlp.dense.weight": torch.randn(hidden, hidden, generator=g) * 0.02,
+              "mlp.dense.bias": torch.zeros(hidden)}
+
+    def perturb(v: torch.Tensor, scale: float) -> torch.Tensor:
+        if not v.is_floating_point():
+            return v.clone()
+        return v + scale * v.std().nan_to_num(0.02).clamp_min(1e-3) * torch.randn(v.shape, generator=g)
+
+    return {"online": online, "momentum": {k: perturb(v, 0.05) for k, v in online.items()},
+            "key_encoder": {k: perturb(v, 0.3) for k, v in encoder_state.items()},
+            "queue": [torch.randn(B, hidden, generator=g).tanh() for _ in range(QUEUED)]}
+
+
+# Gradients that are zero analytically in this setting (round-off ~1e-10 on each side, differently): the key
+# biases of every attention (softmax is shift-invariant) and, under ``attend_to: cls``, W_Q and W_K of the pseudo-token
+# attention with their biases (the first mapping has one key, so softmax ≡ 1; the second's m keys are the same row
+# V(y) repeated, so its scores are equal whatever the query). Checked to be ≤ 1e-6 of the value weight's gradient,
+# then set to exactly 0 on both sides, so that the comparison lists them as skipped.
+ANALYTIC_ZERO = ("attention.self.key.bias", "attn.key.", "attn.query.")
+
+
+def _zero_analytic(grads: dict) -> dict:
+    scale = float(grads["attn.value.weight"].norm())
+    for n, g in grads.items():
+        if any(k in n for k in ANALYTIC_ZERO):
+            if float(g.norm()) > 1e-6 * scale:
+                raise AssertionError(f"{n}: gradient {float(g.norm()):.3g}, expected 0 analytically")
+            g.zero_()
+    return grads
+
+
+def _batch(tok):
+    return dict(tok(SENTENCES, padding=True, truncation=True, max_length=MAX_LEN, return_tensors="pt"))
+
+
+def sentlab_outputs() -> Outputs:
+    from sentlab.methods import get_method
+
+    encoder, tok = load_backbone()
+    shared = _shared(encoder.config.hidden_size, encoder.state_dict())
+    cls = get_method("ptbert")
+    params = cls.Params(pseudo_len=POLY_M, attend_to="cls", num_heads=None, key_second_attention="online",
+                        queue_size=B * (1 + QUEUED), temperature=0.05, batch_size=B, max_length=MAX_LEN)
+    m = cls(encoder, tok, params, seed=0)
+    m.train()
+    with torch.no_grad():
+        for name, v in shared["online"].items():
+            m.get_parameter(name).copy_(v)
+            m.get_parameter({"pseudo": "key_pseudo", "attn": "key_attn", "mlp": "key_mlp"}[name.split(".")[0]]
+                            + name[name.index("."):]).copy_(shared["momentum"][name])
+        m.key_encoder.load_state_dict(shared["key_encoder"])
+        queue = torch.cat(shared["queue"])
+        m.queue[: queue.size(0)] = queue
+        m.queue_len.fill_(queue.size(0))
+        m._filled = queue.size(0)
+    from sentlab.methods.base import Batch
+
+    batch = Batch(list(SENTENCES))
+    batch.features = {"query": _batch(tok), "key": _batch(tok)}
+    out = m(batch)
+    out["loss"].backward()
+
+    def rename(n: str):
+        if n.startswith("encoder."):
+            return n[len("encoder."):]
+        return n if n.split(".")[0] in ("pseudo", "attn", "mlp") else None
+
+    return Outputs(float(out["loss"]), _zero_analytic(grads_of(m.named_parameters(), rename=rename)),
+                   extra={"candidates": float(out["candidates"])})
+
+
+def released_outputs(checkout: Path) -> Outputs:
+    encoder, tok = load_backbone()
+    config = encoder.config
+    shared = _shared(config.hidden_size, encoder.state_dict())
+    with on_path(checkout):
+        models = import_released(checkout, "ptbert.models")
+        models.BertSelfAttention = _SelfAttention421   # shims: 4.2.1's cross-attention call, its init_weights
+        models.BertForPolyMoCo.init_weights = _init_weights_421
+        args = argparse.Namespace(poly_m=POLY_M, queue_size=4, pooler_type="cls", temp=0.05, mlp_only_train=True,
+                                  return_poly=False)
+        model = models.BertForPolyMoCo(config, model_args=args)
+    model.train()
+    names = {"pseudo": "polyEmbedding", "attn": "polyAttn", "mlp": "mlp"}
+    mom = {"pseudo": "momentumPolyEmbedding", "attn": "momentumPolyAttn", "mlp": "momentum_mlp"}
+    with torch.no_grad():
+        model.bert.load_state_dict(encoder.state_dict(), strict=False)
+        model.momentum_encoder.load_state_dict(shared["key_encoder"], strict=False)
+        for name, v in shared["online"].items():
+            head, rest = name.split(".", 1)
+            model.get_parameter(f"{names[head]}.{rest}").copy_(v)
+            model.get_parameter(f"{mom[head]}.{rest}").copy_(shared["momentum"][name])
+    model.momentum_queue = list(shared["queue"])
+    enc = _batch(tok)
+    out = model(**{k: torch.stack([v, v], dim=1) for k, v in enc.items()}, return_dict=True)
+    out.loss.backward()
+    back = {v: k for k, v in names.items()}
+
+    def rename(n: str):
+        head, rest = n.split(".", 1)
+        if head == "bert":
+            return rest
+        return f"{back[head]}.{rest}" if head in back else None
+
+    return Outputs(float(out.loss.detach()), _zero_analytic(grads_of(model.named_parameters(), rename=rename)),
+                   extra={"candidates": float(out.logits.size(1))})
+
+
+GOLDEN_GRADS = ["embeddings.word_embeddings.weight", "encoder.layer.3.attention.self.query.weight",
+                "encoder.layer.5.output.dense.weight", "attn.value.weight", "attn.query.weight", "mlp.dense.weight"]
+
+if __name__ == "__main__":
+    set_determinism()
+    sys.exit(main(CASE, repository=REPOSITORY, commit=COMMIT, setting=SETTING, golden_grads=GOLDEN_GRADS,
+                  sentlab_outputs=sentlab_outputs, released_outputs=released_outputs))
