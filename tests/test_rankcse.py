@@ -237,6 +237,11 @@ def test_the_teachers_are_dvc_deps_of_the_train_stage_and_must_be_trained():
     bad = deep_merge(values, {"train": {"methods": ["simcse", "rankcse"]}})
     with pytest.raises(SentlabError, match="add `diffcse` to train.methods"):
         stage_list_for(validate(bad))
+    # a profile that does not train rankcse nor its teachers (quick) with its ablations on: the ListNet variant
+    # has no stage (it would read untrained teachers), the other variants do
+    quick = deep_merge(profile_values("quick", REPO / "profiles"), {"ablations": {"enabled": True}})
+    models = stage_list_for(validate(quick))["models"]
+    assert "rankcse_listnet" not in models and {"diffcse_paper_text", "ptbert_m64"} <= set(models)
 
 
 def test_the_paper_profile_runs_listmle_and_listnet_is_its_ablation_row():
@@ -285,6 +290,12 @@ def test_the_paper_numbers_and_the_teacher_substitution_are_stored():
     assert P.UNSUP_AVG["simcse_pp"][0] == pytest.approx(78.05)
     row = _row("rankcse", get_method("rankcse"))
     assert row.paper == {"Avg": 80.36} and "SimCSE-BERT-base" in row.note and "SimCSE-BERT-large" in row.note
+    from sentlab.report.paper_tables import followups
+
+    rows = {r.models[0]: r for r in followups.table().rows}
+    assert rows["rankcse"].paper["Avg"] == 80.36 and rows["rankcse_listnet"].paper["Avg"] == 80.05
+    assert all("SimCSE-BERT-large" in rows[m].note for m in ("rankcse", "rankcse_listnet"))
+    assert rows["rankcse"].paper["STS12"] == 75.66 and rows["diffcse"].paper["Avg"] == 78.49
 
 
 def test_trains_through_the_loop_and_exports_the_bare_encoder(tok, teachers, tmp_path):
