@@ -194,9 +194,10 @@ def test_the_stage_list_follows_the_profile():
     models = stage_list_for(paper)["models"]
     # 23 methods (simcse_crop, simcse_deletion, simcse_mlm, consert, sg_opt: issue #40; esimcse, simcse_pp, diffcse,
     # rankcse: issue #41) + paser_sup, 4 more seeds each of the 23; 61 variants: paser_aug_sr dropped (it is the
-    # paper paser again), the 4 *_roberta lines added (issue #34)
+    # paper paser again), the 4 *_roberta lines added (issue #34); 63: diffcse_paper_text and rankcse_listnet
+    # (issue #53 §3.2, §3.3)
     variants = {k: v for k, v in models.items() if v["own"].startswith("ablations.")}
-    assert len(models) == 24 + 23 * 4 + 61 and len(variants) == 61
+    assert len(models) == 24 + 23 * 4 + 63 and len(variants) == 63
     assert {"esimcse-s46", "simcse_pp-s46"} <= set(models)
     assert {"simcse_crop", "simcse_deletion", "simcse_mlm", "consert", "consert-s46"} <= set(models)
     assert variants["ptbert_m64"]["line"] == "methods.ptbert"

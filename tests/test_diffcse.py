@@ -56,6 +56,31 @@ def test_registered_with_the_papers_settings():
     assert p.hub_models() == ["distilbert-base-uncased"]
 
 
+def test_the_defaults_are_the_code_behind_the_number_and_the_papers_text_is_an_ablation():
+    """The 78.49 came from voidism/DiffCSE's cl_forward: the generator's argmax at every non-pad position
+    (g_pred = logits.argmax(-1)) and L_RTD averaged over the padded grid (CrossEntropyLoss over view(-1, 2)). Those
+    are the defaults and the paper profile's; the text's reading (sampling at the masked positions, the mean over
+    the real tokens) is the paper profile's ablation variant diffcse_paper_text (issue #53 §3.2)."""
+    from conftest import REPO
+    from sentlab.config import validate
+    from sentlab.profiles import profile_values
+    from sentlab.report.ablations import trained_settings
+    from sentlab.stage_list import stage_list_for
+
+    p = get_method("diffcse").Params()
+    assert (p.generator_decoding, p.generator_positions, p.rtd_positions) == ("argmax", "all", "all")
+    paper = validate(profile_values("paper", REPO / "profiles"))
+    main = trained_settings(paper, "diffcse")
+    assert (main["generator_decoding"], main["generator_positions"], main["rtd_positions"]) == ("argmax", "all", "all")
+    text = trained_settings(paper, "diffcse_paper_text")
+    assert (text["generator_decoding"], text["generator_positions"], text["rtd_positions"]) == (
+        "sample", "masked", "tokens")
+    assert {k: v for k, v in text.items() if k not in ("generator_decoding", "generator_positions",
+                                                        "rtd_positions")} == {
+        k: v for k, v in main.items() if k not in ("generator_decoding", "generator_positions", "rtd_positions")}
+    assert "diffcse_paper_text" in stage_list_for(paper)["models"]
+
+
 def test_masking_is_seeded_and_spares_special_tokens_and_padding(tok, generator_dir):
     m = _make(tok, generator_dir)
     batch = Batch(sentences(64, seed=3), draw=7, seed=42)
@@ -98,7 +123,7 @@ def test_a_generator_token_equal_to_the_original_is_not_replaced(tok, generator_
     """At masked positions the generator's token replaces the original; where it proposes the original token the
     label is 0 (the code's replaced = g_pred != input_ids). [CLS] and padding are never replaced; unmasked
     positions keep their token (generator_positions: masked) or take the generator's (all, the code)."""
-    m = _make(tok, generator_dir, generator_decoding=decoding)
+    m = _make(tok, generator_dir, generator_decoding=decoding, generator_positions="masked")
     original = torch.tensor([[101, 2000, 2001, 2002, 102, 0], [101, 3000, 3001, 102, 0, 0]])
     att = (original != 0).long()
     chosen = torch.tensor([[0, 1, 1, 0, 0, 0], [0, 1, 0, 0, 0, 0]], dtype=torch.bool)
@@ -115,7 +140,7 @@ def test_a_generator_token_equal_to_the_original_is_not_replaced(tok, generator_
 
 
 def test_sampling_is_a_function_of_the_seed(tok, generator_dir):
-    m = _make(tok, generator_dir, generator_temperature=5.0)
+    m = _make(tok, generator_dir, generator_decoding="sample", generator_positions="masked", generator_temperature=5.0)
     f = m.prepare(Batch(sentences(8, seed=1), draw=0, seed=1)).features
     both = {k: torch.cat([v, v]) for k, v in f["enc"].items()}
     args = (both["input_ids"], f["masked_ids"], f["chosen"], both["attention_mask"])
@@ -123,9 +148,10 @@ def test_sampling_is_a_function_of_the_seed(tok, generator_dir):
     assert torch.equal(a, b) and not torch.equal(a, c)
 
 
-def test_rtd_loss_is_the_bce_of_the_logit_difference_over_the_tokens(tok, generator_dir):
-    """Fixed logits: 2 rows × 4 positions, the last position of row 2 padding; the loss is the mean over the 7
-    tokens of BCE(σ(l_replaced − l_kept), replaced), computed by hand; rtd_positions: all takes the 8 positions."""
+def test_rtd_loss_is_the_bce_of_the_logit_difference_over_the_grid_or_the_tokens(tok, generator_dir):
+    """Fixed logits: 2 rows × 4 positions, the last position of row 2 padding. The default (the code's
+    CrossEntropyLoss over the padded grid) is the mean over all 8 positions of BCE(σ(l_replaced − l_kept),
+    replaced), padding included as 'kept'; rtd_positions: tokens (the paper's text) the mean over the 7 tokens."""
     m = _make(tok, generator_dir)
     logits = torch.tensor([[[0.0, 1.0], [2.0, -1.0], [0.5, 0.5], [-1.0, 3.0]],
                            [[1.0, 0.0], [0.0, -2.0], [0.3, 1.3], [5.0, -5.0]]])
@@ -139,10 +165,27 @@ def test_rtd_loss_is_the_bce_of_the_logit_difference_over_the_tokens(tok, genera
     terms = [bce(logits[i, t, 1].item() - logits[i, t, 0].item(), bool(replaced[i, t]))
              for i in range(2) for t in range(4)]
     tokens = [x for x, a in zip(terms, att.flatten().tolist()) if a]
+    assert m.rtd_loss(logits, replaced, att).item() == pytest.approx(sum(terms) / 8, rel=1e-6)
+    assert m.rtd_loss(logits, replaced, att).item() == pytest.approx(0.728330, abs=1e-6)   # pinned: 5.82664 / 8
+    m.params = m.params.model_copy(update={"rtd_positions": "tokens"})
     assert m.rtd_loss(logits, replaced, att).item() == pytest.approx(sum(tokens) / 7, rel=1e-6)
     assert m.rtd_loss(logits, replaced, att).item() == pytest.approx(0.832371, abs=1e-6)   # pinned: 5.82660 / 7
-    m.params = m.params.model_copy(update={"rtd_positions": "all"})
-    assert m.rtd_loss(logits, replaced, att).item() == pytest.approx(sum(terms) / 8, rel=1e-6)
+
+
+def test_by_default_the_generators_argmax_fills_every_position_but_cls_and_padding(tok, generator_dir):
+    """The code: g_pred = generator(...).argmax(-1) everywhere, g_pred[:, 0] = [CLS], e_inputs = g_pred *
+    attention_mask (padding back to id 0), replaced = g_pred != input_ids on real tokens. With a stub generator
+    whose logits favour a fixed proposal per position, the default corruption is that proposal on every real
+    position after [CLS], whatever was masked."""
+    m = _make(tok, generator_dir)
+    original = torch.tensor([[101, 2000, 2001, 2002, 102, 0], [101, 3000, 3001, 102, 0, 0]])
+    att = (original != 0).long()
+    chosen = torch.zeros_like(original, dtype=torch.bool)          # nothing masked: the code replaces anyway
+    proposal = torch.tensor([[7, 2000, 5555, 6666, 8888, 9], [7, 4444, 3001, 102, 9, 9]])
+    m.generator = _Stub(proposal, tok.vocab_size)
+    x2, replaced = m.corrupt(original, original, chosen, att, seed=3)
+    assert x2.tolist() == [[101, 2000, 5555, 6666, 8888, 0], [101, 4444, 3001, 102, 0, 0]]
+    assert replaced.long().tolist() == [[0, 0, 1, 1, 1, 0], [0, 1, 0, 0, 0, 0]]
 
 
 @pytest.mark.parametrize("condition", ["embedding_output", "inputs_embeds"])
@@ -188,7 +231,9 @@ def test_trains_with_the_frozen_generator_unchanged(tok, generator_dir):
     losses = []
     for step in range(10):
         out = m(Batch(pool[(step % 6) * 8:(step % 6 + 1) * 8], draw=step, seed=1))
-        assert math.isfinite(out["loss_rtd"].item()) and 0 < out["replaced_frac"].item() < 0.5
+        # the code's corruption (argmax at every position) with a random tiny generator replaces most tokens,
+        # never [CLS]
+        assert math.isfinite(out["loss_rtd"].item()) and 0 < out["replaced_frac"].item() < 1
         out["loss"].backward()
         opt.step()
         opt.zero_grad()

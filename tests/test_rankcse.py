@@ -14,7 +14,8 @@ from sentlab.config import TrainParams
 from sentlab.errors import SentlabError
 from sentlab.methods import get_method
 from sentlab.methods.base import Batch
-from sentlab.methods.rankcse import js_consistency, listmle_loss, listnet_loss, off_diagonal, teacher_info
+from sentlab.methods.rankcse import (community_consistency, js_consistency, listmle_loss, listnet_loss, off_diagonal,
+                                     teacher_info)
 from tiny import sentences, tiny_bert
 
 
@@ -67,7 +68,10 @@ def test_registered_with_its_settings():
     cls = get_method("rankcse")
     p = cls.Params()
     assert (p.teachers, p.teacher_weights, p.distillation, p.teacher_temperature, p.student_temperature) == (
-        ["models/diffcse", "models/simcse"], [0.33, 0.67], "listnet", 0.05, 0.05)
+        ["models/diffcse", "models/simcse"], [0.33, 0.67], "listmle", 0.05, 0.05)
+    # run_rankcse.sh: --distillation_loss listmle, whose community ListMLE ranks the whole row (the positive first);
+    # the consistency term and ListMLE stay the paper's exact ones
+    assert (p.rank_positive, p.consistency, p.listmle_eps) == (True, "js", 0.0)
     assert (p.distill_weight, p.consistency_weight, p.temperature) == (1.0, 1.0, 0.05)
     assert p.model_deps() == ["models/diffcse", "models/simcse"]
     assert cls.Params(teachers=["/abs/teacher"], teacher_weights=[1.0]).model_deps() == []
@@ -104,6 +108,35 @@ def test_listmle_is_the_plackett_luce_likelihood_of_the_teachers_order():
     assert listmle_loss(TEACHER, STUDENT).item() == pytest.approx(1.575401, abs=1e-6)
     # the student that ranks as the teacher does has a higher likelihood
     assert listmle_loss(TEACHER, TEACHER).item() < listmle_loss(TEACHER, STUDENT).item()
+
+
+def test_listmle_with_the_community_eps_by_hand():
+    """The community ListMLE: Σ_k [log(Σ_{j≥k} exp(s_j − M) + ε) − (s_k − M)], M the row's maximum, ε 1e-7. With
+    scores 20, 0, −20 in the teacher's order, the last term is log(e^-40 + 1e-7) + 40 ≈ 23.88 where the exact
+    likelihood has 0: the ε caps the tail."""
+    def guarded(scores, eps=1e-7):
+        m = max(scores)
+        return sum(math.log(sum(math.exp(x - m) for x in scores[k:]) + eps) - (scores[k] - m)
+                   for k in range(len(scores)))
+
+    teacher, student = torch.tensor([[3.0, 2.0, 1.0]]), torch.tensor([[20.0, 0.0, -20.0]])
+    assert listmle_loss(teacher, student, eps=1e-7).item() == pytest.approx(guarded([20.0, 0.0, -20.0]), rel=1e-5)
+    assert listmle_loss(teacher, student, eps=1e-7).item() == pytest.approx(27.7842, abs=1e-3)   # pinned: 3.90 + 23.88
+    assert listmle_loss(teacher, student).item() == pytest.approx(2.06e-9 + 2.06e-9, abs=1e-6)  # exact: ≈ 0
+    want = (guarded([1.0, 1.5, 0.0]) + guarded([0.5, 2.0, -0.5])) / 2     # small gaps: ε changes ~1e-7
+    assert listmle_loss(TEACHER, STUDENT, eps=1e-7).item() == pytest.approx(want, rel=1e-6)
+
+
+def test_community_consistency_is_half_the_negative_entropies_not_a_divergence():
+    """The community Divergence clamps log((p + q)/2) at 1e-7 from below: every entry becomes 1e-7, and its two
+    batch-mean KLs give ½ Σ [p (log p − 1e-7) + q (log q − 1e-7)] / N, nonzero for equal lists (where JS is 0)."""
+    a, b = [0.0, 1.0, 2.0], [1.0, 0.0, 0.5]
+    p = [math.exp(x) / sum(math.exp(y) for y in a) for x in a]
+    q = [math.exp(x) / sum(math.exp(y) for y in b) for x in b]
+    want = 0.5 * (sum(x * (math.log(x) - 1e-7) for x in p) + sum(y * (math.log(y) - 1e-7) for y in q))
+    assert community_consistency(torch.tensor([a]), torch.tensor([b])).item() == pytest.approx(want, rel=1e-6)
+    assert community_consistency(torch.tensor([a]), torch.tensor([a])).item() == pytest.approx(
+        sum(x * math.log(x) for x in p), rel=1e-6)   # −H(p), where the JS divergence is 0
 
 
 def test_js_consistency_by_hand_and_zero_for_equal_lists():
@@ -195,7 +228,7 @@ def test_the_teachers_are_dvc_deps_of_the_train_stage_and_must_be_trained():
 
     values = profile_values("paper", REPO / "profiles")
     models = stage_list_for(validate(values))["models"]
-    for name in ("rankcse", "rankcse-s43"):
+    for name in ("rankcse", "rankcse-s43", "rankcse_listnet"):
         assert (models[name]["dep1"], models[name]["dep2"]) == ("models/diffcse", "models/simcse"), name
     assert models["simcse"]["dep1"] == models["simcse"]["dep2"] == "data/sources/model.json"
     assert (models["diffcse"]["init"], models["paser_sup"]["dep1"]) == ("data/sources/model.json", "models/paser")
@@ -204,6 +237,65 @@ def test_the_teachers_are_dvc_deps_of_the_train_stage_and_must_be_trained():
     bad = deep_merge(values, {"train": {"methods": ["simcse", "rankcse"]}})
     with pytest.raises(SentlabError, match="add `diffcse` to train.methods"):
         stage_list_for(validate(bad))
+    # a profile that does not train rankcse nor its teachers (quick) with its ablations on: the ListNet variant
+    # has no stage (it would read untrained teachers), the other variants do
+    quick = deep_merge(profile_values("quick", REPO / "profiles"), {"ablations": {"enabled": True}})
+    models = stage_list_for(validate(quick))["models"]
+    assert "rankcse_listnet" not in models and {"diffcse_paper_text", "ptbert_m64"} <= set(models)
+
+
+def test_the_paper_profile_runs_listmle_and_listnet_is_its_ablation_row():
+    """run_rankcse.sh ran --distillation_loss listmle: the paper profile's rankcse is ListMLE (its positive in the
+    list, as the community ListMLE); ListNet (without the positive, as the community ListNet) is the ablation
+    variant rankcse_listnet, with everything else the same (issue #53 §3.3)."""
+    from conftest import REPO
+    from sentlab.config import validate
+    from sentlab.profiles import profile_values
+    from sentlab.report.ablations import trained_settings
+
+    paper = validate(profile_values("paper", REPO / "profiles"))
+    main = trained_settings(paper, "rankcse")
+    ablation = trained_settings(paper, "rankcse_listnet")
+    assert (main["distillation"], main["rank_positive"]) == ("listmle", True)
+    assert (ablation["distillation"], ablation["rank_positive"]) == ("listnet", False)
+    rest = lambda d: {k: v for k, v in d.items() if k not in ("distillation", "rank_positive")}  # noqa: E731
+    assert rest(main) == rest(ablation)
+    assert main["teachers"] == ["models/diffcse", "models/simcse"] and main["batch_size"] == 128
+
+
+def test_the_rankcse_and_diffcse_lines_named_in_the_profiles_and_docs_exist():
+    """Every rankcse_* / diffcse_* name that profiles/paper.yaml, profiles/quick.yaml or docs/methods.md mentions is a
+    line the pipeline trains (an ablation variant): rankcse_listmle was named and did not exist."""
+    import re
+
+    from conftest import REPO
+    from sentlab.config import validate
+    from sentlab.profiles import profile_values
+
+    variants = set(validate(profile_values("paper", REPO / "profiles")).ablations["variants"])
+    for f in ("profiles/paper.yaml", "profiles/quick.yaml", "docs/methods.md"):
+        named = set(re.findall(r"\b((?:rankcse|diffcse)_[a-z0-9_]+)\b", (REPO / f).read_text()))
+        assert named <= variants, (f, named - variants)
+    assert {"rankcse_listnet", "diffcse_paper_text"} <= variants
+
+
+def test_the_paper_numbers_and_the_teacher_substitution_are_stored():
+    """RankCSE's BERT-base Avg (ListMLE 80.36, ListNet 80.05) and SimCSE++'s (SimCSE-BERTbase 76.25 + 1.8) are in the
+    unsupervised table's paper numbers; the rankcse row's note states that its 0.67 teacher is SimCSE-BERT-base
+    where the run script used SimCSE-BERT-large."""
+    from sentlab.report import paper_numbers as P
+    from sentlab.report.paper_tables.unsupervised import _row
+
+    assert P.UNSUP_AVG["rankcse"][0] == 80.36 and P.RANKCSE_AVG == {"listmle": 80.36, "listnet": 80.05}
+    assert P.UNSUP_AVG["simcse_pp"][0] == pytest.approx(78.05)
+    row = _row("rankcse", get_method("rankcse"))
+    assert row.paper == {"Avg": 80.36} and "SimCSE-BERT-base" in row.note and "SimCSE-BERT-large" in row.note
+    from sentlab.report.paper_tables import followups
+
+    rows = {r.models[0]: r for r in followups.table().rows}
+    assert rows["rankcse"].paper["Avg"] == 80.36 and rows["rankcse_listnet"].paper["Avg"] == 80.05
+    assert all("SimCSE-BERT-large" in rows[m].note for m in ("rankcse", "rankcse_listnet"))
+    assert rows["rankcse"].paper["STS12"] == 75.66 and rows["diffcse"].paper["Avg"] == 78.49
 
 
 def test_trains_through_the_loop_and_exports_the_bare_encoder(tok, teachers, tmp_path):

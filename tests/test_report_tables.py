@@ -392,7 +392,7 @@ def test_tables_name_their_variants_literally():
     import sentlab.report.paper_tables as T
     from sentlab.report.ablations import load, variants
 
-    sources = "".join(Path(m.__file__).read_text() for m in (T.ptbert, T.paser, T.l2p, T.posbow))
+    sources = "".join(Path(m.__file__).read_text() for m in (T.ptbert, T.paser, T.l2p, T.posbow, T.followups))
     registry = variants(load(Path(__file__).resolve().parents[1] / "params.yaml", "paper"))
     assert [v for v in registry if f'"{v}"' not in sources] == []
     assert "ABLATIONS" not in sources

@@ -87,8 +87,13 @@ def models_for(params: Params) -> dict[str, dict]:
                 models[f"{m}-s{s}"] = _entry(m, s, f"methods.{m}", deps=_model_deps(params, m))
     if params.ablations.get("enabled", False):
         for v, spec in (params.ablations.get("variants") or {}).items():
+            deps = _model_deps(params, spec["method"], spec.get("set"))
+            if spec["method"] not in trains and any(d.startswith("models/") and d[len("models/"):] not in models
+                                                    for d in deps):
+                continue   # a variant of a line this profile does not train, reading models it does not train
+                #            (rankcse_listnet's teachers in the quick profile): no stage, "not run" in the report
             models[v] = _entry(spec["method"], params.seed, f"methods.{spec['method']}", f"ablations.variants.{v}",
-                               deps=_model_deps(params, spec["method"], spec.get("set")))
+                               deps=deps)
     _check_model_deps(models)
     return models
 

@@ -17,8 +17,10 @@ from .base import Batch, ContrastiveParams, Method
 
 
 class DiffCSEParams(ContrastiveParams):
-    """``methods.diffcse``. Defaults: the paper (Sec. 3, Appendix A) where it speaks, the authors' code
-    (voidism/DiffCSE, ``run_diffcse.sh``, ``diffcse/models.py``, ``train.py``) where it is silent."""
+    """``methods.diffcse``. Defaults: the authors' code behind the 78.49 (voidism/DiffCSE, ``run_diffcse.sh``,
+    ``diffcse/models.py``, ``train.py``), also where the paper's text reads otherwise (the generator's argmax at
+    every position, L_RTD over the padded grid: the text's reading is the ablation ``diffcse_paper_text``);
+    benchmarks/released/diffcse.py checks the loss and gradients against the code's ``cl_forward``."""
 
     generator: str = Field(
         "distilbert-base-uncased", min_length=1,
@@ -32,11 +34,13 @@ class DiffCSEParams(ContrastiveParams):
                                                                   "token (the rest keep their token; the code: 10 %)")
     rtd_weight: float = Field(0.005, ge=0, description="λ of L = L_contrast + λ·L_RTD (run_diffcse.sh: 0.005 for BERT)")
     generator_decoding: Literal["sample", "argmax"] = Field(
-        "sample", description="how the generator fills a position: sample from its softmax (the paper: 'sampling "
-                              "from a masked language model') or argmax (the code's g_pred = logits.argmax(-1))")
+        "argmax", description="how the generator fills a position: its argmax (the code behind the 78.49: g_pred = "
+                              "logits.argmax(-1); the paper profile) or a draw from its softmax (the paper's text: "
+                              "'sampling from a masked language model'; ablation diffcse_paper_text)")
     generator_positions: Literal["masked", "all"] = Field(
-        "masked", description="positions the generator's token replaces: the masked ones (ELECTRA's corruption) or "
-                              "every non-pad position but [CLS] (the code takes the generator's output everywhere)")
+        "all", description="positions the generator's token replaces: every non-pad position but [CLS] (the code "
+                           "takes the generator's output everywhere; the paper profile) or only the masked ones "
+                           "(ELECTRA's corruption, the paper's text; ablation diffcse_paper_text)")
     generator_temperature: float = Field(1.0, gt=0, description="softmax temperature of generator_decoding: sample")
     generator_dropout: bool = Field(
         True, description="the generator's dropout on in training (the code: it is a sub-module of the trained model, "
@@ -52,8 +56,11 @@ class DiffCSEParams(ContrastiveParams):
         "projected", description="h given to the discriminator: the projector's output (the code's default, "
                                  "before_mlp false) or the [CLS] vector before it (--before_mlp)")
     rtd_positions: Literal["tokens", "all"] = Field(
-        "tokens", description="positions L_RTD averages over: the sentence's tokens (the paper's sum over t = 1..T, "
-                              "as a mean) or every padded position (the code's CrossEntropyLoss over the whole grid)")
+        "all", description="positions L_RTD averages over: every padded position (the code's CrossEntropyLoss over "
+                           "the whole grid, padding counted as 'kept'; the paper profile) or the sentence's tokens "
+                           "(the paper's sum over t = 1..T, as a mean; ablation diffcse_paper_text). At max length "
+                           "32, batch 64, the padded grid has 1.3-1.6x the real tokens (wiki1m), so 'all' weights "
+                           "each token's loss 1.3-1.6x less at the same λ")
 
     def hub_models(self) -> list[str]:
         return [*super().hub_models(), self.generator]
@@ -132,14 +139,15 @@ class DiffCSE(FrozenSubmodules, Method):
        ``z = projector(h)`` (BatchNorm over the 2N rows, as the code); ``L_contrast`` = InfoNCE of ``z`` (τ);
     2. :meth:`mask_views` (in :meth:`prepare`, drawn from ``batch.rng()``): each of the 2N rows masked on its own,
        ``mask_ratio`` of the non-special tokens, 80/10/10 ([MASK] / random / kept);
-    3. :meth:`corrupt`: the frozen generator fills them (no_grad): ``x''``; a position whose generator token
-       equals the original counts as not replaced (the code's ``replaced = g_pred != input_ids``); [CLS] and
-       padding are never replaced;
+    3. :meth:`corrupt`: the frozen generator reads them (no_grad) and its argmax replaces every token but [CLS]
+       (the code; ``generator_decoding``/``generator_positions``: a sample at the masked positions): ``x''``; a
+       position whose generator token equals the original counts as not replaced (the code's
+       ``replaced = g_pred != input_ids``); [CLS] and padding are never replaced;
     4. :meth:`discriminate`: the discriminator (its own copy of the encoder, initialised from the same pretrained
        weights as the code's ``discriminator.load_state_dict(pretrained.bert)``) reads ``x''`` with the row's
        sentence vector in place of position 0 (``condition``) and a linear head gives 2 logits per token;
     5. :meth:`rtd_loss`: cross-entropy of those logits against ``replaced`` (= BCE on the logit difference)
-       over the tokens (``rtd_positions``); ``L = L_contrast + λ·L_RTD``.
+       over the padded grid (the code) or the tokens (``rtd_positions``); ``L = L_contrast + λ·L_RTD``.
 
     The gradient of ``L_RTD`` reaches the encoder through ``h`` only. The generator is frozen (no gradient, not
     in the optimiser, not in checkpoints: it is reloaded from its checkpoint); the discriminator, its head and the
@@ -148,9 +156,11 @@ class DiffCSE(FrozenSubmodules, Method):
     module puts ``h`` at position 0 of its output (``condition: embedding_output``, the code's place), or
     ``inputs_embeds`` carries it (``condition: inputs_embeds``).
 
-    Paper vs code (params, defaults in :class:`DiffCSEParams`): the paper samples from the generator, the code
-    takes its argmax at every position (``generator_decoding``, ``generator_positions``); the paper's L_RTD sums
-    over the sentence's tokens, the code averages over the padded grid (``rtd_positions``).
+    Paper vs code (params, defaults in :class:`DiffCSEParams`: the code's): the paper samples from the generator,
+    the code takes its argmax at every position (``generator_decoding``, ``generator_positions``); the paper's
+    L_RTD sums over the sentence's tokens, the code averages over the padded grid (``rtd_positions``). The 78.49
+    came from the code, so its reading is the default and the paper profile's; the text's is the ablation
+    ``diffcse_paper_text``.
 
     Inputs: ``Batch.sentences``.
 

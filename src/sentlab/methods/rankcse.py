@@ -21,22 +21,26 @@ from .base import Batch, ContrastiveParams, Method
 
 class RankCSEParams(ContrastiveParams):
     """``methods.rankcse``. The settings are the community implementation's (perceptiveshawty/RankCSE,
-    ``run_rankcse.sh`` and ``train.py``; the authors released no code): the paper's text is not in this
-    repository, so where the two may differ the choice is a param and docs/methods.md#rankcse says so."""
+    ``run_rankcse.sh`` and ``train.py``; the authors released no code, so this is a reimplementation by a third
+    party, not the code behind the paper's numbers): its script's choices are the defaults (ListMLE with each row's
+    own positive); where its code departs from the paper's losses (the consistency term, an ε in ListMLE) the
+    paper's is the default and the community's a param (``consistency``, ``listmle_eps``), at which
+    benchmarks/released/rankcse.py checks the loss against the community ``cl_forward``."""
 
     teachers: list[str] = Field(
         default_factory=lambda: ["models/diffcse", "models/simcse"], min_length=1,
         description="teacher encoders: folders of a trained sentlab model (models/<name>, its own pooling) or of a "
                     "sentence-transformers model (its Pooling); a models/<name> of the pipeline is a DVC dep of the "
-                    "train stage (run_rankcse.sh: DiffCSE-base and SimCSE-large-unsup; here the pipeline's "
-                    "DiffCSE and SimCSE)")
+                    "train stage (run_rankcse.sh: DiffCSE-BERT-base and SimCSE-BERT-large-unsup; here the "
+                    "pipeline's DiffCSE and SimCSE, both BERT-base: the second teacher is a substitution)")
     teacher_weights: list[float] = Field(
         default_factory=lambda: [0.33, 0.67], min_length=1,
         description="weights of the teachers' similarity lists, one per teacher (run_rankcse.sh: alpha 0.33 for "
                     "the first, 1 - alpha for the second)")
     distillation: Literal["listnet", "listmle"] = Field(
-        "listnet", description="the ranking distillation loss: ListNet (top-1 cross-entropy) or ListMLE "
-                               "(Plackett-Luce likelihood of the teacher's order); the paper reports both")
+        "listmle", description="the ranking distillation loss: ListMLE (Plackett-Luce likelihood of the teacher's "
+                               "order; run_rankcse.sh --distillation_loss listmle, the paper profile) or ListNet "
+                               "(top-1 cross-entropy; ablation rankcse_listnet); the paper reports both")
     teacher_temperature: float = Field(0.05, gt=0, description="τ2: the teachers' cos / τ2 (run_rankcse.sh --tau2)")
     student_temperature: float = Field(
         0.05, gt=0, description="τ3: the student's cos(z1_i, z2_j) / τ3 (the community code ranks the InfoNCE "
@@ -45,8 +49,18 @@ class RankCSEParams(ContrastiveParams):
     consistency_weight: float = Field(1.0, ge=0, description="β, weight of the JS ranking consistency "
                                                              "(run_rankcse.sh --beta_ 1.0)")
     rank_positive: bool = Field(
-        False, description="whether the list ranked for sentence i holds its own positive (the diagonal): the "
-                           "community ListNet drops it, its ListMLE keeps it (the teacher's first place)")
+        True, description="whether the list ranked for sentence i holds its own positive (the diagonal): the "
+                          "community ListMLE keeps it (the teacher's first place; the default, with ListMLE), its "
+                          "ListNet drops it (set false with distillation: listnet, as rankcse_listnet does)")
+    consistency: Literal["js", "community"] = Field(
+        "js", description="the ranking consistency term: the Jensen-Shannon divergence of the two views' "
+                          "distributions (the paper) or what the community code's Divergence computes: it clamps "
+                          "log of the mixture at 1e-7, which makes every log m equal 1e-7, so the term is half the "
+                          "summed negative entropies of the two (1e-7-clamped) distributions per row")
+    listmle_eps: float = Field(
+        0.0, ge=0, description="ε in ListMLE's log(Σ_{j≥k} exp(s_j − max) + ε): 0 is the exact Plackett-Luce "
+                               "likelihood; the community code (after allRank) adds 1e-7, which caps each tail "
+                               "term once the student's scores fall 16 below the row's maximum")
 
     @model_validator(mode="after")
     def _weights_per_teacher(self):
@@ -122,13 +136,18 @@ def listnet_loss(teacher: torch.Tensor, student: torch.Tensor) -> torch.Tensor:
         return -(F.softmax(teacher.float(), dim=-1) * F.log_softmax(student.float(), dim=-1)).sum(-1).mean()
 
 
-def listmle_loss(teacher: torch.Tensor, student: torch.Tensor) -> torch.Tensor:
+def listmle_loss(teacher: torch.Tensor, student: torch.Tensor, eps: float = 0.0) -> torch.Tensor:
     """ListMLE: the mean over rows of the Plackett-Luce negative log-likelihood of the teacher's order
     (descending; ties kept in index order, a stable sort) under the student's scores:
-    Σ_k [log Σ_{j≥k} exp(s_π(j)) − s_π(k)]."""
+    Σ_k [log Σ_{j≥k} exp(s_π(j)) − s_π(k)]. ``eps`` > 0: Σ_k [log(Σ_{j≥k} exp(s_π(j) − M) + eps) − (s_π(k) − M)]
+    with M the row's maximum (the community code's guarded form; M keeps its gradient there)."""
     with full_precision(student.device):
         order = teacher.float().argsort(dim=-1, descending=True, stable=True)
         s = student.float().gather(-1, order)
+        if eps > 0:
+            shifted = s - s.max(dim=-1, keepdim=True).values
+            tail = (shifted.exp().flip(-1).cumsum(-1).flip(-1) + eps).log()
+            return (tail - shifted).sum(-1).mean()
         tail = torch.logcumsumexp(s.flip(-1), dim=-1).flip(-1)
         return (tail - s).sum(-1).mean()
 
@@ -142,6 +161,19 @@ def js_consistency(logits_12: torch.Tensor, logits_21: torch.Tensor) -> torch.Te
         kl_pm = (p * (p.clamp_min(1e-12).log() - m)).sum(-1)
         kl_qm = (q * (q.clamp_min(1e-12).log() - m)).sum(-1)
         return (0.5 * (kl_pm + kl_qm)).mean()
+
+
+def community_consistency(logits_12: torch.Tensor, logits_21: torch.Tensor, eps: float = 1e-7) -> torch.Tensor:
+    """The community code's consistency term (``consistency: community``): with p, q the two views' softmaxes
+    clamped below at ``eps``, its Divergence clamps log((p + q) / 2) below at ``eps``; a log-probability is ≤ 0,
+    so every entry becomes ``eps`` and its two batch-mean KL terms reduce to
+    ½ · Σ_ij [p_ij (log p_ij − eps) + q_ij (log q_ij − eps)] / N: half the summed negative entropies (minus a
+    constant-sized ε term), not a divergence."""
+    with full_precision(logits_12.device):
+        p = F.softmax(logits_12.float(), dim=-1).clamp_min(eps)
+        q = F.softmax(logits_21.float(), dim=-1).clamp_min(eps)
+        n = p.size(0)
+        return 0.5 * ((p * (p.log() - eps)).sum() + (q * (q.log() - eps)).sum()) / n
 
 
 def off_diagonal(x: torch.Tensor) -> torch.Tensor:
@@ -159,16 +191,18 @@ class RankCSE(FrozenSubmodules, Method):
 
     Liu, Liu, Wang, Wang, Wu, Xian, Zhao, Chen & Yan, "RankCSE: Unsupervised Sentence Representations Learning via
     Learning to Rank", ACL 2023 (the authors released no code; the settings follow the community implementation
-    perceptiveshawty/RankCSE). Per batch of N sentences:
+    perceptiveshawty/RankCSE, a reimplementation by a third party, and its ``run_rankcse.sh``: ListMLE, teachers
+    DiffCSE-BERT-base and SimCSE-BERT-large, the latter replaced here by the pipeline's SimCSE-BERT-base). Per
+    batch of N sentences:
 
     1. :meth:`student_scores`: SimCSE's two views ``z1, z2`` (doubled batch, [CLS] + MLP); L_infoNCE (τ);
     2. :meth:`teacher_scores` (no_grad, frozen teachers in eval mode): each teacher embeds the N sentences with its
        own tokenizer and pooling; its list for sentence i is ``cos(t_i, t_j) / τ2``; the teachers' lists are
        averaged with ``teacher_weights``;
     3. :meth:`consistency_loss`: JS divergence between the two views' similarity distributions (β);
-    4. :meth:`distillation_loss`: ListNet or ListMLE between the teacher lists and the student's
-       ``cos(z1_i, z2_j) / τ3`` (γ), over the other sentences of the batch (``rank_positive``: with sentence i's
-       own positive);
+    4. :meth:`distillation_loss`: ListMLE (default) or ListNet between the teacher lists and the student's
+       ``cos(z1_i, z2_j) / τ3`` (γ), over the batch with sentence i's own positive (``rank_positive``; ListNet's
+       ablation row leaves it out, as the community ListNet);
     5. ``L = L_infoNCE + β·L_consistency + γ·L_rank``.
 
     The teachers are not trained, not in the optimiser and not in checkpoints (reloaded from their folders); the
@@ -254,17 +288,20 @@ Zhao, Dongyan and Chen, Kai and Yan, Rui},
         return total
 
     def consistency_loss(self, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
-        """JS divergence between the two views' similarity distributions (cos/τ)."""
+        """JS divergence between the two views' similarity distributions (cos/τ); ``consistency: community``: the
+        community code's term (:func:`community_consistency`)."""
         tau = self.params.temperature
-        return js_consistency(cosine_logits(z1, z2, tau), cosine_logits(z2, z1, tau))
+        term = js_consistency if self.params.consistency == "js" else community_consistency
+        return term(cosine_logits(z1, z2, tau), cosine_logits(z2, z1, tau))
 
     def distillation_loss(self, teacher: torch.Tensor, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
         """ListNet / ListMLE of the teacher lists against the student's ``cos(z1_i, z2_j) / τ3``."""
         student = cosine_logits(z1, z2, self.params.student_temperature)
         if not self.params.rank_positive:
             teacher, student = off_diagonal(teacher), off_diagonal(student)
-        loss = listnet_loss if self.params.distillation == "listnet" else listmle_loss
-        return loss(teacher, student)
+        if self.params.distillation == "listnet":
+            return listnet_loss(teacher, student)
+        return listmle_loss(teacher, student, self.params.listmle_eps)
 
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
         f, p = self.prepared(batch), self.params

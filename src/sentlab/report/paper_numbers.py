@@ -272,7 +272,22 @@ POSBOW_TABLE1 = {
 # "Unsupervised methods under one protocol" (report.paper_tables.unsupervised): each unsupervised method's Avg of the
 # 7 STS tasks as its own paper reports it, (Avg, backbone of that number, source). The four papers' methods and
 # their baselines point at the tables above; ESimCSE and DiffCSE are their papers' BERT-base Avg (Wu et al., COLING
-# 2022: 78.27; Chuang et al., NAACL 2022: 78.49). A method without an entry gets its row without a paper number.
+# 2022: 78.27; Chuang et al., NAACL 2022: 78.49). RankCSE (Liu et al., ACL 2023, BERT-base; the paper is
+# not in shared/papers: its table as the Doragd/Awesome-Sentence-Embedding leaderboard quotes it): ListMLE 80.36
+# (75.66 86.27 77.81 84.74 81.10 81.80 75.13), ListNet 80.05 (74.38 85.97 77.51 84.46 81.31 81.46 75.26); the
+# `rankcse` line runs ListMLE, the ablation rankcse_listnet ListNet. SimCSE++ (Xu et al., EMNLP 2023): its abstract's
+# "+1.8 over SimCSE-BERTbase" on SimCSE's 76.25 (the paper's table is not among this repository's sources).
+# A method without an entry gets its row without a paper number.
+RANKCSE_AVG = {"listmle": 80.36, "listnet": 80.05}
+# The per-task rows (the "DiffCSE and RankCSE" table, report.paper_tables.followups): DiffCSE Table 1 (BERT-base)
+# and RankCSE's unsupervised STS table (BERT-base), as above.
+DIFFCSE_TABLE1 = {"DiffCSE-BERTbase": _row(72.28, 84.43, 76.47, 83.90, 80.54, 80.59, 71.23, 78.49)}
+RANKCSE_TABLE = {
+    "listmle": _row(75.66, 86.27, 77.81, 84.74, 81.10, 81.80, 75.13, RANKCSE_AVG["listmle"]),
+    "listnet": _row(74.38, 85.97, 77.51, 84.46, 81.31, 81.46, 75.26, RANKCSE_AVG["listnet"]),
+}
+RANKCSE_TEACHER_NOTE = ("teacher substitution: the 0.67 teacher here is the pipeline's SimCSE-BERT-base, where "
+                        "run_rankcse.sh (community code) uses SimCSE-BERT-large")
 UNSUP_AVG = {
     **{k: (PTBERT_TABLE3[k][1]["Avg"], "", f"PT-BERT Table 3 ({PTBERT_TABLE3[k][0]})")
        for k in ("moco", "moco_reorder", "moco_duplication", "moco_deletion", "moco_srl", "ptbert")},
@@ -288,7 +303,11 @@ UNSUP_AVG = {
     "simcse_mlm": (PASER_TABLE1["SimCSE-BERTbase + MLM"]["Avg"], "", "SimCSE + MLM as PaSeR Table 1 prints it"),
     "sg_opt": (L2P_TABLE1["+SG-OPT"]["Avg"], "", "SG-OPT as L2P-CSR Table 1 prints it"),
     "esimcse": (78.27, "", "ESimCSE (Wu et al., COLING 2022), BERT-base"),
-    "diffcse": (78.49, "", "DiffCSE (Chuang et al., NAACL 2022), BERT-base"),
+    "diffcse": (DIFFCSE_TABLE1["DiffCSE-BERTbase"]["Avg"], "", "DiffCSE (Chuang et al., NAACL 2022), BERT-base"),
+    "rankcse": (RANKCSE_AVG["listmle"], "", f"RankCSE (Liu et al., ACL 2023), RankCSE-listMLE BERT-base; "
+                                            f"{RANKCSE_TEACHER_NOTE}"),
+    "simcse_pp": (round(PASER_TABLE1["SimCSE-BERTbase"]["Avg"] + 1.8, 2), "",
+                  "SimCSE++ (Xu et al., EMNLP 2023), BERT-base: SimCSE-BERTbase's 76.25 + the abstract's 1.8"),
 }
 
 # Paper numbers a row shows without a Δ although the backbones match, because they cannot come from the recipe the

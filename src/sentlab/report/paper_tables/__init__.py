@@ -1,7 +1,8 @@
 """Every paper table of docs/reproducing.md#the-tables from ``reports/metrics/*.json``: reproduced, paper, difference.
 
 The tables are data, one module per paper: :mod:`.ptbert`, :mod:`.paser` (Table 2, supervised, included),
-:mod:`.l2p`, :mod:`.posbow`, and :mod:`.unsupervised` (every unsupervised method, ranked). A table is a
+:mod:`.l2p`, :mod:`.posbow`, :mod:`.followups` (DiffCSE's and RankCSE's two readings), and :mod:`.unsupervised`
+(every unsupervised method, ranked). A table is a
 :class:`~.spec.TableSpec`: columns (metric keys) and rows; a row
 names the sentlab model(s) that reproduce it literally (``"ptbert_m64"``, or ``"posbow_adv/posbow_adv_bow"``
 for an extra row of a model's metrics; a variant is an entry of params.yaml ``ablations.variants``) and the
@@ -29,7 +30,7 @@ English) is printed in the header of every table with that column.
 
 from __future__ import annotations
 
-from . import l2p, paser, posbow, ptbert, unsupervised
+from . import followups, l2p, paser, posbow, ptbert, unsupervised
 from .render import cell_text, cell_values, csv_header, csv_records, header_text, rank, tex_escape, to_csv, to_latex, \
     to_markdown
 from .resolve import extract, load_metrics, mismatch, render_rows, resolve, settings_text, unplaced_rows
@@ -44,7 +45,7 @@ __all__ = ["COLS3", "COLS7", "COLS_HARD", "EVALUATED", "LABELS", "NOT_IMPL", "OT
 
 def all_tables(backbone: str) -> list[TableSpec]:
     return [*ptbert.tables(backbone), *paser.tables(), paser.table2(), paser.table3(), *l2p.tables(),
-            *posbow.tables(), unsupervised.table()]
+            *posbow.tables(), followups.table(), unsupervised.table()]
 
 
 def models_in_tables(specs: list[TableSpec]) -> set[str]:
