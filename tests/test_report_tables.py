@@ -15,6 +15,7 @@ from sentlab.report.build import FIG3, FIG4, INDEX, build_report
 from sentlab.report.paper_tables import OTHER_SETTINGS, STS7, all_tables
 
 BACKBONE = "sentence-transformers/all-MiniLM-L6-v2"
+PAPER_BB = "bert-base-uncased"   # the papers' backbone: the only one whose rows carry a Δ and a † (issue #55)
 SICK_WARN = "only 3% of the letters in SICKRelatedness are ASCII: this copy is not the English data set"
 PTBERT = {"id": "ptbert", "pseudo_len": 128, "queue_size": 256, "attend_to": "cls"}
 PASER = {"id": "paser", "eda": "sr", "phrases": "rake", "top_k": 5, "m": 10.0, "n": 10.0, "pooling": "cls",
@@ -40,8 +41,8 @@ def _diag(shift: float) -> dict:
                                  for j, lv in enumerate(P.DENSITY_LEVELS)]}}
 
 
-def _metrics(name, base, **extra):
-    return {"model": name, "status": "evaluated", "kind": "trained", "backbone": BACKBONE, "profile": "quick",
+def _metrics(name, base, backbone=BACKBONE, **extra):
+    return {"model": name, "status": "evaluated", "kind": "trained", "backbone": backbone, "profile": "quick",
             **_sts(base), "diagnostics": _diag(base / 10), **extra}
 
 
@@ -50,14 +51,21 @@ def tree(tmp_path):
     return make_tree(tmp_path)
 
 
-def make_tree(root: Path) -> Path:
+@pytest.fixture()
+def paper_tree(tmp_path):
+    """The same tree with every model on the papers' backbone (bert-base-uncased): rows with a Δ."""
+    return make_tree(tmp_path, PAPER_BB)
+
+
+def make_tree(root: Path, backbone: str = BACKBONE) -> Path:
     """A pipeline output tree: baselines, trained methods, an extra-row model, a variant not run in the
     profile, an unreadable metrics file, a trained-but-unevaluated model, a failed train stage, curves."""
     md, mo, cu = root / "reports/metrics", root / "models", root / "reports/curves"
     for d in (md, mo, cu, root / "data"):
         d.mkdir(parents=True)
     (root / "data/prepare_stats.json").write_text(json.dumps({"language_warnings": {"SICKRelatedness": SICK_WARN}}))
-    write = lambda name, m: (md / f"{name}.json").write_text(json.dumps(m))  # noqa: E731
+    write = lambda name, m: (md / f"{name}.json").write_text(json.dumps({**m, "backbone": backbone}  # noqa: E731
+                                                                       if "backbone" in m else m))
     for b, base in (("base-cls", 20.0), ("base-mean", 40.0)):
         write(b, _metrics(b, base, kind="baseline"))
     write("simcse", _metrics("simcse", 70.0, method={"id": "simcse", "max_length": None}))
@@ -84,20 +92,21 @@ def _csv(path: Path) -> list[dict]:
     return list(csv.DictReader(io.StringIO(path.read_text())))
 
 
-def test_every_table_has_reproduced_paper_and_diff(tree):
-    rep = build_report(tree, BACKBONE, "quick")
+def test_every_table_has_reproduced_paper_and_diff(paper_tree):
+    tree = paper_tree
+    rep = build_report(tree, PAPER_BB, "quick")
     t3 = _csv(tree / "reports/tables/ptbert_table3.csv")
     cell = next(r for r in t3 if r["model"] == "ptbert" and r["column"] == "STS12")
     assert float(cell["reproduced"]) == 72.0 and float(cell["paper"]) == 71.20
     assert float(cell["diff"]) == pytest.approx(0.8)
-    assert cell["backbone"] == BACKBONE and cell["profile"] == "quick"
+    assert cell["backbone"] == PAPER_BB and cell["profile"] == "quick"
     md = (tree / "reports/tables/ptbert_table3.md").read_text()
-    assert "72.00 / 71.20 (+0.80)" in md and "`quick`" in md and BACKBONE in md
+    assert "72.00 / 71.20 (+0.80)" in md and "`quick`" in md and PAPER_BB in md
     # SICK-R: a prepare data warning is spelled out in the header; no cell carries a mark
     assert "| 78.00 / 71.94 (+6.06) |" in md and f"Data warning (SICK-R): {SICK_WARN}." in md
     assert all("‡" not in f.read_text() for f in (tree / "reports/tables").iterdir())
     # every table file exists in md + csv; main tables also in LaTeX (booktabs)
-    for spec in all_tables(BACKBONE):
+    for spec in all_tables(PAPER_BB):
         assert (tree / f"reports/tables/{spec.id}.md").is_file() and (tree / f"reports/tables/{spec.id}.csv").is_file()
         assert (tree / f"reports/tables/{spec.id}.tex").is_file() == spec.main
     tex = (tree / "reports/tables/ptbert_table3.tex").read_text()
@@ -398,18 +407,20 @@ def test_tables_name_their_variants_literally():
     assert "ABLATIONS" not in sources
 
 
-def test_unsupervised_table_ranks_every_unsupervised_method_by_its_seed_mean(tree):
+def test_unsupervised_table_ranks_every_unsupervised_method_by_its_seed_mean(paper_tree):
     """Issue #41's table: one row per registered unsupervised method (no supervised one), ranked by the
     reproduced Avg — the mean over the seeds where several ran — with the paper's Avg and Δ (same backbone
     family only), the transfer Avg where it ran, and the rows without numbers after, each saying why."""
+    tree = paper_tree
     from sentlab.methods import registered
     from sentlab.report.paper_tables import unsupervised
 
     md_dir = tree / "reports/metrics"
-    (md_dir / "simcse-s43.json").write_text(json.dumps(_metrics("simcse-s43", 80.0, method={"id": "simcse"})))
+    (md_dir / "simcse-s43.json").write_text(json.dumps(_metrics("simcse-s43", 80.0, method={"id": "simcse"},
+                                                                backbone=PAPER_BB)))
     (md_dir / "transfer").mkdir()
     (md_dir / "transfer/ptbert.json").write_text(json.dumps({"status": "evaluated", "TransferAvg": 85.5}))
-    build_report(tree, BACKBONE, "quick")
+    build_report(tree, PAPER_BB, "quick")
     rows = _csv(tree / "reports/tables/unsupervised_one_protocol.csv")
     order = list(dict.fromkeys(r["row"] for r in rows))
     unsup = sorted(k for k, c in registered().items() if c.corpus != "nli")
@@ -425,17 +436,19 @@ def test_unsupervised_table_ranks_every_unsupervised_method_by_its_seed_mean(tre
     md = (tree / "reports/tables/unsupervised_one_protocol.md").read_text()
     assert "| STS Avg. | Transfer Avg. |" in md and "± " in md                # seed mean ± std on simcse's row
     assert "unreadable metrics file" in md                              # moco's row says why it has no numbers
-    assert [s.id for s in all_tables(BACKBONE)].count("unsupervised_one_protocol") == 1
+    assert [s.id for s in all_tables(PAPER_BB)].count("unsupervised_one_protocol") == 1
     assert unsupervised.table().rank_by == "Avg"
 
 
-def test_simcse_mlm_shows_no_delta_against_paser_table1(tree):
+def test_simcse_mlm_shows_no_delta_against_paser_table1(paper_tree):
     """Issue #53 §3.8: PaSeR Table 1's SimCSE + MLM (58.57) cannot come from SimCSE's --do_mlm λ = 0.1 recipe that
     simcse_mlm trains (SimCSE Table D.2: −0.5 on STS-B dev), so neither PaSeR Table 1 nor the one-protocol table
     subtracts it; both print the paper's number and say why, citing Table D.2. simcse beside it keeps its Δ."""
+    tree = paper_tree
     md_dir = tree / "reports/metrics"
-    (md_dir / "simcse_mlm.json").write_text(json.dumps(_metrics("simcse_mlm", 65.0, method={"id": "simcse_mlm"})))
-    build_report(tree, BACKBONE, "quick")
+    (md_dir / "simcse_mlm.json").write_text(json.dumps(_metrics("simcse_mlm", 65.0, method={"id": "simcse_mlm"},
+                                                                backbone=PAPER_BB)))
+    build_report(tree, PAPER_BB, "quick")
     t1 = {(r["row"], r["column"]): r for r in _csv(tree / "reports/tables/paser_table1.csv")}
     mlm = t1["SimCSE-BERTbase + MLM", "Avg"]
     assert mlm["model"] == "simcse_mlm" and float(mlm["reproduced"]) == pytest.approx(68.0)
@@ -450,3 +463,22 @@ def test_simcse_mlm_shows_no_delta_against_paser_table1(tree):
     assert float(one["simcse_mlm", "Avg"]["paper"]) == 58.57 and one["simcse_mlm", "Avg"]["diff"] == ""
     assert "Table D.2" in one["simcse_mlm", "Avg"]["note"]
     assert float(one["simcse", "Avg"]["diff"]) == pytest.approx(73.0 - 76.25)
+
+
+def test_rows_on_another_backbone_show_the_paper_number_beside_without_delta_or_dagger(tree):
+    """Issue #55: the quick profile's MiniLM rows put the papers' BERT-base numbers beside, labelled, with no Δ (and
+    so no †); only the MTEB row, whose reference is MiniLM's own, keeps its Δ."""
+    md_dir = tree / "reports/metrics"
+    for seed, base in ((43, 90.0), (44, 91.0)):          # 3 seeds far above the paper: a † on the paper's backbone
+        (md_dir / f"ptbert-s{seed}.json").write_text(json.dumps(_metrics(f"ptbert-s{seed}", base, method=PTBERT)))
+    build_report(tree, BACKBONE, "quick")
+    t3 = _csv(tree / "reports/tables/ptbert_table3.csv")
+    cell = next(r for r in t3 if r["model"] == "ptbert" and r["column"] == "STS12")
+    assert float(cell["paper"]) == 71.20 and cell["diff"] == ""
+    assert cell["paper_outside"] == "False"
+    md = (tree / "reports/tables/ptbert_table3.md").read_text()
+    line = next(x for x in md.splitlines() if x.startswith("| PT-BERTbase"))
+    assert " / 71.20 |" in line and "†" not in line and "(+" not in line
+    assert f"no Δ: trained on {BACKBONE}, the paper's numbers are bert-base-uncased's" in line
+    mteb = next(r for r in t3 if r["row"] == "all-MiniLM-L6-v2 mean vs MTEB" and r["column"] == "STS12")
+    assert float(mteb["diff"]) == pytest.approx(40.0 - P.MTEB_MINILM_MEAN["STS12"], abs=1e-6)   # base-mean: 40

@@ -318,4 +318,7 @@ UNSUP_AVG = {
 SIMCSE_MLM_NO_DELTA = ("no Δ: PaSeR Table 1's 58.57 cannot come from SimCSE's --do_mlm recipe (λ = 0.1) that this row "
                        "trains: SimCSE's own Table D.2 puts that recipe at −0.5 on STS-B dev against SimCSE, "
                        "not 17.7 below it (76.25)")
-NO_DELTA = {"simcse_mlm": SIMCSE_MLM_NO_DELTA}   # method id -> why its paper number (UNSUP_AVG, table rows) has no Δ
+SIMCSE_PP_NO_DELTA = ("no Δ: SimCSE++'s 78.05 is its abstract's \"+1.8 over SimCSE-BERTbase\" added to 76.25, an "
+                      "approximation, not a number read from its table")
+NO_DELTA = {"simcse_mlm": SIMCSE_MLM_NO_DELTA,   # method id -> why its paper number (UNSUP_AVG, table rows) has no Δ
+            "simcse_pp": SIMCSE_PP_NO_DELTA}

@@ -38,7 +38,7 @@ from typing import Optional
 import numpy as np
 
 from ..evaluate import stats as S
-from .backbones import family
+from .backbones import comparable, family
 from ..evaluate.cosines import bootstrap_intervals, bootstrap_path, read_bootstrap, read_cosines
 
 REFERENCE = "simcse"
@@ -219,7 +219,8 @@ def annotate(rows, ctx: Context, columns) -> Family:
                 continue
             if col in marks.seeds:
                 paper = (res.spec.paper or {}).get(col)
-                if paper is not None and not marks.seeds[col].low <= paper <= marks.seeds[col].high:
+                if (paper is not None and comparable(res.backbone, res.spec.backbone)   # the paper's own backbone
+                        and not marks.seeds[col].low <= paper <= marks.seeds[col].high):
                     marks.outside.add(col)
             elif not extra and col in (ctx.metrics[base].get("ci95") or {}):
                 marks.ci[col] = list(ctx.metrics[base]["ci95"][col])

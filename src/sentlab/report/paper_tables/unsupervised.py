@@ -1,7 +1,7 @@
 """"Unsupervised methods under one protocol" (issue #41): every unsupervised method sentlab can train, the seven STS
 tasks, their Avg and the SentEval transfer average where the profile runs it, mean ± std over the seeds where it
-ran several, each method's own paper's Avg beside with Δ (same backbone family only, :mod:`..backbones`), ranked by
-the reproduced Avg (``TableSpec.rank_by``, :func:`.render.rank`), with the significance marks of every table
+ran several, each method's own paper's Avg beside, with a Δ only on the paper's own backbone (:mod:`..backbones`),
+ranked by the reproduced Avg (``TableSpec.rank_by``, :func:`.render.rank`), with the significance marks of every table
 (:mod:`..significance`).
 
 The rows come from the method registry (:func:`sentlab.methods.registered`): a method whose ``corpus`` is not
