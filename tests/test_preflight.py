@@ -328,7 +328,10 @@ def test_asset_messages_name_the_fetch_command_and_the_standins_are_params_edits
     assert asset == "nli" and cmd.startswith("curl -L") and "nli_for_simcse.csv" in cmd
     assert classify_asset("Model 'roberta-base' was not found") == ("hub model roberta-base",
                                                                    "huggingface-cli download roberta-base")
-    assert standin_for("nli", _values("paper"))[0] == {"prepare": {"nli": "sick_standin"}}
+    # the paper profile whitens on the NLI sentences: the SICK stand-in's 318 cannot whiten 768 dimensions
+    assert standin_for("nli", _values("paper"))[0] == {"prepare": {"nli": "sick_standin"},
+                                                       "evaluate": {"whitening": {"fit_on": "sts_pool"}}}
+    assert standin_for("nli", _values("quick"))[0] == {"prepare": {"nli": "sick_standin"}}
     # WordNet: the method lines that declare a stand-in (PaSeR's EDA without `sr`), variants in their own `set`
     edit, desc = standin_for("NLTK wordnet", _values("paper"))
     assert edit["methods"]["paser"]["eda"] == "rd" and "simcse" not in edit["methods"]

@@ -425,3 +425,13 @@ def test_unsupervised_table_ranks_every_unsupervised_method_by_its_seed_mean(tre
     assert "unreadable metrics file" in md                              # moco's row says why it has no numbers
     assert [s.id for s in all_tables(BACKBONE)].count("unsupervised_one_protocol") == 1
     assert unsupervised.table().rank_by == "Avg"
+
+
+def test_glove_row_shows_no_delta_and_says_whose_averaging_61_32_is():
+    """PaSeR Table 1's GloVe 61.32 is SBERT's Table 1 row (via Kim et al. 2021): sentence-transformers' averaging
+    (stop words dropped, punctuation stripped), not SentEval's bow.py that base-glove computes (issue #53 §3.9)."""
+    from sentlab.report.paper_tables.paser import table1_rows
+
+    row = next(r for r in table1_rows() if r.label == "GloVe embeddings")
+    assert row.paper["Avg"] == 61.32 and row.delta is False
+    assert "SBERT" in row.note and "stop words" in row.note and "bow.py" in row.note
