@@ -1,7 +1,8 @@
 """Stage `annotate`: data/corpus/<corpus>.parquet -> data/annotations/<corpus>/part-*.parquet.
 
 Every corpus the prepare stage wrote: train, sts_unlabeled and (unless ``prepare.nli: none``) nli,
-whose ``text`` column holds the NLI anchors (premises) that paser_sup reconstructs phrases from.
+whose ``text`` column holds the NLI anchors (premises) that paser_sup reconstructs phrases from; not
+sts_all_sides (ConSERT's corpus, :data:`UNANNOTATED`: no method reads annotations of it).
 
 POS tags, RAKE phrases, chunks and predicate-argument frames per sentence (schema:
 ``sentlab.annotate``), sharded, parallel (params ``annotate.jobs``) and resumable
@@ -24,11 +25,12 @@ from sentlab.stage_params import stage_params
 CORPUS_DIR = Path("data/corpus")
 OUT = Path("data/annotations")
 STATS = Path("data/annotate_stats.json")
+UNANNOTATED = ("sts_all_sides",)   # corpora no method annotates (ConSERT's repeats of the STS sentences)
 
 
 def corpora(folder: Path = CORPUS_DIR) -> dict[str, Path]:
     """name -> file of every corpus in ``folder`` (the annotation folder of each is ``OUT / name``)."""
-    return {f.stem: f for f in sorted(folder.glob("*.parquet"))}
+    return {f.stem: f for f in sorted(folder.glob("*.parquet")) if f.stem not in UNANNOTATED}
 
 
 def main() -> None:

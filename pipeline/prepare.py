@@ -1,5 +1,8 @@
 """Stage `prepare`: raw data -> data/raw, sampled corpus -> data/corpus, STS/SICK -> data/sts.
 
+data/corpus holds train (the sampled Wikipedia sentences), sts_unlabeled (the distinct sentences of the scored
+STS/SICK pairs) and sts_all_sides (ConSERT's corpus: both sides of every pair, unscored ones too, repeats kept).
+
 Also paser_sup's NLI triples -> data/corpus/nli.parquet (``prepare.nli``: SimCSE's CSV or the offline
 stand-in from SICK train, :mod:`sentlab.data.nli`), their source and counts in data/prepare_stats.json."""
 
@@ -12,7 +15,7 @@ from pathlib import Path
 from sentlab.assets import ASSETS
 from sentlab.data.corpus import stats_dict, write_corpus
 from sentlab.data.nli import SOURCES, write_nli
-from sentlab.data.sts import write_table
+from sentlab.data.sts import all_sides, write_table
 from sentlab.io import staged_outputs, write_json
 from sentlab.pipeline_util import run_stage
 from sentlab.sources import parse_sources
@@ -40,6 +43,7 @@ def main() -> None:
 
     usable = table[~table.task.isin(list(warnings))]
     sts_sents = list(dict.fromkeys(s for s in (*usable.sentence1, *usable.sentence2) if s.strip()))
+    sides = all_sides(sts.root, sick.root, skip=tuple(warnings))   # ConSERT's corpus (docs/methods.md#consert)
     nli_file, nli_table, nli_counts = src.nli_file, src.nli_table, src.nli_counts
 
     # 2. write everything to one temporary folder; 3. rename into place
@@ -54,6 +58,7 @@ def main() -> None:
         write_table(table, where("data/sts") / "sts.parquet")
         write_corpus(where("data/corpus") / "train.parquet", ids, texts)
         write_corpus(where("data/corpus") / "sts_unlabeled.parquet", list(range(len(sts_sents))), sts_sents)
+        write_corpus(where("data/corpus") / "sts_all_sides.parquet", list(range(len(sides))), sides)
         nli_stats = {"source": "none"}
         if nli_file is not None:
             write_nli(nli_table, where("data/corpus") / "nli.parquet", nli_source)
@@ -67,6 +72,7 @@ def main() -> None:
             "corpus": stats_dict(stats),
             "sts_unlabeled_sentences": len(sts_sents),
             "sts_unlabeled_excluded_tasks": sorted(warnings),
+            "sts_all_sides_sentences": len(sides),
             "nli": {"requested": p.nli, **nli_stats},
             "pairs": {f"{t}/{s}": int(n) for (t, s), n in pairs.items()},
             "language_warnings": warnings,

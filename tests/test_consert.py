@@ -143,8 +143,8 @@ def test_defaults_inference_pooling_and_bad_input(tok):
     m = build(tok)
     p = m.params
     assert (p.temperature, p.view1, p.view2, p.cutoff_rate, p.loss_weight, p.dropout, p.train_pooling, p.pooling,
-            p.corpus) == (0.1, "feature_cutoff", "shuffle", 0.2, 0.15, False, "mean", "top2_mean", "sts_unlabeled")
-    assert m.corpus_name() == "sts_unlabeled" and m.export_info()["pooling"] == "top2_mean"
+            p.corpus) == (0.1, "feature_cutoff", "shuffle", 0.2, 0.15, False, "mean", "top2_mean", "sts_all_sides")
+    assert m.corpus_name() == "sts_all_sides" and m.export_info()["pooling"] == "top2_mean"
     assert m.sentence_encoder().pooling == "top2_mean"
     clone = pickle.loads(pickle.dumps(m))
     b = Batch(sentences(4), draw=1, seed=2)
@@ -244,3 +244,34 @@ def test_roberta_positions_count_from_padding_idx_plus_one(tok):
         ref = pool(m.encoder(**enc), enc["attention_mask"], "mean")
     torch.testing.assert_close(z[:4], ref, rtol=0, atol=1e-6)
     assert f["position_ids"][4:].min() == m.position_offset
+
+
+def test_the_code_s_optimiser_schedule_and_corpus_are_the_defaults(tok):
+    """ConSERT's main.py: fit(optimizer_params={'lr', 'eps': 1e-6, 'correct_bias': False}, weight_decay 0.01 but
+    on bias/LayerNorm, warmup_steps = ceil(10 % of the steps), clip_grad_norm_ over every parameter at once);
+    --train_data stssick --no_pair: every side of every pair (issue #53 §3.7)."""
+    from sentlab.train.loop import linear_schedule
+    from sentlab.train.optim import AdamWLegacy
+
+    m = build(tok)
+    assert m.corpus_name() == "sts_all_sides" and m.grad_clip == "global"
+    opt = m.configure_optimizers(weight_decay=0.0)
+    assert isinstance(opt, AdamWLegacy)
+    assert [(g["weight_decay"], g["eps"], g["correct_bias"], g["decay"]) for g in opt.param_groups] == [
+        (0.01, 1e-6, False, "after"), (0.0, 1e-6, False, "after")]
+    names = {id(p): n for n, p in m.named_parameters()}
+    exempt = {names[id(p)] for p in opt.param_groups[1]["params"]}
+    assert exempt == {n for n in names.values() if n.endswith("bias") or "LayerNorm" in n}
+    assert len(opt.param_groups[0]["params"]) + len(exempt) == len(names)
+    assert m.warmup_steps(9310) == 931 and m.warmup_steps(95) == 10      # ceil(0.1 · steps)
+    sched = linear_schedule(opt, 20, m.warmup_steps(20))
+    lrs = []
+    for _ in range(20):
+        lrs.append(sched.get_last_lr()[0])
+        opt.step()
+        sched.step()
+    assert lrs[:3] == pytest.approx([0.0, 5e-4, 1e-3]) and lrs[2] == max(lrs)   # lr 1e-3: 2 warm-up steps
+    assert lrs[11] == pytest.approx(1e-3 * 9 / 18)
+    torch_opt = build(tok, optimizer="adamw").configure_optimizers()
+    assert isinstance(torch_opt, torch.optim.AdamW) and torch_opt.param_groups[0]["eps"] == 1e-6
+    assert build(tok, warmup=0.0).warmup_steps(100) == 0

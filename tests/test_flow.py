@@ -186,3 +186,77 @@ def test_sentlab_methods_lists_the_baselines_the_schema_allows(capsys):
     listed = [ln.split()[0] for ln in baselines.splitlines()[1:] if ln]
     allowed = typing.get_args(typing.get_args(EvaluateParams.model_fields["baselines"].annotation)[0])
     assert listed == list(DESCRIPTIONS) and set(listed) == set(allowed) and {"bert_flow", "glove"} <= set(listed)
+
+
+def test_the_code_s_optimiser_has_no_bias_correction():
+    """bohanli/BERT-flow fits the flow with BERT's AdamWeightDecayOptimizer: no bias correction, so the first step
+    moves a parameter by lr·0.1·g/(√(0.001)·|g| + ε) ≈ 3.16·lr (torch's AdamW: lr). A zero-initialised coupling
+    output bias after one step, no decay (issue #53 §3.5); the step's batch is not actnorm's init batch (whose
+    mean the init zeroes), so the bias has a gradient."""
+    x = _data(n=600)
+
+    def first_step(bias_correction):
+        p = FlowParams(levels=1, depth=1, width=8, steps=1, weight_decay=0.0, bias_correction=bias_correction)
+        moved = Flow.fit(x, p, seed=0).model.steps[0][2].nn.out.bias.detach().abs()
+        return moved[moved > 0]
+
+    np.testing.assert_allclose(first_step(False).numpy(), 1e-3 * 0.1 / math.sqrt(0.001), rtol=0.05)   # ε: −3 %
+    np.testing.assert_allclose(first_step(True).numpy(), 1e-3, rtol=0.05)
+    assert FlowParams().bias_correction   # the quick profile's torch AdamW; the paper profile sets the code's
+
+
+def _nli(tmp_path, n=40):
+    import pyarrow as pa
+
+    from sentlab.data.nli import SCHEMA, write_nli
+
+    texts = [f"premise {i // 2} about {'cats' if i % 3 else 'dogs'}" for i in range(n)]   # 34 distinct
+    pos = [f"entailed {i} here" for i in range(n)]
+    neg = [f"contradicted {i} there" for i in range(n)]
+    table = pa.Table.from_arrays([pa.array(range(n), pa.int64()), pa.array(texts), pa.array(pos), pa.array(neg)],
+                                 schema=SCHEMA)
+    (tmp_path / "data/corpus").mkdir(parents=True, exist_ok=True)
+    write_nli(table, tmp_path / "data/corpus/nli.parquet", "sick_standin")
+    return list(dict.fromkeys(s for row in zip(texts, pos, neg) for s in row))
+
+
+def test_flow_fits_on_the_nli_sentences(tiny_bert, monkeypatch, tmp_path):
+    """fit_on: nli (SimCSE App. C's "NLI" fit behind its Table 5's 66.55): the flow is fitted on the distinct
+    sentences of data/corpus/nli.parquet, never on the evaluation pool, which is still encoded once for the
+    evaluation (issue #53 §3.5)."""
+    from sentlab.config import Params
+    from sentlab.evaluate import runner
+    from test_whitening import _table
+    from tiny import counting_encoder
+
+    model, tok = tiny_bert
+    calls: list[list[str]] = []
+    monkeypatch.setattr(runner, "build_encoders",
+                        lambda *a, **kw: {"base-bert_flow": counting_encoder(model, tok, "base-bert_flow", calls)})
+    monkeypatch.chdir(tmp_path)
+    params = Params()
+    params.evaluate.bert_flow = FlowParams(levels=2, depth=1, width=8, pooling="mean", fit_on="nli",
+                                           bias_correction=False)
+    with pytest.raises(SentlabError, match="evaluate.bert_flow.fit_on: nli needs"):
+        runner.flow_encoder(params, _table(), progress=False)
+    want = _nli(tmp_path)
+    enc, embeddings, info = runner.flow_encoder(params, _table(), progress=False)
+    fitted = [s for c in calls for s in c if s in set(want)]
+    assert info["fit_on"] == "nli" and info["fit_size"] == len(want) == 114 and sorted(fitted) == sorted(want)
+    assert "nli: all the distinct sentences" in info["fit_source"] and info["bias_correction"] is False
+    pool = set(_table().sentence1) | set(_table().sentence2)
+    assert set(embeddings) <= pool and not set(want) & pool
+    params.evaluate.bert_flow = params.evaluate.bert_flow.model_copy(update={"sample_size": 30})
+    assert runner.flow_encoder(params, _table(), progress=False)[2]["fit_size"] == 30
+
+
+def test_paper_profile_fits_flow_and_whitening_on_nli():
+    from pathlib import Path
+
+    from sentlab.config import load_params
+
+    paper = load_params(Path(__file__).resolve().parents[1] / "params.yaml", profile="paper")
+    fp, wp = paper.evaluate.bert_flow, paper.evaluate.whitening
+    assert (fp.fit_on, fp.bias_correction, fp.sample_size) == ("nli", False, None)
+    assert (wp.fit_on, wp.sample_size) == ("nli", None)
+    assert fp.model_copy(update={"fit_on": "sts_pool", "bias_correction": True}) == FlowParams()

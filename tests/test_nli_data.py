@@ -131,6 +131,10 @@ def test_prepare_writes_the_sick_train_standin_offline(mirror, tmp_path, monkeyp
         "premises_dropped": {"no_contradiction": 1035, "no_entailment": 515}}
     table = read_nli(tmp_path / "data" / "corpus" / "nli.parquet")
     assert table.num_rows == 123
+    # ConSERT's corpus beside it: every side of every pair, as its data_utils builds it (tests/test_sts_data.py)
+    sides = pq.read_table(tmp_path / "data" / "corpus" / "sts_all_sides.parquet").column("text").to_pylist()
+    prep = json.loads((tmp_path / "data" / "prepare_stats.json").read_text())
+    assert len(sides) == prep["sts_all_sides_sentences"] == 89192
     test_pairs = set()
     for line in (mirror / "SICK" / "SICK_test_annotated.txt").read_text(encoding="utf-8").splitlines()[1:]:
         f = line.split("\t")

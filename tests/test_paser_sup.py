@@ -160,11 +160,11 @@ def test_dvc_paser_sup_stage_reads_models_paser_and_others_do_not():
 
 
 def test_annotate_stage_annotates_every_corpus_prepare_wrote(tmp_path):
-    for name in ("train", "sts_unlabeled", "nli"):
+    for name in ("train", "sts_unlabeled", "nli", "sts_all_sides"):
         (tmp_path / f"{name}.parquet").write_bytes(b"")
     (tmp_path / ".nli.parquet.abc.tmp").write_bytes(b"")  # an interrupted atomic write is not a corpus
     corpora = runpy.run_path(str(REPO / "pipeline" / "annotate.py"), run_name="annotate")["corpora"]
-    assert sorted(corpora(tmp_path)) == ["nli", "sts_unlabeled", "train"]
+    assert sorted(corpora(tmp_path)) == ["nli", "sts_unlabeled", "train"]   # ConSERT's sts_all_sides: not annotated
 
 
 

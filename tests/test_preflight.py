@@ -306,6 +306,8 @@ def test_whitening_alone_gets_the_pairs_its_fit_needs():
     from sentlab.preflight import slice_edits, whitening_min_pairs
 
     paper = _values("paper")
+    assert whitening_min_pairs(paper) == 0       # the paper profile fits it on the NLI sentences
+    paper["evaluate"]["whitening"]["fit_on"] = "sts_pool"   # as the NLI stand-in sets it
     assert whitening_min_pairs(paper) == 72      # bert-base-uncased: 768
     assert whitening_min_pairs(_values("smoke")) == 36      # all-MiniLM-L6-v2: 384
     assert slice_edits(paper, SL)["evaluate"]["max_pairs"] == 10
@@ -314,6 +316,20 @@ def test_whitening_alone_gets_the_pairs_its_fit_needs():
     paper["evaluate"]["whitening"]["fit_on"] = "sts_pool"
     paper["evaluate"]["baselines"] = ["cls", "mean"]
     assert whitening_min_pairs(paper) == 0
+
+
+def test_the_nli_standin_gives_the_whitening_stage_its_pairs_back():
+    """Offline the NLI stand-in moves the paper profile's NLI-fitted whitening to the STS pool: from then on its
+    stage needs the pairs of an STS-pool fit again (issue #53 §3.5)."""
+    from sentlab.preflight import standin_for, whitening_min_pairs
+    from sentlab.preflight.run import Preflight
+
+    pf = Preflight.__new__(Preflight)
+    pf.values = _values("paper")
+    pf.whitening_pairs, pf.standin_edits = whitening_min_pairs(pf.values), []
+    assert pf.whitening_pairs_now() == 0
+    pf.standin_edits.append(standin_for("nli", pf.values)[0])
+    assert pf.whitening_pairs_now() == 72
 
 
 def test_asset_messages_name_the_fetch_command_and_the_standins_are_params_edits():
@@ -328,7 +344,10 @@ def test_asset_messages_name_the_fetch_command_and_the_standins_are_params_edits
     assert asset == "nli" and cmd.startswith("curl -L") and "nli_for_simcse.csv" in cmd
     assert classify_asset("Model 'roberta-base' was not found") == ("hub model roberta-base",
                                                                    "huggingface-cli download roberta-base")
-    assert standin_for("nli", _values("paper"))[0] == {"prepare": {"nli": "sick_standin"}}
+    # the paper profile whitens on the NLI sentences: the SICK stand-in's 318 cannot whiten 768 dimensions
+    assert standin_for("nli", _values("paper"))[0] == {"prepare": {"nli": "sick_standin"},
+                                                       "evaluate": {"whitening": {"fit_on": "sts_pool"}}}
+    assert standin_for("nli", _values("quick"))[0] == {"prepare": {"nli": "sick_standin"}}
     # WordNet: the method lines that declare a stand-in (PaSeR's EDA without `sr`), variants in their own `set`
     edit, desc = standin_for("NLTK wordnet", _values("paper"))
     assert edit["methods"]["paser"]["eda"] == "rd" and "simcse" not in edit["methods"]

@@ -482,3 +482,13 @@ def test_rows_on_another_backbone_show_the_paper_number_beside_without_delta_or_
     assert f"no Δ: trained on {BACKBONE}, the paper's numbers are bert-base-uncased's" in line
     mteb = next(r for r in t3 if r["row"] == "all-MiniLM-L6-v2 mean vs MTEB" and r["column"] == "STS12")
     assert float(mteb["diff"]) == pytest.approx(40.0 - P.MTEB_MINILM_MEAN["STS12"], abs=1e-6)   # base-mean: 40
+
+
+def test_glove_row_shows_no_delta_and_says_whose_averaging_61_32_is():
+    """PaSeR Table 1's GloVe 61.32 is SBERT's Table 1 row (via Kim et al. 2021): sentence-transformers' averaging
+    (stop words dropped, punctuation stripped), not SentEval's bow.py that base-glove computes (issue #53 §3.9)."""
+    from sentlab.report.paper_tables.paser import table1_rows
+
+    row = next(r for r in table1_rows() if r.label == "GloVe embeddings")
+    assert row.paper["Avg"] == 61.32 and row.delta is False
+    assert "SBERT" in row.note and "stop words" in row.note and "bow.py" in row.note

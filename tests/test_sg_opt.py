@@ -159,3 +159,22 @@ def test_sg_opt_runs_in_the_training_loop_on_the_sts_sentences(tmp_path, tok):
     assert info["status"] == "trained"
     saved = json.loads((tmp_path / "models" / "sg_opt" / "sentlab.json").read_text())
     assert saved["pooling"] == "cls" and saved["init"]["fixed"] == "copy of encoder"
+
+
+def test_optimiser_and_schedule_are_the_code_s_fit(tok):
+    """SG-BERT's training.py → modules.SentenceTransformer.fit: transformers' AdamW (correct_bias=True, eps 1e-6,
+    betas (0.9, 0.9)), groups with decay 0.01 but bias/LayerNorm (fit's weight_decay=0.01 sets the groups; the
+    script's --weight_decay 0 only the optimiser default), one clip over all parameters, 10 % warm-up (ceil)."""
+    from sentlab.train.optim import AdamWLegacy
+
+    m = build(tok)
+    opt = m.configure_optimizers(weight_decay=0.0)
+    assert isinstance(opt, AdamWLegacy) and m.grad_clip == "global"
+    assert [(g["weight_decay"], g["eps"], g["betas"], g["correct_bias"], g["decay"]) for g in opt.param_groups] == [
+        (0.01, 1e-6, (0.9, 0.9), True, "after"), (0.0, 1e-6, (0.9, 0.9), True, "after")]
+    names = {id(p): n for n, p in m.named_parameters()}
+    exempt = {names[id(p)] for p in opt.param_groups[1]["params"]}
+    assert exempt and all(n.endswith("bias") or "LayerNorm" in n for n in exempt)
+    plain = {names[id(p)] for p in opt.param_groups[0]["params"]}
+    assert plain and not any(n.endswith("bias") or "LayerNorm" in n for n in plain)
+    assert m.warmup_steps(863) == 87 and m.warmup_steps(10) == 1

@@ -112,3 +112,39 @@ def test_empty_corpus_is_an_error(tmp_path):
     p = _write(tmp_path, "wiki.txt", b"\n\n   \n")
     with pytest.raises(DataFormatError, match="empty"):
         sample_corpus(p, size=1, seed=0)
+
+
+def test_consert_corpus_on_the_mirror_is_what_its_data_utils_builds(mirror):
+    """ConSERT's ``--train_data stssick --no_pair`` (yym6472/ConSERT@03c9e8f ``data_utils.load_datasets``), counted
+    by a separate script that follows its loaders line by line on the same files: 89,192 sentences, 47,341
+    distinct (sentlab's sts_unlabeled: the distinct sentences of the scored pairs only)."""
+    from sentlab.data.sts import all_sides, parse_all
+
+    sides = all_sides(mirror, mirror)
+    assert (len(sides), len(set(sides))) == (89192, 47341)
+    table = parse_all(mirror, mirror)
+    scored = set(table.sentence1) | set(table.sentence2)
+    assert len(set(sides) - scored) > 0 and scored <= set(sides)   # unscored STS15/16 pairs add sentences
+
+
+def test_consert_corpus_keeps_unscored_pairs_repeats_and_order(tmp_path):
+    from sentlab.assets import STS_TASKS
+    from sentlab.data.sts import all_sides
+
+    folders = [tmp_path / "STS" / f for f, _ in STS_TASKS.values()]
+    for d in folders + [tmp_path / "STS" / "STSBenchmark", tmp_path / "SICK"]:
+        d.mkdir(parents=True)
+    for folder, subsets in STS_TASKS.values():
+        for s in subsets:
+            _write(tmp_path / "STS" / folder, f"STS.input.{s}.txt", f"{s} a\t{s} b\n{s} a\t{s} c\n".encode())
+            _write(tmp_path / "STS" / folder, f"STS.gs.{s}.txt", b"3.0\n\n")   # the second pair unscored
+    for split in ("train", "dev", "test"):
+        _write(tmp_path / "STS" / "STSBenchmark", f"sts-{split}.csv", f"g\tf\ty\t1\t2.0\tB {split}\tB2\n\n".encode())
+    for name in ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"):
+        _write(tmp_path / "SICK", name, b"pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n"
+                                        b"1\tS a\tS b\t3.0\tNEUTRAL\n")
+    sides = all_sides(tmp_path, tmp_path)
+    assert sides[:4] == ["MSRpar a", "MSRpar b", "MSRpar a", "MSRpar c"]
+    assert len(sides) == 24 * 4 + 3 * 2 + 3 * 2
+    assert sides[96:102] == ["B train", "B2", "B dev", "B2", "B test", "B2"] and sides[102:] == ["S a", "S b"] * 3
+    assert all_sides(tmp_path, tmp_path, skip=("STS12", "SICKRelatedness"))[:2] == ["FNWN a", "FNWN b"]

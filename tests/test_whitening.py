@@ -137,3 +137,25 @@ def test_whitening_fit_on_corpus(tiny_bert, monkeypatch, tmp_path):
     sample = corpus_sample(tmp_path / "data/corpus/train.parquet", 40, params.seed)
     y = enc.encode(sample)
     np.testing.assert_allclose(np.cov(y, rowvar=False), np.eye(8), atol=1e-3)
+
+
+def test_whitening_fit_on_nli(tiny_bert, monkeypatch, tmp_path):
+    """fit_on: nli (SimCSE App. C's "NLI" fit, its Table 5 row): μ and W from the distinct NLI sentences."""
+    from sentlab.config import Params
+    from sentlab.encoder import SentenceEncoder
+    from sentlab.evaluate import runner
+    from test_flow import _nli
+
+    model, tok = tiny_bert
+    raw = SentenceEncoder(model, tok, pooling="first_last", name="base-whitening")
+    monkeypatch.setattr(runner, "build_encoders", lambda *a, **kw: {"base-whitening": raw})
+    monkeypatch.chdir(tmp_path)
+    sents = _nli(tmp_path)
+    params = Params()
+    params.evaluate.whitening.fit_on = "nli"
+    params.evaluate.whitening.sample_size = None
+    params.evaluate.whitening.dim = 8
+    enc, embeddings, info = runner.whitening_encoder(params, _table())
+    assert embeddings is None and info["fit_on"] == "nli" and info["fit_size"] == len(sents) == 114
+    assert "data/corpus/nli.parquet" in info["fit_source"] and "NLI stand-in" in info["fit_source"]
+    np.testing.assert_allclose(np.cov(enc.encode(sents), rowvar=False), np.eye(8), atol=1e-3)

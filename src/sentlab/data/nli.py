@@ -196,6 +196,20 @@ def read_nli(path: str | Path = "data/corpus/nli.parquet") -> pa.Table:
     return table
 
 
+def nli_sentences(path: str | Path = "data/corpus/nli.parquet", key: str = "fit_on") -> list[str]:
+    """The distinct NLI sentences the pipeline has (premise, entailment, contradiction of each triple, in row order,
+    first occurrence kept): the "NLI" fit set of BERT-flow / BERT-whitening (SimCSE App. C: fitted on the NLI
+    sentences, no labels). ``key`` names the params key in the error when the file is missing."""
+    path = Path(path)
+    if not path.is_file():
+        raise SentlabError(f"{key}: nli needs {path}, which the prepare stage writes unless params.yaml sets "
+                           f"prepare.nli: none. Set prepare.nli to auto, simcse or sick_standin and run `dvc repro "
+                           f"prepare`, or fit on the STS sentences ({key}: sts_pool).")
+    table = read_nli(path)
+    cols = [table.column(c).to_pylist() for c in ("text", "positive", "hard_negative")]
+    return list(dict.fromkeys(s for row in zip(*cols) for s in row if s and s.strip()))
+
+
 def load_nli(out: str | Path = "data/corpus/nli.parquet", source: str | Path | None = None,
              max_rows: Optional[int] = None) -> pa.Table:
     """Convert SimCSE's NLI CSV (``source``, default: the resolved "nli" asset) and write ``out``; return the table."""

@@ -132,6 +132,38 @@ def parse_all(sts_root: Path, sick_root: Path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=SCHEMA.names)
 
 
+def all_sides(sts_root: Path, sick_root: Path, skip: tuple[str, ...] = ()) -> list[str]:
+    """ConSERT's unsupervised training sentences (yym6472/ConSERT ``main.py --train_data stssick --no_pair``,
+    ``data_utils.load_datasets``): both sides of every pair in the seven tasks' files, in file order, repeats kept,
+    each line stripped before it is split; STS12–16 read every line of ``STS.input`` (pairs without a gold score
+    too: STS15/16's unscored pairs), a line without a second sentence gives its first only; STS-B train/dev/test
+    and SICK train/trial/test every pair (SICK's header skipped). ``skip``: tasks left out (the prepare stage's
+    language warnings, as for ``sts_unlabeled``)."""
+    out: list[str] = []
+    for task, (folder, subsets) in STS_TASKS.items():
+        if task in skip:
+            continue
+        for subset in subsets:
+            for line in read_lines(Path(sts_root) / "STS" / folder / f"STS.input.{subset}.txt"):
+                fields = line.strip().split("\t")
+                out.append(fields[0])
+                if len(fields) == 2 and fields[1]:
+                    out.append(fields[1])
+    if "STSBenchmark" not in skip:
+        for split in ("train", "dev", "test"):
+            for line in read_lines(Path(sts_root) / "STS" / "STSBenchmark" / f"sts-{split}.csv"):
+                if line.strip():
+                    fields = line.strip().split("\t")
+                    out += [fields[5], fields[6]]
+    if "SICKRelatedness" not in skip:
+        for name in ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"):
+            lines = [ln.strip() for ln in read_lines(Path(sick_root) / "SICK" / name) if ln.strip()]
+            for line in lines[1:]:
+                fields = line.split("\t")
+                out += [fields[1], fields[2]]
+    return out
+
+
 def english_share(sentences) -> float:
     """Share of letters that are ASCII: a cheap check that a mirror file is the English data set."""
     letters = ascii_letters = 0

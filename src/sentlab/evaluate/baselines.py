@@ -16,7 +16,7 @@ DESCRIPTIONS = {
     "mean": "the backbone's mean of the last layer's token states (no training)",
     "first_last": "the backbone's mean of the first and last layers' token states (no training)",
     "whitening": "BERT-whitening (Su et al. 2021): a linear map fitted on embeddings (evaluate.whitening)",
-    "bert_flow": "BERT-flow (Li et al. 2020): a Glow-style flow fitted on the STS sentences' embeddings "
+    "bert_flow": "BERT-flow (Li et al. 2020): a Glow-style flow fitted on the STS or NLI sentences' embeddings "
                  "(evaluate.bert_flow)",
     "glove": "averaged GloVe vectors, glove.840B.300d as SentEval uses (no backbone; needs the vectors)",
 }

@@ -17,7 +17,8 @@ STS is cosine in z space. The architecture is the one of the authors' code (boha
   initialised Linear whose output is scaled by exp(3·logs); ``additive``: x₂ + NN(x₁) (the code's default);
   ``affine``: (x₂ + shift)·sigmoid(raw_scale + 2), log-det Σ log scale.
 
-The fit: Adam with decoupled weight decay 0.01 (the code's ``AdamWeightDecayOptimizer``), lr 1e-3 constant,
+The fit: Adam with decoupled weight decay 0.01 (the code's ``AdamWeightDecayOptimizer``, which has no bias
+correction: ``bias_correction: false``, the paper profile; true: torch's AdamW), lr 1e-3 constant,
 gradient norm clipped at 1, one epoch; the loss is the mean negative log-likelihood in bits per dimension (the
 code's objective; it sums the means of a batch's 32 first and 32 second sentences, here one mean of 64). It is seeded
 (initialisation, LU rotation and batch order from ``seed``) and runs on the CPU in fp32, so two fits are
@@ -42,6 +43,7 @@ import torch
 from torch import nn
 
 from ..errors import SentlabError
+from ..train.optim import AdamWLegacy
 
 log = logging.getLogger(__name__)
 LOGSCALE = 3.0  # the code's logscale_factor: the parameter s is stored as s / 3
@@ -248,9 +250,14 @@ class Flow:
         per_epoch = math.ceil(n / batch)
         steps = params.steps or per_epoch * params.epochs
         # the code's AdamWeightDecayOptimizer: decoupled decay of every flow variable (its exclude list, LayerNorm /
-        # bias, names none of them), β (0.9, 0.999), ε 1e-6
-        opt = torch.optim.AdamW(model.parameters(), lr=params.lr, betas=(0.9, 0.999), eps=1e-6,
-                                weight_decay=params.weight_decay)
+        # bias, names none of them), β (0.9, 0.999), ε 1e-6, no bias correction (bias_correction: false; true:
+        # torch's AdamW)
+        if params.bias_correction:
+            opt = torch.optim.AdamW(model.parameters(), lr=params.lr, betas=(0.9, 0.999), eps=1e-6,
+                                    weight_decay=params.weight_decay)
+        else:
+            opt = AdamWLegacy(model.parameters(), lr=params.lr, betas=(0.9, 0.999), eps=1e-6,
+                              weight_decay=params.weight_decay, correct_bias=False, decay="before")
         with torch.no_grad():
             model.train()
             model.log_likelihood(xt[torch.randperm(n, generator=gen)[:batch]])   # actnorm's data-dependent init

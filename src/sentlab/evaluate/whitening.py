@@ -16,7 +16,10 @@ Where μ and W are fitted is a param (``evaluate.whitening.fit_on``):
   STS setting); their embeddings are the ones the evaluation computes anyway,
   so no extra encoding is done;
 * ``corpus`` — a seeded sample of ``sample_size`` sentences of
-  ``data/corpus/train.parquet``.
+  ``data/corpus/train.parquet``;
+* ``nli`` — the distinct NLI sentences of ``data/corpus/nli.parquet`` (or a seeded
+  sample of ``sample_size``): SimCSE App. C's "NLI" fit, the setting of its Table 5
+  row (the paper profile).
 
 The fitted transform is a plain callable, handed to
 ``SentenceEncoder(post=whitening)`` so the whitened model is an encoder like any other.
@@ -86,8 +89,8 @@ class Whitening:
         return {"fit_size": self.fit_size, "in_dim": int(self.W.shape[0]), "out_dim": self.out_dim}
 
 
-def corpus_sample(path: Path, sample_size: int, seed: int) -> list[str]:
-    """A seeded sample of ``sample_size`` sentences of the training corpus (all of it if smaller)."""
+def corpus_sample(path: Path, sample_size: Optional[int], seed: int) -> list[str]:
+    """A seeded sample of ``sample_size`` sentences of the training corpus (all of it if smaller or None)."""
     import pandas as pd
 
     path = Path(path)
@@ -95,7 +98,7 @@ def corpus_sample(path: Path, sample_size: int, seed: int) -> list[str]:
         raise SentlabError(f"{path} is missing; evaluate.whitening.fit_on: corpus needs the prepared corpus. "
                            f"Run `dvc repro prepare`, or set fit_on: sts_pool in params.yaml.")
     texts = pd.read_parquet(path, columns=["text"]).text
-    if len(texts) > sample_size:
+    if sample_size is not None and len(texts) > sample_size:
         texts = texts.sample(n=sample_size, random_state=seed)
     return list(texts)
 

@@ -221,6 +221,11 @@ class Method(nn.Module):
     def corpus_name(self) -> str:
         return self.corpus
 
+    def warmup_steps(self, total_steps: int) -> int:
+        """Optimiser steps of linear learning-rate warm-up before the linear decay of a run of ``total_steps``
+        (:func:`sentlab.train.loop.linear_schedule`); none by default (docs/methods.md#shared-conventions)."""
+        return 0
+
     def split_heldout(self, corpus):
         """The part of the training corpus (a :class:`sentlab.train.data.Corpus`) to train on. A method
         may keep rows out of training for a check after it (PaSeR's reconstruction check); by default

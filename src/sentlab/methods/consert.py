@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from contextlib import contextmanager
 from dataclasses import replace
@@ -14,7 +15,8 @@ from ..encoder import NEEDS_HIDDEN_STATES, pool
 from ..errors import SentlabError
 from . import register
 from ._common import doubled, nt_xent, paired_views
-from .base import Batch, ContrastiveParams, Method
+from ..train.optim import AdamWLegacy
+from .base import Batch, ContrastiveParams, Method, adamw
 
 VIEWS = ("none", "shuffle", "token_cutoff", "feature_cutoff")
 View = Literal["none", "shuffle", "token_cutoff", "feature_cutoff"]
@@ -26,9 +28,19 @@ class ConSERTParams(ContrastiveParams):
     paper profile sets its batch 96, max length 64, lr 5e-7, 10 epochs and dev every 200 steps."""
 
     temperature: float = Field(0.1, gt=0, description="τ of NT-Xent (ConSERT: 0.1)")
-    corpus: Literal["sts_unlabeled", "train"] = Field(
-        "sts_unlabeled", description="training sentences: the unlabelled STS sentences (ConSERT's unsupervised "
-                                     "transfer setting) or the Wikipedia corpus")
+    corpus: Literal["sts_all_sides", "sts_unlabeled", "train"] = Field(
+        "sts_all_sides", description="training sentences: sts_all_sides (the code's --train_data stssick --no_pair: "
+        "both sides of every pair in the seven STS/SICK files, unscored STS15/16 pairs included, repeats kept), "
+        "sts_unlabeled (their distinct sentences of scored pairs) or the Wikipedia corpus")
+    warmup: float = Field(0.1, ge=0, lt=1, description="share of the optimiser steps with a linear warm-up, rounded "
+                                                       "up (main.py: 10 %), then the linear decay")
+    optimizer: Literal["adamw_legacy", "adamw"] = Field(
+        "adamw_legacy", description="adamw_legacy: main.py's transformers AdamW (correct_bias=False, the decay "
+        "after the step; sentlab.train.optim.AdamWLegacy); adamw: torch's AdamW (bias-corrected)")
+    adam_eps: float = Field(1e-6, gt=0, description="Adam's ε (main.py: 1e-6)")
+    weight_decay: float = Field(0.01, ge=0, description="decoupled weight decay of every tensor but biases and "
+                                                        "LayerNorm (sentence-transformers' fit: 0.01; replaces "
+                                                        "train.weight_decay)")
     view1: View = Field("feature_cutoff", description="augmentation of the first view (the script's da_final_1)")
     view2: View = Field("shuffle", description="augmentation of the second view (da_final_2); token shuffle + "
                                                "feature cutoff is the best pair of the paper's augmentation study")
@@ -74,6 +86,13 @@ class ConSERT(Method):
     by ``train_pooling`` (last-layer mean); the loss is NT-Xent (:func:`~sentlab.methods._common.nt_xent`: 2N−2
     negatives, the two directions summed) times ``loss_weight``. No projection head. Inference: the bare encoder
     with ``pooling`` (mean of the last two layers).
+
+    Training as the code's ``main.py`` and sentence-transformers' ``fit`` (the defaults): ``corpus``
+    ``sts_all_sides`` (both sides of every STS/SICK pair, unscored pairs and repeats included: 89,192 sentences
+    on the SentEval files), the linear schedule after a ``warmup`` of 10 % of the steps, transformers' old AdamW
+    without bias correction (``optimizer: adamw_legacy``, ε 1e-6), weight decay 0.01 on every tensor but biases
+    and LayerNorm, one gradient norm over all of them clipped at ``train.max_grad_norm`` (1).
+    ``benchmarks/released/consert.py`` checks the loss and gradients against the released code.
     """
 
     paper = ("Yan et al.: ConSERT: A Contrastive Framework for Self-Supervised Sentence Representation Transfer "
@@ -103,6 +122,30 @@ International Joint Conference on Natural Language Processing (Volume 1: Long Pa
 
     def corpus_name(self) -> str:
         return self.params.corpus
+
+    def warmup_steps(self, total_steps: int) -> int:
+        return math.ceil(total_steps * self.params.warmup)
+
+    @property
+    def grad_clip(self) -> str:
+        return "global"   # fit's clip_grad_norm_(loss_model.parameters(), 1): one norm over both groups
+
+    def configure_optimizers(self, *, weight_decay: float = 0.0, fused: bool = False) -> torch.optim.Optimizer:
+        """sentence-transformers' ``fit`` (the code's trainer): two groups, ``weight_decay`` on every tensor but
+        biases and LayerNorm (``no_decay = ['bias', 'LayerNorm.bias', 'LayerNorm.weight']``), 0 on those; the
+        loop's ``train.weight_decay`` is not used (the block's own ``weight_decay`` is)."""
+        p = self.params
+        named = [(n, t) for n, t in self.named_parameters() if t.requires_grad]
+        plain = [t for n, t in named if not any(k in n for k in ("bias", "LayerNorm.weight"))]
+        exempt = [t for n, t in named if any(k in n for k in ("bias", "LayerNorm.weight"))]
+        groups = [{"params": plain, "weight_decay": p.weight_decay}, {"params": exempt, "weight_decay": 0.0}]
+        if p.optimizer == "adamw":
+            opt = adamw(groups, lr=p.lr, fused=fused)
+            for g in opt.param_groups:
+                g["eps"] = p.adam_eps
+            return opt
+        return AdamWLegacy([g for g in groups if g["params"]], lr=p.lr, eps=p.adam_eps, correct_bias=False,
+                           decay="after")
 
     # --- the augmentations (CPU, in prepare) -------------------------------------------
     def shuffled_positions(self, attention_mask: torch.Tensor, rng: random.Random) -> torch.Tensor:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 from typing import Literal, Optional
 
 import torch
@@ -14,6 +15,7 @@ from ..encoder import masked_mean
 from ..errors import SentlabError
 from . import register
 from ._common import full_precision
+from ..train.optim import AdamWLegacy
 from .base import Batch, ContrastiveParams, Method
 
 
@@ -40,6 +42,14 @@ class SGOPTParams(ContrastiveParams):
         True, description="dropout on in BERT_F during training: the code calls .eval() on it but its fit() puts "
                           "the whole loss module back in train mode; false: BERT_F deterministic")
     adam_beta2: float = Field(0.9, gt=0, lt=1, description="AdamW β2 (the code passes betas (0.9, 0.9))")
+    adam_eps: float = Field(1e-6, gt=0, description="AdamW ε (the code's transformers.AdamW default, 1e-6)")
+    weight_decay: float = Field(
+        0.01, ge=0, description="decoupled weight decay of every tensor but biases and LayerNorm (the code's "
+                                "SentenceTransformer.fit groups: its weight_decay=0.01; training.py's --weight_decay "
+                                "0 reaches only the optimiser default, which the groups override); replaces "
+                                "train.weight_decay")
+    warmup: float = Field(0.1, ge=0, lt=1, description="share of the optimiser steps with a linear warm-up, rounded "
+                                                       "up (training.py: 10 %), then the linear decay")
     corpus: Literal["sts_unlabeled", "train"] = Field(
         "sts_unlabeled", description="training sentences: sts_unlabeled (the distinct STS sentences; the code reads "
                                      "every STS-B sentence, all three splits) or train (the Wikipedia corpus)")
@@ -190,9 +200,24 @@ International Joint Conference on Natural Language Processing (Volume 1: Long Pa
             return sum(((p.float() - fixed[n].float()) ** 2).sum() for n, p in self.encoder.named_parameters()
                        if p.requires_grad)
 
+    def warmup_steps(self, total_steps: int) -> int:
+        return math.ceil(total_steps * self.params.warmup)
+
+    @property
+    def grad_clip(self) -> str:
+        return "global"   # fit's clip_grad_norm_(loss_model.parameters(), max_grad_norm): one norm over both groups
+
     def configure_optimizers(self, *, weight_decay: float = 0.0, fused: bool = False) -> torch.optim.Optimizer:
-        """AdamW over BERT_T (embeddings frozen) and the head, betas (0.9, ``adam_beta2``) as the code."""
-        kwargs = {"lr": self.params.lr, "weight_decay": weight_decay, "betas": (0.9, self.params.adam_beta2)}
-        if fused:
-            kwargs["fused"] = True
-        return torch.optim.AdamW(self.trainable_parameters(), **kwargs)
+        """The code's ``SentenceTransformer.fit`` with ``training.py``'s ``optimizer_params``: transformers'
+        ``AdamW`` (bias correction on, the decay after the step: :class:`~sentlab.train.optim.AdamWLegacy`), betas
+        (0.9, ``adam_beta2``), ε ``adam_eps``, over BERT_T (embeddings frozen) and the head in two groups:
+        ``weight_decay`` on every tensor but biases and LayerNorm, 0 on those (the loop's ``train.weight_decay``
+        is not used)."""
+        p = self.params
+        named = [(n, t) for n, t in self.named_parameters() if t.requires_grad]
+        exempt = [t for n, t in named if any(k in n for k in ("bias", "LayerNorm.weight"))]
+        plain = [t for n, t in named if not any(k in n for k in ("bias", "LayerNorm.weight"))]
+        groups = [g for g in ({"params": plain, "weight_decay": p.weight_decay},
+                              {"params": exempt, "weight_decay": 0.0}) if g["params"]]
+        return AdamWLegacy(groups, lr=p.lr, betas=(0.9, p.adam_beta2), eps=p.adam_eps, correct_bias=True,
+                           decay="after")

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from ..config import read_yaml, validate
+from ..config import deep_merge, read_yaml, validate
 from ..errors import SentlabError
 from . import slice as S
 from .projection import project
@@ -72,6 +72,14 @@ class Preflight:
         self.rows: dict[str, Row] = {}
         self.dropped: dict[str, tuple[str, str, str]] = {}   # stage a stand-in removed -> (asset, fetch, description)
 
+    def whitening_pairs_now(self) -> int:
+        """:func:`~sentlab.preflight.slice.whitening_min_pairs` of the values with the stand-ins in force (the NLI
+        stand-in moves an NLI-fitted whitening to the STS pool)."""
+        values = self.values
+        for edit in self.standin_edits:
+            values = deep_merge(values, edit)
+        return S.whitening_min_pairs(values) if self.standin_edits else self.whitening_pairs
+
     def suite_stages(self) -> set[str]:
         """The ``suite@<key>`` stages of the scratch copy's stage list as it is now (a stand-in may drop some)."""
         return {f"suite@{k}" for k in (read_yaml(self.scratch / "models.yaml") or {}).get("suite_stages") or {}}
@@ -91,7 +99,7 @@ class Preflight:
         if bad:
             row.status, row.error = "blocked", f"not run: {', '.join(bad)} did not succeed"
             return row
-        whitening = self.whitening_pairs
+        whitening = self.whitening_pairs_now()
         if st.name == S.WHITENING_STAGE and whitening > self.sl["max_pairs"]:
             self.write_params({"evaluate": {"max_pairs": whitening}})
             try:

@@ -42,6 +42,15 @@ def classify_asset(message: str) -> tuple[str, str]:
 
 def standin_for(asset: str, values: dict) -> tuple[Optional[dict], str]:
     """(params.yaml edit, description) that lets the pipeline go on without ``asset``, or (None, "")."""
+    if asset == "nli":
+        edit, what = PIPELINE_STANDINS[asset]
+        ev = values.get("evaluate") or {}
+        if "whitening" in (ev.get("baselines") or []) and (ev.get("whitening") or {}).get("fit_on") == "nli":
+            # the stand-in's few hundred sentences cannot whiten a 768-wide embedding (a singular covariance);
+            # BERT-flow fits on them (the code path is the same as on SNLI + MNLI)
+            return ({**edit, "evaluate": {"whitening": {"fit_on": "sts_pool"}}},
+                    what + "; evaluate.whitening.fit_on: sts_pool (too few stand-in sentences to whiten)")
+        return edit, what
     if asset in PIPELINE_STANDINS:
         return PIPELINE_STANDINS[asset]
     if asset.startswith("glue_") or asset in RETRIEVAL_ASSETS:

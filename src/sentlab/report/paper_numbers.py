@@ -121,6 +121,16 @@ PASER_TABLE1 = {
     "PaSeR-BERTbase": _row(70.21, 83.88, 73.06, 83.87, 77.60, 79.19, 65.31, 76.16),
 }
 
+# Where PaSeR Table 1's / L2P-CSR Table 1's GloVe row (61.32) comes from (issue #53 §3.9): both quote Kim et al.
+# (2021), who quote Reimers & Gurevych (2019, SBERT) Table 1 "Avg. GloVe embeddings" (the same seven numbers).
+# SBERT averages with sentence-transformers' WordEmbeddings + mean Pooling, whose WhitespaceTokenizer drops English
+# stop words (scikit-learn's list) and strips punctuation from tokens (a token not in the vocabulary is looked up
+# lowercased), and does not name its vector file; sentlab's base-glove is SentEval's bow.py average (every
+# whitespace token, stop words and punctuation included, glove.840B.300d). Different averagings: no Δ.
+GLOVE_NO_DELTA = ("no Δ: the 61.32 is SBERT's Table 1 'Avg. GloVe embeddings' (via Kim et al. 2021), averaged by "
+                  "sentence-transformers' WhitespaceTokenizer (stop words dropped, punctuation stripped), not "
+                  "SentEval's bow.py average over every token that this row computes")
+
 # PaSeR Tables 4, 5, 8, 9: (STS12-16 average, STS-B, SICK-R), one decimal as printed.
 SUB3 = ("STS12-16", "STSBenchmark", "SICKRelatedness")
 

@@ -6,6 +6,7 @@
 * :mod:`sentlab.train.checkpoint` — resume state and exported models;
 * :mod:`sentlab.train.data` — corpus + annotation columns + seeded order;
 * :mod:`sentlab.train.distributed` — torchrun helpers (no-ops in one process);
+* :mod:`sentlab.train.optim` — Adam without bias correction (released code's optimisers: ConSERT, BERT-flow);
 * :mod:`sentlab.train.cli` — ``sentlab methods`` / ``sentlab train``.
 
 Kept import-free: methods import :mod:`sentlab.train.distributed` without pulling in the loop.

@@ -126,10 +126,11 @@ def seed_everything(seed: int) -> None:
         torch.manual_seed(seed)
 
 
-def linear_schedule(optimizer, total_steps: int):
+def linear_schedule(optimizer, total_steps: int, warmup_steps: int = 0):
     """lr multiplier 1 at step 0, linearly to 0 at ``total_steps``, no warm-up: HF's linear schedule
-    (docs/methods.md#shared-conventions)."""
-    return get_linear_schedule_with_warmup(optimizer, num_warmup_steps=0, num_training_steps=total_steps)
+    (docs/methods.md#shared-conventions); with ``warmup_steps`` (a method's :meth:`~sentlab.methods.base.Method.
+    warmup_steps`, e.g. ConSERT's 10 %) it rises linearly from 0 over those steps first."""
+    return get_linear_schedule_with_warmup(optimizer, num_warmup_steps=warmup_steps, num_training_steps=total_steps)
 
 
 def plan_steps(n_sentences: int, train_cfg, world: int = 1) -> tuple[int, int]:
@@ -261,7 +262,7 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
         steps_per_epoch, total_steps = plan_steps(len(corpus), train_cfg, world)
         phase.record(steps_per_epoch=steps_per_epoch, total_steps=total_steps)
     optimizer = make_optimizer(method, train_cfg, device)
-    scheduler = linear_schedule(optimizer, total_steps)
+    scheduler = linear_schedule(optimizer, total_steps, method.warmup_steps(total_steps))
     model = method
     if D.is_dist():
         from torch.nn.parallel import DistributedDataParallel as DDP

@@ -57,7 +57,8 @@ def table1_rows() -> list[RowSpec]:
     t1 = P.PASER_TABLE1
     return [
         RowSpec("GloVe embeddings", ("base-glove",), t1["GloVe embeddings"],
-                "mean of glove.840B.300d vectors, SentEval's bag of words (evaluate.glove)", "Original BERT/GloVe"),
+                f"mean of glove.840B.300d vectors, SentEval's bag of words (evaluate.glove); {P.GLOVE_NO_DELTA}",
+                "Original BERT/GloVe", delta=False),
         RowSpec("BERTbase-[CLS]", ("base-cls",), t1["BERTbase-[CLS]"], section="Original BERT/GloVe"),
         RowSpec("BERTbase-mean", ("base-mean",), t1["BERTbase-mean"], section="Original BERT/GloVe"),
         RowSpec("BERTbase-first-last avg.", ("base-first_last",), t1["BERTbase-first-last avg."],
@@ -66,7 +67,7 @@ def table1_rows() -> list[RowSpec]:
         RowSpec("BERT-whitening", ("base-whitening",), t1["BERT-whitening"], "evaluate.whitening", "Post-processing"),
         RowSpec("CT-BERTbase", ("ct",), t1["CT-BERTbase"], "PaSeR prints STS12–16 only", "Contrastive"),
         RowSpec("ConSERTbase", ("consert",), t1["ConSERTbase"], "feature cutoff 0.2 + token shuffle, NT-Xent τ = 0.1, "
-                "unlabelled STS sentences, last-two-layer mean (ConSERT's released script)", "Contrastive"),
+                "every side of every STS/SICK pair, last-two-layer mean (ConSERT's released script)", "Contrastive"),
         RowSpec("SimCSE-BERTbase + MLM", ("simcse_mlm",), t1["SimCSE-BERTbase + MLM"],
                 f"SimCSE's do_mlm: + 0.1·MLM, BERT's pretrained MLM head; {P.NO_DELTA['simcse_mlm']}", "Contrastive",
                 delta=False),
