@@ -22,7 +22,6 @@ import pickle
 import posixpath
 import shutil
 import tarfile
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -178,28 +177,23 @@ def resolve_data(name: str) -> Resolved:
 
 
 def _download(a: DataAsset) -> None:
+    """Fetch ``a`` into the cache (:func:`sentlab.download.fetch`: progress, resume, size and line checks, atomic),
+    unpacking an archive file by file (each member renamed into place: a cut extraction leaves nothing that counts
+    as present)."""
+    from .download import extract_zip, fetch
+
     root = cache_root()
     root.mkdir(parents=True, exist_ok=True)
     log.info("downloading %s from %s", a.name, a.url)
     if a.url.endswith(".tar"):
-        with atomic_path(root / (a.name + ".tar")) as tmp:
-            urllib.request.urlretrieve(a.url, tmp)  # noqa: S310 (fixed https URL)
-            extract_tar(tmp, a.archive_prefix, root)
+        archive = fetch(a.url, root / (a.name + ".tar"), desc=a.name)
+        extract_tar(archive, a.archive_prefix, root)
     elif a.url.endswith(".zip"):
-        import zipfile
-
-        with atomic_path(root / (a.name + ".zip")) as tmp:
-            urllib.request.urlretrieve(a.url, tmp)  # noqa: S310
-            dest = (root / a.zip_dest).resolve()
-            with zipfile.ZipFile(tmp) as z:
-                for m in z.namelist():
-                    if not (dest / m).resolve().is_relative_to(dest):
-                        raise SentlabError(f"{a.url}: member {m} would land outside {dest}; not extracted.")
-                z.extractall(dest)
+        archive = fetch(a.url, root / (a.name + ".zip"), desc=a.name)
+        extract_zip(archive, root / a.zip_dest)
+        archive.unlink()   # unpacked whole: the archive (GloVe's 2 GB) is not kept twice
     else:
-        dest = root / a.paths[0]
-        with atomic_path(dest) as tmp:
-            urllib.request.urlretrieve(a.url, tmp)  # noqa: S310
+        fetch(a.url, root / a.paths[0], desc=a.name)
 
 
 def extract_tar(archive: str | os.PathLike, prefix: str, root: Path) -> list[Path]:
@@ -377,20 +371,52 @@ NLTK_RESOURCES = {
 }
 
 
-def require_nltk(resource: str) -> None:
-    """Make sure an NLTK resource is loadable, or raise with the exact download command."""
+def _nltk_found(loc: str) -> bool:
     import nltk
 
-    loc = NLTK_RESOURCES.get(resource, resource)
     for candidate in (loc, loc + ".zip"):
         try:
             nltk.data.find(candidate)
-            return
+            return True
         except LookupError:
             continue
+    return False
+
+
+def nltk_download_dir() -> Path:
+    """Where a missing NLTK resource is downloaded to: the first folder of ``NLTK_DATA``, else ``~/nltk_data``
+    (both on NLTK's search path)."""
+    first = os.environ.get("NLTK_DATA", "").split(os.pathsep)[0]
+    return Path(first) if first else Path.home() / "nltk_data"
+
+
+def require_nltk(resource: str) -> None:
+    """Make sure an NLTK resource is loadable: found where NLTK looks, else (online) fetched with NLTK's own
+    downloader into :func:`nltk_download_dir` (the index: ``$SENTLAB_UPSTREAM`` in place of NLTK's host when set),
+    else an error with the exact download command. A campaign never fails on a resource hours in for want of a
+    download (PaSeR's WordNet, issue #54)."""
+    loc = NLTK_RESOURCES.get(resource, resource)
+    if _nltk_found(loc):
+        return
+    if not offline():
+        from nltk.downloader import Downloader
+
+        from .download import upstream_url
+
+        target = nltk_download_dir()
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+            log.info("downloading NLTK resource %s into %s", resource, target)
+            Downloader(server_index_url=upstream_url(Downloader.DEFAULT_URL)).download(
+                resource, download_dir=str(target), quiet=True, raise_on_error=True)
+        except Exception as e:  # noqa: BLE001 - NLTK's errors are plain exceptions: say so below
+            log.warning("NLTK's downloader could not fetch %s into %s: %s", resource, target, e)
+        if _nltk_found(loc):
+            return
     raise AssetMissingError(
-        f"NLTK resource '{resource}' ({loc}) is not installed. "
-        f"Provide it in one of three ways: (1) point NLTK_DATA at a "
+        f"NLTK resource '{resource}' ({loc}) is not installed"
+        + (" and NLTK's downloader could not fetch it" if not offline() else " and downloads are off (offline)")
+        + ". Provide it in one of three ways: (1) point NLTK_DATA at a "
         f"folder that holds it (here: `export NLTK_DATA=../shared/nltk_data`); "
         f"(2) put it in a standard NLTK folder such as "
         f"~/nltk_data; (3) download it with `python -m nltk.downloader {resource}` on a connected machine."

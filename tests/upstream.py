@@ -1,0 +1,118 @@
+"""A local upstream for the download tests (issue #54 §1): an HTTP server on 127.0.0.1 that serves files at the
+paths of the real hosts (SimCSE's files under ``/datasets/princeton-nlp/datasets-for-simcse/resolve/main/``, GloVe's
+zip under ``/data/``, …), so ``SENTLAB_UPSTREAM=http://127.0.0.1:PORT`` points every asset's URL at it
+(:func:`sentlab.download.upstream_url`).
+
+It answers ``Range`` requests (206 with ``Content-Range``), logs each request's path and Range, and has two fault
+switches: ``cut_once[path] = n`` ends the first transfer of ``path`` after ``n`` bytes (the connection closes with
+the body short of its Content-Length), and ``announce[path] = n`` sends ``n`` as the Content-Length however long the
+file is (a server or proxy that serves a wrong size).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import tarfile
+import threading
+import zipfile
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+SIMCSE = "/datasets/princeton-nlp/datasets-for-simcse/resolve/main"
+
+
+class Upstream:
+    def __init__(self):
+        self.files: dict[str, bytes] = {}
+        self.cut_once: dict[str, int] = {}
+        self.announce: dict[str, int] = {}
+        self.requests: list[tuple[str, str]] = []     # (path, Range header or "")
+        self.url = ""
+
+    def handler(self):
+        up = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):   # quiet
+                pass
+
+            def do_GET(self):   # noqa: N802 - http.server's name
+                rng = self.headers.get("Range", "")
+                up.requests.append((self.path, rng))
+                body = up.files.get(self.path)
+                if body is None:
+                    self.send_error(404)
+                    return
+                start = int(rng.split("=")[1].split("-")[0]) if rng.startswith("bytes=") else 0
+                if start >= len(body) and start:
+                    self.send_response(416)
+                    self.send_header("Content-Range", f"bytes */{len(body)}")
+                    self.end_headers()
+                    return
+                chunk = body[start:]
+                self.send_response(206 if start else 200)
+                if start:
+                    self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+                self.send_header("Content-Length", str(up.announce.get(self.path, len(chunk))))
+                self.end_headers()
+                cut = up.cut_once.pop(self.path, None)
+                self.wfile.write(chunk if cut is None else chunk[:cut])
+                self.wfile.flush()
+                if cut is not None:
+                    self.close_connection = True
+
+        return Handler
+
+
+@contextlib.contextmanager
+def serve():
+    """A running :class:`Upstream` on a free loopback port (``.url``), stopped when the block ends."""
+    up = Upstream()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), up.handler())
+    up.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield up
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def tar_of(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def zip_of(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    return buf.getvalue()
+
+
+def senteval_tar() -> bytes:
+    """SentEval's ``senteval.tar`` in its layout (``downstream/STS/…``, ``downstream/SICK/…``), a few pairs a file."""
+    from sentlab.assets import ASSETS
+
+    files = {}
+    for rel in ASSETS["senteval_sts"].paths + ASSETS["sick"].paths:
+        if "/STS.gs." in rel:
+            data = b"4.0\n2.5\n1.0\n"
+        elif "/STS.input." in rel:
+            data = b"A man plays a guitar.\tA man plays music.\nA cat sleeps.\tA dog runs.\nRain falls.\tIt rains.\n"
+        elif rel.endswith(".csv"):
+            data = b"".join(f"main-captions\tMSRvid\t2012test\t{i:04d}\t{s:.3f}\tA man is here.\tA man is there.\n"
+                            .encode() for i, s in enumerate((4.0, 2.5, 1.0)))
+        else:   # SICK
+            data = (b"pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n"
+                    b"1\tA man plays.\tA man is playing.\t4.5\tENTAILMENT\n2\tA cat.\tA dog.\t1.5\tNEUTRAL\n")
+        files[f"downstream/{rel}"] = data
+    return tar_of(files)
