@@ -195,15 +195,17 @@ def test_no_perturbation_at_inference(tiny_bert):
 # --------------------------------------------------------------------------- prompt
 def test_template_wraps_sentences_and_pools_the_mask_position(tiny_bert):
     _, tok = tiny_bert
-    m = make(tiny_bert, "prompt", mlp_train=False)
+    m = make(tiny_bert, "prompt", mlp_train=False, denoise=False)
     ids = m.templated_ids(SENTS[:2], m.params.template)
     ref = tok(apply_template(SENTS[:2], tok.mask_token, m.params.template))["input_ids"]
     assert ids == ref
     long = " ".join(["word"] * 80)
     (lid,) = m.templated_ids([long], m.params.template)
     assert tok.mask_token_id in lid and lid[-1] == tok.sep_token_id
-    n_template = len(ids[0]) - len(tok(SENTS[0])["input_ids"])
-    assert len(lid) == 32 + n_template                 # the sentence keeps max_length's budget, the template added
+    # [CLS] this sentence of " ... " means [MASK] . [SEP]: 10 tokens around the sentence
+    n_template = len(ids[0]) - len(tok(SENTS[0], add_special_tokens=False)["input_ids"])
+    assert n_template == 10
+    assert len(lid) == 32 + n_template     # the sentence alone cut at max_length (PromptBERT's train.py), then wrapped
     (sid,) = make(tiny_bert, "prompt", max_length=12).templated_ids([long], m.params.template)
     assert len(sid) == 12 + n_template                 # params.max_length (the method's own, else train's)
     m.eval()
@@ -221,7 +223,7 @@ def test_template_wraps_sentences_and_pools_the_mask_position(tiny_bert):
 
 
 def test_prompt_l2p_masks_the_templated_input_and_second_template(tiny_bert):
-    m = make(tiny_bert, "prompt_l2p", template2='This sentence of "{sentence}" means {mask} .')
+    m = make(tiny_bert, "prompt_l2p")     # PromptBERT's two templates by default
     out = m(Batch(SENTS))
     assert torch.isfinite(out["loss"]) and "weakened_tokens" in out
     views = m.encode_views(SENTS)
@@ -261,8 +263,11 @@ def _clean_loss(m):
 @pytest.mark.parametrize("method_id", ["l2p", "prompt_l2p"])
 def test_l2p_training_loss_falls_on_a_tiny_model(tiny_bert, method_id):
     # The learned masks start the encoder far from invariance (loss ~4); AdamW on a fixed batch brings it down.
+    # (prompt_l2p without template denoising: on the random tiny model the denoised [MASK] vectors are mostly
+    # dropout noise at first; test_prompt_loss_falls_on_a_tiny_model trains with it)
     torch.manual_seed(0)
-    losses = _train(make(tiny_bert, method_id), 20, 1e-3)
+    kw = {"denoise": False} if method_id == "prompt_l2p" else {}
+    losses = _train(make(tiny_bert, method_id, **kw), 20, 1e-3)
     assert sum(losses[-5:]) / 5 < 0.7 * sum(losses[:5]) / 5, losses
 
 
@@ -283,10 +288,60 @@ def test_l2p_masked_views_become_separable(tiny_bert):
 
 def test_prompt_loss_falls_on_a_tiny_model(tiny_bert):
     torch.manual_seed(0)
-    m = make(tiny_bert, "prompt")
+    m = make(tiny_bert, "prompt", denoise=False)
     before = _clean_loss(m)
     _train(m, 30, 1e-2)  # 30 steps: from SimCSE's MLP init (N(0, 0.02)) the tiny model is at 0.91x at 15, 0.04x at 30
     assert _clean_loss(m) < 0.5 * before
+    # with template denoising (the default): the denoised [MASK] vectors of the random tiny model are mostly
+    # dropout noise at first (training loss ~5-9 over the first steps), ~1.5 after 30 steps
+    torch.manual_seed(0)
+    losses = _train(make(tiny_bert, "prompt"), 30, 1e-2)
+    assert sum(losses[-5:]) / 5 < 0.4 * sum(losses[:5]) / 5, losses
+
+
+def test_prompt_defaults_are_promptberts_unsup_bert_run():
+    # kongds/Prompt-BERT run.sh, unsup-bert: TEMPLATE (view 1, test), TEMPLATE2 (view 2), ..._sentence_delta
+    p = PromptBERT.Params()
+    assert p.template == 'This sentence of "{sentence}" means {mask} .'
+    assert p.template2 == 'This sentence : "{sentence}" means {mask} .'
+    assert p.denoise is True and PromptL2P.Params().denoise is True
+    assert PromptL2P.Params().template == p.template and PromptL2P.Params().template2 == p.template2
+
+
+def test_template_denoising_subtracts_the_empty_templates_mask_vector(tiny_bert):
+    """PromptBERT's get_delta by hand: row i of view v is h_[MASK](row) − h_[MASK](template v without the sentence,
+    the tokens after the slot at positions shifted by the sentence's length, no attention mask), then the MLP."""
+    bert, tok = tiny_bert
+    m = make(tiny_bert, "prompt")
+    m.eval()                      # no dropout: the reference passes below see the same network
+    views = m.encode_views(SENTS[:3])
+    n = 3
+    with torch.no_grad():
+        got = m.represent(views)
+        last = m.encoder(**views).last_hidden_state
+        want = []
+        for row in range(2 * n):
+            template = m.params.template if row < n else m.params.template2
+            before, after = template.split("{sentence}")
+            pre = tok(before.format(mask=tok.mask_token), add_special_tokens=False)["input_ids"]
+            post = tok(after.format(mask=tok.mask_token), add_special_tokens=False)["input_ids"]
+            sent = tok(SENTS[row % n], add_special_tokens=False)["input_ids"]
+            empty = [tok.cls_token_id] + pre + post + [tok.sep_token_id]
+            pos = list(range(1 + len(pre))) + [1 + len(pre) + len(sent) + j for j in range(len(post) + 1)]
+            h = m.encoder(input_ids=torch.tensor([empty]), position_ids=torch.tensor([pos])).last_hidden_state[0]
+            ids = views["input_ids"][row]
+            at = int((ids == tok.mask_token_id).nonzero()[0])
+            assert at == pos[empty.index(tok.mask_token_id)]      # the [MASK] sits where the empty one is placed
+            want.append(last[row, at] - h[empty.index(tok.mask_token_id)])
+        want = m.mlp(torch.stack(want))
+    assert torch.allclose(got, want, atol=1e-5)
+    assert not torch.allclose(got, m.mlp(last[views["input_ids"] == tok.mask_token_id]), atol=1e-3)
+    # the gradient reaches the encoder through the empty-template pass too (PromptBERT: delta_freeze off)
+    m.train()
+    bias = m.template_bias(views)
+    assert bias.requires_grad
+    # and the test encoder: the first template, the plain [MASK] vector (the unsup. evaluation: no denoising)
+    assert m.export_info()["template"] == m.params.template
 
 
 # --------------------------------------------------------------------------- ablations
