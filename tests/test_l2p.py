@@ -618,3 +618,45 @@ def test_gradient_noise_ascent_reaches_the_configured_norms(tiny_bert):
     one(Batch(SENTS))                                  # from 0, one step: every row's norm is noise_step
     norms = one.last_perturbation.delta.flatten(1).norm(dim=1)
     assert torch.allclose(norms, torch.full_like(norms, 0.2), rtol=1e-5)
+
+
+def test_attend_padding_is_the_codes_unmasked_perturbed_passes(tiny_bert):
+    """attend_padding (RUCAIBox/L2P-CSR cl_forward_denoised: no attention mask): the training passes get no
+    attention mask and the padding positions get random token probabilities like the tokens."""
+    m = make(tiny_bert, "l2p", attend_padding=True)
+    batch = m.prepare(Batch(SENTS, draw=0, seed=3))
+    views, start = batch.features["views"], batch.features["perturbation"]
+    pad = ~views["attention_mask"].bool()
+    assert pad.any() and start.real.all()
+    assert (start.p_tok[:, pad] < 1).any()                # padding drawn like tokens, not fixed at 1
+    assert "attention_mask" not in m.encoder_inputs(views)
+    # the loss is that of the encoder without the mask: compare with a manual unmasked pass, masks off
+    m.eval()
+    ones = Masks(start.real, torch.ones_like(start.p_tok), torch.ones_like(start.p_fea))
+    with torch.no_grad(), m.perturbation.applied(m.perturbation.transforms(ones)):
+        got = m.contrastive_loss(views)
+        h = m.encoder(input_ids=views["input_ids"], token_type_ids=views.get("token_type_ids")).last_hidden_state
+    z1, z2 = m.mlp(h[:, 0]).chunk(2)
+    assert torch.allclose(got, info_nce(z1, z2, m.params.temperature), atol=1e-6)
+    masked = make(tiny_bert, "l2p")
+    masked.eval()
+    with torch.no_grad():   # the default passes the mask: other [CLS] vectors for the padded rows
+        assert not torch.allclose(masked.represent(views), m.represent(views), atol=1e-4)
+    default = make(tiny_bert, "l2p").prepare(Batch(SENTS, draw=0, seed=3)).features["perturbation"]
+    assert (default.p_tok[:, pad] == 1).all() and "attention_mask" in make(tiny_bert, "l2p").encoder_inputs(views)
+
+
+def test_prompt_l2p_denoising_pass_is_not_perturbed(tiny_bert):
+    """The empty-template pass (another batch) runs without the views' masks (the hooks paused)."""
+    m = make(tiny_bert, "prompt_l2p")
+    m.eval()
+    views = m.encode_views(SENTS)
+    masks = start(m, views)
+    with torch.no_grad():
+        clean = m.template_bias(views)
+        with m.perturbation.applied(m.perturbation.transforms(masks)):
+            inside = m.template_bias(views)
+            perturbed = m.represent(views)
+        plain = m.represent(views)
+    assert torch.equal(clean, inside)
+    assert not torch.allclose(perturbed, plain, atol=1e-4)    # the views themselves are perturbed

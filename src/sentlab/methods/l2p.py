@@ -182,22 +182,26 @@ class _TwoViewContrastive(Method):
 @register("prompt")
 class PromptBERT(_TwoViewContrastive):
     """PromptBERT, unsupervised (Jiang et al., "PromptBERT: Improving BERT
-    Sentence Embeddings with Prompts", 2022), as used by L2P-CSR Table 1 "+Prompt".
+    Sentence Embeddings with Prompts", 2022), as its released code trains it
+    (kongds/Prompt-BERT ``run.sh unsup-bert``; docs/methods.md#promptbert),
+    used by L2P-CSR Table 1 "+Prompt".
 
-    Each sentence is put in the template ``This sentence : "[X]" means [MASK] .``
-    (``template``) and the last-layer [MASK] vector is its representation, in
-    training (then the MLP, PromptBERT's ``--mlp_only_train``) and at test
-    (``export_info`` → pooling ``mask`` + the template; no MLP). Two dropout
-    views per sentence, in-batch InfoNCE over cos/τ. ``template2`` gives the
-    second view a different template, as PromptBERT's own unsupervised runs
-    do. PromptBERT's *template denoising* (subtracting the [MASK] vector of the
-    empty template) is **not implemented**.
+    Each sentence goes into two templates, one per view (``template`` =
+    ``This sentence of "[X]" means [MASK] .``, ``template2`` =
+    ``This sentence : "[X]" means [MASK] .``); the last-layer [MASK] vector
+    minus the [MASK] vector of the same template without the sentence
+    (*template denoising*, ``denoise``: :meth:`template_bias`), then the MLP
+    (``--mlp_only_train``), is the training representation; in-batch InfoNCE
+    over cos/τ. At test (``export_info`` → pooling ``mask`` + ``template``):
+    the first template's plain [MASK] vector, no denoising, no MLP, as its
+    unsup. evaluation. Paper profile: batch 256, lr 1e-5, max length 32, dev
+    every 125 steps.
 
     Example::
 
         m = PromptBERT(bert, tok, PromptBERT.Params(max_length=32))
         m(Batch(["a cat sat", "dogs bark"]))["loss"].backward()
-        m.sentence_encoder().encode(["a cat sat"])   # [MASK] pooling, same template
+        m.sentence_encoder().encode(["a cat sat"])   # [MASK] pooling, the first template
     """
 
     paper = "Jiang et al.: PromptBERT: Improving BERT Sentence Embeddings with Prompts (EMNLP 2022)"
@@ -208,8 +212,8 @@ and Wei, Furu and Huang, Haizhen and Deng, Denvy and Zhang, Qi},
   booktitle = {Proceedings of the 2022 Conference on Empirical Methods in Natural Language Processing},
   year = {2022}
 }"""
-    summary = ("PromptBERT (unsup.): template 'This sentence : \"[X]\" means [MASK] .', [MASK] vector, "
-               "two dropout views, InfoNCE")
+    summary = ("PromptBERT (unsup.): two templates, [MASK] vector minus the empty template's (template denoising), "
+               "InfoNCE; test: the first template's [MASK] vector")
     Params = PromptParams
     inference_pooling = "mask"
 
@@ -247,7 +251,8 @@ class L2PCSR(_TwoViewContrastive):
       masks in the ascent passes (``ascent_grad: continuous``);
     * token vector: one per layer, sentence, view and position (as the code);
       padding positions are fixed at p = 1 (never weakened) and the attention
-      mask IS passed (the code attends to padding; we do not);
+      mask is passed; ``attend_padding: true`` is the code (its perturbed
+      passes get no attention mask, and padding is perturbed like tokens);
     * feature vector: per layer and view, shared by the batch
       (``feature_scope: view``, default: "the two views get different
       masks"); ``batch`` = the code (one per layer for both views),
@@ -256,7 +261,7 @@ class L2PCSR(_TwoViewContrastive):
       the paper) or per entry (``element``, what the code's token update does);
     * a zero-norm gradient (NaN in the code): ``zero_grad: keep`` (no move) or
       ``reset`` (p = 1, the code);
-    * β = 0.5 (paper; the code's 0.1 is the documented alternative), t = 4;
+    * β = 0.5 (paper; the code's 0.1 is the paper profile's), t = 4;
     * the ascent uses ``torch.autograd.grad`` w.r.t. the perturbation only (no
       gradient reaches the encoder's ``.grad``); its passes run under their own
       seeded RNG (:func:`~sentlab.methods._perturb.isolated_rng`), so the
@@ -414,12 +419,13 @@ def _seed_from(gen: torch.Generator) -> int:
 # --------------------------------------------------------------------------- both
 @register("prompt_l2p")
 class PromptL2P(L2PCSR):
-    """L2P-CSR + PromptBERT (L2P-CSR Table 1 "+Prompt+Ours"): the sentence in the
-    template, the [MASK] vector as the representation (training: + MLP; test:
-    pooling ``mask``), and the learned weakening masks of :class:`L2PCSR` on the
-    templated input (template tokens are maskable too, every position has its
-    own token probability). Params = ``methods.l2p``'s plus ``template``,
-    ``template2``.
+    """L2P-CSR + PromptBERT (L2P-CSR Table 1 "+Prompt+Ours"): PromptBERT's input
+    recipe (:class:`PromptBERT`: two templates, template denoising; test: the
+    first template's [MASK] vector) and the learned weakening masks of
+    :class:`L2PCSR` on the templated input (template tokens are maskable too,
+    every position has its own token probability; the empty-template pass of
+    the denoising is not perturbed). Params = ``methods.l2p``'s plus
+    ``template``, ``template2``, ``denoise``.
     """
 
     summary = "L2P-CSR + PromptBERT: learned weakening masks on the templated input, [MASK] vector"
