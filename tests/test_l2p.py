@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from sentlab.config import TrainParams
-from sentlab.encoder import SentenceEncoder, apply_template
+from sentlab.encoder import SentenceEncoder, apply_template, end_with_period
 from sentlab.errors import SentlabError
 from sentlab.methods._common import info_nce
 from sentlab.methods._perturb import (Masks, MaskPerturbation, Noise, NoisePerturbation, ascend, freelb_init,
@@ -195,7 +195,7 @@ def test_no_perturbation_at_inference(tiny_bert):
 # --------------------------------------------------------------------------- prompt
 def test_template_wraps_sentences_and_pools_the_mask_position(tiny_bert):
     _, tok = tiny_bert
-    m = make(tiny_bert, "prompt", mlp_train=False, denoise=False)
+    m = make(tiny_bert, "prompt", mlp_train=False, denoise=False, end_period=False)
     ids = m.templated_ids(SENTS[:2], m.params.template)
     ref = tok(apply_template(SENTS[:2], tok.mask_token, m.params.template))["input_ids"]
     assert ids == ref
@@ -342,6 +342,26 @@ def test_template_denoising_subtracts_the_empty_templates_mask_vector(tiny_bert)
     assert bias.requires_grad
     # and the test encoder: the first template, the plain [MASK] vector (the unsup. evaluation: no denoising)
     assert m.export_info()["template"] == m.params.template
+
+
+def test_prompt_test_input_ends_with_a_period_as_promptberts_evaluation(tiny_bert):
+    """PromptBERT's evaluation.py batcher: "." appended to a sentence not ending in . ? " ' (then the template);
+    its train.py never does."""
+    bert, tok = tiny_bert
+    assert end_with_period(["a cat sat", "is it?", 'he said "no"', "it's 'ok'", "done.", ""]) == [
+        "a cat sat.", "is it?", 'he said "no"', "it's 'ok'", "done.", ""]
+    m = make(tiny_bert, "prompt", mlp_train=False, denoise=False)
+    assert m.export_info()["end_period"] is True
+    assert "end_period" not in make(tiny_bert, "prompt", end_period=False).export_info()
+    enc = m.sentence_encoder()
+    assert enc.end_period and enc._texts_for_model(["a cat sat"]) == ['This sentence of "a cat sat." means [MASK] .']
+    m.eval()
+    views = m.encode_views(["a cat sat."])                 # training input: the text as given
+    assert m.tokenizer.convert_ids_to_tokens(views["input_ids"][0].tolist())[5:9] == ["a", "cat", "sat", "."]
+    with torch.no_grad():
+        want = m.represent(views)[:1]
+    got = torch.from_numpy(enc.encode(["a cat sat"]))
+    assert torch.allclose(got, want[0], atol=1e-5)
 
 
 # --------------------------------------------------------------------------- ablations

@@ -32,8 +32,8 @@ its ``.bert``; the model arguments are a namespace of the flags ``cl_forward`` r
 Test time (not compared here, evaluation code): ``run.sh`` evaluates unsup-bert with ``evaluation.py
 --mask_embedding_sentence --mask_embedding_sentence_template TEMPLATE`` and no ``--mask_embedding_sentence_delta``:
 the first template, the plain [MASK] vector, no MLP, no denoising, which is what sentlab's ``export_info``
-(pooling ``mask``, ``template``) gives. Its batcher also appends "." to a sentence that does not end in
-``.?"'``; sentlab does not (docs/methods.md#promptbert).
+(pooling ``mask``, ``template``) gives; its batcher appends "." to a sentence that does not end in ``.?"'``,
+as sentlab's test encoder does (``end_period``; docs/methods.md#promptbert).
 
 The paper profile (profiles/paper.yaml ``methods.prompt``) trains this with the script's batch 256, lr 1e-5,
 1 epoch, max length 32, STS-B dev every 125 steps.

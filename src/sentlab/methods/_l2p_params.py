@@ -31,6 +31,9 @@ class _TemplateFields(ContrastiveParams):
         True, description="template denoising in training (PromptBERT --mask_embedding_sentence_delta): each view's "
                           "[MASK] vector minus the [MASK] vector of its empty template with the positions of a "
                           "sentence of that length, gradient through both; none at test (the unsup. evaluation)")
+    end_period: bool = Field(
+        True, description="test: '.' appended to a sentence not ending in . ? \" ' before the template, as "
+                          "PromptBERT's evaluation batcher does (training: never, as its train.py)")
 
     @field_validator("template", "template2")
     @classmethod

@@ -174,7 +174,8 @@ class _TwoViewContrastive(Method):
 
     def export_info(self) -> dict:
         if self.templates is not None:
-            return {"method": self.id, "pooling": "mask", "template": self.templates[0]}
+            info = {"method": self.id, "pooling": "mask", "template": self.templates[0]}
+            return info | ({"end_period": True} if getattr(self.params, "end_period", False) else {})
         return {"method": self.id, "pooling": "cls"}
 
 
@@ -193,8 +194,8 @@ class PromptBERT(_TwoViewContrastive):
     (*template denoising*, ``denoise``: :meth:`template_bias`), then the MLP
     (``--mlp_only_train``), is the training representation; in-batch InfoNCE
     over cos/τ. At test (``export_info`` → pooling ``mask`` + ``template``):
-    the first template's plain [MASK] vector, no denoising, no MLP, as its
-    unsup. evaluation. Paper profile: batch 256, lr 1e-5, max length 32, dev
+    the first template's plain [MASK] vector, no denoising, no MLP, a "."
+    ended sentence (``end_period``), as its unsup. evaluation. Paper profile: batch 256, lr 1e-5, max length 32, dev
     every 125 steps.
 
     Example::

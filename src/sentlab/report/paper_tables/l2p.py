@@ -41,7 +41,7 @@ TABLE3_ROWS = (
 # unsup-bert, benchmarks/released/promptbert.py; issue #53 §3.1)
 PROMPT_LABEL = "+Prompt"
 PROMPT_NOTE = ("PromptBERT unsup. (run.sh): two templates, template denoising in training; paper profile batch 256, "
-               "lr 1e-5; test: the first template's [MASK] vector (its batcher's added '.' not applied)")
+               "lr 1e-5; test: the first template's [MASK] vector, '.' ended sentences (its evaluation.py)")
 
 
 def roberta_rows() -> list[RowSpec]:
