@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from sentlab.config import TrainParams
-from sentlab.encoder import SentenceEncoder, apply_template
+from sentlab.encoder import SentenceEncoder, apply_template, end_with_period
 from sentlab.errors import SentlabError
 from sentlab.methods._common import info_nce
 from sentlab.methods._perturb import (Masks, MaskPerturbation, Noise, NoisePerturbation, ascend, freelb_init,
@@ -195,15 +195,17 @@ def test_no_perturbation_at_inference(tiny_bert):
 # --------------------------------------------------------------------------- prompt
 def test_template_wraps_sentences_and_pools_the_mask_position(tiny_bert):
     _, tok = tiny_bert
-    m = make(tiny_bert, "prompt", mlp_train=False)
+    m = make(tiny_bert, "prompt", mlp_train=False, denoise=False, end_period=False)
     ids = m.templated_ids(SENTS[:2], m.params.template)
     ref = tok(apply_template(SENTS[:2], tok.mask_token, m.params.template))["input_ids"]
     assert ids == ref
     long = " ".join(["word"] * 80)
     (lid,) = m.templated_ids([long], m.params.template)
     assert tok.mask_token_id in lid and lid[-1] == tok.sep_token_id
-    n_template = len(ids[0]) - len(tok(SENTS[0])["input_ids"])
-    assert len(lid) == 32 + n_template                 # the sentence keeps max_length's budget, the template added
+    # [CLS] this sentence of " ... " means [MASK] . [SEP]: 10 tokens around the sentence
+    n_template = len(ids[0]) - len(tok(SENTS[0], add_special_tokens=False)["input_ids"])
+    assert n_template == 10
+    assert len(lid) == 32 + n_template     # the sentence alone cut at max_length (PromptBERT's train.py), then wrapped
     (sid,) = make(tiny_bert, "prompt", max_length=12).templated_ids([long], m.params.template)
     assert len(sid) == 12 + n_template                 # params.max_length (the method's own, else train's)
     m.eval()
@@ -221,7 +223,7 @@ def test_template_wraps_sentences_and_pools_the_mask_position(tiny_bert):
 
 
 def test_prompt_l2p_masks_the_templated_input_and_second_template(tiny_bert):
-    m = make(tiny_bert, "prompt_l2p", template2='This sentence of "{sentence}" means {mask} .')
+    m = make(tiny_bert, "prompt_l2p")     # PromptBERT's two templates by default
     out = m(Batch(SENTS))
     assert torch.isfinite(out["loss"]) and "weakened_tokens" in out
     views = m.encode_views(SENTS)
@@ -261,8 +263,11 @@ def _clean_loss(m):
 @pytest.mark.parametrize("method_id", ["l2p", "prompt_l2p"])
 def test_l2p_training_loss_falls_on_a_tiny_model(tiny_bert, method_id):
     # The learned masks start the encoder far from invariance (loss ~4); AdamW on a fixed batch brings it down.
+    # (prompt_l2p without template denoising: on the random tiny model the denoised [MASK] vectors are mostly
+    # dropout noise at first; test_prompt_loss_falls_on_a_tiny_model trains with it)
     torch.manual_seed(0)
-    losses = _train(make(tiny_bert, method_id), 20, 1e-3)
+    kw = {"denoise": False} if method_id == "prompt_l2p" else {}
+    losses = _train(make(tiny_bert, method_id, **kw), 20, 1e-3)
     assert sum(losses[-5:]) / 5 < 0.7 * sum(losses[:5]) / 5, losses
 
 
@@ -283,10 +288,80 @@ def test_l2p_masked_views_become_separable(tiny_bert):
 
 def test_prompt_loss_falls_on_a_tiny_model(tiny_bert):
     torch.manual_seed(0)
-    m = make(tiny_bert, "prompt")
+    m = make(tiny_bert, "prompt", denoise=False)
     before = _clean_loss(m)
     _train(m, 30, 1e-2)  # 30 steps: from SimCSE's MLP init (N(0, 0.02)) the tiny model is at 0.91x at 15, 0.04x at 30
     assert _clean_loss(m) < 0.5 * before
+    # with template denoising (the default): the denoised [MASK] vectors of the random tiny model are mostly
+    # dropout noise at first (training loss ~5-9 over the first steps), ~1.5 after 30 steps
+    torch.manual_seed(0)
+    losses = _train(make(tiny_bert, "prompt"), 30, 1e-2)
+    assert sum(losses[-5:]) / 5 < 0.4 * sum(losses[:5]) / 5, losses
+
+
+def test_prompt_defaults_are_promptberts_unsup_bert_run():
+    # kongds/Prompt-BERT run.sh, unsup-bert: TEMPLATE (view 1, test), TEMPLATE2 (view 2), ..._sentence_delta
+    p = PromptBERT.Params()
+    assert p.template == 'This sentence of "{sentence}" means {mask} .'
+    assert p.template2 == 'This sentence : "{sentence}" means {mask} .'
+    assert p.denoise is True and PromptL2P.Params().denoise is True
+    assert PromptL2P.Params().template == p.template and PromptL2P.Params().template2 == p.template2
+
+
+def test_template_denoising_subtracts_the_empty_templates_mask_vector(tiny_bert):
+    """PromptBERT's get_delta by hand: row i of view v is h_[MASK](row) − h_[MASK](template v without the sentence,
+    the tokens after the slot at positions shifted by the sentence's length, no attention mask), then the MLP."""
+    bert, tok = tiny_bert
+    m = make(tiny_bert, "prompt")
+    m.eval()                      # no dropout: the reference passes below see the same network
+    views = m.encode_views(SENTS[:3])
+    n = 3
+    with torch.no_grad():
+        got = m.represent(views)
+        last = m.encoder(**views).last_hidden_state
+        want = []
+        for row in range(2 * n):
+            template = m.params.template if row < n else m.params.template2
+            before, after = template.split("{sentence}")
+            pre = tok(before.format(mask=tok.mask_token), add_special_tokens=False)["input_ids"]
+            post = tok(after.format(mask=tok.mask_token), add_special_tokens=False)["input_ids"]
+            sent = tok(SENTS[row % n], add_special_tokens=False)["input_ids"]
+            empty = [tok.cls_token_id] + pre + post + [tok.sep_token_id]
+            pos = list(range(1 + len(pre))) + [1 + len(pre) + len(sent) + j for j in range(len(post) + 1)]
+            h = m.encoder(input_ids=torch.tensor([empty]), position_ids=torch.tensor([pos])).last_hidden_state[0]
+            ids = views["input_ids"][row]
+            at = int((ids == tok.mask_token_id).nonzero()[0])
+            assert at == pos[empty.index(tok.mask_token_id)]      # the [MASK] sits where the empty one is placed
+            want.append(last[row, at] - h[empty.index(tok.mask_token_id)])
+        want = m.mlp(torch.stack(want))
+    assert torch.allclose(got, want, atol=1e-5)
+    assert not torch.allclose(got, m.mlp(last[views["input_ids"] == tok.mask_token_id]), atol=1e-3)
+    # the gradient reaches the encoder through the empty-template pass too (PromptBERT: delta_freeze off)
+    m.train()
+    bias = m.template_bias(views)
+    assert bias.requires_grad
+    # and the test encoder: the first template, the plain [MASK] vector (the unsup. evaluation: no denoising)
+    assert m.export_info()["template"] == m.params.template
+
+
+def test_prompt_test_input_ends_with_a_period_as_promptberts_evaluation(tiny_bert):
+    """PromptBERT's evaluation.py batcher: "." appended to a sentence not ending in . ? " ' (then the template);
+    its train.py never does."""
+    bert, tok = tiny_bert
+    assert end_with_period(["a cat sat", "is it?", 'he said "no"', "it's 'ok'", "done.", ""]) == [
+        "a cat sat.", "is it?", 'he said "no"', "it's 'ok'", "done.", ""]
+    m = make(tiny_bert, "prompt", mlp_train=False, denoise=False)
+    assert m.export_info()["end_period"] is True
+    assert "end_period" not in make(tiny_bert, "prompt", end_period=False).export_info()
+    enc = m.sentence_encoder()
+    assert enc.end_period and enc._texts_for_model(["a cat sat"]) == ['This sentence of "a cat sat." means [MASK] .']
+    m.eval()
+    views = m.encode_views(["a cat sat."])                 # training input: the text as given
+    assert m.tokenizer.convert_ids_to_tokens(views["input_ids"][0].tolist())[5:9] == ["a", "cat", "sat", "."]
+    with torch.no_grad():
+        want = m.represent(views)[:1]
+    got = torch.from_numpy(enc.encode(["a cat sat"]))
+    assert torch.allclose(got, want[0], atol=1e-5)
 
 
 # --------------------------------------------------------------------------- ablations
@@ -563,3 +638,45 @@ def test_gradient_noise_ascent_reaches_the_configured_norms(tiny_bert):
     one(Batch(SENTS))                                  # from 0, one step: every row's norm is noise_step
     norms = one.last_perturbation.delta.flatten(1).norm(dim=1)
     assert torch.allclose(norms, torch.full_like(norms, 0.2), rtol=1e-5)
+
+
+def test_attend_padding_is_the_codes_unmasked_perturbed_passes(tiny_bert):
+    """attend_padding (RUCAIBox/L2P-CSR cl_forward_denoised: no attention mask): the training passes get no
+    attention mask and the padding positions get random token probabilities like the tokens."""
+    m = make(tiny_bert, "l2p", attend_padding=True)
+    batch = m.prepare(Batch(SENTS, draw=0, seed=3))
+    views, start = batch.features["views"], batch.features["perturbation"]
+    pad = ~views["attention_mask"].bool()
+    assert pad.any() and start.real.all()
+    assert (start.p_tok[:, pad] < 1).any()                # padding drawn like tokens, not fixed at 1
+    assert "attention_mask" not in m.encoder_inputs(views)
+    # the loss is that of the encoder without the mask: compare with a manual unmasked pass, masks off
+    m.eval()
+    ones = Masks(start.real, torch.ones_like(start.p_tok), torch.ones_like(start.p_fea))
+    with torch.no_grad(), m.perturbation.applied(m.perturbation.transforms(ones)):
+        got = m.contrastive_loss(views)
+        h = m.encoder(input_ids=views["input_ids"], token_type_ids=views.get("token_type_ids")).last_hidden_state
+    z1, z2 = m.mlp(h[:, 0]).chunk(2)
+    assert torch.allclose(got, info_nce(z1, z2, m.params.temperature), atol=1e-6)
+    masked = make(tiny_bert, "l2p")
+    masked.eval()
+    with torch.no_grad():   # the default passes the mask: other [CLS] vectors for the padded rows
+        assert not torch.allclose(masked.represent(views), m.represent(views), atol=1e-4)
+    default = make(tiny_bert, "l2p").prepare(Batch(SENTS, draw=0, seed=3)).features["perturbation"]
+    assert (default.p_tok[:, pad] == 1).all() and "attention_mask" in make(tiny_bert, "l2p").encoder_inputs(views)
+
+
+def test_prompt_l2p_denoising_pass_is_not_perturbed(tiny_bert):
+    """The empty-template pass (another batch) runs without the views' masks (the hooks paused)."""
+    m = make(tiny_bert, "prompt_l2p")
+    m.eval()
+    views = m.encode_views(SENTS)
+    masks = start(m, views)
+    with torch.no_grad():
+        clean = m.template_bias(views)
+        with m.perturbation.applied(m.perturbation.transforms(masks)):
+            inside = m.template_bias(views)
+            perturbed = m.represent(views)
+        plain = m.represent(views)
+    assert torch.equal(clean, inside)
+    assert not torch.allclose(perturbed, plain, atol=1e-4)    # the views themselves are perturbed

@@ -356,8 +356,8 @@ def test_no_delta_between_backbones_and_roberta_rows(tmp_path):
                  if x.startswith("|") and "_roberta`" in x]
     assert len(rob_lines) == 2 and not any("stale" in x for x in rob_lines)  # its own backbone is not stale
     assert float(cell("l2p_table1", "+Ours (L2P-CSR)", "l2p_roberta")["diff"]) == pytest.approx(72.0 - 71.69)
-    prompt = cell("l2p_table1", "+Prompt (sentlab: PromptBERT's template, not its recipe)", "prompt", section="")
-    assert prompt["diff"] == "" and float(prompt["paper"]) == 71.56 and "two templates" in prompt["note"]
+    prompt = cell("l2p_table1", "+Prompt", "prompt", section="")   # PromptBERT's recipe (#53 §3.1): a Δ
+    assert float(prompt["diff"]) == pytest.approx(74.0 - 71.56) and "template denoising" in prompt["note"]
     pb = cell("posbow_table1", "SimCSE", "simcse_roberta")
     assert float(pb["diff"]) == pytest.approx(71.0 - 70.16)
     assert float(cell("posbow_table1", "Our sentence (full embedding)", "posbow_adv")["diff"]) == pytest.approx(

@@ -28,6 +28,8 @@ CASES = {  # name: sentlab.json pooling record
     "top2_mean": {"pooling": "top2_mean"},
     "prompt": {"pooling": "mask", "template": 'This sentence : "{sentence}" means {mask} .'},
     "prompt_mask_first": {"pooling": "mask", "template": '{mask} is what "{sentence}" says .'},
+    "prompt_end_period": {"pooling": "mask", "template": 'This sentence of "{sentence}" means {mask} .',
+                          "end_period": True},   # PromptBERT's test input (methods.prompt.end_period)
     "posbow_channels": {"pooling": "cls", "channels": {"bow": [0, 16], "pos": [16, 32]}},
 }
 ST_ONLY = {"cls", "mean"}  # written with sentence-transformers' own modules only
@@ -95,6 +97,7 @@ def test_exported_tiny_model_matches_sentlab_encoder(case, tmp_path, tok, one_th
     assert back["pooling"] == CASES[case]["pooling"]
     assert back["template"] == CASES[case].get("template")
     assert back["channels"] == CASES[case].get("channels")
+    assert back.get("end_period", False) == CASES[case].get("end_period", False)
 
 
 def test_export_keeps_the_weights_and_tokenizer_limit(tmp_path, tok, one_thread):

@@ -154,6 +154,12 @@ def apply_template(sentences: Sequence[str], mask_token: str, template: str = PR
     return [template.format(sentence=s, mask=mask_token) for s in sentences]
 
 
+def end_with_period(sentences: Sequence[str]) -> list[str]:
+    """PromptBERT's evaluation batcher (kongds/Prompt-BERT ``evaluation.py``): "." appended to a non-empty
+    sentence whose last character is not one of ``.?"'``, before it goes into the template."""
+    return [s + "." if s and s[-1] not in ".?\"'" else s for s in sentences]
+
+
 def resolve_workers(setting, device: torch.device) -> int:
     """``evaluate.workers``: ``auto`` = on CPU one single-threaded worker per intra-op thread
     (``torch.get_num_threads()``), 1 on CUDA; an explicit number is kept (1: the batches in turn, on all threads)."""
@@ -196,6 +202,7 @@ class SentenceEncoder:
     precision: str = "fp32"
     dims: Optional[tuple[int, int]] = None
     template: Optional[str] = None
+    end_period: bool = False  # PromptBERT's test input: "." ended sentences before the template (end_with_period)
     post: Optional[Callable[[np.ndarray], np.ndarray]] = None
     name: str = "model"
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
@@ -227,6 +234,8 @@ class SentenceEncoder:
 
     def _texts_for_model(self, sentences: Sequence[str]) -> list[str]:
         texts = list(sentences)
+        if self.end_period:
+            texts = end_with_period(texts)
         if self.template is not None:
             texts = apply_template(texts, self.tokenizer.mask_token, self.template)
         return texts
@@ -272,7 +281,7 @@ class SentenceEncoder:
         for p in poolings:
             if p not in POOLINGS:
                 raise ValueError(f"unknown pooling {p!r}; allowed: {', '.join(POOLINGS)}")
-        if ("mask" in poolings or self.template is not None) and poolings != [self.pooling]:
+        if ("mask" in poolings or self.template is not None or self.end_period) and poolings != [self.pooling]:
             raise ValueError("encode_poolings: a template (mask pooling) changes the input text; it cannot share a "
                              f"forward pass with other poolings ({poolings})")
         texts = _texts(sentences)

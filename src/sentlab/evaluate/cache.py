@@ -96,7 +96,7 @@ def encoding_settings(encoder: SentenceEncoder, batch_size: int) -> dict:
     """Everything besides the weights and the sentences that can change an embedding's bits."""
     import transformers
 
-    return {"pooling": encoder.pooling, "template": encoder.template,
+    return {"pooling": encoder.pooling, "template": encoder.template, "end_period": encoder.end_period,
             "dims": list(encoder.dims) if encoder.dims is not None else None, "precision": encoder.precision,
             "device": encoder.device.type, "max_length": encoder.effective_max_length,
             "token_budget": encoder.token_budget, "batch_size": int(batch_size),

@@ -83,11 +83,13 @@ def build_encoders(model: str, pooling: Optional[str] = None, precision: str = "
     pool = pooling or (info or {}).get("pooling", "cls")
     # the model's test-time head (supervised SimCSE's MLP) goes with its own pooling; --pooling scores the bare encoder
     head = read_head(root / info["head"]) if pooling is None and (info or {}).get("head") else None
-    enc = SentenceEncoder(net, tok, pooling=pool, template=(info or {}).get("template"), precision=precision,
+    enc = SentenceEncoder(net, tok, pooling=pool, template=(info or {}).get("template"),
+                          end_period=bool((info or {}).get("end_period")), precision=precision,
                           max_length=max_length, name=name, device=dev, workers=workers, head=head)
     encoders = {name: enc}
     for channel, (lo, hi) in ((info or {}).get("channels") or {}).items():
         encoders[f"{name}_{channel}"] = SentenceEncoder(net, tok, pooling=pool, template=enc.template,
+                                                        end_period=enc.end_period,
                                                         precision=precision, max_length=max_length,
                                                         dims=(int(lo), int(hi)), head=head,
                                                         name=f"{name}_{channel}", device=dev, workers=workers)
@@ -147,7 +149,8 @@ def _channel_lookup(enc: SentenceEncoder, main: Optional[SentenceEncoder], looku
     embeddings: no second encoding pass. None when ``enc`` is not such a slice."""
     if (main is None or lookup is None or enc.dims is None or main.dims is not None or main.post is not None
             or enc.post is not None or enc.model is not main.model or enc.pooling != main.pooling
-            or enc.template != main.template or enc.precision != main.precision or enc.max_length != main.max_length):
+            or enc.template != main.template or enc.end_period != main.end_period or enc.precision != main.precision
+            or enc.max_length != main.max_length):
         return None
     lo, hi = enc.dims
     return {s: v[lo:hi] for s, v in lookup.items()}

@@ -42,19 +42,25 @@ class TemplateTransformer(Transformer):
     tokenises it.
     """
 
-    config_keys = [*Transformer.config_keys, "template_suffix"]
+    config_keys = [*Transformer.config_keys, "template_suffix", "end_period"]
 
-    def __init__(self, model_name_or_path: str, *, template_suffix: str = "", **kwargs) -> None:
+    def __init__(self, model_name_or_path: str, *, template_suffix: str = "", end_period: bool = False,
+                 **kwargs) -> None:
         super().__init__(model_name_or_path, **kwargs)
         self.template_suffix = template_suffix
+        self.end_period = end_period   # PromptBERT's test input: sentlab.encoder.end_with_period
 
     def preprocess(self, inputs, prompt: Optional[str] = None, **kwargs) -> dict[str, Any]:
+        if self.end_period:
+            from ..encoder import end_with_period
+
+            inputs = [end_with_period([x])[0] if isinstance(x, str) else x for x in inputs]
         if self.template_suffix:
             inputs = [x + self.template_suffix if isinstance(x, str) else x for x in inputs]
         return super().preprocess(inputs, prompt=prompt, **kwargs)
 
     def get_config_dict(self) -> dict[str, Any]:
-        return {**super().get_config_dict(), "template_suffix": self.template_suffix}
+        return {**super().get_config_dict(), "template_suffix": self.template_suffix, "end_period": self.end_period}
 
 
 class _PoolingModule(Module):

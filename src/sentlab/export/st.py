@@ -68,7 +68,8 @@ def build_sentence_transformer(folder: Path, info: dict, max_length: int):
         from transformers import AutoTokenizer
 
         head, tail = split_template(template, AutoTokenizer.from_pretrained(folder).mask_token)
-        first = TemplateTransformer(str(folder), template_suffix=tail, **kwargs)
+        first = TemplateTransformer(str(folder), template_suffix=tail, end_period=bool(info.get("end_period")),
+                                    **kwargs)
         prompts = {TEMPLATE_PROMPT: head}
     else:
         first = Transformer(str(folder), **kwargs)
@@ -153,6 +154,8 @@ def st_pooling_info(folder: Path) -> Optional[dict]:
             cfg = _json(cfg_dir / "sentence_bert_config.json")
             out["subfolder"], out["max_length"] = sub, cfg.get("max_seq_length")
             suffix = cfg.get("template_suffix", "")
+            if cfg.get("end_period"):
+                out["end_period"] = True
         elif cls == "Pooling":
             out["pooling"] = _st_pooling_mode(_json(cfg_dir / "config.json"), cfg_dir)
         elif kind == SENTLAB_MODULES + "MaskPooling":

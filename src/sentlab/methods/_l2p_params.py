@@ -15,12 +15,25 @@ from ..encoder import PROMPT_TEMPLATE
 from .base import ContrastiveParams
 
 
+# PromptBERT's unsup-bert run (kongds/Prompt-BERT run.sh): TEMPLATE (view 1 and test) and TEMPLATE2 (view 2)
+PROMPTBERT_TEMPLATE = 'This sentence of "{sentence}" means {mask} .'
+PROMPTBERT_TEMPLATE2 = PROMPT_TEMPLATE
+
+
 class _TemplateFields(ContrastiveParams):
-    template: str = Field(PROMPT_TEMPLATE,
-                          description="PromptBERT template with {sentence} and {mask}; used at test too")
+    template: str = Field(PROMPTBERT_TEMPLATE,
+                          description="template of the first view, with {sentence} and {mask}; the test template too "
+                                      "(PromptBERT unsup-bert's TEMPLATE)")
     template2: Optional[str] = Field(
-        None, description="template of the second view (PromptBERT's unsup. runs use a different one); "
-                          "None: same as `template`")
+        PROMPTBERT_TEMPLATE2, description="template of the second view (PromptBERT unsup-bert's TEMPLATE2); None: "
+                                          "the same as `template`")
+    denoise: bool = Field(
+        True, description="template denoising in training (PromptBERT --mask_embedding_sentence_delta): each view's "
+                          "[MASK] vector minus the [MASK] vector of its empty template with the positions of a "
+                          "sentence of that length, gradient through both; none at test (the unsup. evaluation)")
+    end_period: bool = Field(
+        True, description="test: '.' appended to a sentence not ending in . ? \" ' before the template, as "
+                          "PromptBERT's evaluation batcher does (training: never, as its train.py)")
 
     @field_validator("template", "template2")
     @classmethod
@@ -72,6 +85,10 @@ class L2PParams(ContrastiveParams):
         None, gt=0, description="gradient_noise: FreeLB adv-max-norm: rows above this norm are scaled back to it; "
                                 "None: no projection (FreeLB's 0)")
     mlp_train: bool = Field(True, description="[CLS]/[MASK] + MLP (Linear+tanh) in training, dropped at test")
+    attend_padding: bool = Field(
+        False, description="True: as the code (its cl_forward_denoised calls the encoder without the attention "
+                           "mask): the training passes attend to [PAD] and padding positions are perturbed like "
+                           "tokens; False: the attention mask is passed and padding keeps p = 1. Test: no change")
 
     def slice_caps(self, *, steps: int, batch_size: int, sentences: int) -> dict:
         """``max_sentences``, a subset of the corpus, at most half the slice's corpus."""

@@ -230,10 +230,25 @@ class Perturbation:
     def __init__(self, encoder: nn.Module, params):
         self.params = params
         self.hidden = encoder.config.hidden_size
+        self._paused = False
 
     def applied(self, transforms: Sequence[Optional[Transform]]):
-        """A ``with`` block inside which module i's output goes through ``transforms[i]``."""
-        return transform_outputs(self.modules, transforms)
+        """A ``with`` block inside which module i's output goes through ``transforms[i]`` (not while
+        :meth:`paused`)."""
+        def pausable(fn):
+            return None if fn is None else (lambda out: out if self._paused else fn(out))
+
+        return transform_outputs(self.modules, [pausable(fn) for fn in transforms])
+
+    @contextlib.contextmanager
+    def paused(self):
+        """A block inside :meth:`applied` whose forward passes are not perturbed (PromptBERT's empty-template
+        pass of ``prompt_l2p``: another batch, not the views the perturbation belongs to)."""
+        before, self._paused = self._paused, True
+        try:
+            yield
+        finally:
+            self._paused = before
 
     def draw(self, real: torch.Tensor, generator: torch.Generator):  # pragma: no cover - abstract
         raise NotImplementedError

@@ -314,5 +314,6 @@ class Method(nn.Module):
         extras."""
         info = self.export_info()
         return SentenceEncoder(self.encoder, self.tokenizer, pooling=info.get("pooling", "cls"),
-                               template=info.get("template"), max_length=max_length, precision=precision,
+                               template=info.get("template"), end_period=bool(info.get("end_period")),
+                               max_length=max_length, precision=precision,
                                name=self.id, device=self.device, head=self.inference_head())

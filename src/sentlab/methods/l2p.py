@@ -82,20 +82,24 @@ class _TwoViewContrastive(Method):
     def templated_ids(self, sentences, template: str) -> list[list[int]]:
         """Token ids of ``template`` around each sentence, special tokens added.
 
-        The sentence is truncated to ``max_length`` minus the special tokens (the
-        budget it has without a template) *before* it is wrapped, as PromptBERT's
-        training code does, so the [MASK] token is never cut off.
+        The sentence alone is truncated to ``max_length`` tokens *before* it is
+        wrapped, as PromptBERT's training code does (``train.py`` cuts the
+        sentence's ids at ``max_seq_length``, then adds the template), so the
+        [MASK] token is never cut off and the input is up to ``max_length`` plus
+        the template's tokens long.
         """
         before, after = self._template_pieces(template)
         head, tail = self._special_tokens()
-        budget = max(1, self.params.max_length - len(head) - len(tail))
         sent = self.tokenizer(list(sentences), add_special_tokens=False, truncation=True,
-                              max_length=budget)["input_ids"]
+                              max_length=self.params.max_length)["input_ids"]
         return [head + before + s + after + tail for s in sent]
 
     def _template_pieces(self, template: str) -> tuple[list[int], list[int]]:
+        """The ids of the template's text before and after ``{sentence}`` (no special tokens). The text before
+        is right-stripped, as PromptBERT's code strips it for RoBERTa (for BERT's tokenizer it changes nothing)."""
         if template not in self._template_cache:
             before, after = template.split("{sentence}")
+            before = before.rstrip()
             mask = self.tokenizer.mask_token
             ids = [self.tokenizer(part.format(mask=mask), add_special_tokens=False)["input_ids"]
                    for part in (before, after)]
@@ -113,13 +117,55 @@ class _TwoViewContrastive(Method):
 
     # --- representation and loss ----------------------------------------------
     def represent(self, views: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Training representation: [CLS] (or [MASK] with a template) of the last layer, then the MLP."""
-        out = self.encoder(**views, return_dict=True)
+        """Training representation: [CLS] (or [MASK] with a template, minus the empty template's [MASK] vector
+        with ``denoise``) of the last layer, then the MLP."""
+        denoise = self.templates is not None and getattr(self.params, "denoise", False)
+        bias = self.template_bias(views) if denoise else None   # first, as PromptBERT's cl_forward
+        out = self.encoder(**self.encoder_inputs(views), return_dict=True)
         if self.templates is not None:
             h = pool(out, views["attention_mask"], "mask", views["input_ids"], self.tokenizer.mask_token_id)
+            if bias is not None:
+                h = h - bias
         else:
             h = out.last_hidden_state[:, 0]
         return self.mlp(h) if self.mlp is not None else h
+
+    def encoder_inputs(self, views: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """What the training passes give the encoder (all of ``views`` here)."""
+        return views
+
+    def template_bias(self, views: dict[str, torch.Tensor]) -> torch.Tensor:
+        """PromptBERT's template denoising (its ``get_delta``): for each row of the doubled batch, the last-layer
+        [MASK] vector of the row's template *without* the sentence, its tokens after the sentence slot at the
+        positions they have in the row (position ids shifted by the sentence's token count), no attention mask,
+        in train mode (dropout as the main pass) and with the gradient. ``(2N, d)``.
+
+        One empty-template row per sentence length 0 … the widest the batch allows (the code: 50 rows), indexed
+        by each row's sentence length = its real tokens − the template's (no host sync). The position ids are
+        ``0, 1, …`` as the code passes them (for RoBERTa, whose own ids start after the padding index, that is
+        the code's offset too)."""
+        mask, width = views["attention_mask"], views["attention_mask"].size(1)
+        n = mask.size(0) // 2
+        device = mask.device
+        out = []
+        for rows, template in ((slice(0, n), self.templates[0]), (slice(n, None), self.templates[1])):
+            before, after = self._template_pieces(template)
+            head, tail = self._special_tokens()
+            ids = torch.tensor(head + before + after + tail, device=device)
+            lengths = torch.arange(max(1, width - len(ids) + 1), device=device)
+            d_ids = ids.unsqueeze(0).expand(len(lengths), -1)
+            pos = torch.arange(len(ids), device=device).unsqueeze(0).repeat(len(lengths), 1)
+            pos[:, len(head) + len(before):] += lengths.unsqueeze(-1)
+            with self.unperturbed():
+                last = self.encoder(input_ids=d_ids, position_ids=pos, return_dict=True).last_hidden_state
+            at = ids.tolist().index(self.tokenizer.mask_token_id)
+            sent_len = (mask[rows].sum(-1) - len(ids)).clamp(0, len(lengths) - 1)
+            out.append(last[:, at][sent_len])
+        return torch.cat(out)
+
+    def unperturbed(self):
+        """A block whose encoder passes see no training perturbation (none here)."""
+        return contextlib.nullcontext()
 
     def contrastive_loss(self, views: dict[str, torch.Tensor]) -> torch.Tensor:
         """In-batch InfoNCE (L2P-CSR Eq. 9) between the two halves of the doubled batch."""
@@ -128,7 +174,8 @@ class _TwoViewContrastive(Method):
 
     def export_info(self) -> dict:
         if self.templates is not None:
-            return {"method": self.id, "pooling": "mask", "template": self.templates[0]}
+            info = {"method": self.id, "pooling": "mask", "template": self.templates[0]}
+            return info | ({"end_period": True} if getattr(self.params, "end_period", False) else {})
         return {"method": self.id, "pooling": "cls"}
 
 
@@ -136,22 +183,26 @@ class _TwoViewContrastive(Method):
 @register("prompt")
 class PromptBERT(_TwoViewContrastive):
     """PromptBERT, unsupervised (Jiang et al., "PromptBERT: Improving BERT
-    Sentence Embeddings with Prompts", 2022), as used by L2P-CSR Table 1 "+Prompt".
+    Sentence Embeddings with Prompts", 2022), as its released code trains it
+    (kongds/Prompt-BERT ``run.sh unsup-bert``; docs/methods.md#promptbert),
+    used by L2P-CSR Table 1 "+Prompt".
 
-    Each sentence is put in the template ``This sentence : "[X]" means [MASK] .``
-    (``template``) and the last-layer [MASK] vector is its representation, in
-    training (then the MLP, PromptBERT's ``--mlp_only_train``) and at test
-    (``export_info`` → pooling ``mask`` + the template; no MLP). Two dropout
-    views per sentence, in-batch InfoNCE over cos/τ. ``template2`` gives the
-    second view a different template, as PromptBERT's own unsupervised runs
-    do. PromptBERT's *template denoising* (subtracting the [MASK] vector of the
-    empty template) is **not implemented**.
+    Each sentence goes into two templates, one per view (``template`` =
+    ``This sentence of "[X]" means [MASK] .``, ``template2`` =
+    ``This sentence : "[X]" means [MASK] .``); the last-layer [MASK] vector
+    minus the [MASK] vector of the same template without the sentence
+    (*template denoising*, ``denoise``: :meth:`template_bias`), then the MLP
+    (``--mlp_only_train``), is the training representation; in-batch InfoNCE
+    over cos/τ. At test (``export_info`` → pooling ``mask`` + ``template``):
+    the first template's plain [MASK] vector, no denoising, no MLP, a "."
+    ended sentence (``end_period``), as its unsup. evaluation. Paper profile: batch 256, lr 1e-5, max length 32, dev
+    every 125 steps.
 
     Example::
 
         m = PromptBERT(bert, tok, PromptBERT.Params(max_length=32))
         m(Batch(["a cat sat", "dogs bark"]))["loss"].backward()
-        m.sentence_encoder().encode(["a cat sat"])   # [MASK] pooling, same template
+        m.sentence_encoder().encode(["a cat sat"])   # [MASK] pooling, the first template
     """
 
     paper = "Jiang et al.: PromptBERT: Improving BERT Sentence Embeddings with Prompts (EMNLP 2022)"
@@ -162,8 +213,8 @@ and Wei, Furu and Huang, Haizhen and Deng, Denvy and Zhang, Qi},
   booktitle = {Proceedings of the 2022 Conference on Empirical Methods in Natural Language Processing},
   year = {2022}
 }"""
-    summary = ("PromptBERT (unsup.): template 'This sentence : \"[X]\" means [MASK] .', [MASK] vector, "
-               "two dropout views, InfoNCE")
+    summary = ("PromptBERT (unsup.): two templates, [MASK] vector minus the empty template's (template denoising), "
+               "InfoNCE; test: the first template's [MASK] vector")
     Params = PromptParams
     inference_pooling = "mask"
 
@@ -201,7 +252,8 @@ class L2PCSR(_TwoViewContrastive):
       masks in the ascent passes (``ascent_grad: continuous``);
     * token vector: one per layer, sentence, view and position (as the code);
       padding positions are fixed at p = 1 (never weakened) and the attention
-      mask IS passed (the code attends to padding; we do not);
+      mask is passed; ``attend_padding: true`` is the code (its perturbed
+      passes get no attention mask, and padding is perturbed like tokens);
     * feature vector: per layer and view, shared by the batch
       (``feature_scope: view``, default: "the two views get different
       masks"); ``batch`` = the code (one per layer for both views),
@@ -210,7 +262,7 @@ class L2PCSR(_TwoViewContrastive):
       the paper) or per entry (``element``, what the code's token update does);
     * a zero-norm gradient (NaN in the code): ``zero_grad: keep`` (no move) or
       ``reset`` (p = 1, the code);
-    * β = 0.5 (paper; the code's 0.1 is the documented alternative), t = 4;
+    * β = 0.5 (paper; the code's 0.1 is the paper profile's), t = 4;
     * the ascent uses ``torch.autograd.grad`` w.r.t. the perturbation only (no
       gradient reaches the encoder's ``.grad``); its passes run under their own
       seeded RNG (:func:`~sentlab.methods._perturb.isolated_rng`), so the
@@ -298,7 +350,10 @@ class L2PCSR(_TwoViewContrastive):
         """The views, the random start of the perturbation (Eq. 4) and the dropout seeds of the passes."""
         batch = super().prepare(batch)
         gen = self.generator(batch.draw)
-        start = self.perturbation.draw(batch.features["views"]["attention_mask"].bool(), gen)
+        real = batch.features["views"]["attention_mask"].bool()
+        if self.params.attend_padding:   # the code: its noise covers the padded grid, which it attends to
+            real = torch.ones_like(real)
+        start = self.perturbation.draw(real, gen)
         step_seed = _seed_from(gen) if self.params.ascent_dropout == "shared" else None
         steps = self.params.steps if self.params.learn else 0
         ascent_seeds = [step_seed if step_seed is not None else _seed_from(gen) for _ in range(steps)]
@@ -339,6 +394,15 @@ class L2PCSR(_TwoViewContrastive):
         with self.dropout(seed), self.perturbation.applied(transforms):
             return self.contrastive_loss(views), leaves
 
+    def encoder_inputs(self, views: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """``attend_padding``: the views without their attention mask (the code's perturbed passes)."""
+        if self.params.attend_padding:
+            return {k: v for k, v in views.items() if k != "attention_mask"}
+        return views
+
+    def unperturbed(self):
+        return self.perturbation.paused()
+
     # --- randomness ------------------------------------------------------------
     def generator(self, draw: int) -> torch.Generator:
         """The CPU generator of micro-batch ``draw`` (``Batch.draw``): the perturbation's start and the seeds."""
@@ -356,12 +420,13 @@ def _seed_from(gen: torch.Generator) -> int:
 # --------------------------------------------------------------------------- both
 @register("prompt_l2p")
 class PromptL2P(L2PCSR):
-    """L2P-CSR + PromptBERT (L2P-CSR Table 1 "+Prompt+Ours"): the sentence in the
-    template, the [MASK] vector as the representation (training: + MLP; test:
-    pooling ``mask``), and the learned weakening masks of :class:`L2PCSR` on the
-    templated input (template tokens are maskable too, every position has its
-    own token probability). Params = ``methods.l2p``'s plus ``template``,
-    ``template2``.
+    """L2P-CSR + PromptBERT (L2P-CSR Table 1 "+Prompt+Ours"): PromptBERT's input
+    recipe (:class:`PromptBERT`: two templates, template denoising; test: the
+    first template's [MASK] vector) and the learned weakening masks of
+    :class:`L2PCSR` on the templated input (template tokens are maskable too,
+    every position has its own token probability; the empty-template pass of
+    the denoising is not perturbed). Params = ``methods.l2p``'s plus
+    ``template``, ``template2``, ``denoise``.
     """
 
     summary = "L2P-CSR + PromptBERT: learned weakening masks on the templated input, [MASK] vector"

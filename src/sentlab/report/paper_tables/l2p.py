@@ -37,11 +37,11 @@ TABLE3_ROWS = (
     ("beta = 0.1 (released code)", ("l2p_beta_0p1", "l2p"), BETA, {"beta": 0.1}),
 )
 
-# "+Prompt" is PromptBERT's unsupervised recipe; sentlab's `prompt` line trains a simpler one (issue #34): the row
-# says what differs and prints no Δ.
-PROMPT_LABEL = "+Prompt (sentlab: PromptBERT's template, not its recipe)"
-PROMPT_NOTE = ("differs from the paper's PromptBERT run: one template, no template denoising, batch 64, lr 3e-5 "
-               "(PromptBERT unsup.: two templates with template denoising, batch 256, lr 1e-5); no Δ")
+# "+Prompt" is PromptBERT's unsupervised recipe, which sentlab's `prompt` line trains (kongds/Prompt-BERT run.sh
+# unsup-bert, benchmarks/released/promptbert.py; issue #53 §3.1)
+PROMPT_LABEL = "+Prompt"
+PROMPT_NOTE = ("PromptBERT unsup. (run.sh): two templates, template denoising in training; paper profile batch 256, "
+               "lr 1e-5; test: the first template's [MASK] vector, '.' ended sentences (its evaluation.py)")
 
 
 def roberta_rows() -> list[RowSpec]:
@@ -53,7 +53,7 @@ def roberta_rows() -> list[RowSpec]:
             RowSpec("+SimCSE", ("simcse_roberta",), t["+SimCSE"], section=sec, backbone=ROBERTA),
             RowSpec("+Ours (L2P-CSR)", ("l2p_roberta",), t["+Ours"], "lr 1e-5, layers 1 (embeddings + layer 0)", sec,
                     backbone=ROBERTA),
-            RowSpec(PROMPT_LABEL, ("prompt_roberta",), t["+Prompt"], PROMPT_NOTE, sec, backbone=ROBERTA, delta=False),
+            RowSpec(PROMPT_LABEL, ("prompt_roberta",), t["+Prompt"], PROMPT_NOTE, sec, backbone=ROBERTA),
             RowSpec("+Prompt+Ours", ("prompt_l2p_roberta",), t["+Prompt+Ours"], "lr 1e-5, layers 1", sec,
                     backbone=ROBERTA)]
 
@@ -67,7 +67,7 @@ def table1_rows() -> list[RowSpec]:
         paper_only("+Contrastive(BT)", t1["+Contrastive(BT)"], "needs back-translation models"),
         RowSpec("+SG-OPT", ("sg_opt",), t1["+SG-OPT"]),
         RowSpec("+SimCSE", ("simcse",), t1["+SimCSE"]), RowSpec("+Ours (L2P-CSR)", ("l2p",), t1["+Ours"]),
-        RowSpec(PROMPT_LABEL, ("prompt",), t1["+Prompt"], PROMPT_NOTE, delta=False),
+        RowSpec(PROMPT_LABEL, ("prompt",), t1["+Prompt"], PROMPT_NOTE),
         RowSpec("+Prompt+Ours", ("prompt_l2p",), t1["+Prompt+Ours"]),
         *roberta_rows(),
     ]
