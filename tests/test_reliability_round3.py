@@ -284,3 +284,42 @@ def test_the_sources_stage_sweep_removes_killed_writers_temporaries_and_recovers
     assert sorted(removed) == sorted(left) and not any(p.exists() for p in left)
     assert all(p.exists() for p in keep)
     assert (tmp_path / "models" / "ptbert" / "sentlab.json").is_file()
+
+
+# --- MLflow shows what a researcher looks for (issue #55) ----------------------------------------------
+
+
+def test_mlflow_gets_the_training_loss_every_ten_steps(tmp_path, tok, monkeypatch):
+    import mlflow
+    from test_train_loop import factory, fake_dev_eval, make_root, params
+
+    from sentlab.train.run import train_method
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    root = make_root(tmp_path, n=160)                     # 20 steps of 8 in one epoch
+    train_method(params(max_steps=20, eval_every=20), "simcse", root=root, dev_eval=fake_dev_eval(),
+                 encoder_factory=factory(tok), tracking=True, progress=False)
+    c = mlflow.tracking.MlflowClient()
+    run = next(r for r in c.search_runs([c.get_experiment_by_name("sentlab").experiment_id])
+               if r.data.tags.get("stage") == "train")
+    assert [m.step for m in c.get_metric_history(run.info.run_id, "train_loss")] == [10, 20]
+    assert [m.step for m in c.get_metric_history(run.info.run_id, "stsb_dev")] == [20]
+
+
+def test_test_results_land_on_the_training_run_without_reopening_it(tmp_path, monkeypatch):
+    import time
+
+    import mlflow
+
+    from sentlab import tracking
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    with tracking.run("simcse") as ml:
+        train_id = ml.active_run().info.run_id
+    c = mlflow.tracking.MlflowClient()
+    ended = c.get_run(train_id).info.end_time
+    time.sleep(1.1)
+    assert tracking.log_to_run(train_id, {"Avg": 71.5, "per_task": {"STS12": 60.0}, "model": "simcse"})
+    run = c.get_run(train_id)
+    assert run.info.end_time == ended and run.info.status == "FINISHED"   # Duration: the training's own
+    assert run.data.metrics["test.Avg"] == 71.5 and run.data.metrics["test.per_task.STS12"] == 60.0

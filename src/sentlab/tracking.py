@@ -334,13 +334,21 @@ def find_training_run(model: str, run_key: str) -> str | None:
 def log_to_run(run_id: str, metrics: Mapping[str, Any], prefix: str = "test.") -> bool:
     """Log ``metrics`` (numeric entries, keys prefixed) on the finished run ``run_id``: the test
     results of a model go on the training run that produced it, beside its dev curve, so runs
-    compared in the MLflow UI carry their test numbers. Returns False (warning once) when the
-    run cannot be reached; the metrics JSON is the output either way."""
-    import mlflow
+    compared in the MLflow UI carry their test numbers. The run is not reopened (the client logs on it as it
+    is): its Duration stays the training's own. Returns False (warning once) when the run cannot be reached;
+    the metrics JSON is the output either way."""
+    import math
+    import time
 
+    from mlflow.entities import Metric
+
+    if degraded():
+        return False
+    flat = {f"{prefix}{k}".replace("/", "_"): float(v) for k, v in flatten(metrics).items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))}
     try:
-        with mlflow.start_run(run_id=run_id, nested=mlflow.active_run() is not None):
-            log_metrics({f"{prefix}{k}": v for k, v in metrics.items()})
+        now = int(time.time() * 1000)
+        client().log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in flat.items()])
         return True
     except Exception as e:  # noqa: BLE001 - a run from another store, deleted, ...: warn, go on
         logging.getLogger(__name__).warning(

@@ -72,6 +72,10 @@ from .dropout import dropout_kernel, resolve_kernel
 DevEval = Callable[[Any], dict]
 
 
+# MLflow's training-loss curve: every 10th step's loss, logged when the loop reads it (every step on the CPU, in one
+# burst at each evaluation on a GPU, where the step never waits for a read-back)
+LOSS_LOG_EVERY = 10
+
 @dataclass
 class TrainResult:
     steps: int
@@ -317,6 +321,8 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
                                    f"train.precision: fp32.")
             window_losses.append(v)
             all_losses.append(v)
+            if log_metrics is not None and rank == 0 and (first + i) % LOSS_LOG_EVERY == 0:
+                log_metrics({"train_loss": v}, first + i)   # the curve between dev evaluations (MLflow)
             for k, t in ex.items():
                 window_extras.setdefault(k, []).append(float(t))
         pending.clear()

@@ -1,0 +1,76 @@
+"""Every equivalence case against its released code, one table (benchmarks/RESULTS.md, "sentlab against the
+released code").
+
+    python benchmarks/released/run_all.py --checkouts DIR [--cases simcse_unsup,paser] [--out table.md]
+
+``DIR/<name>`` is a checkout of each case's repository at its pinned commit, ``<name>`` the repository's name
+(``DIR/SimCSE``, ``DIR/PT-BERT``, ``DIR/SimCSE-plus-plus`` …); each case module's docstring has its ``git clone``
+line. Each case runs in its own process (``<case>.py --released DIR/<name> --json``: two cases may import
+different packages of the same name). Prints one Markdown row per case: loss |Δ|, the largest relative gradient
+difference and over how many tensors, the tensors skipped as zero on both sides, and the setting at which they
+agree; exits 1 if any case disagrees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def constants(case: Path) -> dict:
+    """The case module's REPOSITORY, COMMIT and SETTING, read without importing it."""
+    out = {}
+    for node in ast.parse(case.read_text()).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            if node.targets[0].id in ("REPOSITORY", "COMMIT", "SETTING") and isinstance(node.value, ast.Constant):
+                out[node.targets[0].id] = node.value.value
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--checkouts", required=True, type=Path, help="a folder holding one checkout per repository")
+    ap.add_argument("--cases", default="", help="comma-separated case names (default: every case module)")
+    ap.add_argument("--out", type=Path, help="also write the table here")
+    args = ap.parse_args(argv)
+    cases = sorted(p for p in HERE.glob("*.py") if not p.name.startswith("_") and p.name != Path(__file__).name)
+    if args.cases:
+        cases = [c for c in cases if c.stem in args.cases.split(",")]
+    rows = ["| case | repository@commit | loss Δ | max gradient Δ (tensors) | skipped (zero on both) | agrees at |",
+            "|---|---|---|---|---|---|"]
+    ok = True
+    for case in cases:
+        c = constants(case)
+        checkout = args.checkouts / c["REPOSITORY"].split("/")[1]
+        with tempfile.TemporaryDirectory() as tmp:
+            res_path = Path(tmp) / "r.json"
+            proc = subprocess.run([sys.executable, str(case), "--released", str(checkout), "--json", str(res_path)],
+                                  capture_output=True, text=True, timeout=1800)
+            if not res_path.is_file():
+                ok = False
+                rows.append(f"| {case.stem} | {c['REPOSITORY']}@{c['COMMIT'][:7]} | did not run (exit "
+                            f"{proc.returncode}: {proc.stderr.strip().splitlines()[-1][:120] if proc.stderr else ''})"
+                            f" | | | |")
+                continue
+            r = json.loads(res_path.read_text())
+        ok &= bool(r["agrees"])
+        rows.append(f"| {case.stem} | {c['REPOSITORY']}@{c['COMMIT'][:7]} | {r['loss_delta']:.1e} | "
+                    f"{r['max_grad_rel_delta']:.1e} ({r['tensors_compared']}) | {len(r['skipped_zero_grad'])} | "
+                    f"{c.get('SETTING', '')}{'' if r['agrees'] else ' — **DISAGREES**'} |")
+        print(rows[-1], flush=True)
+    table = "\n".join(rows) + "\n"
+    print(table)
+    if args.out:
+        args.out.write_text(table)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
