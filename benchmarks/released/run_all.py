@@ -14,7 +14,6 @@ agree; exits 1 if any case disagrees.
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import subprocess
 import sys
@@ -25,13 +24,18 @@ HERE = Path(__file__).resolve().parent
 
 
 def constants(case: Path) -> dict:
-    """The case module's REPOSITORY, COMMIT and SETTING, read without importing it."""
-    out = {}
-    for node in ast.parse(case.read_text()).body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            if node.targets[0].id in ("REPOSITORY", "COMMIT", "SETTING") and isinstance(node.value, ast.Constant):
-                out[node.targets[0].id] = node.value.value
-    return out
+    """The case module's REPOSITORY, COMMIT and SETTING (importing a case imports sentlab and the harness only: the
+    released code is imported inside ``released_outputs``)."""
+    import importlib.util
+
+    sys.path.insert(0, str(HERE))
+    try:
+        spec = importlib.util.spec_from_file_location(f"released_case_{case.stem}", case)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(HERE))
+    return {k: getattr(mod, k, "") for k in ("REPOSITORY", "COMMIT", "SETTING")}
 
 
 def main(argv=None) -> int:
