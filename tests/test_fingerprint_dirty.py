@@ -38,3 +38,33 @@ def test_changed_code_or_params_are_dirty(clone, path):
     (clone / "dvc.lock").write_text("changed\n")
     (clone / path).write_text("changed = True\n")
     assert git_state(clone)["dirty"] == "true"
+
+
+def _repo_copy(tmp_path):
+    """A git repository with this checkout's profiles/, params.yaml and models.yaml committed (the quick profile)."""
+    import shutil
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    dest = tmp_path / "clone"
+    shutil.copytree(repo / "profiles", dest / "profiles")
+    for f in ("params.yaml", "models.yaml", "dvc.lock"):
+        shutil.copy(repo / f, dest / f)
+    _git(dest, "init", "-q")
+    _git(dest, "add", "-A")
+    _git(dest, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "init")
+    return dest
+
+
+def test_params_written_from_a_committed_profile_are_not_dirty_but_a_hand_edit_is(tmp_path):
+    """Issue #55: `make repro PROFILE=smoke` in a fresh clone rewrites params.yaml and models.yaml from the committed
+    profiles/: the run's fingerprint said `sentlab_dirty true`."""
+    from sentlab.profiles import set_profile
+
+    clone = _repo_copy(tmp_path)
+    set_profile(clone / "params.yaml", "smoke")                         # what `make repro PROFILE=smoke` does
+    assert git_state(clone)["dirty"] == "false"
+    text = (clone / "params.yaml").read_text()
+    (clone / "params.yaml").write_text(text.replace("seed: 42", "seed: 7", 1))   # a hand edit
+    assert "seed: 7" in (clone / "params.yaml").read_text()
+    assert git_state(clone)["dirty"] == "true"

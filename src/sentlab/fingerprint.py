@@ -25,6 +25,9 @@ PACKAGES = ("torch", "transformers", "tokenizers", "sentence-transformers", "num
 # A change to them is the run's own bookkeeping, not code or params that differ from the commit. (DVC outputs
 # are ignored by .gitignore and never tracked, so they cannot make a checkout dirty.)
 RUN_WRITTEN = ("dvc.lock",)
+# tracked files `make repro PROFILE=<name>` rewrites from the committed profiles/ (`sentlab profile`): not dirty when
+# they are byte for byte what that writes (:func:`_profile_generated`), dirty when hand-edited
+PROFILE_WRITTEN = ("params.yaml", "models.yaml")
 
 
 def _changed_paths(porcelain: str) -> list[str]:
@@ -49,7 +52,34 @@ def git_state(cwd: str | os.PathLike | None = None) -> dict[str, str]:
     except (OSError, subprocess.SubprocessError):
         return {"commit": "unknown (not a git checkout)", "dirty": "unknown"}
     changed = [p for p in _changed_paths(dirty) if p not in RUN_WRITTEN]
+    if changed and set(changed) <= set(PROFILE_WRITTEN) and _profile_generated(cwd):
+        changed = []
     return {"commit": commit, "dirty": str(bool(changed)).lower()}
+
+
+def _profile_generated(cwd: Path) -> bool:
+    """Whether params.yaml and models.yaml are exactly what ``sentlab profile <their profile>`` writes from the
+    committed profile files (``make repro PROFILE=smoke`` in a fresh clone): then they are not a dirty tree; a hand
+    edit is. Written into a scratch copy of profiles/ and compared byte for byte."""
+    import shutil
+    import tempfile
+
+    import yaml
+
+    try:
+        top = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=cwd, capture_output=True, text=True,
+                                  timeout=10, check=True).stdout.strip())
+        name = (yaml.safe_load((top / "params.yaml").read_text(encoding="utf-8")) or {}).get("profile")
+        if not name or not (top / "profiles").is_dir():
+            return False
+        from .profiles import set_profile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            shutil.copytree(top / "profiles", Path(tmp) / "profiles")
+            set_profile(Path(tmp) / "params.yaml", str(name), force=True)
+            return all((Path(tmp) / f).read_bytes() == (top / f).read_bytes() for f in PROFILE_WRITTEN)
+    except Exception:  # noqa: BLE001 - anything unexpected: count the files as changed (dirty), never hide an edit
+        return False
 
 
 def _version(pkg: str) -> str:
