@@ -304,6 +304,9 @@ def test_mlflow_gets_the_training_loss_every_ten_steps(tmp_path, tok, monkeypatc
                if r.data.tags.get("stage") == "train")
     assert [m.step for m in c.get_metric_history(run.info.run_id, "train_loss")] == [10, 20]
     assert [m.step for m in c.get_metric_history(run.info.run_id, "stsb_dev")] == [20]
+    (ds,) = run.inputs.dataset_inputs                     # the corpus as MLflow's dataset input
+    assert ds.dataset.name == "train" and ds.dataset.source.endswith('corpus/train.parquet"}')
+    assert {t.key: t.value for t in ds.tags}["sentences"] == "160" and len(ds.dataset.digest) > 8
 
 
 def test_test_results_land_on_the_training_run_without_reopening_it(tmp_path, monkeypatch):

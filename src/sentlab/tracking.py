@@ -331,6 +331,20 @@ def find_training_run(model: str, run_key: str) -> str | None:
     return found[0].info.run_id if found else None
 
 
+def corpus_input(path: str | os.PathLike, name: str, digest: str):
+    """The training corpus as an MLflow dataset (``mlflow.log_input``: the run's Datasets column), named after the
+    corpus, its digest the content fingerprint training keys its run on, its source the parquet file."""
+    import warnings
+
+    from mlflow.data.dataset_source_registry import resolve_dataset_source
+    from mlflow.data.meta_dataset import MetaDataset
+
+    with warnings.catch_warnings():   # a file URI matches two equivalent local sources: MLflow warns, picks one
+        warnings.simplefilter("ignore", UserWarning)
+        source = resolve_dataset_source(Path(path).resolve().as_uri())
+    return MetaDataset(source, name=name, digest=digest[:36])
+
+
 def log_to_run(run_id: str, metrics: Mapping[str, Any], prefix: str = "test.") -> bool:
     """Log ``metrics`` (numeric entries, keys prefixed) on the finished run ``run_id``: the test
     results of a model go on the training run that produced it, beside its dev curve, so runs
