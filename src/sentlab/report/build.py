@@ -68,6 +68,25 @@ class Report:
     warnings: dict[str, str] = field(default_factory=dict)
     seed_groups: dict[str, list[str]] = field(default_factory=dict)   # model -> its evaluated seed runs
     models: Optional[dict[str, bool]] = None                           # profile_models (None: every file)
+    prepared: dict = field(default_factory=dict)                       # data/prepare_stats.json
+
+
+def corpus_lines(prepared: dict) -> list[str]:
+    """The report's first lines: the corpus every model trained on (asset, file, lines, sha256, sentences sampled)
+    and paser_sup's NLI file, from data/prepare_stats.json (issue #54 §2: a sample can never pass unnoticed)."""
+    c = prepared.get("corpus_file")
+    if not isinstance(c, dict):
+        return ["**Training corpus: unknown** (data/prepare_stats.json has no `corpus_file`: run the prepare stage).",
+                ""]
+    out = [f"**Training corpus:** asset `{c.get('asset')}`, file `{c.get('path')}`, {c.get('lines', 0):,} lines, "
+           f"sha256 `{c.get('sha256')}`; {c.get('sampled', 0):,} sentences sampled into data/corpus/train.parquet, "
+           f"the corpus of every model that trains on `train` (the others: the STS sentences, or the NLI triples "
+           f"below)."]
+    nli = prepared.get("nli") or {}
+    if nli.get("source") not in (None, "none"):
+        out.append(f"**NLI triples** (paser_sup): {nli.get('label', nli.get('source'))}, `{nli.get('file')}`, "
+                   f"{nli.get('triples', 0):,} triples.")
+    return out + [""]
 
 
 def _write(root: Path, rel: Path, text: str, report: Report, context: str) -> None:
@@ -86,10 +105,11 @@ def build_report(root: Path | str = ".", backbone: str = "", profile: str = "",
     metrics = profile_metrics(root, models)
     stats = root / "data/prepare_stats.json"
     try:
-        warnings = json.loads(stats.read_text()).get("language_warnings", {}) if stats.is_file() else {}
+        prepared = json.loads(stats.read_text()) if stats.is_file() else {}
     except ValueError:
-        warnings = {}
-    rep = Report(root, backbone, profile, warnings=warnings, models=models)
+        prepared = {}
+    warnings = prepared.get("language_warnings", {})
+    rep = Report(root, backbone, profile, warnings=warnings, models=models, prepared=prepared)
     models_dir = root / "models"
 
     specs = all_tables(backbone)
@@ -171,7 +191,7 @@ def _link(path: str, base: Path = Path("reports")) -> str:
 def write_index(rep: Report, metrics: dict[str, dict]) -> None:
     """``reports/index.md``: every table and figure that exists, with a line of context."""
     root = rep.root
-    lines = ["# sentlab report", "",
+    lines = ["# sentlab report", "", *corpus_lines(rep.prepared),
              f"Backbone `{rep.backbone}`, profile `{rep.profile}`. Every table shows the reproduced value, the "
              f"paper's value and the difference; a row without numbers says why (e.g. \"not run in this profile\"). "
              f"Regenerate with `dvc repro report` (or `make repro PROFILE=…`).", ""]
