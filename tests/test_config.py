@@ -193,8 +193,8 @@ def test_the_stage_list_follows_the_profile():
     paper = load_params(REPO / "params.yaml", profile="paper")
     models = stage_list_for(paper)["models"]
     # 23 methods (simcse_crop, simcse_deletion, simcse_mlm, consert, sg_opt: issue #40; esimcse, simcse_pp, diffcse,
-    # rankcse: issue #41) + paser_sup, 4 more seeds each of the 24 (paser_sup's start from paser's: #54); 61 variants: paser_aug_sr dropped (it is the
-    # paper paser again), the 4 *_roberta lines added (issue #34)
+    # rankcse: issue #41) + paser_sup, 4 more seeds each of the 24 (paser_sup's start from paser's: #54); 61
+    # variants: paser_aug_sr dropped (it is the paper paser again), the 4 *_roberta lines added (issue #34)
     variants = {k: v for k, v in models.items() if v["own"].startswith("ablations.")}
     assert len(models) == 24 + 24 * 4 + 61 and len(variants) == 61
     assert {"esimcse-s46", "simcse_pp-s46"} <= set(models)

@@ -65,7 +65,7 @@ def resolve_train(params: Params, mparams):
 # another checkpoint interval, more loader workers, on more ranks (runtime.nproc: each rank the
 # checkpoint has no RNG state for keeps its seeded one) or another device setting continues the checkpoint.
 # (train.num_threads is in the key: a CPU training's reductions depend on the thread count)
-RUNTIME_KEYS = ("methods", "checkpoint_every", "loader_workers", "nproc", "device", "heap")
+RUNTIME_KEYS = ("methods", "checkpoint_every", "checkpoint_minutes", "loader_workers", "nproc", "device", "heap")
 
 
 def backbone_of(params: Params, mparams) -> str:
