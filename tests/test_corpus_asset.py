@@ -121,3 +121,17 @@ def test_the_report_names_the_corpus_in_its_first_lines(mirror, tmp_path, monkey
     first = (work / "reports" / "index.md").read_text().splitlines()[2]
     assert ("asset `wiki1m_head`" in first and "`wiki/wiki1m_head.txt`" in first and "11,913 lines" in first
             and HEAD_SHA256 in first and "50 sentences sampled" in first)
+
+
+def test_the_paper_preflight_slices_on_the_sample_and_flags_wiki1m(sample_only):
+    """The preflight (a few hundred sentences) may train on the sample; its prepare row says wiki1m is missing and
+    how to fetch it; with wiki1m here it uses wiki1m."""
+    from sentlab.preflight.standins import corpus_shortfall, corpus_standin
+
+    real = validate(profile_values("paper", REPO / "profiles"))
+    assert corpus_standin(real) == "wiki1m_head"
+    asset, fetch = corpus_shortfall(real, "wiki1m_head")
+    assert asset.startswith("wiki1m (only ") and "11,913-line sample" in asset and "wiki1m_for_simcse.txt" in fetch
+    full = sample_only / "wiki" / "wiki1m_for_simcse.txt"
+    full.write_text("a b\n")
+    assert corpus_standin(real) is None and corpus_shortfall(real, None) is None
