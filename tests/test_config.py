@@ -58,8 +58,8 @@ def test_the_base_profile_sets_every_key_one_layer_of_defaults():
     for section, field in Params.model_fields.items():
         model = field.annotation
         if isinstance(model, type) and hasattr(model, "model_fields"):
-            keys = set(model.model_fields) - ({"device", "checkpoint_every", "loader_workers", "heap",
-                                               "nproc"} if section == "train" else set())
+            keys = set(model.model_fields) - ({"device", "checkpoint_every", "checkpoint_minutes", "loader_workers",
+                                               "heap", "nproc"} if section == "train" else set())
             assert keys <= set(base[section]), (section, sorted(keys - set(base[section])))
     assert {"seed", "model", "methods", "methods_from", "ablations", "seeds", "runtime"} <= set(base)
 

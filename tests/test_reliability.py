@@ -89,7 +89,7 @@ def test_corrupt_safetensors_is_one_paragraph_not_a_traceback(tmp_path, tok):
 
 # --- params: every profile, ablation variants -------------------------------------------------
 def test_all_committed_profiles_validate():
-    assert set(load_all_profiles(REPO / "profiles")) == {"quick", "smoke", "paper"}
+    assert set(load_all_profiles(REPO / "profiles")) == {"quick", "smoke", "paper", "paper-lite"}
 
 
 def test_a_bad_key_in_an_inactive_profile_is_found(tmp_path, capsys):
