@@ -62,7 +62,7 @@ def corpus_sentences(n: int) -> list[str]:
     from sentlab.assets import resolve_data
 
     try:
-        path = resolve_data("wiki1m").path
+        path = resolve_data("wiki1m_head").path   # the quick profile's corpus (prepare.corpus), the mirror's sample
         lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     except Exception:  # noqa: BLE001 - no mirror: synthetic 30-word sentences keep the length at 32 tokens
         lines = [" ".join(f"word{(i * 7 + j) % 997}" for j in range(30)) for i in range(n)]

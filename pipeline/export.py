@@ -82,9 +82,15 @@ def export_one(params, folder: Path, dest: Path) -> None:
 
 
 def main() -> None:
+    from sentlab.failures import failed_stages, missing_reason
+    from sentlab.stage_list import read_stage_list
+
     params = stage_params("export")
     ours = profile_models(params)
     done, skipped = [], []
+    # a failed stage (dvc repro --keep-going, sentlab run) leaves its model out, named with its log (#54 §5)
+    failures = failed_stages()
+    entries = read_stage_list().get("models") if failures and Path("models.yaml").is_file() else {}
     with atomic_path(OUT, is_dir=True) as tmp:
         for folder in sorted(p for p in MODELS.iterdir() if (p / "sentlab.json").is_file()):
             if not ours.get(folder.name):   # another profile's model left in the workspace: no stage of this one
@@ -93,16 +99,25 @@ def main() -> None:
             if info.get("status") != "trained":
                 skipped.append((folder.name, info.get("status", "not trained")))
                 continue
+            why = None if (METRICS / f"{folder.name}.json").is_file() else missing_reason(folder.name, failures,
+                                                                                           entries)
+            if why:
+                skipped.append((folder.name, why))
+                continue
             if not (folder / "modules.json").is_file():
                 raise SentlabError(f"{folder} has no modules.json: it was trained before models became "
                                    f"sentence-transformers folders. Re-run its train stage "
                                    f"(`dvc repro -f {train_stage(folder.name)}`).")
             export_one(params, folder, tmp / folder.name)
             done.append(folder.name)
+        for name in sorted(n for n, active in ours.items() if active and not (MODELS / n / "sentlab.json").is_file()):
+            why = missing_reason(name, failures, entries)
+            if why:
+                skipped.append((name, why))
         lines = ["# Exported models\n", "| model | folder |", "|---|---|"]
         lines += [f"| {n} | [exports/{n}]({n}/README.md) |" for n in done]
         if skipped:
-            lines += ["", "Not exported (not trained in this profile):", ""]
+            lines += ["", "Not exported (not trained in this profile, or a stage failed):", ""]
             lines += [f"- {n}: {why}" for n, why in skipped]
         (tmp / "index.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"export: {len(done)} models -> exports/ ({len(skipped)} not trained)")

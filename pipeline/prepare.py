@@ -18,7 +18,7 @@ from sentlab.data.nli import SOURCES, write_nli
 from sentlab.data.sts import all_sides, write_table
 from sentlab.io import staged_outputs, write_json
 from sentlab.pipeline_util import run_stage
-from sentlab.sources import parse_sources
+from sentlab.sources import parse_sources, sha256_file
 from sentlab.stage_params import stage_params
 
 def copy_raw(resolved, rel_paths, dest: Path) -> None:
@@ -70,6 +70,9 @@ def main() -> None:
                         "corpus_note": corpus.note,
                         "resolved_from": {"sts": sts.source, "sick": sick.source, "corpus": corpus.source}},
             "corpus": stats_dict(stats),
+            # what every model of the corpus trained on (the report's first lines): the asset, its file, lines, bytes
+            "corpus_file": {"asset": p.corpus, "path": corpus.path.relative_to(corpus.root).as_posix(),
+                            "lines": stats.lines, "sha256": sha256_file(corpus.path), "sampled": stats.sampled},
             "sts_unlabeled_sentences": len(sts_sents),
             "sts_unlabeled_excluded_tasks": sorted(warnings),
             "sts_all_sides_sentences": len(sides),

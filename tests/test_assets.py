@@ -21,7 +21,7 @@ def test_mirror_resolves_sts_and_the_wiki_head(mirror, offline_env, monkeypatch)
     monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(mirror))
     r = assets.resolve_data("senteval_sts")
     assert r.source == "mirror" and r.path.is_file()
-    w = assets.resolve_data("wiki1m")
+    w = assets.resolve_data("wiki1m_head")
     assert w.path.name == "wiki1m_head.txt" and "head" in w.note
 
 

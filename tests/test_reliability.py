@@ -89,7 +89,7 @@ def test_corrupt_safetensors_is_one_paragraph_not_a_traceback(tmp_path, tok):
 
 # --- params: every profile, ablation variants -------------------------------------------------
 def test_all_committed_profiles_validate():
-    assert set(load_all_profiles(REPO / "profiles")) == {"quick", "smoke", "paper"}
+    assert set(load_all_profiles(REPO / "profiles")) == {"quick", "smoke", "paper", "paper-lite"}
 
 
 def test_a_bad_key_in_an_inactive_profile_is_found(tmp_path, capsys):
@@ -255,8 +255,8 @@ def test_paper_profile_prepare_keeps_every_line_simcse_trains_on(tmp_path):
     lines = ["a repeated line ."] * 3 + ["word " * 300, "", "another one ."]
     f = tmp_path / "wiki.txt"
     f.write_text("\n".join(lines) + "\n")
-    kw = {k: p[k] for k in ("min_words", "max_words", "dedupe", "allow_smaller") if k in p}
-    ids, texts, stats = sample_corpus(f, size=p["size"], seed=1, **kw)
+    kw = {k: p[k] for k in ("min_words", "max_words", "dedupe") if k in p}
+    ids, texts, stats = sample_corpus(f, size=p["size"], seed=1, accept_size=5, **kw)
     assert ids == [0, 1, 2, 3, 5]
 
 

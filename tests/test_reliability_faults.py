@@ -264,7 +264,7 @@ def test_every_file_prepare_reads_is_hashed_by_content_not_by_place(mirror, tmp_
     monkeypatch.setenv("SENTLAB_OFFLINE", "1")
     assert report_errors(runpy.run_path(str(REPO / "pipeline" / "prepare.py"), run_name="prepare")["main"]) == 0
     read = {p.relative_to(work / "data" / "raw").as_posix() for p in (work / "data" / "raw").rglob("*") if p.is_file()}
-    before = data_sources("wiki1m", "none")
+    before = data_sources("wiki1m_head", "none")
     assert {rel for files in before.values() for rel in files if rel != "source"} == read
 
     gold = src / "STS" / "STSBenchmark" / "sts-test.csv"
@@ -272,14 +272,14 @@ def test_every_file_prepare_reads_is_hashed_by_content_not_by_place(mirror, tmp_
     cols = lines[0].split("\t")
     cols[4] = "0.123"
     gold.write_text("\t".join(cols) + "".join(lines[1:]), encoding="utf-8")   # one gold score changed
-    after = data_sources("wiki1m", "none")
+    after = data_sources("wiki1m_head", "none")
     changed = {(a, rel) for a in before for rel in before[a] if before[a][rel] != after[a][rel]}
     assert changed == {("senteval_sts", "STS/STSBenchmark/sts-test.csv")}
 
     moved = tmp_path / "elsewhere"
     src.rename(moved)
     monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(moved))
-    assert data_sources("wiki1m", "none") == after   # where the mirror lies is not its content
+    assert data_sources("wiki1m_head", "none") == after   # where the mirror lies is not its content
 
 
 def test_the_stages_reading_a_source_depend_on_its_hashes():

@@ -145,7 +145,8 @@ def test_quick_trains_three_seeds_of_simcse_and_ptbert_paper_five_of_every_metho
     ({"pool": [43, 43]}, "repeats a seed"),
     ({"pool": [43], "count": 3}, "add seeds to seeds.pool"),
     ({"pool": [42, 43]}, "contains `seed`"),
-    ({"per_method": {"paser_sup": 2}}, "no seed stages"),
+    ({"per_method": {"paser_sup": 2}}, "paser_sup trains 2 seeds, paser 1"),   # its seed 43 starts from paser-s43
+    ({"per_method": {"nope": 2}}, "no method line"),
 ])
 def test_bad_seed_params_are_refused(seeds, msg):
     raw = _raw()

@@ -105,7 +105,7 @@ def test_corpus_sampling_filters_dedupes_and_is_seeded(tmp_path):
     assert sample_corpus(p, size=2, seed=1, min_words=2)[0] == sample_corpus(p, size=2, seed=1, min_words=2)[0]
     with pytest.raises(SentlabError, match="fewer than prepare.size"):
         sample_corpus(p, size=10, seed=1, min_words=2)
-    assert len(sample_corpus(p, size=10, seed=1, min_words=2, allow_smaller=True)[0]) == 3
+    assert len(sample_corpus(p, size=10, seed=1, min_words=2, accept_size=3)[0]) == 3
 
 
 def test_empty_corpus_is_an_error(tmp_path):

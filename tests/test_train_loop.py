@@ -438,3 +438,30 @@ def test_linear_schedule_gives_the_old_lr_at_every_step():
                 sched.step()
             runs.append(lrs)
         assert runs[0] == runs[1], total
+
+
+def test_resume_checkpoints_at_most_every_checkpoint_minutes(tmp_path, tok, monkeypatch):
+    """runtime.checkpoint_minutes (issue #54 §6): a checkpoint step writes the resume state only once the minutes
+    have passed since the last one (a fake clock: 4 minutes a step here), one state per run, removed at the end."""
+    import sentlab.train.loop as L
+    from sentlab.train import checkpoint
+
+    clock = iter(range(0, 10_000, 240))   # each perf_counter call: 4 more minutes
+    monkeypatch.setattr(L.time, "perf_counter", lambda: float(next(clock)))
+    written = []
+    save = checkpoint.save_resume
+    monkeypatch.setattr(L, "save_resume", lambda folder, *a, **k: (written.append(a[-1]["step"]),
+                                                                  save(folder, *a, **k)))
+    p = params(max_steps=7, eval_every=1, checkpoint_minutes=10)
+    root = make_root(tmp_path)
+    train_method(p, "moco_deletion", root=root, dev_eval=fake_dev_eval(), encoder_factory=factory(tok),
+                 tracking=False, progress=False)
+    assert written and len(written) < 6 and all(b - a >= 2 for a, b in zip(written, written[1:]))
+    assert not list((root / "checkpoints" / "moco_deletion").iterdir())   # removed when the run finished
+    written.clear()
+    train_method(params(max_steps=7, eval_every=1), "moco_deletion", root=make_root(tmp_path / "b"),
+                 dev_eval=fake_dev_eval(), encoder_factory=factory(tok), tracking=False, progress=False)
+    assert written == [1, 2, 3, 4, 5]   # 0 minutes: every checkpoint step (48 sentences / 8: 6 steps, none at 6)
+    from sentlab.config import load_params
+
+    assert load_params(REPO / "params.yaml", profile="paper").train.checkpoint_minutes == 10

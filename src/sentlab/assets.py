@@ -24,6 +24,7 @@ import shutil
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 from .errors import AssetMissingError, SentlabError
 from .io import atomic_path
@@ -40,9 +41,12 @@ class DataAsset:
 
     ``paths``: relative paths that must all exist under the root for the asset to
     be present (the first one names it in messages). ``alternatives``: other
-    relative paths accepted in a mirror (e.g. the head sample of wiki1m).
-    ``url`` + ``archive_prefix``: how to fetch it upstream; a ``.zip`` (GLUE's per-task archives) is unpacked
-    under ``zip_dest`` of the cache.
+    relative paths accepted in a mirror for the SAME file under another name (never a sample of it: a sample is
+    an asset of its own, e.g. ``wiki1m_head``, which a profile names; issue #54 §2).
+    ``url`` + ``archive_prefix``: how to fetch it upstream (empty: no upstream, e.g. a sample made from another
+    asset); a ``.zip`` (GLUE's per-task archives) is unpacked under ``zip_dest`` of the cache.
+    ``lines``: the line count of the (one-file) asset where it is known, with ``lines_source`` saying where the
+    figure comes from.
     """
 
     name: str
@@ -52,6 +56,8 @@ class DataAsset:
     alternatives: tuple[str, ...] = ()
     description: str = ""
     zip_dest: str = ""
+    lines: Optional[int] = None
+    lines_source: str = ""
 
 
 STS_TASKS = {
@@ -79,10 +85,17 @@ ASSETS: dict[str, DataAsset] = {
     "sick": DataAsset(
         "sick", ("SICK/SICK_train.txt", "SICK/SICK_trial.txt", "SICK/SICK_test_annotated.txt"),
         f"{SIMCSE_DATA}/senteval.tar", archive_prefix="downstream/", description="SICK-R (SentEval layout)"),
+    # the full file only: its head sample is the asset wiki1m_head, which a profile names (never a stand-in here)
     "wiki1m": DataAsset(
         "wiki1m", ("wiki/wiki1m_for_simcse.txt",), f"{SIMCSE_DATA}/wiki1m_for_simcse.txt",
-        alternatives=("wiki1m_for_simcse.txt", "wiki/wiki1m_head.txt"),
-        description="SimCSE's 1M Wikipedia sentences"),
+        alternatives=("wiki1m_for_simcse.txt",),
+        description="SimCSE's 1M Wikipedia sentences", lines=1_000_000,
+        lines_source="SimCSE §4.1 / its README: 10^6 sentences sampled from English Wikipedia"),
+    "wiki1m_head": DataAsset(
+        "wiki1m_head", ("wiki/wiki1m_head.txt",), "",
+        description="the first 11,913 lines of SimCSE's wiki1m_for_simcse.txt (the CPU profiles' sample; made with "
+                    "`head -n 11913 wiki/wiki1m_for_simcse.txt > wiki/wiki1m_head.txt`)", lines=11_913,
+        lines_source="the mirror's sample (sha256 626175d8…, tests/test_corpus_asset.py)"),
     "nli": DataAsset(
         "nli", ("nli/nli_for_simcse.csv",), f"{SIMCSE_DATA}/nli_for_simcse.csv",
         alternatives=("nli_for_simcse.csv",), description="SimCSE's NLI triples (sent0, sent1, hard_neg)"),
@@ -157,12 +170,11 @@ def resolve_data(name: str) -> Resolved:
     roots.append((cache_root(), "cache"))
     for root, source in roots:
         if _present(root, a.paths):
-            return Resolved(root, source, root / a.paths[0])
+            return Resolved(root, source, root / a.paths[0], "head sample of the upstream file" * ("head" in name))
         for alt in a.alternatives:
             if (root / alt).is_file():
-                note = "head sample of the upstream file" if "head" in alt else ""
-                return Resolved(root, source, root / alt, note)
-    if not offline():
+                return Resolved(root, source, root / alt)
+    if not offline() and a.url:
         try:
             _download(a)
             if _present(cache_root(), a.paths):
@@ -172,8 +184,24 @@ def resolve_data(name: str) -> Resolved:
     raise AssetMissingError(
         f"Data asset '{name}' ({a.description}) was not found: looked for {a.paths[0]} "
         f"in the mirror ({m or 'SENTLAB_DATA_MIRROR unset'}) and the cache ({cache_root()}), and "
-        f"{'downloads are off (offline)' if offline() else 'the download from ' + a.url + ' failed'}. "
+        f"{_why_not_downloaded(a)}. " + _samples_not_it(name, roots)
         + _ways(name, a.paths[0].split('/')[0] + '/'))
+
+
+def _why_not_downloaded(a: DataAsset) -> str:
+    if not a.url:
+        return "it has no upstream download (" + a.description + ")"
+    return "downloads are off (offline)" if offline() else "the download from " + a.url + " failed"
+
+
+def _samples_not_it(name: str, roots) -> str:
+    """The sample assets of ``name`` that ARE here (e.g. wiki1m_head beside a missing wiki1m): said, never used."""
+    found = [f"{root / s.paths[0]} (asset {s.name}, {s.lines:,} lines)" for s in ASSETS.values()
+             if s.name.startswith(name + "_") for root, _ in roots if _present(root, s.paths) and s.lines]
+    if not found:
+        return ""
+    return (f"Found only {', '.join(found)}: a sample is its own asset and never stands in for {name} (the profile "
+            f"asks for {name}; a CPU profile names the sample with prepare.corpus). ")
 
 
 def _download(a: DataAsset) -> None:
@@ -248,6 +276,9 @@ def data_fetch_command(name: str) -> str:
     """The command that puts data asset ``name`` into the cache (or the mirror) in the upstream layout."""
     a = ASSETS[name]
     dest = f"{cache_root()}/{a.paths[0]}"
+    if not a.url:   # a sample made from another asset (wiki1m_head: the first lines of wiki1m)
+        src = f"{cache_root()}/{ASSETS['wiki1m'].paths[0]}"
+        return f"{data_fetch_command('wiki1m')} && head -n {a.lines} {src} > {dest}"
     if a.url.endswith(".tar"):
         return f"curl -L {a.url} | tar -x -C {cache_root()} --strip-components=1 {a.archive_prefix}"
     if a.url.endswith(".zip"):

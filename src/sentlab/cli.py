@@ -14,7 +14,7 @@ import sys
 
 # Modules that add subcommands through ``register_cli(subparsers)``.
 PLUGINS: list[str] = ["sentlab.annotate.cli", "sentlab.train.cli", "sentlab.report.cli", "sentlab.preflight",
-                      "sentlab.backbones.standin", "sentlab.parallel.cli"]
+                      "sentlab.backbones.standin", "sentlab.parallel.cli", "sentlab.plan"]
 
 
 def _cmd_evaluate(args) -> int:
@@ -226,11 +226,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     pr = sub.add_parser("params", help="print the validated params in force (or a profile's, --profile)")
     pr.add_argument("--params", default="params.yaml")
-    pr.add_argument("--profile", default=None, choices=["quick", "smoke", "paper"])
+    pr.add_argument("--profile", default=None, help="a profile: profiles/<name>.yaml")
     pr.set_defaults(func=_cmd_params)
 
     pf = sub.add_parser("profile", help="write params.yaml from profiles/<name>.yaml and its stage list (models.yaml)")
-    pf.add_argument("name", choices=["quick", "smoke", "paper"])
+    pf.add_argument("name", help="a profile: the name of a file profiles/<name>.yaml (quick, smoke, paper, "
+                                 "paper-lite, or one of yours)")
     pf.add_argument("--params", default="params.yaml")
     pf.add_argument("--force", action="store_true", help="switch even when params.yaml has hand edits (drops them)")
     pf.set_defaults(func=_cmd_profile)

@@ -28,7 +28,7 @@ import copy
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
@@ -39,11 +39,14 @@ from .params_schema import (RUNTIME_KEYS, AnnotateParams, EvaluateParams, GluePa
                             HardSubsetParams, ModelParams, PrepareParams, RetrievalParams, RuntimeParams,
                             SeedsParams, Strict, TrainParams, TransferParams, WhiteningParams)
 
-PROFILES = ("quick", "smoke", "paper")
+# The profiles this repository ships (profiles/*.yaml); any other file there is a profile too
+# (:func:`sentlab.profiles.profile_names` lists them): the tests check these.
+PROFILES = ("quick", "smoke", "paper", "paper-lite")
 
 
 class Params(Strict):
-    profile: Literal["quick", "smoke", "paper"] = "quick"
+    profile: str = Field("quick", pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$",
+                         description="the profile the values came from: profiles/<profile>.yaml")
     seed: int = 42
     model: ModelParams = ModelParams()
     prepare: PrepareParams = PrepareParams()
@@ -105,11 +108,18 @@ class Params(Strict):
         if self.seed in self.seeds.pool:
             raise ValueError(f"seeds.pool {self.seeds.pool} contains `seed` ({self.seed}), which every method trains "
                              f"already (models/<method>); drop it from the pool")
-        no_stage = sorted(set(self.seeds.per_method) - set(self.methods))
+        no_stage = sorted(set(self.seeds.per_method) - set(self.trained_ids))
         if no_stage:
-            raise ValueError(f"seeds.per_method names {no_stage}, which have no seed stages: only the methods of "
-                             f"`methods` do (not `methods_from`, whose seeds would need a trained model per seed of "
-                             f"the method they start from)")
+            raise ValueError(f"seeds.per_method names {no_stage}, which are no method line (`methods` or "
+                             f"`methods_from`); name a line of either")
+        # a methods_from line's seed s starts from its `from` method's seed s (models/<from>-s<s>)
+        short = [f"{m} trains {self.seeds.count_for(m)} seeds, {b['from']} {self.seeds.count_for(b['from'])}"
+                 for m, b in self.methods_from.items() if m in self.train.methods
+                 and self.seeds.count_for(m) > self.seeds.count_for(b["from"])]
+        if short:
+            raise ValueError(f"seeds: {'; '.join(short)}: each seed of a `methods_from` line starts from the same "
+                             f"seed of the method it starts from; give that method at least as many seeds "
+                             f"(seeds.per_method) or the line fewer")
         orphans = [f"{m} (starts from {b['from']})" for m, b in self.methods_from.items()
                    if m in self.train.methods and b["from"] not in self.train.methods]
         if orphans:

@@ -23,21 +23,36 @@ class ModelParams(Strict):
 
 
 class PrepareParams(Strict):
-    corpus: Literal["wiki1m"] = "wiki1m"
+    corpus: Literal["wiki1m", "wiki1m_head"] = Field(
+        "wiki1m", description="the corpus asset trained on: wiki1m (SimCSE's 1M-line file, only that file) or "
+                              "wiki1m_head (its first 11,913 lines, the CPU profiles' sample); never one for the other")
     size: int = Field(11913, gt=0, description="sentences sampled from the corpus")
     min_words: int = Field(1, ge=1, description="lines with fewer whitespace words are dropped")
     max_words: int = Field(128, ge=1, description="lines with more whitespace words are dropped")
     dedupe: bool = True
-    allow_smaller: bool = Field(
-        False, description="accept a corpus with fewer lines than `size` (use all of it) instead of failing"
-    )
+    accept_size: Optional[int] = Field(
+        None, gt=0, description="the exact number of usable sentences accepted when the corpus has fewer than `size` "
+                                "(all of them are used); null: fewer than `size` fails. A corpus of any other size "
+                                "still fails, so a sample never passes for the full file")
     nli: Literal["auto", "simcse", "sick_standin", "none"] = Field(
         "auto", description="paser_sup's NLI triples (data/corpus/nli.parquet): SimCSE's nli_for_simcse.csv (simcse), "
                             "the offline stand-in from SICK train (sick_standin), the CSV when it can be had else the "
                             "stand-in (auto), or none")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _allow_smaller_gone(cls, data):
+        if isinstance(data, dict) and "allow_smaller" in data:
+            raise ValueError("`prepare.allow_smaller` is gone: it let any smaller file (e.g. the 11,913-line sample) "
+                             "pass for the corpus. Remove it; to train on a corpus with fewer usable sentences than "
+                             "`size`, state their exact number as `prepare.accept_size: N` (prepare's error names N)")
+        return data
+
     @model_validator(mode="after")
     def _check_lengths(self):
+        if self.accept_size is not None and self.accept_size >= self.size:
+            raise ValueError(f"accept_size ({self.accept_size}) must be smaller than size ({self.size}): it is the "
+                             f"exact smaller count accepted when the corpus has fewer than `size` sentences")
         if self.min_words > self.max_words:
             raise ValueError(f"min_words ({self.min_words}) must be <= max_words ({self.max_words})")
         return self
@@ -228,6 +243,11 @@ class TrainParams(Strict):
     max_length: int = Field(32, gt=0)
     eval_every: int = Field(125, gt=0)
     checkpoint_every: Optional[int] = Field(None, gt=0, description="None: at every dev evaluation")
+    checkpoint_minutes: float = Field(
+        0.0, ge=0, description="a resume checkpoint at most every this many minutes of training (at the first "
+                               "checkpoint step after they passed); 0: at every checkpoint step. The profiles set 10: "
+                               "a bert-base checkpoint (1.31 GB) took <= 8.4 s to write, <= 1.4 % of 10 minutes "
+                               "(docs/training.md#resume)")
     dev_max_pairs: Optional[int] = Field(None, gt=0, description="None: all 1500 STS-B dev pairs")
     precision: Literal["auto", "fp32", "bf16"] = Field(
         "auto", description="the profile's choice, never the CPU's: auto = bf16 autocast on CUDA, fp32 on CPU; "
@@ -263,13 +283,14 @@ class TrainParams(Strict):
 # TrainParams fields that params.yaml keeps in its `runtime` section: they change how a training runs, never
 # what it computes, so no stage declares them (a resumed training continues its checkpoint with new values)
 # (num_threads is not one: a CPU training's bits depend on it, so the train stages declare `train.num_threads`)
-RUNTIME_KEYS = ("device", "checkpoint_every", "loader_workers", "heap", "nproc")
+RUNTIME_KEYS = ("device", "checkpoint_every", "checkpoint_minutes", "loader_workers", "heap", "nproc")
 
 
 class RuntimeParams(Strict):
     """params.yaml ``runtime``: :data:`RUNTIME_KEYS`, validated as :class:`TrainParams` validates them."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     checkpoint_every: Optional[int] = Field(None, gt=0)
+    checkpoint_minutes: float = Field(0.0, ge=0)
     loader_workers: Union[Literal["auto"], Annotated[int, Field(ge=0)]] = "auto"
     heap: Literal["auto", "retain", "system"] = "auto"
     nproc: int = Field(1, ge=1)

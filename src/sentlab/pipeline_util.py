@@ -21,16 +21,35 @@ def run_stage(main: Callable[[], object]) -> int:
         with timed("stage", script=sys.argv[0] if sys.argv else ""):
             return main()
 
-    return report_errors(observed)
+    stage = os.environ.get("DVC_STAGE")   # set by DVC for the stage it runs: its failure is recorded (#54 §5)
+    if not stage:
+        return report_errors(observed)
+    from . import failures
+
+    failures.clear_failure(stage)
+    said: list[str] = []
+    try:
+        rc = report_errors(observed, on_error=said.append)
+        if rc not in (0, 130):   # 130: interrupted, not a failure of the stage
+            failures.record_failure(stage, rc, said[0] if said else f"{stage} exited with status {rc}")
+    except BaseException as e:
+        if not (isinstance(e, SystemExit) and not e.code):
+            import traceback
+
+            failures.record_failure(stage, 1, traceback.format_exc())
+        raise
+    return rc
 
 
-def report_errors(fn: Callable[[], object]) -> int:
+def report_errors(fn: Callable[[], object], on_error: Callable[[str], object] | None = None) -> int:
     """Call ``fn``; its int result (or 0) is the exit status. User errors and Ctrl-C become one
-    paragraph on stderr, no traceback (exit 2 / 130)."""
+    paragraph on stderr, no traceback (exit 2 / 130); ``on_error`` gets a user error's paragraph."""
     try:
         return int(fn() or 0)
     except SentlabError as e:
         print(f"sentlab: error: {e}", file=sys.stderr)
+        if on_error is not None:
+            on_error(f"sentlab: error: {e}")
         return e.exit_code
     except KeyboardInterrupt:
         print("sentlab: interrupted; outputs are renamed into place only when complete, "

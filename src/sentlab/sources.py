@@ -146,7 +146,7 @@ def parse_sources(params) -> SimpleNamespace:
                            f"English ({warnings['SICKRelatedness']}). Provide the English SICK files or SimCSE's "
                            f"nli_for_simcse.csv, or set prepare.nli: none (and drop paser_sup from train.methods).")
     ids, texts, stats = sample_corpus(corpus.path, p.size, params.seed, p.min_words, p.max_words, p.dedupe,
-                                      p.allow_smaller)
+                                      p.accept_size)
     nli_file = nli_table = nli_counts = None
     if nli_source != "none":
         nli_file = nli.path if nli is not None else sick.root / SICK_TRAIN

@@ -85,6 +85,11 @@ def models_for(params: Params) -> dict[str, dict]:
         if m in trains:
             for s in params.seeds.extra_seeds(m):
                 models[f"{m}-s{s}"] = _entry(m, s, f"methods.{m}", deps=_model_deps(params, m))
+    for m, block in params.methods_from.items():   # seed s starts from the `from` method's seed s
+        if m in trains:
+            for s in params.seeds.extra_seeds(m):
+                models[f"{m}-s{s}"] = _entry(m, s, f"methods_from.{m}", init=f"models/{block['from']}-s{s}",
+                                             deps=_model_deps(params, m))
     if params.ablations.get("enabled", False):
         for v, spec in (params.ablations.get("variants") or {}).items():
             deps = _model_deps(params, spec["method"], spec.get("set"))

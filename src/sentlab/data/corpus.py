@@ -34,12 +34,13 @@ class CorpusStats:
 
 
 def sample_corpus(path: Path, size: int, seed: int, min_words: int = 1, max_words: int = 128,
-                  dedupe: bool = True, allow_smaller: bool = False) -> tuple[list[int], list[str], CorpusStats]:
+                  dedupe: bool = True, accept_size: int | None = None) -> tuple[list[int], list[str], CorpusStats]:
     """Filter the one-sentence-per-line file at ``path`` and draw ``size`` sentences with ``seed``.
 
     Empty lines, lines outside [min_words, max_words] whitespace words and
     (with ``dedupe``) repeated lines are dropped and counted. The sample keeps
-    file order; ids are 0-based line numbers.
+    file order; ids are 0-based line numbers. Fewer usable sentences than ``size`` fail unless their
+    number is exactly ``accept_size`` (prepare.accept_size): then all of them are used.
     """
     from .sts import read_lines
 
@@ -71,12 +72,14 @@ def sample_corpus(path: Path, size: int, seed: int, min_words: int = 1, max_word
         raise DataFormatError(path, None, "no sentence is left after filtering (empty corpus)",
                               "Check the file, or widen prepare.min_words / prepare.max_words in params.yaml.")
     if len(ids) < size:
-        if not allow_smaller:
+        if accept_size != len(ids):
+            stated = (f"prepare.accept_size is {accept_size}, not {len(ids)}" if accept_size is not None else
+                      "the profile states no smaller size it accepts (prepare.accept_size)")
             raise SentlabError(
-                f"The corpus {path} has {len(ids)} usable sentences after filtering, fewer than prepare.size = {size}. "
-                f"Lower prepare.size in params.yaml, set prepare.allow_smaller: true to use all of them, "
-                f"or provide the "
-                f"full corpus (the mirror may hold only a head sample)."
+                f"The corpus {path} has {len(ids)} usable sentences after filtering ({stats.lines} lines), fewer than "
+                f"prepare.size = {size}, and {stated}. Provide the full corpus (a mirror may hold only a sample, "
+                f"which is an asset of its own: prepare.corpus), or, if this file is the one you mean, lower "
+                f"prepare.size or set prepare.accept_size: {len(ids)} in your profile."
             )
         chosen = list(range(len(ids)))
     else:

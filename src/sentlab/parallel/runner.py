@@ -243,8 +243,8 @@ def _run(ray, root: Path, jobs, address, gpus, remote, keep, rt, state: Path, ru
     final_log = logs / "final.log"
     if failed:
         targets = done
-        say(f"{len(failed)} chain(s) failed: restoring the {len(done)} stages that ran; {', '.join(p.final)} "
-            f"not run")
+        say(f"{len(failed)} chain(s) failed: restoring the {len(done)} stages that ran; then {', '.join(p.final)} "
+            f"from what finished")
     else:
         targets = []
         say(f"final dvc repro in the workspace (log {final_log})")
@@ -261,6 +261,12 @@ def _run(ray, root: Path, jobs, address, gpus, remote, keep, rt, state: Path, ru
         for r in results.values():
             if r["status"] == "done" and not remote:
                 remove_worktree(root, state / "worktrees" / r["chain"])
+    partial = {}
+    if failed and rc == 0 and p.final:
+        partial = partial_outputs(root, p.final, logs, env)
+        say("built from what finished, outside DVC (their rows name the failed stages; the next run that completes "
+            "records them in dvc.lock): " + ", ".join(f"{s} {'ok' if c == 0 else f'exit {c}'} (log "
+                                                     f"{logs / (s + '.partial.log')})" for s, c in partial.items()))
     if failed or rc:
         lines = [f"  {s}: log {r['log']}" + (f" ({r['reason']})" if r.get("reason") else "")
                  for s, r in failed.items()]
@@ -272,3 +278,23 @@ def _run(ray, root: Path, jobs, address, gpus, remote, keep, rt, state: Path, ru
         return 1
     say(f"done: {len(done)} stages in parallel, restored from the run cache; dvc.lock written")
     return 0
+
+
+def partial_outputs(root: Path, final: list[str], logs: Path, env: dict) -> dict[str, int]:
+    """Run the final stages' commands (``report``, ``export``: dvc.yaml's ``cmd``) in the workspace outside DVC,
+    whose dependencies include the failed stages' outputs: they build from what finished and name each failed
+    stage with its log (:mod:`sentlab.failures`, which reads this run's stage states). Returns stage -> exit."""
+    import subprocess
+
+    import yaml
+
+    stages = (yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8")) or {}).get("stages") or {}
+    out = {}
+    for s in final:
+        cmd = (stages.get(s) or {}).get("cmd") if isinstance(stages.get(s), dict) else None
+        if not isinstance(cmd, str):
+            continue
+        with open(logs / f"{s}.partial.log", "w") as f:
+            out[s] = subprocess.run(cmd, shell=True, cwd=root, stdout=f, stderr=subprocess.STDOUT,  # noqa: S602
+                                    env={k: v for k, v in env.items() if k != "DVC_STAGE"}).returncode
+    return out

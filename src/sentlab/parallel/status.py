@@ -1,5 +1,6 @@
 """``sentlab status``: every stage of the profile in force, up to date / stale / queued / running / failed,
-with its log.
+with its log (a stage that failed under a plain ``dvc repro --keep-going`` too: its own record,
+:mod:`sentlab.failures`).
 
 Up to date and stale come from DVC (``dvc status --json``, closed downstream: a stage below a stale one runs
 again too); queued, running, failed and skipped from the state the tasks of the last ``sentlab run`` wrote
@@ -47,6 +48,13 @@ def stage_status(root: str | Path = ".") -> tuple[list[dict], dict]:
         stale = None
     run = read_run_json(state)   # {} for a truncated one (a killed writer's): the stages' own files still say
     active = _alive(run.get("pid"))
+    recorded = {}
+    for f in sorted((state / "failed").glob("*.json")):
+        try:
+            rec = json.loads(f.read_text())
+        except ValueError:
+            continue
+        recorded[rec.get("stage", f.stem)] = rec
     rows = []
     for s in names:
         f = state / "stages" / f"{s}.json"
@@ -54,6 +62,10 @@ def stage_status(root: str | Path = ".") -> tuple[list[dict], dict]:
             st = json.loads(f.read_text()) if f.is_file() else {}
         except ValueError:   # written while the writer was killed
             st = {"status": "unknown", "reason": f"{f} is unreadable (a killed writer's)"}
+        own = recorded.get(s)   # a failure the stage recorded itself under `dvc repro` (sentlab.failures)
+        if own and (not st or st.get("updated", 0) < own.get("time", 0)):
+            last = (own.get("reason") or "").strip().splitlines()[-1:] or [""]
+            st = {"status": "failed", "log": own.get("log"), "reason": last[0][:300]}
         status, detail = ("stale" if stale is None or s in stale else "up to date"), ""
         if stale is None and not st:
             status, detail = "unknown", "a dvc repro holds the workspace's lock"

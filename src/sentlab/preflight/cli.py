@@ -20,8 +20,8 @@ def cmd_preflight(args) -> int:
 def register_cli(subparsers) -> None:
     p = subparsers.add_parser("preflight", help="run every stage of a profile on a tiny slice in a scratch copy; a "
                                                 "table of ok / failed / needs asset with time and memory projections")
-    p.add_argument("--profile", default=None, choices=["quick", "smoke", "paper"],
-                   help="default: params.yaml's `profile:` line")
+    p.add_argument("--profile", default=None,
+                   help="a profile (profiles/<name>.yaml); default: params.yaml's `profile:` line")
     p.add_argument("--workspace", default=".", help="the repository to check (default: here); never written")
     p.add_argument("--scratch", default=None, help="scratch folder (default: a new temporary folder)")
     p.add_argument("--out", default=None, help="folder for preflight.md/.json (default: <scratch>/reports/preflight)")

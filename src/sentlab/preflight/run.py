@@ -17,8 +17,8 @@ from .projection import project
 from .runner import StageRunner, error_paragraph
 from .scratch import check_location, make_scratch, scratch_env
 from .stages import Stage, consumers, consumers_first, dvc_stages, prune_weights, with_upstream
-from .standins import (backbone_standin, changed_models, classify_asset, corpus_shortfall, hub_standins,
-                       method_hub_models, standin_for)
+from .standins import (backbone_standin, changed_models, classify_asset, corpus_shortfall, corpus_standin,
+                       hub_standins, method_hub_models, standin_for)
 from .table import Row, write
 
 
@@ -165,7 +165,11 @@ def preflight(workspace: Path, profile: Optional[str] = None, *, out: Optional[P
     try:
         values = S.apply_profile(scratch, profile)
         real = validate(values, source=f"profile {profile}")
-        S.write_params(scratch, values, S.slice_edits(values, sl))
+        corpus_sample = corpus_standin(real)
+        edits = S.slice_edits(values, sl)
+        if corpus_sample:   # the slice trains on the sample; the prepare row says the corpus is missing
+            edits = deep_merge(edits, {"prepare": {"corpus": corpus_sample}})
+        S.write_params(scratch, values, edits)
     except SentlabError as e:  # the profile does not validate: one row says why, nothing else can run
         row = Row("profile", f"sentlab profile {profile}", status="failed", error=str(e))
         return _finish([row], meta, out_dir, quiet)
@@ -187,10 +191,10 @@ def preflight(workspace: Path, profile: Optional[str] = None, *, out: Optional[P
     for st in stages:
         row = pf.check(st)
         if st.name == "prepare" and row.status == "ok":
-            short = corpus_shortfall(real)
+            short = corpus_shortfall(real, corpus_sample)
             if short:
                 row.status, (row.asset, row.fetch) = "needs asset", short
-                row.note = "continued with the corpus here (the full run would train on it without a word)"
+                row.note = "the slice ran on the sample; the full run stops at prepare until the corpus is here"
         if missing_backbone and row.status == "needs asset" and row.asset == missing_backbone[0]:
             row.fetch = missing_backbone[1]
         pf.rows[st.name] = row

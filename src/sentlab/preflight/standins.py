@@ -124,23 +124,29 @@ def changed_models(before: dict, after: dict, models: dict) -> set[str]:
     return {n for n, e in models.items() if model_block(before, e, n) != model_block(after, e, n)}
 
 
-def corpus_shortfall(real) -> Optional[tuple[str, str]]:
-    """(asset, fetch) when the corpus here is smaller than the profile asks for: ``allow_smaller`` would
-    otherwise let a paper run train on a head sample without a word."""
+def corpus_standin(real) -> Optional[str]:
+    """The sample asset the preflight's slice trains on when the profile's corpus is not here (wiki1m_head for a
+    missing wiki1m), or None (the corpus is here, or no sample is: prepare's own row says what is missing). The
+    slice is a few hundred sentences either way; the full run never takes the sample (issue #54 §2)."""
+    from ..assets import ASSETS, data_present
+
+    name = real.prepare.corpus
+    if data_present(name):
+        return None
+    samples = [a for a in ASSETS if a.startswith(name + "_") and data_present(a)]
+    return samples[0] if samples else None
+
+
+def corpus_shortfall(real, standin: Optional[str]) -> Optional[tuple[str, str]]:
+    """(asset, fetch) when the slice ran on the sample ``standin`` because the profile's corpus is not here."""
     from ..assets import ASSETS, data_fetch_command, resolve_data
 
-    try:
-        r = resolve_data(real.prepare.corpus)
-    except SentlabError:
-        return None  # prepare's own row says it
-    if r.path.name == Path(ASSETS[real.prepare.corpus].paths[0]).name:
+    if standin is None:
         return None
-    with open(r.path, "rb") as f:
-        lines = sum(1 for _ in f)
-    if lines >= real.prepare.size:
-        return None
-    return (f"{real.prepare.corpus} (only {r.path} here, {lines:,} lines; the profile asks for "
-            f"{real.prepare.size:,})", data_fetch_command(real.prepare.corpus))
+    r = resolve_data(standin)
+    return (f"{real.prepare.corpus} (only {r.path} here, the {ASSETS[standin].lines:,}-line sample `{standin}`; the "
+            f"profile asks for {real.prepare.corpus}, {real.prepare.size:,} sentences)",
+            data_fetch_command(real.prepare.corpus))
 
 
 def backbone_standin(backbone: str, scratch: Path) -> tuple[Optional[Path], str, Optional[tuple[str, str]]]:

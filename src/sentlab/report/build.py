@@ -44,16 +44,38 @@ FIG4 = FIGURES / "paser_fig4_decoder_depth.png"
 INDEX = Path("reports/index.md")
 
 
-def profile_metrics(root: Path, models: Optional[dict[str, bool]] = None) -> dict[str, dict]:
+def profile_metrics(root: Path, models: Optional[dict[str, bool]] = None,
+                    failures: Optional[dict[str, dict]] = None) -> dict[str, dict]:
     """``reports/metrics`` as :func:`load_metrics` reads it, restricted to the active profile when
     ``models`` is given: its models and the baselines; a known model it does not train is
-    ``{"status": "not run in this profile"}``; files of other models are left out."""
+    ``{"status": "not run in this profile"}``; files of other models are left out. A model (or baseline) of the
+    profile without metrics whose stage failed (``failures``, :func:`sentlab.failures.failed_stages`) is
+    ``{"status": "failed: <stage>, log <path>"}``: its rows name the stage and the log (issue #54 §5)."""
+    from ..failures import missing_reason
+
     metrics = load_metrics(Path(root) / "reports/metrics")
     if models is None:
         return metrics
     out = {n: m for n, m in metrics.items() if n.startswith("base-") or models.get(n)}
     out.update({n: {"model": n, "status": NOT_RUN} for n, active in models.items() if not active})
+    if failures:
+        lists = _stage_list(Path(root))
+        expected = [n for n, active in models.items() if active] + [f"base-{b}" for b in lists.get("baselines", [])]
+        for n in expected:
+            why = None if n in out else missing_reason(n, failures, lists.get("models"))
+            if why:
+                out[n] = {"model": n, "status": why}
     return out
+
+
+def _stage_list(root: Path) -> dict:
+    import yaml
+
+    f = root / "models.yaml"
+    try:
+        return (yaml.safe_load(f.read_text(encoding="utf-8")) or {}) if f.is_file() else {}
+    except (OSError, yaml.YAMLError):
+        return {}
 
 
 @dataclass
@@ -68,6 +90,26 @@ class Report:
     warnings: dict[str, str] = field(default_factory=dict)
     seed_groups: dict[str, list[str]] = field(default_factory=dict)   # model -> its evaluated seed runs
     models: Optional[dict[str, bool]] = None                           # profile_models (None: every file)
+    prepared: dict = field(default_factory=dict)                       # data/prepare_stats.json
+    failed: dict[str, str] = field(default_factory=dict)               # model -> the failed stage and its log
+
+
+def corpus_lines(prepared: dict) -> list[str]:
+    """The report's first lines: the corpus every model trained on (asset, file, lines, sha256, sentences sampled)
+    and paser_sup's NLI file, from data/prepare_stats.json (issue #54 §2: a sample can never pass unnoticed)."""
+    c = prepared.get("corpus_file")
+    if not isinstance(c, dict):
+        return ["**Training corpus: unknown** (data/prepare_stats.json has no `corpus_file`: run the prepare stage).",
+                ""]
+    out = [f"**Training corpus:** asset `{c.get('asset')}`, file `{c.get('path')}`, {c.get('lines', 0):,} lines, "
+           f"sha256 `{c.get('sha256')}`; {c.get('sampled', 0):,} sentences sampled into data/corpus/train.parquet, "
+           f"the corpus of every model that trains on `train` (the others: the STS sentences, or the NLI triples "
+           f"below)."]
+    nli = prepared.get("nli") or {}
+    if nli.get("source") not in (None, "none"):
+        out.append(f"**NLI triples** (paser_sup): {nli.get('label', nli.get('source'))}, `{nli.get('file')}`, "
+                   f"{nli.get('triples', 0):,} triples.")
+    return out + [""]
 
 
 def _write(root: Path, rel: Path, text: str, report: Report, context: str) -> None:
@@ -81,15 +123,23 @@ def _filled(rows: list[Resolved]) -> str:
 
 
 def build_report(root: Path | str = ".", backbone: str = "", profile: str = "",
-                 models: Optional[dict[str, bool]] = None) -> Report:
+                 models: Optional[dict[str, bool]] = None, failures: Optional[dict[str, dict]] = None) -> Report:
+    """Every table, figure and the index from what is there; ``failures`` (default: the recorded ones,
+    :func:`sentlab.failures.failed_stages`) name the failed stage of each missing row."""
+    from ..failures import failed_stages
+
     root = Path(root)
-    metrics = profile_metrics(root, models)
+    failures = failed_stages(root) if failures is None else failures
+    metrics = profile_metrics(root, models, failures)
     stats = root / "data/prepare_stats.json"
     try:
-        warnings = json.loads(stats.read_text()).get("language_warnings", {}) if stats.is_file() else {}
+        prepared = json.loads(stats.read_text()) if stats.is_file() else {}
     except ValueError:
-        warnings = {}
-    rep = Report(root, backbone, profile, warnings=warnings, models=models)
+        prepared = {}
+    warnings = prepared.get("language_warnings", {})
+    rep = Report(root, backbone, profile, warnings=warnings, models=models, prepared=prepared)
+    rep.failed = {m["model"]: m["status"] for m in metrics.values() if str(m.get("status", "")).startswith(
+        ("failed: ", "not run: "))}
     models_dir = root / "models"
 
     specs = all_tables(backbone)
@@ -171,7 +221,10 @@ def _link(path: str, base: Path = Path("reports")) -> str:
 def write_index(rep: Report, metrics: dict[str, dict]) -> None:
     """``reports/index.md``: every table and figure that exists, with a line of context."""
     root = rep.root
-    lines = ["# sentlab report", "",
+    failed = ([f"**Built from what finished: {len(rep.failed)} models have no results** (their rows say which "
+               f"stage failed; `sentlab status` lists every stage):", ""]
+              + [f"- `{m}`: {why}" for m, why in sorted(rep.failed.items())] + [""]) if rep.failed else []
+    lines = ["# sentlab report", "", *corpus_lines(rep.prepared), *failed,
              f"Backbone `{rep.backbone}`, profile `{rep.profile}`. Every table shows the reproduced value, the "
              f"paper's value and the difference; a row without numbers says why (e.g. \"not run in this profile\"). "
              f"Regenerate with `dvc repro report` (or `make repro PROFILE=…`).", ""]

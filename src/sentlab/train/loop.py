@@ -30,8 +30,9 @@
 * no host synchronisation per micro-batch: losses and a method's logged parts are
   summed on the device and read (all-reduced once) at each dev evaluation, where the
   non-finite-loss check runs too;
-* a resume checkpoint (``<ckpt_dir>/last``) at every dev evaluation (or every
-  ``runtime.checkpoint_every`` steps): an interrupted run started again with the
+* a resume checkpoint (``<ckpt_dir>/last``, one per run, overwritten) at every dev evaluation (or every
+  ``runtime.checkpoint_every`` steps), at most every ``runtime.checkpoint_minutes`` of training: an
+  interrupted run started again with the
   same ``ckpt_dir`` continues from it and, on CPU, ends with the same numbers
   as an uninterrupted run; every rank saves (its RNG state is gathered) and
   resumes with its own RNG state;
@@ -238,6 +239,18 @@ def clip_gradients(optimizer: torch.optim.Optimizer, max_norm: float, mode: str 
         torch.nn.utils.clip_grad_norm_(params, max_norm)
 
 
+def checkpoint_due(elapsed_s: float, gap_s: float, device: torch.device) -> bool:
+    """Whether this checkpoint step writes a resume checkpoint: ``gap_s`` seconds (runtime.checkpoint_minutes) have
+    passed since the last one (or the start). Rank 0's clock decides for every rank (saving is a collective)."""
+    if gap_s <= 0:
+        return True
+    due = elapsed_s >= gap_s
+    if D.is_dist():
+        flag = torch.tensor([float(due and D.is_main())], device=device)
+        due = bool(D.all_reduce_sum_(flag).item() > 0)
+    return due
+
+
 def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEval, ckpt_dir: Path,
                export_info: Optional[dict] = None,
                log_metrics: Optional[Callable[[dict, int], None]] = None,
@@ -293,6 +306,8 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
                 log_metrics({k: v for k, v in row.items() if k != "step"}, row["step"])
 
     ckpt_every = train_cfg.checkpoint_every or train_cfg.eval_every
+    ckpt_gap_s = 60.0 * (train_cfg.checkpoint_minutes or 0.0)   # at most one resume checkpoint per gap (#54 §6)
+    last_ckpt_t = time.perf_counter()
     grad_accum = train_cfg.grad_accum
     if read_every_step is None:
         read_every_step = device.type == "cpu"  # reading is free on the CPU: per-step numbers for the bar and callbacks
@@ -391,7 +406,9 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
                               f"align {row['alignment']:.3f} unif {row['uniformity']:.3f} loss {row['loss']:.4f}")
                 window_losses, window_extras = [], {}
                 D.barrier()
-            if step % ckpt_every == 0 and step < total_steps:  # a collective: every rank saves, rank 0 writes
+            if (step % ckpt_every == 0 and step < total_steps   # a collective: every rank saves, rank 0 writes
+                    and checkpoint_due(time.perf_counter() - last_ckpt_t, ckpt_gap_s, device)):
+                last_ckpt_t = time.perf_counter()
                 read_pending()
                 save_resume(ckpt_dir / "last", method, optimizer, scheduler,
                             {"step": step, "total_steps": total_steps, "best_score": best_score if best_step else None,

@@ -65,7 +65,7 @@ def resolve_train(params: Params, mparams):
 # another checkpoint interval, more loader workers, on more ranks (runtime.nproc: each rank the
 # checkpoint has no RNG state for keeps its seeded one) or another device setting continues the checkpoint.
 # (train.num_threads is in the key: a CPU training's reductions depend on the thread count)
-RUNTIME_KEYS = ("methods", "checkpoint_every", "loader_workers", "nproc", "device", "heap")
+RUNTIME_KEYS = ("methods", "checkpoint_every", "checkpoint_minutes", "loader_workers", "nproc", "device", "heap")
 
 
 def backbone_of(params: Params, mparams) -> str:
@@ -123,11 +123,14 @@ def make_dev_evaluator(sts_path: str | Path, max_pairs: Optional[int], batch_siz
     return dev_eval
 
 
-def load_encoder(params: Params, cls, models_dir: Path, device: torch.device, backbone: Optional[str] = None):
+def load_encoder(params: Params, cls, models_dir: Path, device: torch.device, backbone: Optional[str] = None,
+                 init_name: Optional[str] = None):
+    """The encoder a training starts from: the backbone, or the trained model of ``cls.init_from`` (``init_name``:
+    its folder under ``models_dir``, e.g. ``paser-s43`` for ``paser_sup-s43``; default the method's id)."""
     from ..assets import load_model
 
     if cls.init_from:
-        src = models_dir / cls.init_from
+        src = models_dir / (init_name or cls.init_from)
         info = src / "sentlab.json"
         if not info.is_file() or json.loads(info.read_text()).get("status") != "trained":
             raise SentlabError(f"Method {cls.id} starts from the trained model of `{cls.init_from}` ({src}), which is "
@@ -141,7 +144,8 @@ def load_encoder(params: Params, cls, models_dir: Path, device: torch.device, ba
 def train_method(params: Params, method_id: str, *, name: Optional[str] = None, overrides: Optional[dict] = None,
                  root: str | Path = ".", dev_eval: Optional[DevEval] = None, tracking: bool = True,
                  callbacks: Sequence[Callable] = (), encoder_factory: Optional[Callable] = None,
-                 keep_checkpoint: bool = False, progress: bool = True, group: Optional[str] = None) -> dict:
+                 keep_checkpoint: bool = False, progress: bool = True, group: Optional[str] = None,
+                 init_name: Optional[str] = None) -> dict:
     """Train ``method_id`` with ``params`` and export the best model. Returns ``sentlab.json``'s content.
 
     ``encoder_factory`` (tests) replaces the backbone loading: ``() -> (model, tokenizer)``.
@@ -165,7 +169,8 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
 
     seed_everything(params.seed)  # the method's new layers (MLP, pseudo tokens) are initialised from the seed
     backbone = backbone_of(params, mparams)
-    model, tok = encoder_factory() if encoder_factory else load_encoder(params, cls, models_dir, device, backbone)
+    model, tok = (encoder_factory() if encoder_factory
+                  else load_encoder(params, cls, models_dir, device, backbone, init_name))
     attention = resolve_attention(cfg.attention, device)
     # before the method copies it (MoCo's key encoder); not saved: the exported folder loads with the default
     model.set_attn_implementation(attention)
@@ -269,8 +274,10 @@ def stage_main(argv: Optional[Sequence[str]] = None, prog: str = "pipeline/train
     overrides = dict((variants.get(args.name) or {}).get("set") or {})
     params = params.model_copy(update={"seed": args.seed})
     group = args.method if args.name == f"{args.method}-s{args.seed}" else args.name
+    init_from = get_method(args.method).init_from   # a seed of a methods_from line starts from that seed's model
+    init_name = f"{init_from}-s{args.seed}" if init_from and group != args.name else None
     final = train_method(params, args.method, name=args.name, overrides=overrides,
-                         keep_checkpoint=args.keep_checkpoint, group=group)
+                         keep_checkpoint=args.keep_checkpoint, group=group, init_name=init_name)
     print(f"{args.name}: best STS-B dev {final['best_stsb_dev']:.2f} at step {final['best_step']} "
           f"-> models/{args.name}")
     return 0
@@ -348,8 +355,10 @@ def run_from_args(args, params: Params) -> int:
         write_marker(root / "models", root / "reports" / "curves", name, method_id, reason)
         print(f"{name}: {reason} (profile {params.profile}); wrote models/{name}/sentlab.json and an empty curve.")
         return 0
+    init_from = get_method(method_id).init_from
     final = train_method(params, method_id, name=name, overrides=overrides,
                          keep_checkpoint=args.keep_checkpoint,
-                         group=name.rsplit("-s", 1)[0] if args.seed is not None else name)
+                         group=name.rsplit("-s", 1)[0] if args.seed is not None else name,
+                         init_name=f"{init_from}-s{args.seed}" if init_from and args.seed is not None else None)
     print(f"{name}: best STS-B dev {final['best_stsb_dev']:.2f} at step {final['best_step']} -> models/{name}")
     return 0

@@ -1,0 +1,278 @@
+"""``sentlab plan --profile P``: what a profile costs on GPUs, before any GPU time is spent (issue #54 §4).
+
+Per paper table and in total: trainings, optimiser steps, GPU-hours, disk. Every figure is marked **measured**
+(a step time or an evaluation rate timed on a GPU: :data:`GPU_RUN` names the run and its card) or **estimated**
+(and from what). The steps are exact: the profile's corpus sizes, batches, epochs and step caps through the
+training loop's own :func:`sentlab.train.loop.plan_steps`. The seconds are measured step times x steps, plus
+the dev evaluations at the measured encoding rate; a method without a measured step time takes the per-sentence
+time of the method it is built like, times a stated factor (:data:`LIKE`), and is marked estimated.
+
+Not counted: the resume-checkpoint writes (issue #54 §6), queueing, the CPU stages (sources, prepare, annotate:
+listed apart, they hold no GPU).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional
+
+GPU_RUN = ("the shared GPU checklist on one NVIDIA H100 80GB HBM3, 2026-11-26 (benchmarks/RESULTS.md \"On a GPU\", "
+           "docs/preflight-paper-gpu.md: each method 5 steps at its paper batch on the hub-shaped bert-base stand-in)")
+GPU_CARD = "H100 80GB"
+
+# Seconds per optimiser step at the paper profile's batch (the `batch` here), measured in GPU_RUN (its table's
+# "s/step" column; paser with SR replaced by RD, WordNet not being on the device).
+STEP_S = {"simcse": (0.04, 64), "ct": (0.07, 64), "moco": (0.06, 64), "moco_srl": (0.08, 64), "ptbert": (0.10, 64),
+          "paser": (0.65, 64), "paser_sup": (1.93, 64), "l2p": (0.36, 512)}
+
+# A method without a measured step: (the measured method it is built like, factor on its per-sentence time, why).
+LIKE = {
+    "moco_reorder": ("moco", 1.0, "MoCo with another augmentation"),
+    "moco_duplication": ("moco", 1.0, "MoCo with another augmentation"),
+    "moco_deletion": ("moco", 1.0, "MoCo with another augmentation"),
+    "simcse_crop": ("simcse", 1.0, "SimCSE with another augmentation"),
+    "simcse_deletion": ("simcse", 1.0, "SimCSE with another augmentation"),
+    "simcse_mlm": ("simcse", 1.5, "SimCSE plus a masked-LM pass and the vocabulary head"),
+    "simcse_pp": ("simcse", 1.0, "SimCSE's passes, another loss"),
+    "consert": ("simcse", 1.0, "two augmented views through one encoder"),
+    "esimcse": ("simcse", 1.5, "SimCSE plus a momentum encoder's forward pass"),
+    "diffcse": ("simcse", 2.0, "SimCSE plus a generator and a discriminator pass"),
+    "rankcse": ("simcse", 2.0, "SimCSE plus two teachers' forward passes"),
+    "simcse_sup": ("simcse", 1.5, "three sentences per example (two in SimCSE)"),
+    "sg_opt": ("simcse", 1.5, "a trained and a frozen guide encoder"),
+    "posbow_adv": ("simcse", 1.3, "SimCSE on roberta-base plus POS/BOW heads"),
+    "prompt": ("l2p", 1.0, "the L2P-CSR family's passes"),
+    "prompt_l2p": ("l2p", 1.0, "the L2P-CSR family's passes"),
+}
+
+# Corpus sizes of the full run (a sample here never counts): SimCSE's wiki1m (10^6 lines, SimCSE §4.1), its NLI
+# triples (275,601, SimCSE §5.1), and the distinct STS/SICK sentences prepare writes (29,482: its output line
+# on the SentEval files).
+CORPUS_ROWS = {"train": 1_000_000, "nli": 275_601, "sts_unlabeled": 29_482}
+
+# The 7-task STS evaluation of a bert-base model on the H100 of GPU_RUN: 4.7 s for 31,099 pairs (fp32).
+STS_EVAL_S, STS_PAIRS, STSB_DEV_PAIRS = 4.7, 31_099, 1_500
+STAGE_START_S = 20.0   # estimated: a stage process's start (imports, model load), not timed on the GPU
+TRANSFER_S = 300.0     # estimated: SentEval's 7 transfer tasks (logistic regression, 10-fold CV on 4 of them)
+RETRIEVAL_S = 60.0     # estimated: QQP's ~540k questions and AskUbuntu encoded at the STS evaluation's rate
+# GLUE training-set sizes (the GLUE benchmark's train splits) and steps: batch 32 x 128 tokens = SimCSE's 64 x 32
+# x 2 views of tokens a step, so SimCSE's measured step time per step (estimated: same tokens, another head).
+GLUE_TRAIN = {"WNLI": 635, "QNLI": 104_743, "QQP": 363_846, "SST-2": 67_349, "STS-B": 5_749, "MRPC": 3_668,
+              "RTE": 2_490, "CoLA": 8_551, "MNLI": 392_702}
+BYTES_PER_PARAM = 4    # fp32 safetensors
+BACKBONE_PARAMS = {"bert-base-uncased": 109_482_240, "roberta-base": 124_645_632, "bert-large-uncased": 335_141_888}
+CHECKPOINT_GB = 1.8    # a resume checkpoint of a bert-base training (issue #54: 1.3-1.8 GB), estimated
+
+
+@dataclass
+class Cost:
+    trainings: int = 0
+    steps: int = 0                # training steps (GLUE's fine-tuning steps: ft_steps)
+    measured_s: float = 0.0       # GPU seconds from measured step times / rates x exact counts
+    estimated_s: float = 0.0      # GPU seconds from estimated inputs (``estimated`` says which)
+    disk_gb: float = 0.0          # model folders (estimated: parameters x 4 bytes)
+    ft_steps: int = 0
+    estimated: set = field(default_factory=set)
+
+    def add(self, other: "Cost") -> None:
+        for k in ("trainings", "steps", "measured_s", "estimated_s", "disk_gb", "ft_steps"):
+            setattr(self, k, getattr(self, k) + getattr(other, k))
+        self.estimated |= other.estimated
+
+    @property
+    def gpu_s(self) -> float:
+        return self.measured_s + self.estimated_s
+
+
+def _per_sentence(method: str) -> tuple[float, Optional[str]]:
+    """(seconds per training sentence on the GPU of GPU_RUN, None when measured else why estimated)."""
+    if method in STEP_S:
+        s, batch = STEP_S[method]
+        return s / batch, None
+    if method in LIKE:
+        base, factor, why = LIKE[method]
+        s, batch = STEP_S[base]
+        return s / batch * factor, f"{method}: {base}'s measured step x {factor} ({why})"
+    s, batch = STEP_S["simcse"]
+    return s / batch, f"{method}: SimCSE's measured step (no measurement of a method like it)"
+
+
+def training_cost(params, name: str, entry: dict) -> Cost:
+    """One training of the stage list: its steps (exact), seconds (measured step time or estimated), disk."""
+    from .preflight.projection import model_params
+    from .methods import get_method
+    from .train.loop import plan_steps
+    from .train.run import backbone_of, resolve_train
+
+    mparams = model_params(params, entry, name)
+    cfg = resolve_train(params, mparams)
+    corpus = getattr(mparams, "corpus", None) or get_method(entry["method"]).corpus
+    rows = CORPUS_ROWS.get(corpus, CORPUS_ROWS["train"])
+    if corpus == "train":
+        rows = min(params.prepare.size, rows)
+    _, steps = plan_steps(mparams.train_sentences(rows), cfg)
+    per_sentence, why = _per_sentence(entry["method"])
+    measured_batch = STEP_S.get(entry["method"], (0, cfg.batch_size))[1]
+    step_s = per_sentence * cfg.batch_size * cfg.grad_accum
+    est = {why} if why else set()
+    if why is None and measured_batch != cfg.batch_size * cfg.grad_accum:
+        est.add(f"{entry['method']}: measured at batch {measured_batch}, scaled to {cfg.batch_size}")
+    evals = steps // max(1, cfg.eval_every) + 1
+    dev_s = evals * STS_EVAL_S * (cfg.dev_max_pairs or STSB_DEV_PAIRS) / STS_PAIRS
+    backbone = backbone_of(params, mparams)
+    n_params = BACKBONE_PARAMS.get(backbone)
+    if n_params is None:
+        est.add(f"disk of {backbone}: bert-base's size")
+    disk = (n_params or BACKBONE_PARAMS["bert-base-uncased"]) * BYTES_PER_PARAM / 1e9
+    train_s = steps * step_s
+    return Cost(1, steps, measured_s=(0.0 if est - {f"disk of {backbone}: bert-base's size"} else train_s) + dev_s,
+                estimated_s=STAGE_START_S + (train_s if est - {f"disk of {backbone}: bert-base's size"} else 0.0),
+                disk_gb=disk, estimated=est)
+
+
+def evaluation_cost(kind: str, params) -> Cost:
+    """One evaluation stage: ``evaluate`` (the 7 STS tasks, measured rate), ``transfer``, ``glue``, ``retrieval``."""
+    if kind == "evaluate":
+        return Cost(measured_s=STS_EVAL_S, estimated_s=STAGE_START_S,
+                    estimated={f"a stage's start (imports, model load): {STAGE_START_S:.0f} s, not timed on a GPU"})
+    if kind == "transfer":
+        return Cost(estimated_s=TRANSFER_S, estimated={"transfer: 5 min a model (not timed on a GPU)"})
+    if kind == "retrieval":
+        return Cost(estimated_s=RETRIEVAL_S, estimated={"retrieval: ~1 min a model (QQP's ~540k questions at the "
+                                                        "STS evaluation's measured encoding rate)"})
+    ft = params.glue.finetune
+    steps = sum(math.ceil(min(GLUE_TRAIN.get(t, 0), ft.max_train or 10**9) / ft.batch_size) * ft.epochs
+                for t in params.glue.tasks)
+    if ft.max_steps:
+        steps = min(steps, ft.max_steps * len(params.glue.tasks))
+    steps *= len(params.glue.seeds)
+    return Cost(ft_steps=steps, estimated_s=steps * STEP_S["simcse"][0] + STAGE_START_S,
+                estimated={"GLUE fine-tuning: SimCSE's measured step time (the same tokens a step: 32 x 128 vs "
+                           "64 x 32 x 2), the GLUE train splits' sizes"})
+
+
+def _suite_table(suite: str) -> Optional[str]:
+    return {"transfer": "l2p_table2", "glue": "l2p_table4", "retrieval": "paser_table3"}.get(suite)
+
+
+def plan(params) -> dict:
+    """``{"tables": {id: (title, Cost)}, "total": Cost, "trainings": {name: Cost}, "cpu": [...]}``."""
+    from .report.paper_tables import all_tables
+    from .stage_list import stage_list_for
+
+    lists = stage_list_for(params)
+    models = lists["models"]
+    per_model: dict[str, Cost] = {}
+    for name, entry in models.items():
+        c = training_cost(params, name, entry)
+        c.add(evaluation_cost("evaluate", params))
+        per_model[name] = c
+    baselines = {f"base-{b}": evaluation_cost("evaluate", params) for b in lists["baselines"]}
+    if "bert_flow" in lists["baselines"]:
+        baselines["base-bert_flow"].estimated.add("BERT-flow's fit: counted as one evaluation (not timed on a GPU)")
+    suites = {k: (e["suite"], e["model"], evaluation_cost(e["suite"], params))
+              for k, e in lists["suite_stages"].items()}
+    total = Cost()
+    for c in (*per_model.values(), *baselines.values(), *(c for _, _, c in suites.values())):
+        total.add(c)
+    tables = {}
+    for spec in all_tables(params.model.backbone):
+        rows = {c.split("/")[0] for r in spec.rows for c in r.models}
+        cost = Cost()
+        for name, c in per_model.items():
+            base = name.rsplit("-s", 1)[0] if name.rsplit("-s", 1)[-1].isdigit() else name
+            if base in rows:
+                cost.add(c)
+        for name, c in baselines.items():
+            if name in rows:
+                cost.add(c)
+        for suite, model, c in suites.values():
+            if _suite_table(suite) == spec.id and model in rows:
+                cost.add(c)
+        tables[spec.id] = (f"{spec.source}", cost)
+    longest = max((per_model[n].gpu_s + _chain_before(n, models, per_model) for n in per_model), default=0.0)
+    # the tasks a parallel run schedules: a model's chain (with the models that start from it), a baseline, a suite
+    chains: dict[str, float] = {}
+    for n, c in per_model.items():
+        root = n
+        while models[root]["init"].startswith("models/") and models[root]["init"][7:] in models:
+            root = models[root]["init"][7:]
+        chains[root] = chains.get(root, 0.0) + c.gpu_s
+    tasks = [*chains.values(), *(c.gpu_s for c in baselines.values()), *(c.gpu_s for _, _, c in suites.values())]
+    return {"tables": tables, "total": total, "trainings": per_model, "longest_chain_s": longest, "tasks": tasks,
+            "models": len(models), "suites": len(suites), "baselines": len(baselines)}
+
+
+def makespan(tasks: list[float], gpus: int) -> float:
+    """Longest-first list scheduling of ``tasks`` (seconds) on ``gpus`` one-GPU workers: the wall time."""
+    load = [0.0] * max(1, gpus)
+    for t in sorted(tasks, reverse=True):
+        load[load.index(min(load))] += t
+    return max(load)
+
+
+def _chain_before(name: str, models: dict, per_model: dict) -> float:
+    init = models[name]["init"]
+    if init.startswith("models/") and init[7:] in per_model:
+        return per_model[init[7:]].gpu_s + _chain_before(init[7:], models, per_model)
+    return 0.0
+
+
+def _h(s: float) -> str:
+    return f"{s / 3600:,.1f}"
+
+
+def render(profile: str, p: dict, gpus=(1, 4, 8)) -> str:
+    t = p["total"]
+    lines = [f"# sentlab plan: profile `{profile}`", "",
+             f"GPU-hours on one {GPU_CARD}. **measured**: step times and evaluation rates timed in {GPU_RUN}, times "
+             f"exact counts (steps from the profile's corpus, batch, epochs; dev evaluations); **estimated**: the "
+             f"inputs listed below the table. Disk: the trained models' fp32 weights (estimated: parameters x 4 "
+             f"bytes).",
+             "",
+             "| table | trainings | training steps | GPU-h measured | GPU-h estimated | GPU-h total | disk GB |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for tid, (title, c) in p["tables"].items():
+        if c.gpu_s:
+            lines.append(f"| {tid} ({title}) | {c.trainings} | {c.steps:,} | {_h(c.measured_s)} | "
+                         f"{_h(c.estimated_s)} | {_h(c.gpu_s)} | {c.disk_gb:,.1f} |")
+    lines.append(f"| **total** ({p['models']} trainings, {p['baselines']} baselines, {p['suites']} suite stages; a "
+                 f"model in several tables counts once here) | **{t.trainings}** | **{t.steps:,}** | "
+                 f"**{_h(t.measured_s)}** | **{_h(t.estimated_s)}** | **{_h(t.gpu_s)}** | **{t.disk_gb:,.1f}** |")
+    tr = Cost()
+    for c in p["trainings"].values():
+        tr.add(c)
+    lines += ["", f"Of the total, the trainings (with their STS evaluations): {_h(tr.gpu_s)} GPU-h "
+                  f"({_h(tr.measured_s)} measured, {_h(tr.estimated_s)} estimated); GLUE fine-tuning: "
+                  f"{t.ft_steps:,} steps (estimated).",
+              "",
+              "Wall time (each model's chain, with the models that start from it, and each baseline and suite "
+              "stage one task of one GPU, longest first; the longest chain "
+              f"{_h(p['longest_chain_s'])} h): " + ", ".join(
+                  f"{n} GPU{'s' * (n > 1)} {_h(makespan(p['tasks'], n))} h" for n in gpus) + ".",
+              "",
+              f"Disk besides the models ({t.disk_gb:,.1f} GB; x2 with DVC's cache as a copy): one resume checkpoint "
+              f"per running training (~{CHECKPOINT_GB} GB each, estimated), wiki1m 0.12 GB, GloVe 7.6 GB (zip + "
+              f"unpacked) where the glove baseline runs. Not counted: checkpoint writes, the CPU stages (annotate: "
+              f"~30 min on 1M sentences, docs/preflight-paper-gpu.md).", ""]
+    if t.estimated:
+        lines += ["Estimated inputs:", ""] + [f"- {e}" for e in sorted(t.estimated)] + [""]
+    return "\n".join(lines)
+
+
+def register_cli(subparsers) -> None:
+    pp = subparsers.add_parser("plan", help="what a profile costs on GPUs: per paper table and in total, "
+                                            "trainings, steps, GPU-hours, disk (measured or estimated)")
+    pp.add_argument("--profile", default=None, help="a profile (profiles/<name>.yaml); default: params.yaml's")
+    pp.add_argument("--params", default="params.yaml")
+    pp.add_argument("--gpus", default="1,4,8", help="GPU counts for the wall-time line")
+    pp.set_defaults(func=_cmd_plan)
+
+
+def _cmd_plan(args) -> int:
+    from .config import load_params
+
+    params = load_params(args.params, profile=args.profile)
+    print(render(params.profile, plan(params), tuple(int(g) for g in args.gpus.split(","))))
+    return 0

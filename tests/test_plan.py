@@ -1,0 +1,72 @@
+"""`sentlab plan --profile P` (issue #54 §4): trainings, steps, GPU-hours and disk per paper table and in total,
+each GPU-hour figure measured (the H100 run it comes from named) or estimated (and from what)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sentlab import cli
+from sentlab.config import load_params
+from sentlab.plan import plan, render
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def paper():
+    return plan(load_params(REPO / "params.yaml", profile="paper"))
+
+
+def test_steps_follow_the_paper_corpora_and_batches(paper):
+    tr = paper["trainings"]
+    assert tr["simcse"].steps == 1_000_000 // 64 == 15_625          # wiki1m, batch 64, one epoch
+    assert tr["l2p"].steps == 100_000 // 512 == 195                 # L2P-CSR's 100k sentences, batch 512
+    assert tr["paser_sup"].steps == 275_601 // 64 == 4_306          # SimCSE's NLI triples
+    assert tr["paser"].steps == 29_482 // 64 * 5 == 2_300           # the distinct STS sentences, 5 epochs
+    assert tr["consert"].steps == 29_482 // 96 * 10                 # ConSERT: batch 96, 10 epochs
+
+
+def test_measured_and_estimated_seconds(paper):
+    simcse = paper["trainings"]["simcse"]
+    evals = 15_625 // 250 + 1                                       # dev every 250 steps, and once at the start
+    dev = evals * 4.7 * 1_500 / 31_099                              # STS-B dev at the H100's measured STS rate
+    assert simcse.measured_s == pytest.approx(15_625 * 0.04 + dev + 4.7)
+    assert simcse.estimated_s == pytest.approx(20.0 + 20.0)         # two stage starts (train, evaluate)
+    diffcse = paper["trainings"]["diffcse"]                         # no GPU measurement: SimCSE's step x 2
+    assert diffcse.estimated_s > 2 * 15_625 * 0.04 and any("diffcse" in e for e in diffcse.estimated)
+    assert paper["total"].trainings == 181 and paper["models"] == 181
+
+
+def test_the_printed_plan_names_its_gpu_run_and_marks_every_figure(capsys):
+    assert cli.main(["plan", "--profile", "paper-lite", "--params", str(REPO / "params.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "H100 80GB HBM3, 2026-11-26" in out and 'benchmarks/RESULTS.md "On a GPU"' in out
+    assert "| table | trainings | training steps | GPU-h measured | GPU-h estimated | GPU-h total | disk GB |" in out
+    total = next(line for line in out.splitlines() if line.startswith("| **total**"))
+    assert "| **24** |" in total
+    assert "1 GPU" in out and "4 GPUs" in out and "8 GPUs" in out and "Estimated inputs:" in out
+    assert "- transfer: 5 min a model (not timed on a GPU)" in out
+
+
+def test_paper_lite_costs_a_fraction_of_paper(paper):
+    lite = plan(load_params(REPO / "params.yaml", profile="paper-lite"))
+    assert lite["total"].trainings == 24
+    assert lite["trainings"]["simcse"].gpu_s == pytest.approx(paper["trainings"]["simcse"].gpu_s)
+    assert lite["total"].gpu_s < paper["total"].gpu_s / 4
+    assert "l2p_table4" in render("paper-lite", lite)
+
+
+def test_the_readme_projection_is_the_plans(paper):
+    from sentlab.plan import makespan
+
+    text = (REPO / "README.md").read_text()
+    assert "16,484" not in text and "2-core CPU hours" not in text     # the CPU-hours table is gone
+    lite = plan(load_params(REPO / "params.yaml", profile="paper-lite"))
+    for name, p in (("paper-lite", lite), ("paper", paper)):
+        row = next(line for line in text.splitlines() if line.startswith(f"| `{name}` (") and "GPU" not in line)
+        t = p["total"]
+        want = (f"| {t.trainings} | {t.gpu_s / 3600:.1f} ({t.measured_s / 3600:.1f} + {t.estimated_s / 3600:.1f}) | "
+                + " | ".join(f"{makespan(p['tasks'], n) / 3600:.1f} h" for n in (1, 4, 8)) + " |")
+        assert row.endswith(want), (row, want)
