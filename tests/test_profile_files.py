@@ -80,7 +80,7 @@ def test_every_main_method_of_the_paper_profile_trains_five_seeds_paser_sup_too(
     for m in paper.train.methods:
         assert sum(e["method"] == m and e["own"] == e["line"] for e in models.values()) == 5, m
     assert models["paser_sup-s44"]["init"] == "models/paser-s44" and models["paser_sup"]["init"] == "models/paser"
-    assert len(models) == 24 * 5 + 61
+    assert len(models) == 24 * 5 + 63
 
 
 def test_a_methods_from_line_cannot_have_more_seeds_than_its_source():

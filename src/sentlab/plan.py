@@ -47,9 +47,10 @@ LIKE = {
 }
 
 # Corpus sizes of the full run (a sample here never counts): SimCSE's wiki1m (10^6 lines, SimCSE §4.1), its NLI
-# triples (275,601, SimCSE §5.1), and the distinct STS/SICK sentences prepare writes (29,482: its output line
-# on the SentEval files).
-CORPUS_ROWS = {"train": 1_000_000, "nli": 275_601, "sts_unlabeled": 29_482}
+# triples (275,601, SimCSE §5.1), the distinct STS/SICK sentences prepare writes (29,482: its output line
+# on the SentEval files), and ConSERT's corpus as its code builds it (89,192: both sides of every STS/SICK pair,
+# repeats kept; tests/test_sts_data.py counts it on the SentEval files). An unknown corpus is an error, never 10^6.
+CORPUS_ROWS = {"train": 1_000_000, "nli": 275_601, "sts_unlabeled": 29_482, "sts_all_sides": 89_192}
 
 # The 7-task STS evaluation of a bert-base model on the H100 of GPU_RUN: 4.7 s for 31,099 pairs (fp32).
 STS_EVAL_S, STS_PAIRS, STSB_DEV_PAIRS = 4.7, 31_099, 1_500
@@ -108,7 +109,10 @@ def training_cost(params, name: str, entry: dict) -> Cost:
     mparams = model_params(params, entry, name)
     cfg = resolve_train(params, mparams)
     corpus = getattr(mparams, "corpus", None) or get_method(entry["method"]).corpus
-    rows = CORPUS_ROWS.get(corpus, CORPUS_ROWS["train"])
+    if corpus not in CORPUS_ROWS:
+        raise SentlabError(f"`sentlab plan` knows no size for the corpus `{corpus}` of {name} (known: "
+                           f"{', '.join(CORPUS_ROWS)}); add its full-run row count to sentlab.plan.CORPUS_ROWS.")
+    rows = CORPUS_ROWS[corpus]
     if corpus == "train":
         rows = min(params.prepare.size, rows)
     _, steps = plan_steps(mparams.train_sentences(rows), cfg)
