@@ -17,6 +17,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Optional
 
+from .errors import SentlabError
+
 GPU_RUN = ("the shared GPU checklist on one NVIDIA H100 80GB HBM3, 2026-11-26 (benchmarks/RESULTS.md \"On a GPU\", "
            "docs/preflight-paper-gpu.md: each method 5 steps at its paper batch on the hub-shaped bert-base stand-in)")
 GPU_CARD = "H100 80GB"
