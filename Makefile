@@ -40,7 +40,9 @@ repro: env
 	$(PY) -m sentlab.cli profile $(PROFILE) $(if $(FORCE),--force)
 ifeq ($(filter-out 0 1,$(JOBS))$(ADDRESS),)
 	@RUN_ID=$$($(PY) -m sentlab.cli mlflow start-parent --profile $(PROFILE)) || exit 1; \
-	SENTLAB_PARENT_RUN_ID=$$RUN_ID $(VENV)/bin/dvc repro; rc=$$?; \
+	SENTLAB_PARENT_RUN_ID=$$RUN_ID $(VENV)/bin/dvc repro --keep-going; rc=$$?; \
+	if [ $$rc -ne 0 ]; then echo "some stages failed (make status lists them with their logs): the report and the exports are built from what finished"; \
+	  SENTLAB_PARENT_RUN_ID=$$RUN_ID $(PY) pipeline/report.py; SENTLAB_PARENT_RUN_ID=$$RUN_ID $(PY) pipeline/export.py; fi; \
 	$(PY) -m sentlab.cli mlflow end-parent $$RUN_ID --rc $$rc; exit $$rc
 else
 	$(PY) -c "import ray" 2>/dev/null || $(PY) -m pip install -q -e ".[ray]"
