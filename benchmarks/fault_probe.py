@@ -150,6 +150,28 @@ class Probe:
         return self.sh([sys.executable, "-c", code])[1].strip().splitlines()[-1]
 
 
+def script_running(work: Path, script: str, min_age: float = 1.0, also=None):
+    """True once a process runs ``script`` (a stage's entry point, e.g. ``pipeline/annotate.py``) in ``work`` for
+    ``min_age`` seconds (its imports done, its outputs removed by DVC), and ``also()`` holds when given: a kill fires
+    on the event it targets, however loaded the machine is, never at a fixed second."""
+    seen: dict[int, float] = {}
+
+    def check() -> bool:
+        now = time.time()
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                cmd = (proc / "cmdline").read_bytes().split(b"\0")
+                cwd = os.readlink(proc / "cwd")
+            except OSError:
+                continue
+            if cwd == str(work) and any(c.decode(errors="replace").endswith(script) for c in cmd):
+                seen.setdefault(int(proc.name), now)
+        return any(now - t >= min_age for t in seen.values()) and (also is None or also())
+    return check
+
+
 def checkpoint_written(work: Path, name: str):
     """True once a resume checkpoint of ``name`` newer than now is written."""
     t0 = time.time()
@@ -177,12 +199,16 @@ def run_probe(work: Path) -> list[dict]:
     # two runs at once: the second is refused by DVC's lock
     bg = subprocess.Popen(P.dvc("repro", "-f", "-s", "annotate"), cwd=work, env=P.env, stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL, start_new_session=True)
-    time.sleep(4)
+    holds = script_running(work, "pipeline/annotate.py", min_age=0.0)   # the first holds DVC's lock once it runs
+    t0 = time.time()
+    while not holds() and bg.poll() is None and time.time() - t0 < 600:
+        time.sleep(0.2)
     P.row("a second `dvc repro` while one runs", P.dvc("repro"))
     bg.wait()
 
     # kills: annotate, train (then resume), evaluate, export
-    P.row("SIGKILL during annotate", P.dvc("repro", "-f", "-s", "annotate"), kill_when=lambda: False, timeout=6)
+    P.row("SIGKILL during annotate", P.dvc("repro", "-f", "-s", "annotate"),
+          kill_when=script_running(work, "pipeline/annotate.py"))
     P.row("re-run after the annotate kill", P.dvc("repro"))
     weights = work / "models/simcse/model.safetensors"
     uninterrupted = sha(weights)
@@ -203,9 +229,12 @@ def run_probe(work: Path) -> list[dict]:
     P.rows[-1]["note"] = (f"weights identical to the uninterrupted run: {sha(weights) == uninterrupted}; "
                           f"MLflow train runs: {P.mlflow_states()}")
     P.row("re-run after the train faults", P.dvc("repro"))
-    P.row("SIGKILL during evaluate", P.dvc("repro", "-f", "-s", "evaluate@simcse"), kill_when=lambda: False, timeout=12)
+    P.row("SIGKILL during evaluate", P.dvc("repro", "-f", "-s", "evaluate@simcse"),
+          kill_when=script_running(work, "pipeline/evaluate.py", min_age=2.0))
     P.row("re-run after the evaluate kill", P.dvc("repro"))
-    P.row("SIGKILL during export", P.dvc("repro", "-f", "-s", "export"), kill_when=lambda: False, timeout=3.5)
+    P.row("SIGKILL during export", P.dvc("repro", "-f", "-s", "export"),   # while it writes its staged folder
+          kill_when=script_running(work, "pipeline/export.py", min_age=0.0,
+                                   also=lambda: any(work.glob(".exports.*.tmp"))))
     P.row("re-run after the export kill", P.dvc("repro"))
 
     # a corrupt trained model; a failed stage; `dvc checkout`
