@@ -39,7 +39,9 @@ color:#222;line-height:1.4;padding:0 16px}
 h1{margin-bottom:4px}h2{border-bottom:2px solid #ddd;padding-bottom:4px;margin-top:36px}
 h3{margin:22px 0 6px}nav a{margin-right:14px}
 table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}
-th,td{border:1px solid #ddd;padding:3px 7px;text-align:right;vertical-align:top;white-space:nowrap}
+th,td{border:1px solid #ddd;padding:3px 7px;text-align:right;vertical-align:top}
+.r,.p,.d,.s,code{white-space:nowrap}.s{font-size:11px;color:#374151}tr.no td{color:#9ca3af}
+details summary{cursor:pointer}
 th{background:#f3f4f6;position:sticky;top:0}td.l,th.l{text-align:left}
 table.sortable th{cursor:pointer;user-select:none}table.sortable th:hover{background:#e5e7eb}
 th.asc::after{content:" \\25B2"}th.desc::after{content:" \\25BC"}
@@ -199,7 +201,8 @@ def _environment(metrics: dict[str, dict]) -> str:
 def _cell(res: Resolved, col: str, digits: int) -> str:
     r, p, d = cell_values(res, col)
     rs = _reproduced_text(res, col, r, digits) if r is not None else "–"
-    parts = [f'<span class="r">{e(rs)}</span>']
+    head, _, seeds = rs.partition(" ± ")   # seeds: the mean bold, "± std (n)" beside it, smaller
+    parts = [f'<span class="r">{e(head)}</span>' + (f' <span class="s">± {e(seeds)}</span>' if seeds else "")]
     if p is not None:
         parts.append(f'<br><span class="p" title="paper">{p:.{digits}f}</span>')
     if d is not None:
@@ -222,6 +225,13 @@ def _note(res: Resolved) -> str:
     return "; ".join(b for b in bits if b)
 
 
+def _short(text: str, n: int = 110) -> str:
+    """A long note folded: its start, the whole on a click (``<details>``, no script)."""
+    if len(text) <= n:
+        return e(text)
+    return f"<details><summary>{e(text[:n].rsplit(' ', 1)[0])} …</summary>{e(text)}</details>"
+
+
 def paper_table(spec: TableSpec, rows: list[Resolved], links: dict[str, str], sortable: bool = False,
                 ranked: bool = False) -> str:
     head = (["#"] if ranked else []) + ["Row"] + [spec.label(c) for c in spec.columns] + ["Model", "MLflow", "Note"]
@@ -241,7 +251,7 @@ def paper_table(spec: TableSpec, rows: list[Resolved], links: dict[str, str], so
         out.append(f'<tr class="{"ok" if res.status == EVALUATED else "no"}">{rank_cell}'
                    f'<td class="l">{e(res.spec.label)}</td>{vals}<td class="l">{model}</td>'
                    f'<td class="l">{_run_link(links, res.model if res.evaluated else None)}</td>'
-                   f'<td class="note">{e(_note(res))}</td></tr>')
+                   f'<td class="note">{_short(_note(res))}</td></tr>')
     out.append("</tbody></table>")
     return "".join(out)
 
