@@ -330,3 +330,29 @@ def test_screenshot_script_names_the_missing_browser(tmp_path):
                           str(tmp_path / "index.html"), "--out", str(tmp_path / "x.png"), "--browser",
                           "no-such-chromium"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 2 and "no-such-chromium" in res.stderr and "apt-get install -y chromium" in res.stderr
+
+
+def test_mlflow_links_from_a_store(tree, tmp_path, monkeypatch):
+    """A SQLite store holding simcse's training run (tagged with the run_key its sentlab.json records): the page
+    links that run; ptbert (no run in the store) gets no link."""
+    pytest.importorskip("mlflow")
+    from sentlab import tracking
+    from sentlab.report import html_page
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("SENTLAB_REPORT_MLFLOW", "1")
+    monkeypatch.setenv(html_page.UI_ENV, "http://ui.example:5000")
+    with tracking.run("simcse seed=42", params={"seed": 42}, tags={"stage": "train", "sentlab.model": "simcse",
+                                                                    "sentlab.run_key": "k-simcse"}):
+        pass
+    run_id = tracking.find_training_run("simcse", "k-simcse")
+    assert run_id
+    links = html_page.mlflow_links(tree, ["simcse", "ptbert"], tree / "models")
+    assert links == {"simcse": f"http://ui.example:5000/#/experiments/{tracking.experiment_id()}/runs/{run_id}"}
+    build_report(tree, BACKBONE, "quick")
+    p = parse(tree / "reports/index.html")
+    rk = p.tables["t-unsupervised_one_protocol"]
+    ml = _col(rk, "MLflow")
+    assert {r[1]["text"]: r[ml]["links"] for r in rk["rows"][:3]} == {
+        "ptbert": [], "simcse": [links["simcse"]], "posbow_adv": []}
