@@ -130,6 +130,8 @@ class Page(HTMLParser):
         elif tag == "tr" and self._row is not None:
             if self._row and all(c["tag"] == "th" for c in self._row) and not self._t["head"]:
                 self._t["head"] = [c["text"].strip() for c in self._row]
+            elif self._row and all(c["tag"] == "th" for c in self._row):   # a section row inside the body
+                self._t.setdefault("sections", []).append((len(self._t["rows"]), self._row[0]["text"].strip()))
             else:
                 self._t["rows"].append(self._row)
             self._row = None
@@ -189,6 +191,11 @@ def test_page_has_every_section_from_the_tables_data(tree, monkeypatch):
     for spec in all_tables(BACKBONE):
         assert f"t-{spec.id}" in p.tables, spec.id
         assert len(p.tables[f"t-{spec.id}"]["rows"]) == len(spec.rows), spec.id
+    # a table's sections (as in the Markdown) head their rows: PT-BERT Table 5's two readings of the attention
+    spec5 = next(s for s in all_tables(BACKBONE) if s.id == "ptbert_table5")
+    starts = [i for i, r in enumerate(spec5.rows) if r.section and (i == 0 or spec5.rows[i - 1].section != r.section)]
+    assert p.tables["t-ptbert_table5"]["sections"] == [(i, spec5.rows[i].section) for i in starts]
+    assert len(starts) >= 2
     # curves: three charts per trained model, one series per seed with its points (one point: a dot)
     simcse = [s for s in p.svgs if s["section"] == "m-simcse"]
     assert [s["title"] for s in simcse] == ["STS-B dev Spearman", "alignment vs uniformity (dev)", "training loss"]

@@ -41,6 +41,7 @@ h3{margin:22px 0 6px}nav a{margin-right:14px}
 table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}
 th,td{border:1px solid #ddd;padding:3px 7px;text-align:right;vertical-align:top}
 .r,.p,.d,.s,code{white-space:nowrap}.s{font-size:11px;color:#374151}tr.no td{color:#9ca3af}
+tr.section th{background:#e5e7eb;position:static}
 details summary{cursor:pointer}
 th{background:#f3f4f6;position:sticky;top:0}td.l,th.l{text-align:left}
 table.sortable th{cursor:pointer;user-select:none}table.sortable th:hover{background:#e5e7eb}
@@ -239,8 +240,11 @@ def paper_table(spec: TableSpec, rows: list[Resolved], links: dict[str, str], so
     out = [f'<table id="t-{e(spec.id)}"{cls}><thead><tr>'
            + "".join(f'<th class="{"l" if h in ("Row", "Model", "Note", "MLflow") else ""}">{e(h)}</th>'
                      for h in head) + "</tr></thead><tbody>"]
-    n = 0
+    n, section = 0, None
     for res in rows:
+        if res.spec.section and res.spec.section != section and not sortable:   # the Markdown's section rows
+            section = res.spec.section
+            out.append(f'<tr class="section"><th class="l" colspan="{len(head)}">{e(section)}</th></tr>')
         vals = "".join(_cell(res, c, spec.digits) for c in spec.columns)
         rank_cell = ""
         if ranked:
