@@ -18,6 +18,7 @@ PLUGINS: list[str] = ["sentlab.annotate.cli", "sentlab.train.cli", "sentlab.repo
 
 
 def _cmd_evaluate(args) -> int:
+    import time
     from pathlib import Path
 
     from .config import EvaluateParams, load_params
@@ -31,6 +32,10 @@ def _cmd_evaluate(args) -> int:
     ep = params.evaluate if params else EvaluateParams()
     tasks = {"sts": ["sts"], "transfer": ["transfer"], "retrieval": ["retrieval"],
              "all": ["sts", "transfer"]}[args.tasks]
+    if args.format == "mteb" and "sts" not in tasks:
+        print(f"--format mteb writes MTEB's result JSON of the STS tasks; --tasks {args.tasks} evaluates none. "
+              f"Use --tasks sts (or all).", file=sys.stderr)
+        return 2
     table = None
     if "sts" in tasks:
         table, origin = sts_table(args.sts)
@@ -48,7 +53,18 @@ def _cmd_evaluate(args) -> int:
         if "sts" not in tasks:
             out[name] = {**precision_record(enc), **_transfer_metrics(enc, batch)}
             continue
+        t0 = time.perf_counter()
         res, lookup = evaluate_table(enc, table, batch_size=batch, return_embeddings=True)
+        if args.format == "mteb":  # MTEB's result JSON of the STS tasks that are MTEB's (sentlab.report.mteb_results)
+            from .report import mteb_results
+
+            hub = i == 0 and "/" in args.model and not Path(args.model).exists()
+            written = mteb_results.write(Path(args.out), args.model if hub else f"sentlab/{name}",
+                                         mteb_results.results(table, lookup, time.perf_counter() - t0,
+                                                              normalize=i == 0 and mteb_results.normalizes(args.model)),
+                                         args.revision)
+            print(f"{name}: MTEB results -> {written[0].parent} ({len(written) - 1} tasks; SICK-R left out: "
+                  f"{mteb_results.LEFT_OUT['SICKRelatedness']})", file=sys.stderr)
         if "transfer" in tasks:
             res.update(_transfer_metrics(enc, batch))
         if args.diagnostics:
@@ -194,6 +210,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="default: the trained model's own (sentlab.json), else a sentence-transformers folder's own "
                         "(modules.json: Pooling cls/mean, sentlab's modules, its default prompt), else cls")
     e.add_argument("--json", help="write the flat metrics JSON here")
+    e.add_argument("--format", choices=["json", "mteb"], default="json",
+                   help="json: the flat metrics JSON (--json PATH); mteb: also MTEB's result JSON for STS12-16 and "
+                        "STSBenchmark in the MTEB results repository's layout, <--out>/<org>__<model>/<revision>/"
+                        "<Task>.json (SICK-R left out: MTEB scores all 9,927 SICK pairs, sentlab the 4,927-pair "
+                        "test split; sentlab.report.mteb_results)")
+    e.add_argument("--out", default="results", help="--format mteb: the results folder (default: results)")
+    e.add_argument("--revision", default=None,
+                   help="--format mteb: the model revision folder (default: no_revision_available, MTEB's name)")
     e.add_argument("--sts", default=None, help="an STS table the prepare stage wrote (default: this workspace's "
                                                "data/sts/sts.parquet, else parsed from the STS/SICK data wherever "
                                                "it is: the mirror, the cache, or a download)")

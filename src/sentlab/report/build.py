@@ -211,6 +211,9 @@ def build_report(root: Path | str = ".", backbone: str = "", profile: str = "",
     used = models_in_tables(specs) | {"paser"}
     rep.unused_models = sorted(m for m in metrics if m not in used and metrics[m].get("status") != NOT_RUN)
     write_index(rep, metrics)
+    from . import html_page  # reports/index.html and reports/seeds.csv
+
+    html_page.write(rep, metrics)
     return rep
 
 
