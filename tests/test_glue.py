@@ -95,26 +95,26 @@ def test_table4_rows_fill_from_results_or_say_what_to_run(tmp_path):
 
 
 def test_glue_zip_download_unpacks_into_the_cache(tmp_path, monkeypatch):
-    """GLUE ships one zip per task (WNLI.zip: WNLI/train.tsv, WNLI/dev.tsv): the download unpacks it under the
-    cache's glue/, where load_glue finds it; a member that would land outside is refused."""
-    import shutil
-    import urllib.request
-    import zipfile
+    """GLUE ships one zip per task (WNLI.zip: WNLI/train.tsv, WNLI/dev.tsv): the download (from the local upstream
+    of tests/upstream.py, at GLUE's own path) unpacks it under the cache's glue/, where load_glue finds it; a member
+    that would land outside is refused."""
+    import urllib.parse
+
+    from upstream import serve, zip_of
 
     from sentlab import assets
 
-    src = tmp_path / "WNLI.zip"
-    with zipfile.ZipFile(src, "w") as z:
-        for split in ("train", "dev"):
-            z.writestr(f"WNLI/{split}.tsv", "index\tsentence1\tsentence2\tlabel\n0\tA b.\tA.\t1\n1\tC d.\tE.\t0\n")
-    monkeypatch.setattr(urllib.request, "urlretrieve", lambda url, dest: shutil.copy(src, dest))
+    tsv = "index\tsentence1\tsentence2\tlabel\n0\tA b.\tA.\t1\n1\tC d.\tE.\t0\n"
     for k in ("SENTLAB_OFFLINE", "HF_HUB_OFFLINE", "SENTLAB_DATA_MIRROR"):
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("SENTLAB_CACHE", str(tmp_path / "cache"))
-    wnli = G.load_glue("WNLI")
-    assert wnli["dev"].y.tolist() == [1, 0] and (tmp_path / "cache/glue/WNLI/train.tsv").is_file()
-    assert "unzip -o" in assets.data_fetch_command("glue_wnli")
-    with zipfile.ZipFile(src, "w") as z:
-        z.writestr("../evil.tsv", "x")
-    with pytest.raises(SentlabError, match="outside"):
-        assets._download(assets.ASSETS["glue_qnli"])
+    path = lambda name: urllib.parse.urlsplit(assets.ASSETS[name].url).path   # noqa: E731
+    with serve() as up:
+        monkeypatch.setenv("SENTLAB_UPSTREAM", up.url)
+        up.files[path("glue_wnli")] = zip_of({f"WNLI/{split}.tsv": tsv.encode() for split in ("train", "dev")})
+        wnli = G.load_glue("WNLI")
+        assert wnli["dev"].y.tolist() == [1, 0] and (tmp_path / "cache/glue/WNLI/train.tsv").is_file()
+        assert "unzip -o" in assets.data_fetch_command("glue_wnli")
+        up.files[path("glue_qnli")] = zip_of({"../evil.tsv": b"x"})
+        with pytest.raises(SentlabError, match="outside"):
+            assets._download(assets.ASSETS["glue_qnli"])
