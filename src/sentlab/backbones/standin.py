@@ -119,9 +119,10 @@ def bpe_standin_files(dest: str | Path, *, vocab_size: int = 50265, wiki_lines: 
     model = json.loads(tk.to_str())["model"]
     vocab = dict(sorted(model["vocab"].items(), key=lambda kv: kv[1]))
     if len(vocab) != vocab_size - 1 or list(vocab.values()) != list(range(vocab_size - 1)):
-        raise SentlabError(f"The stand-in BPE learned {len(vocab):,} entries on its text, {vocab_size - 1:,} are needed "
-                           f"before {BPE_MASK}: the text is too small for that many merges at min_frequency "
-                           f"{min_frequency}. Lower `min_frequency` in the recipe (sentlab/backbones/roberta-base.json).")
+        raise SentlabError(f"The stand-in BPE learned {len(vocab):,} entries on its text, {vocab_size - 1:,} are "
+                           f"needed before {BPE_MASK}: the text is too small for that many merges at min_frequency "
+                           f"{min_frequency}. Lower `min_frequency` in the recipe "
+                           f"(sentlab/backbones/roberta-base.json).")
     vocab[BPE_MASK] = vocab_size - 1
     merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
     dest = Path(dest)
