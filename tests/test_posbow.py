@@ -185,7 +185,13 @@ def test_pos_histogram():
 
 # --- BOW loss: the bag's log-likelihood ---------------------------------------------------------
 def test_bow_loss_is_the_bags_negative_log_likelihood(tok, corpus):
-    assert PosBowAdv.Params().bow_reduction == "sum"
+    assert (PosBowAdv.Params().bow_loss, PosBowAdv.Params().bow_reduction) == ("multinomial", "sum")
+    # multinomial (the default): KL(bag as a distribution ‖ softmax). By hand: bag {0, 2}, logits (2, -1, 0):
+    # log Z = log(e^2 + e^-1 + 1); KL = 0.5 log 0.5 · 2 − 0.5 (2 − log Z) − 0.5 (0 − log Z) = log Z − 1 − log 2
+    log_z = math.log(math.exp(2) + math.exp(-1) + 1)
+    multi = bow_nll(torch.tensor([[2.0, -1.0, 0.0], [5.0, 1.0, 0.0]]), torch.tensor([[1.0, 0.0, 1.0], [0, 0, 0]]),
+                    "multinomial")
+    assert float(multi) == pytest.approx(log_z - 1 - math.log(2), abs=1e-6)  # the empty bag's row does not count
     target = torch.zeros(3, 20)
     target[0, :4] = target[1, 7] = 1.0
     assert float(bow_nll(torch.zeros(3, 20), target)) == pytest.approx(20 * math.log(2))  # N labels x log 2
@@ -201,7 +207,8 @@ def test_bow_loss_is_the_bags_negative_log_likelihood(tok, corpus):
     torch.testing.assert_close(bow_nll(logits, target, "mean"), nll / 20)
 
     # What reaches the encoder: the BOW terms' gradients are N (= 20) times those of the mean.
-    m, mean = make(tok, corpus, adversary="grl"), make(tok, corpus, adversary="grl", bow_reduction="mean")
+    m = make(tok, corpus, adversary="grl", bow_loss="bernoulli")
+    mean = make(tok, corpus, adversary="grl", bow_loss="bernoulli", bow_reduction="mean")
     m.eval(), mean.eval()
     a, b = m(BATCH), mean(BATCH)
     for key in ("grad_bow", "grad_adv_bow"):
@@ -245,9 +252,9 @@ def test_gradient_norms_are_each_terms_gradient_on_the_embeddings(tok, corpus):
 
     disc = m.adversary.discriminators
     want = {"grad_con": norm(m._contrastive(h1, h2, {})),
-            "grad_bow": 3.0 * norm(bow_nll(m.classifiers["bow"](bow_ch), bow_t)),
+            "grad_bow": 3.0 * norm(bow_nll(m.classifiers["bow"](bow_ch), bow_t, "multinomial")),
             "grad_pos": norm(pos_divergence(m.classifiers["pos"](pos_ch), pos_t)),
-            "grad_adv_bow": 0.5 * 2.0 * norm(bow_nll(disc["bow"](pos_ch), bow_t)),
+            "grad_adv_bow": 0.5 * 2.0 * norm(bow_nll(disc["bow"](pos_ch), bow_t, "multinomial")),
             "grad_adv_pos": 0.5 * norm(pos_divergence(disc["pos"](bow_ch), pos_t))}
     for key, value in want.items():
         assert float(out[key]) == pytest.approx(value, rel=1e-4), key
@@ -293,8 +300,8 @@ def test_forward_logs_accuracies_and_constant_baselines(tok, corpus):
             assert float(out[f"acc_{key}"]) == pytest.approx(float(tag_overlap(logits, pos_t)))
             assert float(out[f"acc_{key}_top"]) == pytest.approx(float(top_tag_accuracy(logits, pos_t)))
     assert float(out["acc_base_bow"]) == pytest.approx(float(bow_r_precision(m.bow_prior_logit[None], bow_t)))
-    mean_tags = pos_t.mean(0)
-    kl = (pos_t * (pos_t.clamp_min(1e-12).log() - mean_tags.clamp_min(1e-12).log())).sum(-1).mean()
+    mean_tags = (pos_t.sum(0) + 1 / len(POS_TAGS)) / (len(pos_t) + 1)   # with one uniform pseudo-row
+    kl = (pos_t * (pos_t.clamp_min(1e-12).log() - mean_tags.log())).sum(-1).mean()
     assert float(out["loss_base_pos"]) == pytest.approx(float(kl), rel=1e-5)
     # the constant predictor (the batch's mean tag distribution) scored by the heads' functions
     assert float(out["acc_base_pos"]) == pytest.approx(float(torch.minimum(pos_t, mean_tags).sum(-1).mean()))
@@ -302,8 +309,10 @@ def test_forward_logs_accuracies_and_constant_baselines(tok, corpus):
     _, freq = build_bow_vocab(tok, BATCH.sentences, 20, 32, exclude=stopword_and_punct_ids(tok),
                               show_progress=False, return_frequencies=True)  # the corpus document frequencies
     f = torch.tensor(freq, dtype=torch.float32)
-    nll = -(bow_t * f.log() + (1 - bow_t) * (1 - f).log()).sum(-1).mean()
-    assert float(out["loss_base_bow"]) == pytest.approx(float(nll), rel=1e-5)
+    bag, q = bow_t[bow_t.sum(-1) > 0], f / f.sum()   # multinomial: the bag as a distribution against softmax(log f)
+    bag = bag / bag.sum(-1, keepdim=True)
+    kl_bow = (bag * (bag.clamp_min(1e-12).log() - q.log())).sum(-1).mean()
+    assert float(out["loss_base_bow"]) == pytest.approx(float(kl_bow), rel=1e-5)
 
 
 def test_missing_inputs_are_user_errors(tok, corpus, tmp_path):
@@ -524,12 +533,14 @@ def test_train_loop_export_and_resume(tok, tmp_path):
 
 
 def test_bow_prior_bias(tok, corpus):
-    m = make(tok, corpus, adversary="grl", bow_exclude_stopwords=False)
+    m = make(tok, corpus, adversary="grl", bow_exclude_stopwords=False, bow_loss="bernoulli")
     vocab, freq = build_bow_vocab(tok, [s for s, _ in SENTS], 20, 32, show_progress=False, return_frequencies=True)
     assert freq[0] == pytest.approx(3 / 8)  # "the": 3 of the 8 sentences
     for group in heads(m).values():
         torch.testing.assert_close(group["bow"].bias, torch.logit(torch.tensor(freq, dtype=torch.float32)))
     torch.testing.assert_close(m.bow_prior_logit, torch.logit(torch.tensor(freq, dtype=torch.float32)))
+    softmax = make(tok, corpus, adversary="grl", bow_exclude_stopwords=False)   # multinomial: log frequencies
+    torch.testing.assert_close(softmax.classifiers["bow"].bias, torch.log(torch.tensor(freq, dtype=torch.float32)))
     assert not torch.equal(make(tok, corpus, bow_prior_bias=False).classifiers["bow"].bias, m.classifiers["bow"].bias)
 
 
@@ -662,7 +673,9 @@ def test_pos_prior_bias_is_the_first_training_batchs_tag_distribution_once(tok, 
     assert torch.equal(m.classifiers["pos"].bias, before) and not bool(m.pos_prior_set)  # eval: not set
     m.train()
     m(BATCH)
-    prior = pos_target(m, BATCH).mean(0).clamp_min(1e-6).log()
+    p = pos_target(m, BATCH)   # both views: 16 rows; one uniform pseudo-row
+    prior = ((2 * p.sum(0) + 1 / len(POS_TAGS)) / 17).log()
+    assert bool((p == 0).all(0).any())   # a tag no sentence has: log(1/(46 * 17)), not log 1e-6
     for group in heads(m).values():
         torch.testing.assert_close(group["pos"].bias.detach(), prior)
     assert bool(m.pos_prior_set)
@@ -691,9 +704,9 @@ def test_pos_baseline_is_the_tag_distribution_of_the_batches_before(tok, corpus)
     p1, p2 = pos_target(m, first), pos_target(m, second)
     m.train()
     out1, out2 = m(first), m(second)
-    own = p1.mean(0).clamp_min(1e-12).log()[None]
+    own = ((p1.sum(0) + 1 / len(POS_TAGS)) / 5).log()[None]   # 4 rows and one uniform pseudo-row
     assert float(out1["loss_base_pos"]) == pytest.approx(float(pos_divergence(own.expand_as(p1), p1)), rel=1e-5)
-    prior = p1.mean(0).clamp_min(1e-12).log()[None]
+    prior = own
     assert float(out2["loss_base_pos"]) == pytest.approx(float(pos_divergence(prior.expand_as(p2), p2)), rel=1e-5)
     assert float(out2["acc_base_pos"]) == pytest.approx(float(tag_overlap(prior, p2)), rel=1e-6)
     in_batch = p2.mean(0).clamp_min(1e-12).log()[None]

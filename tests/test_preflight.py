@@ -495,8 +495,8 @@ def test_bert_base_uncased_tokenizer_reproduced_id_for_id(mirror):
 
 
 def test_backbone_configs_and_random_init(tmp_path):
-    """The kept configs build bert-base / roberta-base shapes; roberta-base has no offline tokenizer and says
-    how to get it."""
+    """The kept configs build bert-base / roberta-base shapes; roberta-base's tokenizer recipe is a stand-in
+    (tests/test_standin.py pins it); a hub id without a recipe says how to get its tokenizer."""
     from sentlab import backbones
     from sentlab.errors import AssetMissingError
 
@@ -504,8 +504,9 @@ def test_backbone_configs_and_random_init(tmp_path):
     c = backbones.architecture_config("roberta-base")
     assert (c.model_type, c.hidden_size, c.num_hidden_layers, c.vocab_size, c.max_position_embeddings) == (
         "roberta", 768, 12, 50265, 514)
-    with pytest.raises(AssetMissingError, match="huggingface-cli download roberta-base"):
-        backbones.build_tokenizer("roberta-base")
+    assert backbones.spec("roberta-base")["tokenizer"]["standin"] is True
+    with pytest.raises(AssetMissingError, match="huggingface-cli download roberta-large"):
+        backbones.build_tokenizer("roberta-large")
     b = backbones.architecture_config("bert-base-uncased")
     assert (b.hidden_size, b.num_hidden_layers, b.num_attention_heads, b.intermediate_size, b.vocab_size) == (
         768, 12, 12, 3072, 30522)

@@ -110,3 +110,88 @@ def test_standin_cli(tmp_path, capsys):
         main(["standin", "--help"])
     assert e.value.code == 0
     assert "--layer-norm-names" in capsys.readouterr().out
+
+
+# --- roberta-base's stand-in tokenizer (issue #53 §4) -------------------------------------------------------------
+SPECIALS = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": 50264}
+
+
+@pytest.fixture(scope="module")
+def bpe_files(tmp_path_factory):
+    """The stand-in BPE's two files, built twice in separate folders (needs the data mirror's wiki sample and STS)."""
+    from conftest import MIRROR
+
+    if not (MIRROR / "STS").is_dir():
+        pytest.skip(f"needs the data mirror at {MIRROR}")
+    import os
+
+    from sentlab.backbones.standin import bpe_standin_files
+
+    old = os.environ.get("SENTLAB_DATA_MIRROR")
+    os.environ["SENTLAB_DATA_MIRROR"] = str(MIRROR)
+    try:
+        root = tmp_path_factory.mktemp("bpe")
+        return bpe_standin_files(root / "a"), bpe_standin_files(root / "b")
+    finally:
+        if old is None:
+            os.environ.pop("SENTLAB_DATA_MIRROR")
+        else:
+            os.environ["SENTLAB_DATA_MIRROR"] = old
+
+
+def test_roberta_standin_bpe_files_have_roberta_base_layout(bpe_files):
+    """vocab.json: 50,265 ids 0..50264, <s> 0, <pad> 1, </s> 2, <unk> 3, <mask> last, the 256 byte symbols, Ġ-prefixed
+    words; merges.txt: the `#version: 0.2` header, one `a b` merge per line, each merge's result in the vocabulary;
+    two builds write the same bytes."""
+    from tokenizers.pre_tokenizers import ByteLevel
+
+    (vocab_a, merges_a), (vocab_b, merges_b) = bpe_files
+    assert vocab_a.read_bytes() == vocab_b.read_bytes() and merges_a.read_bytes() == merges_b.read_bytes()
+    vocab = json.loads(vocab_a.read_text(encoding="utf-8"))
+    assert len(vocab) == 50265 and sorted(vocab.values()) == list(range(50265))
+    assert {k: vocab[k] for k in SPECIALS} == SPECIALS
+    assert set(ByteLevel.alphabet()) <= set(vocab) and "Ġ" in vocab
+    assert {"Ġthe", "Ġof", "Ġand", "The"} <= set(vocab)
+    lines = merges_a.read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "#version: 0.2"
+    merges = [line.split(" ") for line in lines[1:]]
+    assert len(merges) == 50265 - 4 - 256 - 1 and all(len(m) == 2 for m in merges)
+    assert all(a + b in vocab for a, b in merges)
+
+
+def test_roberta_standin_bpe_loads_as_roberta_tokenizers(bpe_files):
+    """RobertaTokenizer and RobertaTokenizerFast read the two files as the real roberta-base folder: the same ids,
+    <s> X </s> and <s> A </s></s> B </s>, a Ġ word prefix after the first word, no token_type_ids, 50,265 ids."""
+    from transformers import RobertaTokenizer, RobertaTokenizerFast
+
+    folder = bpe_files[0][0].parent
+    slow, fast = RobertaTokenizer.from_pretrained(folder), RobertaTokenizerFast.from_pretrained(folder)
+    sents = ["Hello world!", "A man is playing a guitar.", "Café déjà vu — naïve résumé", "Tokyo 東京 don't"]
+    enc = fast(sents)
+    assert set(enc) == {"input_ids", "attention_mask"}
+    assert enc["input_ids"] == slow(sents)["input_ids"]
+    assert (len(fast), fast.pad_token_id, fast.mask_token_id, fast.cls_token_id, fast.sep_token_id) == (
+        50265, 1, 50264, 0, 2)
+    assert fast.convert_ids_to_tokens(enc["input_ids"][1]) == ["<s>", "A", "Ġman", "Ġis", "Ġplaying", "Ġa", "Ġguitar",
+                                                               ".", "</s>"]
+    assert fast.decode(enc["input_ids"][2], skip_special_tokens=True) == sents[2]
+    pair = fast("Hello world!", "A man.")["input_ids"]
+    assert pair[0] == 0 and pair.count(2) == 3 and pair[pair.index(2) + 1] == 2 and pair[-1] == 2
+
+
+def test_roberta_standin_folder_holds_the_bpe_files_and_loads(tmp_path, mirror, monkeypatch):
+    """`sentlab standin roberta-base` without --tokenizer-from: vocab.json + merges.txt + tokenizer.json beside the
+    weights, AutoTokenizer gives the stand-in's ids, the model reads them; the marker says the ids are not real."""
+    from transformers import AutoModel, AutoTokenizer
+
+    monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(mirror))
+    folder = write_standin("roberta-base", tmp_path / "rb", config=SMALL)
+    assert {"vocab.json", "merges.txt", "tokenizer.json", "config.json"} <= {p.name for p in folder.iterdir()}
+    assert "not its ids" in json.loads((folder / "sentlab_standin.json").read_text())["tokenizer"]
+    tok = AutoTokenizer.from_pretrained(folder)
+    vocab = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
+    enc = tok(["A man is playing a guitar."], return_tensors="pt")
+    assert enc["input_ids"][0].tolist() == [0, vocab["A"], vocab["Ġman"], vocab["Ġis"], vocab["Ġplaying"], vocab["Ġa"],
+                                            vocab["Ġguitar"], vocab["."], 2]
+    model = AutoModel.from_pretrained(folder)
+    assert model(**enc).last_hidden_state.shape == (1, 9, 32)

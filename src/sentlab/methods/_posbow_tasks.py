@@ -70,7 +70,13 @@ def accuracies(who: str, bow_logits, pos_logits, bow_target, pos_target) -> dict
 
 # --- the two tasks -------------------------------------------------------------------------------
 def bow_nll(logits: torch.Tensor, target: torch.Tensor, reduction: str = "sum") -> torch.Tensor:
-    """−log-likelihood of the bag: BCE summed over the labels (``mean``: ÷N), mean over rows; fp32, autocast off."""
+    """−log-likelihood of the bag, mean over rows; fp32, autocast off. ``sum``: one Bernoulli per label, BCE summed
+    over the N labels (``mean``: ÷N); ``multinomial``: a softmax over the N labels against the bag as a distribution
+    (each word of the bag 1/|bag|), KL(bag ‖ softmax) over the rows with a non-empty bag (John et al. 2019's BoW loss,
+    the POS task's form: :func:`pos_divergence`)."""
+    if reduction == "multinomial":
+        bag = target.float()
+        return pos_divergence(logits, bag / bag.sum(-1, keepdim=True).clamp_min(1.0), "kl")
     with full_precision(logits.device):
         loss = F.binary_cross_entropy_with_logits(logits.float(), target.float(), reduction="none").sum(-1).mean()
     return loss / logits.size(-1) if reduction == "mean" else loss
