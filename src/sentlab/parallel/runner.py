@@ -95,9 +95,10 @@ def fan_out(ray, root: Path, p: Plan, rt, state: Path, resources: dict, remote: 
     seconds = {c.id: chain_seconds(c, costs) for c in p.chains}
     order = submission_order(p.chains, seconds)
     if costs is not None:
-        say("chains longest planned first (GPU h, GPUs): " + ", ".join(
-            f"{c.id} {seconds[c.id] / 3600:.2f} h {chain_gpus(c, rt.gpus_per_task, rt.nproc, costs):g}"
-            for c in order))
+        shown = [f"{c.id} {seconds[c.id] / 3600:.2f} h x {chain_gpus(c, rt.gpus_per_task, rt.nproc, costs):g} GPU"
+                 for c in order]
+        say("chains longest planned first (planned GPU-h x GPUs asked): " + ", ".join(shown[:12])
+            + (f", ... ({len(shown) - 12} more)" if len(shown) > 12 else ""))
     threads = max(1, int(rt.cpus_per_task))   # a training sets its own: train.num_threads
     common = {"root": str(root), "state_dir": str(state), "env": task_env(local), "threads": threads,
               "run_id": run_id}
