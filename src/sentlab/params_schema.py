@@ -295,8 +295,9 @@ class RuntimeParams(Strict):
     heap: Literal["auto", "retain", "system"] = "auto"
     nproc: int = Field(1, ge=1)
     # `sentlab run --jobs N` (make repro JOBS=N, sentlab.parallel): what each Ray task (one model's chain of
-    # stages) asks for; fractional GPUs let several small trainings share one. Not TrainParams keys.
-    gpus_per_task: float = Field(1.0, ge=0)
+    # stages) asks for; fractional GPUs let several small trainings share one; `auto`: each chain's share from the
+    # plan's measured step times (sentlab.parallel.schedule, docs/scale-ray.md). Not TrainParams keys.
+    gpus_per_task: Union[Literal["auto"], Annotated[float, Field(ge=0)]] = 1.0
     cpus_per_task: float = Field(1.0, gt=0)
     task_retries: int = Field(2, ge=0)
 

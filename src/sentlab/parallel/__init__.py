@@ -4,13 +4,15 @@ DVC runs the stages of one ``dvc repro`` one after another. This package runs th
 (``sources``, ``prepare``, ``annotate``) once in the workspace, takes the stale stages below them from DVC's
 stage graph (``dvc dag --dot``, ``dvc status --json``), groups them into chains (a model's train and evaluate
 stages; a chain whose model starts from another model's waits for that chain) and hands each chain to Ray as
-one task asking for ``runtime.gpus_per_task`` GPUs and ``runtime.cpus_per_task`` CPUs. A task runs its
+one task asking for ``runtime.gpus_per_task`` GPUs (``auto``: a share from the plan's step times) and
+``runtime.cpus_per_task`` CPUs, longest planned chains first (:mod:`.schedule`). A task runs its
 stages with ``dvc repro --single-item`` in its own git worktree (under ``.dvc/tmp/sentlab/worktrees``) whose
 DVC cache is the workspace's; a final ``dvc repro`` in the workspace then restores every stage's outputs
 from DVC's run cache (no stage runs twice), writes ``dvc.lock`` and runs the report.
 
 Modules: :mod:`.graph` (stages, chains), :mod:`.worktree` (a task's checkout, dvc with lock retries),
-:mod:`.task` (the Ray task), :mod:`.tracking_server` (MLflow under concurrency), :mod:`.runner`
+:mod:`.task` (the Ray task), :mod:`.schedule` (GPU shares, order, nproc), :mod:`.tracking_server` (MLflow
+under concurrency), :mod:`.runner`
 (``sentlab run``), :mod:`.status` (``sentlab status``), :mod:`.guard` (a stage dies with its worker).
 Ray is an optional extra: ``pip install sentlab[ray]``.
 """

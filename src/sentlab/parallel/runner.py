@@ -2,8 +2,9 @@
 
 1. The shared upstream stages (``sources``, ``prepare``, ``annotate``) run once, in the workspace.
 2. The stale stages below them are split into chains (:mod:`.graph`); each chain is one Ray task asking for
-   ``runtime.gpus_per_task`` GPUs and ``runtime.cpus_per_task`` CPUs, run in its own checkout
-   (:mod:`.task`), retried by Ray (``runtime.task_retries``) when its worker dies.
+   ``runtime.gpus_per_task`` GPUs (``auto``: its share from the plan's step times) and ``runtime.cpus_per_task``
+   CPUs, submitted longest planned first (:mod:`.schedule`), run in its own checkout (:mod:`.task`, removed as
+   soon as the chain has finished), retried by Ray (``runtime.task_retries``) when its worker dies.
 3. One ``dvc repro`` in the workspace restores every chain's outputs from DVC's run cache (none runs
    again), writes ``dvc.lock`` (its only writer) and runs the final stages (``report``, ``export``).
 
@@ -27,6 +28,7 @@ from ..errors import SentlabError
 from ..io import write_json
 from . import SHARED, STATE_DIR
 from .graph import Plan, plan_for, stage_names
+from .schedule import AUTO, chain_gpus, chain_seconds, check_nproc, costs_for, submission_order
 from .status import read_run_json
 from .task import run_chain, write_state
 from .tracking_server import tracking_server
@@ -78,12 +80,25 @@ def start_ray(ray, jobs: int, address: str | None, gpus: float | None, cpus_per_
     return ray.cluster_resources()
 
 
+def gpus_text(g) -> str:
+    return "auto (from the plan's step times)" if g == AUTO else f"{g:g}"
+
+
 def fan_out(ray, root: Path, p: Plan, rt, state: Path, resources: dict, remote: bool, run_id: str,
-            local: bool = True) -> dict:
-    """Submit every chain; returns chain id -> result, as they finish."""
-    gpus = rt.gpus_per_task if resources.get("GPU", 0) > 0 else 0
-    if rt.gpus_per_task and not gpus:
+            local: bool = True, costs: dict | None = None, keep_worktrees: bool = False) -> dict:
+    """Submit every chain, longest planned first, each asking for its GPU share (:mod:`.schedule`; ``costs``:
+    :func:`.schedule.stage_costs`, None: DVC's order); returns chain id -> result, as they finish. A chain's
+    worktree is removed as soon as it has finished (unless ``keep_worktrees``; a failed chain's stays)."""
+    has_gpu = resources.get("GPU", 0) > 0
+    if rt.gpus_per_task and not has_gpu:
         say("the Ray cluster has no GPU: tasks run on CPUs only")
+    seconds = {c.id: chain_seconds(c, costs) for c in p.chains}
+    order = submission_order(p.chains, seconds)
+    if costs is not None:
+        shown = [f"{c.id} {seconds[c.id] / 3600:.2f} h x {chain_gpus(c, rt.gpus_per_task, rt.nproc, costs):g} GPU"
+                 for c in order]
+        say("chains longest planned first (planned GPU-h x GPUs asked): " + ", ".join(shown[:12])
+            + (f", ... ({len(shown) - 12} more)" if len(shown) > 12 else ""))
     threads = max(1, int(rt.cpus_per_task))   # a training sets its own: train.num_threads
     common = {"root": str(root), "state_dir": str(state), "env": task_env(local), "threads": threads,
               "run_id": run_id}
@@ -93,7 +108,8 @@ def fan_out(ray, root: Path, p: Plan, rt, state: Path, resources: dict, remote: 
         common.update(remote=remote, bundle=ray.put(bundle(root)))   # once in the object store, not per task
     fn = ray.remote(run_chain)
     refs, by_ref = {}, {}
-    for c in p.chains:
+    for c in order:
+        gpus = chain_gpus(c, rt.gpus_per_task, rt.nproc, costs) if has_gpu else 0
         spec = {**common, "id": c.id, "stages": c.stages, "restore": c.restore, "checkout": c.checkout,
                 "worktree": str(state / "worktrees" / c.id)}
         if not remote:
@@ -125,6 +141,8 @@ def fan_out(ray, root: Path, p: Plan, rt, state: Path, resources: dict, remote: 
                     st["log"] = str(state / "logs" / Path(st["log"]).name)
                 write_state(state, s, **st, chain=c.id)
         results[c.id] = res
+        if res["status"] == "done" and not remote and not keep_worktrees:
+            remove_worktree(root, state / "worktrees" / c.id)   # now: a long run's disk holds running chains only
         took = ", ".join(f"{s} {v.get('seconds', '-')} s" for s, v in res.get("stages", {}).items())
         say(f"[{len(results)}/{len(refs)}] {c.id}: {res['status']} ({took}) on {res.get('host')} "
             f"CUDA_VISIBLE_DEVICES={res.get('cuda_visible_devices')}"
@@ -139,6 +157,7 @@ def run(root: str | Path = ".", jobs: int = 2, address: str | None = None, gpus:
 
     root = Path(root).resolve()
     rt = runtime_params(root)
+    check_nproc(rt)   # before anything runs: DDP ranks need a GPU each in the task that holds the training
     oversubscribed(jobs, training_threads(root), address)
     ray = import_ray()
     # a SIGTERM (a scheduler ending the job) unwinds like Ctrl-C: the tracking server stops, the parent run is KILLED
@@ -234,8 +253,13 @@ def _run(ray, root: Path, jobs, address, gpus, remote, keep, rt, state: Path, ru
                 return 1
         resources = start_ray(ray, jobs, address, gpus, rt.cpus_per_task)
         say(f"Ray: {resources.get('CPU', 0):g} CPUs, {resources.get('GPU', 0):g} GPUs; per task "
-            f"{rt.cpus_per_task:g} CPUs, {rt.gpus_per_task:g} GPUs, {rt.task_retries} retries")
-        results = fan_out(ray, root, p, rt, state, resources, remote, run_id, local=address is None)
+            f"{rt.cpus_per_task:g} CPUs, {gpus_text(rt.gpus_per_task)} GPUs, {rt.task_retries} retries")
+        costs, why = costs_for(root)
+        if costs is None:
+            say(f"the plan cannot cost this pipeline ({why}): chains in DVC's order"
+                + (", a whole GPU each (runtime.gpus_per_task: auto)" if rt.gpus_per_task == AUTO else ""))
+        results = fan_out(ray, root, p, rt, state, resources, remote, run_id, local=address is None, costs=costs,
+                          keep_worktrees=keep)
     done = [s for r in results.values() if r["status"] == "done" for s in r["stages"]]
     failed = {r["failed"]: r for r in results.values() if r["status"] == "failed"}
     skipped = [s for r in results.values() if r["status"] != "done" for s, v in r["stages"].items()
@@ -257,10 +281,6 @@ def _run(ray, root: Path, jobs, address, gpus, remote, keep, rt, state: Path, ru
             say(f"WARNING: ran again in the workspace (their run-cache entries were missing): {', '.join(again)}")
         for s in done:
             write_state(state, s, status="restored" if rc == 0 else "done")
-    if not keep:
-        for r in results.values():
-            if r["status"] == "done" and not remote:
-                remove_worktree(root, state / "worktrees" / r["chain"])
     partial = {}
     if failed and rc == 0 and p.final:
         partial = partial_outputs(root, p.final, logs, env)
