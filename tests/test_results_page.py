@@ -363,3 +363,14 @@ def test_mlflow_links_from_a_store(tree, tmp_path, monkeypatch):
     ml = _col(rk, "MLflow")
     assert {r[1]["text"]: r[ml]["links"] for r in rk["rows"][:3]} == {
         "ptbert": [], "simcse": [links["simcse"]], "posbow_adv": []}
+
+
+def test_tick_labels_have_the_decimals_their_axis_needs_and_a_ci_gets_its_own_line():
+    """On the quick run's real page CT's two dev points (86.117, 86.120) gave five ticks all reading "86.1", and a
+    single seed's CI bracket made every ranking cell too wide for the page."""
+    from sentlab.report.html_page import _fmt_tick, _ticks
+
+    lo, hi = 86.117, 86.120
+    labels = [_fmt_tick(t, hi - lo) for t in _ticks(lo, hi)]
+    assert len(set(labels)) == 5 and labels[0] == "86.1170"
+    assert [_fmt_tick(t, 40.0) for t in _ticks(20.0, 60.0)] == ["20", "30", "40", "50", "60"]

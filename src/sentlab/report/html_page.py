@@ -38,7 +38,7 @@ body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;mar
 color:#222;line-height:1.4;padding:0 16px}
 h1{margin-bottom:4px}h2{border-bottom:2px solid #ddd;padding-bottom:4px;margin-top:36px}
 h3{margin:22px 0 6px}nav a{margin-right:14px}
-table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}
+table{border-collapse:collapse;margin:8px 0 16px;font-size:13px;display:block;max-width:100%;overflow-x:auto}
 th,td{border:1px solid #ddd;padding:3px 7px;text-align:right;vertical-align:top}
 .r,.p,.d,.s,code{white-space:nowrap}.s{font-size:11px;color:#374151}tr.no td{color:#9ca3af}
 tr.section th{background:#e5e7eb;position:static}
@@ -120,8 +120,16 @@ def _ticks(lo: float, hi: float, n: int = 4) -> list[float]:
     return [lo + (hi - lo) * i / n for i in range(n + 1)]
 
 
-def _fmt_tick(v: float) -> str:
-    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
+def _fmt_tick(v: float, span: float = 0.0) -> str:
+    """A tick label with as many decimals as the axis's tick step needs (86.117 and 86.120 must not both read
+    86.1)."""
+    import math
+
+    step = span / 4 if span > 0 else 0.0
+    digits = 0 if step <= 0 else min(4, max(0, 1 - math.floor(math.log10(step))))
+    if step <= 0:
+        return f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
+    return f"{v:.{digits}f}"
 
 
 def svg_chart(series: dict[str, list[tuple[float, float]]], title: str, xlabel: str, ylabel: str,
@@ -132,7 +140,7 @@ def svg_chart(series: dict[str, list[tuple[float, float]]], title: str, xlabel: 
     pts = {k: v for k, v in pts.items() if v}
     legend = 14 * ((len(pts) + 2) // 3) + 6 * bool(pts)   # three labels a row, under the x axis
     height += legend
-    ml, mr, mt, mb = 52, 12, 24, 40 + legend
+    ml, mr, mt, mb = 64, 12, 24, 40 + legend   # room for a 4-decimal tick label
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
            f'aria-label="{e(title)}" class="chart" viewBox="0 0 {width} {height}">',
            f'<title>{e(title)}</title>',
@@ -158,10 +166,11 @@ def svg_chart(series: dict[str, list[tuple[float, float]]], title: str, xlabel: 
     for t in _ticks(x0, x1):
         out.append(f'<line x1="{sx(t):.1f}" y1="{mt + ph}" x2="{sx(t):.1f}" y2="{mt + ph + 4}" stroke="#999"/>'
                    f'<text x="{sx(t):.1f}" y="{mt + ph + 15}" text-anchor="middle" font-size="10">'
-                   f'{_fmt_tick(t)}</text>')
+                   f'{_fmt_tick(t, x1 - x0)}</text>')
     for t in _ticks(y0, y1):
         out.append(f'<line x1="{ml - 4}" y1="{sy(t):.1f}" x2="{ml + pw}" y2="{sy(t):.1f}" stroke="#eee"/>'
-                   f'<text x="{ml - 6}" y="{sy(t) + 3:.1f}" text-anchor="end" font-size="10">{_fmt_tick(t)}</text>')
+                   f'<text x="{ml - 6}" y="{sy(t) + 3:.1f}" text-anchor="end" font-size="10">'
+                   f'{_fmt_tick(t, y1 - y0)}</text>')
     out.append(f'<text x="{ml + pw / 2}" y="{mt + ph + 30}" text-anchor="middle" font-size="11">{e(xlabel)}</text>'
                f'<text x="12" y="{mt + ph / 2}" text-anchor="middle" font-size="11" '
                f'transform="rotate(-90 12 {mt + ph / 2})">{e(ylabel)}</text>')
@@ -203,7 +212,9 @@ def _cell(res: Resolved, col: str, digits: int) -> str:
     r, p, d = cell_values(res, col)
     rs = _reproduced_text(res, col, r, digits) if r is not None else "–"
     head, _, seeds = rs.partition(" ± ")   # seeds: the mean bold, "± std (n)" beside it, smaller
-    parts = [f'<span class="r">{e(head)}</span>' + (f' <span class="s">± {e(seeds)}</span>' if seeds else "")]
+    head, bracket, ci = head.partition(" [")   # one seed: its CI "[lo, hi] (1)" on a line of its own, smaller
+    parts = [f'<span class="r">{e(head)}</span>' + (f' <span class="s">± {e(seeds)}</span>' if seeds else "")
+             + (f'<br><span class="s">{e(bracket.strip() + ci)}</span>' if bracket else "")]
     if p is not None:
         parts.append(f'<br><span class="p" title="paper">{p:.{digits}f}</span>')
     if d is not None:
