@@ -131,6 +131,30 @@ def grads_of(named_params, prefix: str = "", rename: Optional[Callable[[str], Op
     return out
 
 
+def step_norm(params, step) -> float:
+    """‖Δθ‖ of one optimiser ``step()`` over ``params``: compares two optimisers' updates (ConSERT's and SG-OPT's
+    AdamW settings), not only the gradients they start from."""
+    before = [p.detach().clone() for p in params]
+    step()
+    return float(torch.sqrt(sum(((p.detach() - b).double() ** 2).sum() for p, b in zip(params, before))))
+
+
+def init_weights_421(self) -> None:
+    """transformers 4.2.1's ``init_weights`` (BERT's ``_init_weights`` over every submodule: Linear and Embedding
+    N(0, initializer_range), biases 0, LayerNorm 1 / 0), for a released model class whose ``__init__`` calls
+    ``init_weights()``: transformers 5's needs ``post_init`` first, which those classes never call. A shim a case
+    assigns to the released class (``Cls.init_weights = init_weights_421``)."""
+    std = self.config.initializer_range
+    for mod in self.modules():
+        if isinstance(mod, (torch.nn.Linear, torch.nn.Embedding)):
+            torch.nn.init.normal_(mod.weight, 0.0, std)
+        if isinstance(mod, torch.nn.Linear) and mod.bias is not None:
+            torch.nn.init.zeros_(mod.bias)
+        if isinstance(mod, torch.nn.LayerNorm):
+            torch.nn.init.ones_(mod.weight)
+            torch.nn.init.zeros_(mod.bias)
+
+
 def compare(ours: Outputs, theirs: Outputs) -> dict:
     """The comparison the issue asks for: loss |Δ|, the largest relative gradient difference over the tensors
     both sides train, tensors skipped (gradient exactly zero on both sides, e.g. attention key biases, whose

@@ -45,7 +45,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import (SENTENCES, Outputs, grads_of, load_backbone, main, minilm_path,  # noqa: E402, F401
+from _harness import (step_norm, SENTENCES, Outputs, grads_of, load_backbone, main, minilm_path,  # noqa: E402, F401
                       no_dropout, on_path, set_determinism)
 
 CASE = "consert"
@@ -65,12 +65,6 @@ def _common(n: str):
 
 def _encoder_name(n: str):
     return _common(n[len("encoder."):]) if n.startswith("encoder.") else None
-
-
-def _step_norm(params, step) -> float:
-    before = [p.detach().clone() for p in params]
-    step()
-    return float(torch.sqrt(sum(((p.detach() - b).double() ** 2).sum() for p, b in zip(params, before))))
 
 
 def _method():
@@ -95,7 +89,7 @@ def sentlab_outputs() -> Outputs:
     opt = m.configure_optimizers()
     clip_gradients(opt, 1.0, m.grad_clip)
     enc = [p for p in m.encoder.parameters()]
-    return Outputs(loss=float(out["loss"].detach()), grads=grads, extra={"step_norm": _step_norm(enc, opt.step)})
+    return Outputs(loss=float(out["loss"].detach()), grads=grads, extra={"step_norm": step_norm(enc, opt.step)})
 
 
 def _draws():
@@ -184,7 +178,7 @@ def released_outputs(checkout: Path) -> Outputs:
                       {"params": [p for n, p in named if any(nd in n for nd in no_decay)], "weight_decay": 0.0}]
             opt = t34.AdamW(groups, lr=STEP_LR, eps=1e-6, correct_bias=False)
             torch.nn.utils.clip_grad_norm_(loss_model.parameters(), 1.0)
-            step = _step_norm(list(auto.parameters()), opt.step)
+            step = step_norm(list(auto.parameters()), opt.step)
     finally:
         random.shuffle = real_shuffle
         for k in [k for k in sys.modules if k == "transformers" or k.startswith("transformers.")]:

@@ -52,7 +52,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import (SENTENCES, Outputs, bert_standin, grads_of, import_released,  # noqa: E402
+from _harness import (init_weights_421, SENTENCES, Outputs, bert_standin, grads_of, import_released,  # noqa: E402
                       load_backbone, main, no_dropout, on_path, set_determinism)
 
 CASE = "paser"
@@ -232,19 +232,6 @@ class _OfflineBertConfig:
         return BertConfig(pad_token_id=0)
 
 
-def _init_weights_421(self) -> None:
-    """transformers 4.2.1's ``init_weights`` (BERT's ``_init_weights`` over every module)."""
-    std = self.config.initializer_range
-    for mod in self.modules():
-        if isinstance(mod, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(mod.weight, 0.0, std)
-        if isinstance(mod, nn.Linear) and mod.bias is not None:
-            nn.init.zeros_(mod.bias)
-        if isinstance(mod, nn.LayerNorm):
-            nn.init.ones_(mod.weight)
-            nn.init.zeros_(mod.bias)
-
-
 def released_outputs(checkout: Path) -> Outputs:
     from transformers import BertForPreTraining
 
@@ -253,7 +240,7 @@ def released_outputs(checkout: Path) -> Outputs:
     with on_path(checkout):
         models = import_released(checkout, "paser.models")
         models.BertConfig = _OfflineBertConfig
-        models.BertForCL.init_weights = _init_weights_421
+        models.BertForCL.init_weights = init_weights_421
         args = argparse.Namespace(pooler_type="cls_before_pooler", temp=0.05, do_mlm=True, mlm_weight=1.0,
                                   k_weight=M, t_weight=N, mlp_only_train=True)
         model = models.BertForCL(encoder.config, model_args=args)

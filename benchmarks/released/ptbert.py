@@ -51,7 +51,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import (SENTENCES, Outputs, grads_of, import_released, load_backbone, main,  # noqa: E402
+from _harness import (init_weights_421, SENTENCES, Outputs, grads_of, import_released, load_backbone, main,  # noqa: E402
                       on_path, set_determinism)
 
 CASE = "ptbert"
@@ -95,20 +95,6 @@ class _SelfAttention421(nn.Module):
         ctx = torch.matmul(probs, v).permute(0, 2, 1, 3).contiguous()
         ctx = ctx.view(*ctx.shape[:-2], self.all_head_size)
         return (ctx, probs) if output_attentions else (ctx,)
-
-
-def _init_weights_421(self) -> None:
-    """transformers 4.2.1's ``init_weights`` (BERT's ``_init_weights`` over every submodule: Linear and Embedding
-    N(0, initializer_range), biases 0, LayerNorm 1 / 0): transformers 5's needs ``post_init`` first."""
-    std = self.config.initializer_range
-    for mod in self.modules():
-        if isinstance(mod, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(mod.weight, 0.0, std)
-        if isinstance(mod, nn.Linear) and mod.bias is not None:
-            nn.init.zeros_(mod.bias)
-        if isinstance(mod, nn.LayerNorm):
-            nn.init.ones_(mod.weight)
-            nn.init.zeros_(mod.bias)
 
 
 def _shared(hidden: int, encoder_state: dict) -> dict:
@@ -197,7 +183,7 @@ def released_outputs(checkout: Path) -> Outputs:
     with on_path(checkout):
         models = import_released(checkout, "ptbert.models")
         models.BertSelfAttention = _SelfAttention421   # shims: 4.2.1's cross-attention call, its init_weights
-        models.BertForPolyMoCo.init_weights = _init_weights_421
+        models.BertForPolyMoCo.init_weights = init_weights_421
         args = argparse.Namespace(poly_m=POLY_M, queue_size=4, pooler_type="cls", temp=0.05, mlp_only_train=True,
                                   return_poly=False)
         model = models.BertForPolyMoCo(config, model_args=args)

@@ -43,7 +43,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import (SENTENCES, Outputs, grads_of, load_backbone, main, on_path,  # noqa: E402, F401
+from _harness import (step_norm, SENTENCES, Outputs, grads_of, load_backbone, main, on_path,  # noqa: E402, F401
                       set_determinism)
 
 CASE = "sg_opt"
@@ -75,12 +75,6 @@ def _offset(named_params) -> None:
                 p.add_(OFFSET * torch.randn(p.shape, generator=gen))
 
 
-def _step_norm(params, step) -> float:
-    before = [p.detach().clone() for p in params]
-    step()
-    return float(torch.sqrt(sum(((p.detach() - b).double() ** 2).sum() for p, b in zip(params, before))))
-
-
 def _method():
     from sentlab.config import TrainParams
     from sentlab.methods import get_method
@@ -107,7 +101,7 @@ def sentlab_outputs() -> Outputs:
     trained = [p for p in m.parameters() if p.requires_grad]
     return Outputs(loss=float(out["loss"].detach()), grads=grads,
                    extra={"contrastive": float(out["contrastive"]), "l2_to_fixed": float(out["l2_to_fixed"]),
-                          "step_norm": _step_norm(trained, opt.step)})
+                          "step_norm": step_norm(trained, opt.step)})
 
 
 class _Transformer(nn.Module):
@@ -171,7 +165,7 @@ def released_outputs(checkout: Path) -> Outputs:
             opt = AdamWLegacy(groups, lr=STEP_LR, betas=(0.9, 0.9), eps=1e-6, weight_decay=0.0, correct_bias=True,
                               decay="after")
             torch.nn.utils.clip_grad_norm_(loss_model.parameters(), 1.0)
-            step = _step_norm([p for _, p in named], opt.step)
+            step = step_norm([p for _, p in named], opt.step)
     finally:
         if had is None:
             sys.modules.pop("modules", None)
