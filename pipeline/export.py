@@ -92,7 +92,8 @@ def main() -> None:
     failures = failed_stages()
     entries = read_stage_list().get("models") if failures and Path("models.yaml").is_file() else {}
     with atomic_path(OUT, is_dir=True) as tmp:
-        for folder in sorted(p for p in MODELS.iterdir() if (p / "sentlab.json").is_file()):
+        present = MODELS.iterdir() if MODELS.is_dir() else ()   # no model at all: a failed first stage
+        for folder in sorted(p for p in present if (p / "sentlab.json").is_file()):
             if not ours.get(folder.name):   # another profile's model left in the workspace: no stage of this one
                 continue
             info = _read(folder / "sentlab.json")

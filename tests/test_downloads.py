@@ -127,3 +127,28 @@ def test_a_missing_nltk_resource_is_fetched_with_nltks_own_downloader(tmp_path, 
     monkeypatch.setenv("SENTLAB_UPSTREAM", up.as_uri())
     require_nltk("wordnet")
     assert (tmp_path / "nltk_data" / "corpora" / "wordnet.zip").is_file()
+
+
+def test_an_unreachable_upstream_is_a_miss_at_once_and_the_callers_fallback_applies(tmp_path, monkeypatch):
+    """A fresh clone's `make repro` online but without the hub's hosts: GLUE's SST-2 zip cannot be fetched; the
+    download's error used to escape resolve_data (and was retried for ~30 s), so GLUE's fallback to the mirror's
+    SentEval SST-2 never ran and the sources stage failed."""
+    import socket
+    import time
+
+    from conftest import mirror_with
+
+    from sentlab.evaluate import glue as G
+
+    mirror_with(monkeypatch, "SST/binary/sentiment-train", "SST/binary/sentiment-dev")
+    for k in ("SENTLAB_OFFLINE", "HF_HUB_OFFLINE"):
+        monkeypatch.setenv(k, "0")
+    monkeypatch.setenv("SENTLAB_CACHE", str(tmp_path / "cache"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]                      # nothing listens there once closed
+    monkeypatch.setenv("SENTLAB_UPSTREAM", f"http://127.0.0.1:{port}")
+    t0 = time.monotonic()
+    sst = G.load_glue("SST-2")
+    assert time.monotonic() - t0 < 10
+    assert (len(sst["train"].y), len(sst["dev"].y)) == (67349, 872)   # the mirror's SentEval SST-2

@@ -133,3 +133,21 @@ def test_the_export_leaves_out_what_failed_naming_the_stage(tmp_path, monkeypatc
     assert report_errors(main) == 0
     index = (work / "exports" / "index.md").read_text()
     assert "- simcse: failed: evaluate@simcse, log" in index and "- ct: failed: train@ct, log" in index
+
+
+def test_the_export_after_a_failed_first_stage_has_no_models_folder_and_no_traceback(tmp_path, monkeypatch):
+    """`make repro` in a fresh clone whose `sources` stage failed: the export built from what finished found no
+    models/ at all and raised FileNotFoundError."""
+    import runpy
+
+    from conftest import stage_workspace
+
+    from sentlab.pipeline_util import report_errors
+
+    work = stage_workspace(tmp_path / "work")
+    monkeypatch.chdir(work)
+    assert not (work / "models").exists()
+    failures.record_failure("sources", 2, "sentlab: error: a download failed", work)
+    main = runpy.run_path(str(REPO / "pipeline" / "export.py"), run_name="export")["main"]
+    assert report_errors(main) == 0
+    assert (work / "exports" / "index.md").is_file()

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from .download import DownloadError
 from .errors import AssetMissingError, SentlabError
 from .io import atomic_path
 
@@ -179,7 +180,7 @@ def resolve_data(name: str) -> Resolved:
             _download(a)
             if _present(cache_root(), a.paths):
                 return Resolved(cache_root(), "download", cache_root() / a.paths[0])
-        except OSError as e:
+        except (OSError, DownloadError) as e:   # a miss: the error below (and a caller's fallback) follows
             log.warning("download of %s from %s failed: %s", name, a.url, e)
     raise AssetMissingError(
         f"Data asset '{name}' ({a.description}) was not found: looked for {a.paths[0]} "

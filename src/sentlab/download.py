@@ -58,6 +58,18 @@ def upstream_url(url: str) -> str:
     return urllib.parse.urlunsplit((b.scheme, b.netloc, b.path.rstrip("/") + u.path, u.query, ""))
 
 
+class DownloadError(SentlabError):
+    """A download that did not bring the file (unreachable, refused, cut past its retries): the asset resolver
+    treats it as a miss (:func:`sentlab.assets.resolve_data`), so a caller's fallback still applies."""
+
+
+def _unreachable(e: BaseException) -> bool:
+    import socket
+
+    reason = getattr(e, "reason", None)
+    return isinstance(e, urllib.error.URLError) and isinstance(reason, (socket.gaierror, ConnectionRefusedError))
+
+
 def part_path(dest: Path) -> Path:
     return dest.with_name(f".{dest.name}.part")
 
@@ -79,10 +91,12 @@ def fetch(url: str, dest: str | os.PathLike, *, expected_lines: Optional[int] = 
             break
         except (OSError, http.client.HTTPException) as e:   # URLError, a reset or timed-out connection, a cut read
             if isinstance(e, urllib.error.HTTPError) and e.code not in (408, 429, 500, 502, 503, 504):
-                raise SentlabError(f"Downloading {url} failed: HTTP {e.code} {e.reason}. Check the URL, or provide "
-                                   f"the file another way (the asset's error message lists them).") from None
+                raise DownloadError(f"Downloading {url} failed: HTTP {e.code} {e.reason}. Check the URL, or provide "
+                                    f"the file another way (the asset's error message lists them).") from None
+            if _unreachable(e):   # no name resolution, nothing listening: no retry helps within this run
+                raise DownloadError(f"Downloading {url} failed: the host cannot be reached ({e}).") from None
             if attempt == retries:
-                raise SentlabError(f"Downloading {url} failed {retries + 1} times ({type(e).__name__}: {e}); the "
+                raise DownloadError(f"Downloading {url} failed {retries + 1} times ({type(e).__name__}: {e}); the "
                                    f"{part.stat().st_size if part.exists() else 0:,} bytes received are kept in "
                                    f"{part} and the next run resumes from there.") from None
             time.sleep(min(2 ** attempt, 30))
