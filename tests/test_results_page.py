@@ -368,7 +368,7 @@ def test_mlflow_links_from_a_store(tree, tmp_path, monkeypatch):
 def test_tick_labels_have_the_decimals_their_axis_needs_and_a_ci_gets_its_own_line():
     """On the quick run's real page CT's two dev points (86.117, 86.120) gave five ticks all reading "86.1", and a
     single seed's CI bracket made every ranking cell too wide for the page."""
-    from sentlab.report.html_page import _fmt_tick, _ticks
+    from sentlab.report.svg import _fmt_tick, _ticks
 
     lo, hi = 86.117, 86.120
     labels = [_fmt_tick(t, hi - lo) for t in _ticks(lo, hi)]
