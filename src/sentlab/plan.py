@@ -158,13 +158,10 @@ def evaluation_cost(kind: str, params) -> Cost:
                            "64 x 32 x 2), the GLUE train splits' sizes"})
 
 
-def _suite_table(suite: str) -> Optional[str]:
-    return {"transfer": "l2p_table2", "glue": "l2p_table4", "retrieval": "paser_table3"}.get(suite)
-
-
 def plan(params) -> dict:
     """``{"tables": {id: (title, Cost)}, "total": Cost, "trainings": {name: Cost}, "cpu": [...]}``."""
     from .report.paper_tables import all_tables
+    from .scope import table_scope
     from .stage_list import stage_list_for
 
     lists = stage_list_for(params)
@@ -184,18 +181,11 @@ def plan(params) -> dict:
         total.add(c)
     tables = {}
     for spec in all_tables(params.model.backbone):
-        rows = {c.split("/")[0] for r in spec.rows for c in r.models}
+        scope = table_scope(spec, lists)   # the same stages `sentlab run --table` runs
         cost = Cost()
-        for name, c in per_model.items():
-            base = name.rsplit("-s", 1)[0] if name.rsplit("-s", 1)[-1].isdigit() else name
-            if base in rows:
-                cost.add(c)
-        for name, c in baselines.items():
-            if name in rows:
-                cost.add(c)
-        for suite, model, c in suites.values():
-            if _suite_table(suite) == spec.id and model in rows:
-                cost.add(c)
+        for c in (*(per_model[m] for m in scope.models), *(baselines[f"base-{b}"] for b in scope.baselines),
+                  *(suites[k][2] for k in scope.suites)):
+            cost.add(c)
         tables[spec.id] = (f"{spec.source}", cost)
     longest = max((per_model[n].gpu_s + _chain_before(n, models, per_model) for n in per_model), default=0.0)
     # the tasks a parallel run schedules: a model's chain (with the models that start from it), a baseline, a suite
@@ -256,7 +246,9 @@ def render(profile: str, p: dict, gpus=(1, 4, 8)) -> str:
               "Wall time (each model's chain, with the models that start from it, and each baseline and suite "
               "stage one task of one GPU, longest first; the longest chain "
               f"{_h(p['longest_chain_s'])} h): " + ", ".join(
-                  f"{n} GPU{'s' * (n > 1)} {_h(makespan(p['tasks'], n))} h" for n in gpus) + ".",
+                  f"{n} GPU{'s' * (n > 1)} {_h(makespan(p['tasks'], n))} h" for n in gpus) + ". Whole-GPU "
+              "figures: `runtime.gpus_per_task: auto` lets short chains share a GPU, a gain not measured yet (no "
+              "throughput of shared GPUs in the GPU run), so not counted here.",
               "",
               f"Disk besides the models ({t.disk_gb:,.1f} GB; x2 with DVC's cache as a copy): one resume checkpoint "
               f"per running training (~{CHECKPOINT_GB} GB each, estimated), wiki1m 0.12 GB, GloVe 7.6 GB (zip + "

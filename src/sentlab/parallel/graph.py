@@ -134,12 +134,20 @@ def item(stage: str) -> str | None:
     return it
 
 
-def plan(names: list[str], edges: list[tuple[str, str]], changed: set[str], shared=SHARED) -> Plan:
+def plan(names: list[str], edges: list[tuple[str, str]], changed: set[str], shared=SHARED,
+         targets: list[str] | None = None) -> Plan:
     """Split the stale stages (``changed`` closed downstream; the shared ones not propagated: they run first
-    and their effect shows in ``changed``) into shared, chains and final."""
+    and their effect shows in ``changed``) into shared, chains and final. ``targets`` (``sentlab run --table``):
+    only those stages and what they depend on."""
     edges = [(a, b) for a, b in edges if a in names and b in names]
     shared_set = set(shared)
     stale = descendants(edges, set(changed) - shared_set) | (set(changed) & shared_set)
+    if targets is not None:
+        unknown = [t for t in targets if t not in names]
+        if unknown:
+            raise SentlabError(f"no stage {', '.join(unknown)} in this workspace's dvc.yaml (`dvc stage list` "
+                               f"names them); regenerate the stage list (`sentlab stages`) if params.yaml changed.")
+        stale &= set(targets) | ancestors(edges, set(targets))
     par = {s for s in stale if item(s) is not None and s not in shared_set}
     parent = {s: s for s in par}
 
@@ -173,6 +181,6 @@ def plan(names: list[str], edges: list[tuple[str, str]], changed: set[str], shar
     return Plan([s for s in names if s in stale and s in shared_set], chains, final, names, edges)
 
 
-def plan_for(root: str | Path, shared=SHARED) -> Plan:
+def plan_for(root: str | Path, shared=SHARED, targets: list[str] | None = None) -> Plan:
     names = stage_names(root)
-    return plan(names, stage_edges(root), changed_stages(root), shared)
+    return plan(names, stage_edges(root), changed_stages(root), shared, targets)

@@ -36,6 +36,7 @@ from .worktree import bundle, cache_dir, make_worktree, node_env, remove_worktre
 
 ENV_PREFIXES = ("SENTLAB_", "MLFLOW_", "HF_", "NLTK_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH_")
 RAN = re.compile(r"^Running stage '([^']+)'", re.M)
+REPORT = ("report",)   # what a targeted run (``--table``) builds afterwards from what exists, outside DVC
 
 
 def say(msg: str) -> None:
@@ -151,8 +152,9 @@ def fan_out(ray, root: Path, p: Plan, rt, state: Path, resources: dict, remote: 
 
 
 def run(root: str | Path = ".", jobs: int = 2, address: str | None = None, gpus: float | None = None,
-        remote: bool = False, keep_worktrees: bool = False) -> int:
-    """The pipeline in parallel (see the module docstring); returns the exit status."""
+        remote: bool = False, keep_worktrees: bool = False, targets: list[str] | None = None) -> int:
+    """The pipeline in parallel (see the module docstring); returns the exit status. ``targets``: only those stages
+    and what they need, then the report from what exists (``sentlab run --table``)."""
     from ..stage_params import runtime_params, training_threads
 
     root = Path(root).resolve()
@@ -165,7 +167,7 @@ def run(root: str | Path = ".", jobs: int = 2, address: str | None = None, gpus:
     state = root / STATE_DIR
     state.mkdir(parents=True, exist_ok=True)
     with exclusive_run(state):   # a second `sentlab run` here would delete this one's logs and reuse its worktrees
-        return _run_locked(root, jobs, address, gpus, remote, keep_worktrees, rt, ray, state)
+        return _run_locked(root, jobs, address, gpus, remote, keep_worktrees, rt, ray, state, targets)
 
 
 @contextlib.contextmanager
@@ -190,7 +192,7 @@ def exclusive_run(state: Path):
         fh.close()
 
 
-def _run_locked(root: Path, jobs, address, gpus, remote, keep_worktrees, rt, ray, state: Path) -> int:
+def _run_locked(root: Path, jobs, address, gpus, remote, keep_worktrees, rt, ray, state: Path, targets=None) -> int:
     from .. import tracking
 
     for sub in ("stages", "logs"):
@@ -217,7 +219,7 @@ def _run_locked(root: Path, jobs, address, gpus, remote, keep_worktrees, rt, ray
                 "tracking server every node reaches) for a cluster")
         rc = None
         try:
-            rc = _run(ray, root, jobs, address, gpus, remote, keep_worktrees, rt, state, run_id)
+            rc = _run(ray, root, jobs, address, gpus, remote, keep_worktrees, rt, state, run_id, targets)
         finally:
             if ray.is_initialized():
                 ray.shutdown()
@@ -233,7 +235,7 @@ def _run_locked(root: Path, jobs, address, gpus, remote, keep_worktrees, rt, ray
     return rc
 
 
-def _run(ray, root: Path, jobs, address, gpus, remote, keep, rt, state: Path, run_id: str) -> int:
+def _run(ray, root: Path, jobs, address, gpus, remote, keep, rt, state: Path, run_id: str, targets=None) -> int:
     logs = state / "logs"
     env = node_env({}, None)
     shared = [s for s in SHARED if s in stage_names(root)]
@@ -242,7 +244,9 @@ def _run(ray, root: Path, jobs, address, gpus, remote, keep, rt, state: Path, ru
     if rc:
         say(f"the shared stages failed (exit {rc}); log {logs / 'shared.log'}")
         return rc
-    p = plan_for(root)
+    p = plan_for(root, targets=targets)
+    if targets is not None:
+        p.final = [s for s in REPORT if s in p.order]   # built from what exists, outside DVC, after the targets
     say(f"{len(p.chains)} chains ({len(p.parallel)} stages) in parallel, then {', '.join(p.final) or 'nothing'}")
     results = {}
     if p.chains:
@@ -266,23 +270,23 @@ def _run(ray, root: Path, jobs, address, gpus, remote, keep, rt, state: Path, ru
                if v.get("status") == "skipped"]
     final_log = logs / "final.log"
     if failed:
-        targets = done
+        repro = done
         say(f"{len(failed)} chain(s) failed: restoring the {len(done)} stages that ran; then {', '.join(p.final)} "
             f"from what finished")
     else:
-        targets = []
+        repro = list(targets or [])
         say(f"final dvc repro in the workspace (log {final_log})")
     rc = 0
-    if targets or not failed:
+    if repro or not failed:
         pull = ["--pull"] if remote else []
-        rc = run_dvc(["repro", *pull, *targets], root, final_log, env, guard=False)
+        rc = run_dvc(["repro", *pull, *repro], root, final_log, env, guard=False)
         again = sorted(set(RAN.findall(final_log.read_text(errors="replace"))) & set(p.parallel))
         if again:
             say(f"WARNING: ran again in the workspace (their run-cache entries were missing): {', '.join(again)}")
         for s in done:
             write_state(state, s, status="restored" if rc == 0 else "done")
     partial = {}
-    if failed and rc == 0 and p.final:
+    if (failed or targets is not None) and rc == 0 and p.final:
         partial = partial_outputs(root, p.final, logs, env)
         say("built from what finished, outside DVC (their rows name the failed stages; the next run that completes "
             "records them in dvc.lock): " + ", ".join(f"{s} {'ok' if c == 0 else f'exit {c}'} (log "
