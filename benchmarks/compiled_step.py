@@ -22,8 +22,8 @@ seconds of each and the total sentences/s.
 Usage::
 
     python benchmarks/compiled_step.py --methods simcse --modes off,default --steps 10 --pad-buckets 32
-    python benchmarks/compiled_step.py --device cuda --methods simcse,ptbert,paser --modes off,default,reduce-overhead \\
-        --pad-buckets 32 --profile paper --steps 30
+    python benchmarks/compiled_step.py --device cuda --methods simcse,ptbert,paser \\
+        --modes off,default,reduce-overhead --pad-buckets 32 --profile paper --steps 30
     python benchmarks/compiled_step.py --device cuda --backbone minilm --concurrent 4 --methods simcse --steps 30
     python benchmarks/compiled_step.py --tiny --methods simcse,ptbert,paser --modes off,default --steps 2
 """

@@ -280,8 +280,8 @@ class TrainParams(Strict):
                                              "batch_size stays the global batch, split over the processes")
     compile: Literal["off", "default", "reduce-overhead"] = Field(
         "off", description="torch.compile of the training step's forward and loss (sentlab.train.compiled): off = "
-                           "eager; default = Inductor; reduce-overhead = Inductor with CUDA graphs on a GPU. Same maths, "
-                           "other round-off and dropout draws: numbers differ by seed noise")
+                           "eager; default = Inductor; reduce-overhead = Inductor with CUDA graphs on a GPU. Same "
+                           "maths, other round-off and dropout draws: numbers differ by seed noise")
     pad_buckets: list[Annotated[int, Field(gt=0)]] = Field(
         default_factory=list, description="pad each tokenised batch to the smallest of these lengths that holds it "
                                           "(else to max_length), so a compiled step sees few shapes; []: to the "
