@@ -1,7 +1,8 @@
 """The GPU checklist (../shared/docs/GPU.md) in one run on a lent GPU: every figure printed and written to ``--out``.
 
-    python benchmarks/gpu_checklist.py --out DIR [--parts env,train,eval,preflight] [--steps 20]
+    python benchmarks/gpu_checklist.py --out DIR [--parts env,train,compile,share,eval,preflight] [--steps 20]
                                        [--stages REGEX] [--preflight-timeout 300]
+    python benchmarks/gpu_checklist.py --out /tmp/gc --device cpu --tiny --parts compile,share --steps 2  # dry run
 
 Parts (each in its own process, each failure a line of the summary, never the end of the run):
 
@@ -15,6 +16,14 @@ Parts (each in its own process, each failure a line of the summary, never the en
   and bf16 autocast, seconds each and the largest Spearman difference. No trained bert-base exists offline:
   the model is random (its architecture config, LayerNorms spread as in a trained model), so the difference
   says how far bf16 moves the numbers of *a* bert-base, not of a trained one.
+- ``compile`` (checklist 6, issue #58): ``benchmarks/compiled_step.py``: SimCSE, PT-BERT and PaSeR (the paper
+  profile's lines) at batch 64, length 32, bf16, bert-base's shape, eager (``train.compile: off``) against
+  ``default`` and ``reduce-overhead`` (CUDA graphs) side by side in one run, batches padded to 32 tokens
+  (``train.pad_buckets``; PaSeR refuses it and runs dynamic); first step (compilation) apart, s/step, sentences/s,
+  the 1M-sentence epoch, peak memory, and one fixed batch's loss eager and compiled.
+- ``share`` (checklist 5, issue #58): K = 2, then 4 small trainings (``--share-backbone``: the quick profile's
+  MiniLM SimCSE; ``bert-base`` for bert-base's) at once on the one GPU, as ``runtime.gpus_per_task`` 1/K puts them,
+  against the same K one at a time: wall seconds and total sentences/s.
 - ``preflight`` (checklists 2 and 4): ``sentlab preflight --profile paper --batch-size 0`` (every method at
   its paper batch size) on the hub-shaped stand-ins, the training stages ``--stages`` selects and their
   upstream: per stage s/step, peak CUDA memory, projected full time and where each module's weights came from.
@@ -84,6 +93,38 @@ def train_part(steps: int, measured_tflops: float | None, device: str) -> list[d
     return rows
 
 
+def compile_part(steps: int, device: str, tiny: bool, out: Path) -> list[dict]:
+    """``benchmarks/compiled_step.py``: eager against compiled steps, one child process per method and mode."""
+    modes = "off,default,reduce-overhead" if device == "cuda" else "off,default"
+    cmd = [sys.executable, str(REPO / "benchmarks" / "compiled_step.py"), "--device", device, "--methods",
+           "simcse,ptbert,paser", "--modes", modes, "--pad-buckets", "32", "--profile", "paper", "--steps", str(steps),
+           "--precision", "bf16", "--same-batch-loss", "--json", str(out / "compiled_step.json")]
+    proc = subprocess.run(cmd + (["--tiny"] if tiny else []), capture_output=True, text=True, cwd=REPO,
+                          env=dict(os.environ, TOKENIZERS_PARALLELISM="false"))
+    if not (out / "compiled_step.json").is_file():
+        raise RuntimeError((proc.stderr.strip() or "failed")[-1500:])
+    return json.loads((out / "compiled_step.json").read_text())["rows"]
+
+
+def share_part(steps: int, device: str, tiny: bool, backbone: str) -> list[dict]:
+    """K small trainings at once on the one device against one at a time, K = 2 then 4."""
+    rows = []
+    for k in (2, 4):
+        cmd = [sys.executable, str(REPO / "benchmarks" / "compiled_step.py"), "--device", device, "--methods",
+               "simcse", "--modes", "off", "--steps", str(steps), "--precision", "bf16", "--concurrent", str(k),
+               "--backbone", "tiny" if tiny else backbone]
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO,
+                              env=dict(os.environ, TOKENIZERS_PARALLELISM="false"))
+        if proc.returncode:
+            rows.append({"k": k, "error": (proc.stderr.strip().splitlines() or ["failed"])[-1]})
+            continue
+        c = json.loads(proc.stdout)["concurrent"]
+        rows.append({key: v for key, v in c.items() if not key.endswith("_rows")}
+                    | {"errors": [r["error"] for key in ("serial_rows", "together_rows") for r in c[key]
+                                  if "error" in r]})
+    return rows
+
+
 def eval_part(device: str = "cuda", max_pairs: int | None = None) -> dict:
     import torch
     from transformers import AutoModel
@@ -137,7 +178,9 @@ def preflight_part(out: Path, stages: str, timeout: int, size: int, steps: int) 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--parts", default="env,train,eval,preflight")
+    ap.add_argument("--parts", default="env,train,compile,share,eval,preflight")
+    ap.add_argument("--tiny", action="store_true", help="compile, share: a tiny BERT (a dry run of the code path)")
+    ap.add_argument("--share-backbone", default="minilm", choices=("minilm", "bert-base"))
     ap.add_argument("--steps", type=int, default=20, help="train: timed steps per method")
     ap.add_argument("--stages", default=STAGES, help="preflight: the training stages (regex)")
     ap.add_argument("--preflight-timeout", type=int, default=300)
@@ -172,6 +215,10 @@ def main() -> int:
             elif part == "train":
                 results[part] = train_part(args.steps, (results.get("env") or {}).get("matmul_bf16_tflops"),
                                            args.device)
+            elif part == "compile":
+                results[part] = compile_part(args.steps, args.device, args.tiny, args.out)
+            elif part == "share":
+                results[part] = share_part(args.steps, args.device, args.tiny, args.share_backbone)
             elif part == "preflight":
                 results[part] = preflight_part(args.out, args.stages, args.preflight_timeout, args.preflight_size,
                                                args.preflight_steps)

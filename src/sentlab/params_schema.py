@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class Strict(BaseModel):
@@ -278,6 +278,27 @@ class TrainParams(Strict):
                             "do not depend on it")
     nproc: int = Field(1, ge=1, description="processes (GPUs) to train on: > 1 re-runs the train stage under torchrun; "
                                              "batch_size stays the global batch, split over the processes")
+    compile: Literal["off", "default", "reduce-overhead"] = Field(
+        "off", description="torch.compile of the training step's forward and loss (sentlab.train.compiled): off = "
+                           "eager; default = Inductor; reduce-overhead = Inductor with CUDA graphs on a GPU. Same "
+                           "maths, other round-off and dropout draws: numbers differ by seed noise")
+    pad_buckets: list[Annotated[int, Field(gt=0)]] = Field(
+        default_factory=list, description="pad each tokenised batch to the smallest of these lengths that holds it "
+                                          "(else to max_length), so a compiled step sees few shapes; []: to the "
+                                          "batch's longest (dynamic). Refused for methods whose loss sees padding")
+
+    @field_validator("compile", mode="before")
+    @classmethod
+    def _yaml_off(cls, v):
+        """YAML 1.1 reads a bare ``off`` as false: it means ``off``."""
+        return "off" if v is False else v
+
+    @field_validator("pad_buckets")
+    @classmethod
+    def _increasing(cls, v: list[int]) -> list[int]:
+        if any(b <= a for a, b in zip(v, v[1:])):
+            raise ValueError(f"train.pad_buckets {v} must be strictly increasing lengths (e.g. [16, 32])")
+        return v
 
 
 # TrainParams fields that params.yaml keeps in its `runtime` section: they change how a training runs, never

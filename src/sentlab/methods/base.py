@@ -189,6 +189,9 @@ class Method(nn.Module):
     corpus: ClassVar[str] = "train"
     inference_pooling: ClassVar[str] = "cls"
     init_from: ClassVar[Optional[str]] = None
+    # train.pad_buckets: set True on a class whose loss ignores padded positions (not inherited; sentlab.train.compiled)
+    pad_buckets_ok: ClassVar[bool] = False
+    pad_buckets: tuple[int, ...] = ()   # the loop's train.pad_buckets (sentlab.train.compiled.check_step_options)
 
     def __init__(self, encoder: nn.Module, tokenizer, params: MethodParams, seed: int = 0):
         super().__init__()
@@ -247,9 +250,17 @@ class Method(nn.Module):
         return [p for p in self.parameters() if p.requires_grad]
 
     def encode_text(self, sentences, max_length: Optional[int] = None) -> dict[str, torch.Tensor]:
-        """Token ids of ``sentences`` (CPU tensors, padded, cut at ``max_length`` or ``params.max_length``)."""
-        return dict(self.tokenizer(list(sentences), padding=True, truncation=True,
-                                   max_length=max_length or self.params.max_length, return_tensors="pt"))
+        """Token ids of ``sentences`` (CPU tensors, padded, cut at ``max_length`` or ``params.max_length``); padded
+        to a fixed length of ``train.pad_buckets`` where the loop set them (:mod:`sentlab.train.compiled`)."""
+        max_length = max_length or self.params.max_length
+        enc = dict(self.tokenizer(list(sentences), padding=True, truncation=True, max_length=max_length,
+                                  return_tensors="pt"))
+        if self.pad_buckets:
+            from ..train.compiled import bucket_length, pad_features
+
+            length = bucket_length(enc["input_ids"].size(1), self.pad_buckets, max_length)
+            enc = pad_features(enc, length, self.tokenizer.pad_token_id)
+        return enc
 
     def tokenize(self, sentences, max_length: Optional[int] = None) -> dict[str, torch.Tensor]:
         """:meth:`encode_text` on the method's device."""

@@ -153,6 +153,7 @@ class PTBert(MoCo):
 
     summary = "PT-BERT: MoCo-BERT + 128 pseudo tokens through one shared attention (training only); [CLS] at test"
     Params = PTBertParams
+    pad_buckets_ok = True   # [CLS] and pseudo-token attention with padding masked (tests/test_compiled_step.py)
     augmentation = "none"
 
     def __init__(self, encoder, tokenizer, params: PTBertParams, seed: int = 0):

@@ -49,6 +49,7 @@ class SimCSE(Method):
     summary = "SimCSE (unsup.): two dropout views, in-batch InfoNCE, [CLS]+MLP in training, [CLS] at test"
     Params = SimCSEParams
     inference_pooling = "cls"
+    pad_buckets_ok = True   # [CLS] of a masked encoder: padding-neutral (tests/test_compiled_step.py)
 
     def __init__(self, encoder, tokenizer, params: SimCSEParams, seed: int = 0):
         super().__init__(encoder, tokenizer, params, seed)

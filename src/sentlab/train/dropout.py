@@ -59,10 +59,11 @@ def fast_dropout(x: torch.Tensor, p: float = 0.5, training: bool = True, inplace
     return x.mul_(mask) if inplace else x * mask
 
 
-def resolve_kernel(setting: str, device: torch.device) -> str:
-    """``train.dropout_kernel``: ``auto`` = ``fast`` on CPU, ``torch`` elsewhere; an explicit value is kept."""
+def resolve_kernel(setting: str, device: torch.device, compile: str = "off") -> str:
+    """``train.dropout_kernel``: ``auto`` = ``fast`` on CPU in an eager step, ``torch`` elsewhere and in a compiled
+    step (``train.compile``, :mod:`sentlab.train.compiled`); an explicit value is kept."""
     if setting == "auto":
-        return "fast" if device.type == "cpu" else "torch"
+        return "fast" if device.type == "cpu" and compile == "off" else "torch"
     return setting
 
 

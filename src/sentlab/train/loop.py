@@ -41,7 +41,7 @@
   ``benchmarks/precision_isa.py``). ``auto`` = bf16 autocast on CUDA, fp32 on every CPU; ``fp32``/``bf16``
   force it. Logits and losses stay fp32 under autocast (docs/methods.md); evaluation is fp32 whatever training used;
 * dropout: ``train.dropout_kernel`` ``auto`` = on CPU the same inverted dropout with a mask from fewer random
-  numbers (:mod:`sentlab.train.dropout`; ``benchmarks/train_speed.py --compare-dropout``), PyTorch's elsewhere;
+  numbers (:mod:`sentlab.train.dropout`), PyTorch's elsewhere; ``train.compile``/``pad_buckets``: :mod:`.compiled`;
 * several processes under ``torchrun`` (``runtime.nproc``): DDP, rank r takes rows
   ``[r·B/W, (r+1)·B/W)`` of each global micro-batch; only rank 0 evaluates, logs and writes.
 """
@@ -67,6 +67,7 @@ from ..io import recover_replaced
 from ..timing import timed
 from . import distributed as D
 from .checkpoint import export_model, load_resume, save_resume
+from .compiled import check_step_options, step_forward
 from .data import Corpus, epoch_order
 from .dropout import dropout_kernel, resolve_kernel
 
@@ -113,8 +114,7 @@ def cpu_has_native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
 
 def resolve_precision(precision: str, device: torch.device) -> str:
     """``auto``: bf16 on CUDA, fp32 on CPU — by the device type only, never by the CPU's instruction set
-    (:func:`cpu_has_native_bf16` is for benchmarks and messages): a profile's numbers must not depend on which
-    CPU ran it."""
+    (:func:`cpu_has_native_bf16` is for benchmarks and messages): numbers must not depend on which CPU ran it."""
     if precision == "auto":
         return "bf16" if device.type == "cuda" else "fp32"
     return precision
@@ -173,9 +173,7 @@ def resolve_attention(setting: str, device: torch.device) -> str:
 
 def loader_workers(setting, device: torch.device) -> int:
     """``runtime.loader_workers``: ``auto`` = 0 on CPU (the cores are busy training), 4 on a GPU."""
-    if setting == "auto":
-        return 4 if device.type == "cuda" else 0
-    return int(setting)
+    return (4 if device.type == "cuda" else 0) if setting == "auto" else int(setting)
 
 
 class MicroBatches(torch.utils.data.Dataset):
@@ -270,7 +268,8 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
     ckpt_dir = Path(ckpt_dir)
     device = device or resolve_device(train_cfg.device)
     precision = resolve_precision(train_cfg.precision, device)
-    kernel = resolve_kernel(train_cfg.dropout_kernel, device)
+    kernel = resolve_kernel(train_cfg.dropout_kernel, device, train_cfg.compile)
+    check_step_options(method, train_cfg)   # train.pad_buckets / train.compile (sentlab.train.compiled)
     world, rank = D.world_size(), D.rank()
     method.to(device)
     method.train()
@@ -286,8 +285,8 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
 
         model = DDP(method, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False,
                     find_unused_parameters=getattr(method, "ddp_find_unused_parameters", False))
+    forward = step_forward(model, train_cfg.compile, device)   # the model itself, or torch.compile of it
 
-    # --- fresh start or resume ---------------------------------------------------
     seed_everything(seed + rank)
     step, best_score, best_step, curve, resumed_from = 0, -math.inf, None, [], None
     last = recover_replaced(ckpt_dir / "last")   # killed between atomic_path's two renames: the previous one
@@ -356,7 +355,7 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
                     sync = contextlib.nullcontext() if (a == grad_accum - 1 or model is method) else model.no_sync()
                     with sync:
                         with autocast(device, precision), dropout_kernel(kernel):
-                            out = model(batch)
+                            out = forward(batch)
                         loss = out["loss"].float() / grad_accum
                         loss.backward()
                     step_loss += loss.detach()

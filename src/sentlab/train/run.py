@@ -34,6 +34,7 @@ from ..methods import get_method
 from . import distributed as D
 from .checkpoint import publish, write_curve, write_marker
 from .data import load_corpus
+from .compiled import check_step_options
 from .dropout import resolve_kernel
 from .heap import apply_heap, resolve_heap
 from .loop import (DevEval, cpu_has_native_bf16, resolve_attention, resolve_device, resolve_precision, seed_everything,
@@ -175,6 +176,7 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
     # before the method copies it (MoCo's key encoder); not saved: the exported folder loads with the default
     model.set_attn_implementation(attention)
     method = cls(model, tok, mparams.resolved(cfg), seed=params.seed)
+    check_step_options(method, cfg)   # train.pad_buckets / train.compile refused before anything is written
 
     corpus_name = method.corpus_name()
     with timed("corpus", name=corpus_name) as phase:  # sentlab.timing: observed by tools (the preflight)
@@ -196,7 +198,7 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
         log.warning("%s: train.precision bf16 on a CPU without native bf16 (no AVX-512 BF16 / AMX): autocast is "
                     "emulated, several times slower; train.precision: fp32 gives the same numbers within 0.005 "
                     "faster here (benchmarks/RESULTS.md, precision with and without native bf16).", name)
-    dropout = resolve_kernel(cfg.dropout_kernel, device)
+    dropout = resolve_kernel(cfg.dropout_kernel, device, cfg.compile)
     info = dict(method.export_info(), name=name, status="trained", seed=params.seed, init=method.init_sources(),
                 backbone=backbone,
                 attention=attention, dropout_kernel=dropout, heap=heap,
