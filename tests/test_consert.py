@@ -193,7 +193,7 @@ def test_train_method_end_to_end_resumes_exactly_and_exports_top2_mean(tmp_path,
 
     from sentlab.config import Params
     from sentlab.train.run import train_method
-    from test_train_loop import Interrupt, factory, fake_dev_eval, make_root
+    from _support.training import Interrupt, factory, fake_dev_eval, make_root
 
     p = Params(seed=3, train=TrainParams(batch_size=8, max_length=16, lr=3e-3, eval_every=2, max_steps=5,
                                          device="cpu"),

@@ -226,7 +226,7 @@ def test_resume_equals_uninterrupted(tmp_path, tok, method_id, block):
 
     from sentlab.config import Params
     from sentlab.train.run import train_method
-    from test_train_loop import Interrupt, factory, fake_dev_eval, make_root
+    from _support.training import Interrupt, factory, fake_dev_eval, make_root
 
     p = Params(seed=3, train=TrainParams(batch_size=8, max_length=16, lr=3e-3, eval_every=2, max_steps=5,
                                          device="cpu"), methods={method_id: block})
