@@ -14,10 +14,11 @@ every stage is up to date.
 preflight's per-stage projections (benchmarks/preflight-paper-cpu.md, then
 benchmarks/preflight-paper-cpu-new-methods.md for the methods added since, its rows scaled to the first's load by
 an anchor stage both ran; or ``--preflight``, repeated), each training's smoothed as the median over the seeds of
-its method line (the same work; the 2-core projections vary with the load they were measured under); the stages come from the paper profile's stage list (models.yaml:
-a chain per model, paser_sup's after paser's). Chains are placed on the GPUs in submission order (Ray's FIFO)
-and longest first (LPT); the lower bound is max(critical path, total / GPUs). Times are in the preflight's units
-(2-core CPU hours): the ratios carry over to GPUs, the hours scale with ``--scale`` (GPU s per CPU s).
+its method line (the same work; the 2-core projections vary with the load they were measured under); the stages
+come from the paper profile's stage list (models.yaml: a chain per model, paser_sup's after paser's). Chains are
+placed on the GPUs in submission order (Ray's FIFO) and longest first (LPT); the lower bound is max(critical path,
+total / GPUs). Times are in the preflight's units (2-core CPU hours): the ratios carry over to GPUs, the hours
+scale with ``--scale`` (GPU s per CPU s).
 
     PYTHONPATH=src python benchmarks/parallel_runner.py --project
     PYTHONPATH=src python benchmarks/parallel_runner.py --measure smoke
