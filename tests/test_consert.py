@@ -15,16 +15,14 @@ from sentlab.errors import SentlabError
 from sentlab.methods import get_method
 from sentlab.methods._common import nt_xent
 from sentlab.methods.base import Batch
+from _support.methods import tiny_method
 from tiny import sentences, tiny_bert
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def build(tok, model=None, **params):
-    cls = get_method("consert")
-    torch.manual_seed(0)
-    model = model if model is not None else tiny_bert(tok, 0, initializer_range=0.2)
-    return cls(model, tok, cls.Params(**params).resolved(TrainParams(batch_size=8, max_length=32, lr=1e-3)), seed=0)
+    return tiny_method("consert", tok, model=model, max_length=32, **params)
 
 
 def test_nt_xent_matches_a_hand_computation():
