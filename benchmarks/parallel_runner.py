@@ -11,14 +11,14 @@ none run twice); each task saw one GPU through CUDA_VISIBLE_DEVICES and both wer
 every stage is up to date.
 
 ``--project`` (default): the paper profile's projected makespan on 1, 4, 8 and 16 GPUs. Stage durations are the
-preflight's per-stage projections (docs/preflight-paper-cpu.md, then docs/preflight-paper-cpu-new-methods.md for
-the methods added since, its rows scaled to the first's load by an anchor stage both ran; or ``--preflight``,
-repeated), each
-training's smoothed as the median over the seeds of its method line (the same work; the 2-core projections vary
-with the load they were measured under); the stages come from the paper profile's stage list (models.yaml:
-a chain per model, paser_sup's after paser's). Chains are placed on the GPUs in submission order (Ray's FIFO)
-and longest first (LPT); the lower bound is max(critical path, total / GPUs). Times are in the preflight's units
-(2-core CPU hours): the ratios carry over to GPUs, the hours scale with ``--scale`` (GPU s per CPU s).
+preflight's per-stage projections (benchmarks/preflight-paper-cpu.md, then
+benchmarks/preflight-paper-cpu-new-methods.md for the methods added since, its rows scaled to the first's load by
+an anchor stage both ran; or ``--preflight``, repeated), each training's smoothed as the median over the seeds of
+its method line (the same work; the 2-core projections vary with the load they were measured under); the stages
+come from the paper profile's stage list (models.yaml: a chain per model, paser_sup's after paser's). Chains are
+placed on the GPUs in submission order (Ray's FIFO) and longest first (LPT); the lower bound is max(critical path,
+total / GPUs). Times are in the preflight's units (2-core CPU hours): the ratios carry over to GPUs, the hours
+scale with ``--scale`` (GPU s per CPU s).
 
     PYTHONPATH=src python benchmarks/parallel_runner.py --project
     PYTHONPATH=src python benchmarks/parallel_runner.py --measure smoke
@@ -40,7 +40,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 # the paper profile's preflight reports: every stage at 29251ea, then the methods added since (#40, #41)
-PREFLIGHTS = [str(REPO / "docs/preflight-paper-cpu.md"), str(REPO / "docs/preflight-paper-cpu-new-methods.md")]
+PREFLIGHTS = [str(REPO / "benchmarks/preflight-paper-cpu.md"),
+              str(REPO / "benchmarks/preflight-paper-cpu-new-methods.md")]
 ROW = re.compile(r"^\|\s*([\w@.\-]+)\s*\|")
 
 
@@ -263,7 +264,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="train.num_threads of both measured runs")
     ap.add_argument("--preflight", action="append",
                     help="a preflight.md (repeat: a later one's rows replace the earlier's, scaled by ANCHORS); "
-                         "default: docs/preflight-paper-cpu.md, then docs/preflight-paper-cpu-new-methods.md")
+                         "default: benchmarks/preflight-paper-cpu.md, then "
+                         "benchmarks/preflight-paper-cpu-new-methods.md")
     ap.add_argument("--scale", type=float, default=1.0, help="GPU seconds per projected CPU second")
     args = ap.parse_args()
     if args.measure:

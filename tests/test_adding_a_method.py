@@ -20,8 +20,8 @@ import yaml
 
 import sentlab.methods as M
 from sentlab.config import load_params
-from test_protocol import _table
-from test_train_loop import factory, fake_dev_eval, make_root
+from _support.sts_tables import three_score_table as _table
+from _support.training import factory, fake_dev_eval, make_root
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "added_method"

@@ -15,16 +15,14 @@ from sentlab.errors import SentlabError
 from sentlab.methods import get_method
 from sentlab.methods._common import nt_xent
 from sentlab.methods.base import Batch
+from _support.methods import tiny_method
 from tiny import sentences, tiny_bert
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def build(tok, model=None, **params):
-    cls = get_method("consert")
-    torch.manual_seed(0)
-    model = model if model is not None else tiny_bert(tok, 0, initializer_range=0.2)
-    return cls(model, tok, cls.Params(**params).resolved(TrainParams(batch_size=8, max_length=32, lr=1e-3)), seed=0)
+    return tiny_method("consert", tok, model=model, max_length=32, **params)
 
 
 def test_nt_xent_matches_a_hand_computation():
@@ -193,7 +191,7 @@ def test_train_method_end_to_end_resumes_exactly_and_exports_top2_mean(tmp_path,
 
     from sentlab.config import Params
     from sentlab.train.run import train_method
-    from test_train_loop import Interrupt, factory, fake_dev_eval, make_root
+    from _support.training import Interrupt, factory, fake_dev_eval, make_root
 
     p = Params(seed=3, train=TrainParams(batch_size=8, max_length=16, lr=3e-3, eval_every=2, max_steps=5,
                                          device="cpu"),

@@ -8,16 +8,15 @@ from sentlab.config import Params, TrainParams
 from sentlab.methods import get_method
 from sentlab.methods.base import Batch
 from sentlab.train.run import resolve_train
-from tiny import sentences, tiny_bert
+from functools import partial
+
+from _support.methods import tiny_method
+from tiny import sentences
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def build(tok, **params):
-    cls = get_method("ct")
-    torch.manual_seed(0)
-    return cls(tiny_bert(tok, 0, initializer_range=0.2), tok,
-               cls.Params(**params).resolved(TrainParams(batch_size=8, max_length=16, lr=1e-3)), seed=0)
+build = partial(tiny_method, "ct")
 
 
 def test_ct_pair_logits_fp32_under_autocast(tok):

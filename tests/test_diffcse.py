@@ -318,7 +318,7 @@ def test_a_resumed_run_equals_the_uninterrupted_one(tok, generator_dir, tmp_path
 
     from sentlab.config import Params
     from sentlab.train.run import train_method
-    from test_train_loop import factory, fake_dev_eval, make_root
+    from _support.training import factory, fake_dev_eval, make_root
 
     p = Params(seed=3, train=TrainParams(batch_size=8, max_length=16, lr=3e-3, eval_every=2, max_steps=5,
                                          device="cpu"), methods={"diffcse": {"generator": str(generator_dir)}})

@@ -13,7 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 README_MAX_LINES = 220
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "benchmarks" / "RESULTS.md"]
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "benchmarks").glob("*.md"))]
 
 FENCE = re.compile(r"^\s*(```|~~~)")
 INLINE_CODE = re.compile(r"(`+).*?\1")
@@ -113,3 +113,22 @@ def test_code_cites_no_specification_outside_the_repository():
     hits = [f"{p.relative_to(REPO)}:{n}" for p in CODE if p.name != "test_docs.py"
             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if spec.search(line)]
     assert not hits, "cite the docs pages (docs/evaluation.md, docs/methods.md#…) instead of SPEC:\n" + "\n".join(hits)
+
+
+def test_results_start_with_the_current_figures():
+    """benchmarks/RESULTS.md opens with one table of the figures in force, each with its command, machine and date
+    (issue #57 §6); the stage-time script's markers wrap the current table; dated preflight logs are not in docs/."""
+    text = (REPO / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8")
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    assert headings[0] == "## Current figures"
+    section = text.split("## Current figures", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    assert rows[0] == "| figure | value | command | machine | date |"
+    for row in rows[2:]:
+        cells = [c.strip() for c in row.strip("|").split(" | ")]
+        assert len(cells) == 5 and all(cells), row
+        assert re.fullmatch(r"20\d\d-\d\d-\d\d", cells[4]), row
+    assert len(rows) - 2 >= 8
+    current = text.split("### Current:", 1)[1].split("\n## ", 1)[0]
+    assert "<!-- stage-times:begin -->" in current and "<!-- stage-times:end -->" in current
+    assert not list((REPO / "docs").glob("preflight-*.md"))

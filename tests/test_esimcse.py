@@ -9,16 +9,15 @@ import torch
 from sentlab.config import TrainParams
 from sentlab.methods import get_method
 from sentlab.methods.base import Batch
+from functools import partial
+
+from _support.methods import tiny_method
 from tiny import sentences, tiny_bert
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def build(tok, batch_size=8, **params):
-    cls = get_method("esimcse")
-    torch.manual_seed(0)
-    return cls(tiny_bert(tok, 0, initializer_range=0.2), tok,
-               cls.Params(**params).resolved(TrainParams(batch_size=batch_size, max_length=16, lr=1e-3)), seed=0)
+build = partial(tiny_method, "esimcse")
 
 
 def cos(a, b):

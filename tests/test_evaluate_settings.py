@@ -14,9 +14,11 @@ import torch
 from sentlab.config import HardSubsetParams, Params
 from sentlab.errors import SentlabError
 from sentlab.evaluate.diagnostics import hard_subset_scores, split_alignment_uniformity
-from sentlab.evaluate.protocol import evaluate_dev, sample_pairs, select_splits
+from sentlab.evaluate.diagnostics import evaluate_dev
+from sentlab.evaluate.protocol import sample_pairs, select_splits
 from sentlab.evaluate.runner import build_encoders, evaluate_and_record, resolve_device_precision
-from test_protocol import LookupEncoder, _table
+from _support.sts_tables import LookupEncoder
+from _support.sts_tables import three_score_table as _table
 
 STS5 = ("STS12", "STS13", "STS14", "STS15", "STS16")
 

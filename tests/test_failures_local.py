@@ -16,7 +16,7 @@ from sentlab.pipeline_util import run_stage
 from sentlab.report.build import build_report
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_report_tables import BACKBONE, _metrics  # noqa: E402
+from _support.report_tree import BACKBONE, _metrics  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -104,7 +104,7 @@ def test_resolve_kernel_and_the_param():
 def test_training_runs_through_the_chosen_kernel(tmp_path, tok):
     """The loop trains with the resolved kernel (recorded in sentlab.json): the fast one gives other (seeded,
     repeatable) numbers than PyTorch's, so it is really in the forward pass."""
-    from test_train_loop import factory, fake_dev_eval, make_root, params, read_curve
+    from _support.training import factory, fake_dev_eval, make_root, params, read_curve
 
     from sentlab.train.run import train_method
 

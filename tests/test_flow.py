@@ -10,6 +10,8 @@ from sentlab.errors import SentlabError
 from sentlab.evaluate.flow import ActNorm, Coupling, Flow, Glow, InvertibleLU, flow_lookup
 from sentlab.params_schema import FlowParams
 
+from _support.sts_tables import nli_corpus as _nli
+
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
@@ -118,7 +120,7 @@ def test_flow_encoder_fits_on_the_pool_and_reuses_its_embeddings(tiny_bert, monk
     from tiny import counting_encoder
     from sentlab.evaluate import runner
     from sentlab.evaluate.protocol import evaluate_table
-    from test_whitening import _table
+    from _support.sts_tables import random_word_table as _table
 
     model, tok = tiny_bert
     calls: list[list[str]] = []
@@ -205,28 +207,13 @@ def test_the_code_s_optimiser_has_no_bias_correction():
     assert FlowParams().bias_correction   # the quick profile's torch AdamW; the paper profile sets the code's
 
 
-def _nli(tmp_path, n=40):
-    import pyarrow as pa
-
-    from sentlab.data.nli import SCHEMA, write_nli
-
-    texts = [f"premise {i // 2} about {'cats' if i % 3 else 'dogs'}" for i in range(n)]   # 34 distinct
-    pos = [f"entailed {i} here" for i in range(n)]
-    neg = [f"contradicted {i} there" for i in range(n)]
-    table = pa.Table.from_arrays([pa.array(range(n), pa.int64()), pa.array(texts), pa.array(pos), pa.array(neg)],
-                                 schema=SCHEMA)
-    (tmp_path / "data/corpus").mkdir(parents=True, exist_ok=True)
-    write_nli(table, tmp_path / "data/corpus/nli.parquet", "sick_standin")
-    return list(dict.fromkeys(s for row in zip(texts, pos, neg) for s in row))
-
-
 def test_flow_fits_on_the_nli_sentences(tiny_bert, monkeypatch, tmp_path):
     """fit_on: nli (SimCSE App. C's "NLI" fit behind its Table 5's 66.55): the flow is fitted on the distinct
     sentences of data/corpus/nli.parquet, never on the evaluation pool, which is still encoded once for the
     evaluation (issue #53 §3.5)."""
     from sentlab.config import Params
     from sentlab.evaluate import runner
-    from test_whitening import _table
+    from _support.sts_tables import random_word_table as _table
     from tiny import counting_encoder
 
     model, tok = tiny_bert

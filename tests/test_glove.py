@@ -77,7 +77,7 @@ def test_glove_stage_encoder_and_the_report_row(tmp_path, monkeypatch):
     from sentlab.evaluate.protocol import evaluate_table
     from sentlab.report.paper_tables.resolve import resolve
     from sentlab.report.paper_tables import paser
-    from test_whitening import _table
+    from _support.sts_tables import random_word_table as _table
 
     table = _table()
     words = sorted({w for s in (*table.sentence1, *table.sentence2) for w in s.split()})

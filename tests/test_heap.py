@@ -63,7 +63,7 @@ def test_resolve_heap_and_the_param(monkeypatch):
 
 
 def test_the_train_stage_applies_and_records_the_resolved_heap(tmp_path, tok, monkeypatch):
-    from test_train_loop import factory, fake_dev_eval, make_root, params
+    from _support.training import factory, fake_dev_eval, make_root, params
 
     from sentlab.train import run
 
@@ -82,7 +82,7 @@ def test_bf16_on_a_cpu_without_native_bf16_says_it_is_emulated(tmp_path, tok, mo
     """The quick profile states bf16 (its numbers are the same either way); on a CPU without AVX-512 BF16 / AMX
     the autocast is emulated and its trainings run several times slower (benchmarks/RESULTS.md): the training
     says so and names the faster setting. Precision itself is never chosen from the CPU."""
-    from test_train_loop import factory, fake_dev_eval, make_root, params
+    from _support.training import factory, fake_dev_eval, make_root, params
 
     from sentlab.train import run
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_report_tables import BACKBONE, make_tree  # noqa: E402
+from _support.report_tree import BACKBONE, make_tree  # noqa: E402
 
 MLFLOW = shutil.which("mlflow", path=str(Path(sys.executable).parent)) or shutil.which("mlflow")
 

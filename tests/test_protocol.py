@@ -8,17 +8,8 @@ import pytest
 
 from sentlab.evaluate.protocol import cosine_rows, evaluate_table, score_task, spearman100
 
-
-class LookupEncoder:
-    """An encoder whose embedding of each sentence is fixed in a dict; counts calls."""
-
-    def __init__(self, table: dict[str, list[float]]):
-        self.table = table
-        self.encoded: list[str] = []
-
-    def encode(self, sentences, batch_size=128, **kw):
-        self.encoded += list(sentences)
-        return np.array([self.table[s] for s in sentences], dtype=np.float32)
+from _support.sts_tables import LookupEncoder
+from _support.sts_tables import three_score_table as _table
 
 
 def test_all_setting_differs_from_per_subset_mean():
@@ -52,19 +43,6 @@ def test_cosine_rows():
     a = np.array([[1.0, 0.0], [1.0, 1.0]])
     b = np.array([[0.0, 2.0], [2.0, 2.0]])
     assert cosine_rows(a, b) == pytest.approx([0.0, 1.0])
-
-
-def _table():
-    rows = []
-    tasks = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness"]
-    for t in tasks:
-        for i, sc in enumerate([0.0, 2.5, 5.0]):
-            rows.append(dict(task=t, subset="s", split="test", sentence1=f"{t}-{i}", sentence2="shared", score=sc,
-                             line=i + 1))
-    for i, sc in enumerate([1.0, 4.0]):
-        rows.append(dict(task="STSBenchmark", subset="s", split="dev", sentence1=f"dev-{i}", sentence2="shared",
-                         score=sc, line=i + 1))
-    return pd.DataFrame(rows)
 
 
 def test_evaluate_table_encodes_each_distinct_sentence_once():

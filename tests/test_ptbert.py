@@ -7,21 +7,17 @@ import pytest
 import torch
 import yaml
 
-from sentlab.config import TrainParams
-from sentlab.methods import get_method
 from sentlab.methods.base import Batch
-from tiny import sentences, tiny_bert
+from functools import partial
+
+from _support.methods import tiny_method
+from tiny import sentences
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 REPO = Path(__file__).resolve().parents[1]
 
 
-def build(tok, **params):
-    cls = get_method("ptbert")
-    torch.manual_seed(0)
-    return cls(tiny_bert(tok, 0, initializer_range=0.2), tok,
-               cls.Params(queue_size=16, pseudo_len=6, **params).resolved(
-                   TrainParams(batch_size=8, max_length=16, lr=1e-3)), seed=0)
+build = partial(tiny_method, "ptbert", queue_size=16, pseudo_len=6)
 
 
 def pseudo_grad(m) -> torch.Tensor:

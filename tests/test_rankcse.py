@@ -303,7 +303,7 @@ def test_trains_through_the_loop_and_exports_the_bare_encoder(tok, teachers, tmp
 
     from sentlab.config import Params
     from sentlab.train.run import train_method
-    from test_train_loop import factory, fake_dev_eval, make_root
+    from _support.training import factory, fake_dev_eval, make_root
 
     p = Params(seed=3, train=TrainParams(batch_size=8, max_length=16, lr=3e-3, eval_every=2, max_steps=4,
                                          device="cpu"),

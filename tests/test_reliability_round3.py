@@ -62,7 +62,7 @@ def test_an_unreachable_tracking_server_costs_neither_the_model_nor_more_than_a_
     import json
     import time
 
-    from test_train_loop import factory, fake_dev_eval, make_root, params
+    from _support.training import factory, fake_dev_eval, make_root, params
 
     from sentlab.train.run import train_method
 
@@ -291,7 +291,7 @@ def test_the_sources_stage_sweep_removes_killed_writers_temporaries_and_recovers
 
 def test_mlflow_gets_the_training_loss_every_ten_steps(tmp_path, tok, monkeypatch):
     import mlflow
-    from test_train_loop import factory, fake_dev_eval, make_root, params
+    from _support.training import factory, fake_dev_eval, make_root, params
 
     from sentlab.train.run import train_method
 

@@ -8,7 +8,7 @@ from sentlab.config import Params
 from sentlab.encoder import SentenceEncoder
 from sentlab.evaluate.protocol import evaluate_table
 from sentlab.evaluate.runner import evaluate_encoders
-from test_protocol import _table
+from _support.sts_tables import three_score_table as _table
 
 
 def test_channel_rows_are_slices_of_one_encoding(tiny_bert):

@@ -6,20 +6,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from sentlab.config import TrainParams
 from sentlab.errors import SentlabError
-from sentlab.methods import get_method
 from sentlab.methods.base import Batch
 from sentlab.methods.sg_opt import layer_vectors, sg_opt_loss
+from functools import partial
+
+from _support.methods import tiny_method
 from tiny import sentences, tiny_bert
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def build(tok, **params):
-    cls = get_method("sg_opt")
-    return cls(tiny_bert(tok, 0, initializer_range=0.2), tok,
-               cls.Params(head_dim=48, **params).resolved(TrainParams(batch_size=8, max_length=16, lr=1e-3)), seed=0)
+build = partial(tiny_method, "sg_opt", torch_seed=None, head_dim=48)
 
 
 def test_sg_opt_loss_by_hand():

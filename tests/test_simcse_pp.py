@@ -6,20 +6,17 @@ import math
 import pytest
 import torch
 
-from sentlab.config import TrainParams
 from sentlab.methods import get_method
 from sentlab.methods import simcse_pp as S
 from sentlab.methods.base import Batch
-from tiny import sentences, tiny_bert
+from _support.methods import tiny_method
+from tiny import sentences
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def build(tok, method="simcse_pp", **params):
-    cls = get_method(method)
-    torch.manual_seed(0)
-    return cls(tiny_bert(tok, 0, initializer_range=0.2), tok,
-               cls.Params(**params).resolved(TrainParams(batch_size=8, max_length=16, lr=1e-3)), seed=0)
+    return tiny_method(method, tok, **params)
 
 
 def cos(a, b):

@@ -12,19 +12,16 @@ import torch.nn.functional as F
 from sentlab.augment import crop, delete, make_augmenter
 from sentlab.config import TrainParams
 from sentlab.errors import SentlabError
-from sentlab.methods import get_method
 from sentlab.methods.base import Batch
-from tiny import WORDS, sentences, tiny_bert
+from _support.methods import tiny_method
+from tiny import WORDS, sentences
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 SENT20 = " ".join(WORDS[:20])
 
 
 def build(method_id, tok, model=None, **params):
-    cls = get_method(method_id)
-    torch.manual_seed(0)
-    model = model if model is not None else tiny_bert(tok, 0, initializer_range=0.2)
-    return cls(model, tok, cls.Params(**params).resolved(TrainParams(batch_size=8, max_length=16, lr=1e-3)), seed=0)
+    return tiny_method(method_id, tok, model=model, **params)
 
 
 # --- the augmentations -----------------------------------------------------------------------------------------
@@ -226,7 +223,7 @@ def test_resume_equals_uninterrupted(tmp_path, tok, method_id, block):
 
     from sentlab.config import Params
     from sentlab.train.run import train_method
-    from test_train_loop import Interrupt, factory, fake_dev_eval, make_root
+    from _support.training import Interrupt, factory, fake_dev_eval, make_root
 
     p = Params(seed=3, train=TrainParams(batch_size=8, max_length=16, lr=3e-3, eval_every=2, max_steps=5,
                                          device="cpu"), methods={method_id: block})

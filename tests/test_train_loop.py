@@ -1,6 +1,5 @@
 """The method-agnostic training loop: curves, best checkpoint export, resume equivalence, the DVC stage entry."""
 
-import csv
 import json
 import random
 
@@ -10,60 +9,17 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 from safetensors.torch import load_file
-from scipy.stats import spearmanr
 
 from pathlib import Path
 
-from sentlab.config import Params, TrainParams
+from sentlab.config import TrainParams
 from sentlab.errors import SentlabError
-from sentlab.evaluate.diagnostics import alignment_uniformity
 from sentlab.train.run import stage_main, train_method
 from tiny import sentences, tiny_bert
+from _support.training import Interrupt, factory, fake_dev_eval, make_root, params, read_curve
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 REPO = Path(__file__).resolve().parents[1]
-
-def factory(tok):
-    def make():
-        return tiny_bert(tok, 0, initializer_range=0.2), tok
-    return make
-
-
-
-
-
-def make_root(tmp_path, n=48):
-    corpus = tmp_path / "data" / "corpus"
-    corpus.mkdir(parents=True)
-    pq.write_table(pa.table({"id": pa.array(range(100, 100 + n), pa.int64()), "text": sentences(n)}),
-                   corpus / "train.parquet")
-    return tmp_path
-
-
-def fake_dev_eval():
-    """A tiny stand-in for STS-B dev: 24 pairs with fixed gold scores (deterministic in the weights)."""
-    rng = random.Random(7)
-    s1, s2 = sentences(24, seed=11), sentences(24, seed=12)
-    gold = np.array([rng.uniform(0, 5) for _ in range(24)])
-
-    def dev_eval(encoder):
-        e1, e2 = encoder.encode(s1, batch_size=8), encoder.encode(s2, batch_size=8)
-        cos = (e1 * e2).sum(1) / (np.linalg.norm(e1, axis=1) * np.linalg.norm(e2, axis=1))
-        return {"stsb_dev": 100 * spearmanr(cos, gold).statistic, **alignment_uniformity(e1, e2, gold, s1, s2)}
-    return dev_eval
-
-
-def params(**train):
-    base = dict(batch_size=8, max_length=16, lr=3e-3, eval_every=2, max_steps=6, device="cpu")
-    base.update(train)
-    return Params(seed=3, train=TrainParams(**base),
-                  methods={"moco_deletion": {"queue_size": 24}, "ptbert": {"queue_size": 24, "pseudo_len": 8}})
-
-
-def read_curve(path):
-    with open(path) as fh:
-        return list(csv.DictReader(fh))
-
 
 def test_simcse_end_to_end_exports_loadable_best_model(tmp_path, tok, monkeypatch):
     root = make_root(tmp_path)
@@ -98,10 +54,6 @@ def test_simcse_end_to_end_exports_loadable_best_model(tmp_path, tok, monkeypatc
     hist = client.get_metric_history(run.info.run_id, "stsb_dev")
     assert sorted(m.step for m in hist) == [2, 4, 6]
     assert {"alignment", "uniformity", "loss"} <= set(run.data.metrics)
-
-
-class Interrupt(Exception):
-    pass
 
 
 @pytest.mark.parametrize("method_id,checkpoint_every,resume_step", [("moco_deletion", None, 3), ("ptbert", 2, 4)])

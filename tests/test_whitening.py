@@ -11,6 +11,8 @@ import pytest
 from sentlab.errors import SentlabError
 from sentlab.evaluate.whitening import Whitening, corpus_sample, whiten_lookup
 
+from _support.sts_tables import random_word_table as _table
+
 
 def _correlated(n: int = 400, d: int = 6, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
@@ -64,22 +66,6 @@ def test_corpus_sample_is_seeded(tmp_path):
     assert len(corpus_sample(f, 500, seed=1)) == 50
     with pytest.raises(SentlabError, match="dvc repro prepare"):
         corpus_sample(tmp_path / "missing.parquet", 10, seed=1)
-
-
-def _table() -> pd.DataFrame:
-    words = "a man woman plays guitar dog runs beach cat sleeps rain sun child reads book car".split()
-    rng = np.random.default_rng(0)
-    rows = []
-    for t in ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness"):
-        for i in range(8):
-            s1 = " ".join(rng.choice(words, size=int(rng.integers(3, 8))))
-            s2 = " ".join(rng.choice(words, size=int(rng.integers(3, 8))))
-            rows.append(dict(task=t, subset="s", split="test", sentence1=f"{s1} {t}", sentence2=s2,
-                             score=float(rng.uniform(0, 5))))
-    for i in range(8):
-        rows.append(dict(task="STSBenchmark", subset="s", split="dev", sentence1=f"dev {i} a man", sentence2=f"dev {i}",
-                         score=float(rng.uniform(0, 5))))
-    return pd.DataFrame(rows)
 
 
 def test_whitening_encoder_is_a_post_transform_and_pool_is_encoded_once(tiny_bert, monkeypatch, tmp_path):
@@ -144,7 +130,7 @@ def test_whitening_fit_on_nli(tiny_bert, monkeypatch, tmp_path):
     from sentlab.config import Params
     from sentlab.encoder import SentenceEncoder
     from sentlab.evaluate import runner
-    from test_flow import _nli
+    from _support.sts_tables import nli_corpus as _nli
 
     model, tok = tiny_bert
     raw = SentenceEncoder(model, tok, pooling="first_last", name="base-whitening")

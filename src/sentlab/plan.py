@@ -20,7 +20,8 @@ from typing import Optional
 from .errors import SentlabError
 
 GPU_RUN = ("the shared GPU checklist on one NVIDIA H100 80GB HBM3, 2026-11-26 (benchmarks/RESULTS.md \"On a GPU\", "
-           "docs/preflight-paper-gpu.md: each method 5 steps at its paper batch on the hub-shaped bert-base stand-in)")
+           "benchmarks/preflight-paper-gpu.md: each method 5 steps at its paper batch on the hub-shaped bert-base "
+           "stand-in)")
 GPU_CARD = "H100 80GB"
 
 # Seconds per optimiser step at the paper profile's batch (the `batch` here), measured in GPU_RUN (its table's
@@ -253,7 +254,7 @@ def render(profile: str, p: dict, gpus=(1, 4, 8)) -> str:
               f"Disk besides the models ({t.disk_gb:,.1f} GB; x2 with DVC's cache as a copy): one resume checkpoint "
               f"per running training (~{CHECKPOINT_GB} GB each, estimated), wiki1m 0.12 GB, GloVe 7.6 GB (zip + "
               f"unpacked) where the glove baseline runs. Not counted: checkpoint writes, the CPU stages (annotate: "
-              f"~30 min on 1M sentences, docs/preflight-paper-gpu.md).", ""]
+              f"~30 min on 1M sentences, benchmarks/preflight-paper-gpu.md).", ""]
     if t.estimated:
         lines += ["Estimated inputs:", ""] + [f"- {e}" for e in sorted(t.estimated)] + [""]
     return "\n".join(lines)

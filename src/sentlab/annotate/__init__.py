@@ -47,8 +47,9 @@ Example::
     # {'text': 'Mary', 'start': 0, 'end': 4}
 """
 
-from .base import Backend, BackendOptions, backend_names, get_backend, register_backend
-from .runner import AnnotateStats, annotate_corpus, input_hash, params_hash, read_annotations, read_texts
+from .base import Backend, BackendOptions, register_backend
+from .runner import (AnnotateStats, annotate_corpus, backend_names, get_backend, input_hash, params_hash,
+                     read_annotations, read_texts)
 from .schema import ANNOTATION_COLUMNS, CHUNK_LABELS, SCHEMA
 
 __all__ = [

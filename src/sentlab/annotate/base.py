@@ -28,7 +28,6 @@ import string
 from dataclasses import asdict, dataclass
 from typing import Callable, Optional, Sequence
 
-from ..errors import SentlabError
 
 # C0/C1 control characters, zero-width and bidi marks, line/paragraph separators, BOM.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]")
@@ -88,22 +87,6 @@ def register_backend(name: str):
         return cls
 
     return deco
-
-
-def get_backend(name: str, options: BackendOptions | None = None) -> Backend:
-    """Build the backend ``name`` (``nltk`` or ``spacy``, or a registered one)."""
-    from . import nltk_backend, spacy_backend  # noqa: F401 - register the built-in backends
-
-    if name not in _BACKENDS:
-        raise SentlabError(f"Unknown annotation backend {name!r} (params `annotate.backend` or --backend); "
-                           f"allowed: {', '.join(sorted(_BACKENDS))}.")
-    return _BACKENDS[name](options or BackendOptions())
-
-
-def backend_names() -> list[str]:
-    from . import nltk_backend, spacy_backend  # noqa: F401
-
-    return sorted(_BACKENDS)
 
 
 class _GivenTokens:

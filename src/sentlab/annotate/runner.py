@@ -31,11 +31,29 @@ import pyarrow.parquet as pq
 
 from ..errors import DataFormatError, SentlabError
 from ..io import atomic_path
-from .base import Backend, BackendOptions, get_backend
+from .base import _BACKENDS, Backend, BackendOptions
 from .schema import (ANNOTATION_COLUMNS, META_BACKEND, META_INPUT_HASH, META_PARAMS_HASH, META_ROWS,
                      META_SCHEMA_VERSION, META_SKIPPED, SCHEMA, SCHEMA_VERSION, empty_row)
 
 log = logging.getLogger(__name__)
+
+
+# the backends register themselves (base.register_backend) when imported: here, not in base, which they import
+def get_backend(name: str, options: BackendOptions | None = None) -> Backend:
+    """Build the backend ``name`` (``nltk`` or ``spacy``, or a registered one)."""
+    from . import nltk_backend, spacy_backend  # noqa: F401 - register the built-in backends
+
+    if name not in _BACKENDS:
+        raise SentlabError(f"Unknown annotation backend {name!r} (params `annotate.backend` or --backend); "
+                           f"allowed: {', '.join(sorted(_BACKENDS))}.")
+    return _BACKENDS[name](options or BackendOptions())
+
+
+def backend_names() -> list[str]:
+    from . import nltk_backend, spacy_backend  # noqa: F401
+
+    return sorted(_BACKENDS)
+
 
 BATCH = 500  # sentences per unit of parallel work
 META_WITH_FRAMES = b"sentlab.with_frames"

@@ -90,6 +90,25 @@ def alignment_uniformity(emb1: np.ndarray, emb2: np.ndarray, scores: np.ndarray,
     return {"alignment": align, "uniformity": uni}
 
 
+def evaluate_dev(encoder, table: pd.DataFrame, max_pairs: int | None = None, batch_size: int = 128,
+                 pos_min_score: float = 4.0) -> dict:
+    """STS-B dev Spearman × 100 plus alignment and uniformity (the training loop's periodic check).
+
+    ``max_pairs`` (``train.dev_max_pairs``): the genre-stratified seeded sample of
+    :func:`~sentlab.evaluate.protocol.sample_pairs`.
+    """
+    from ..data.sts import eval_split
+    from .protocol import cosine_rows, embed_unique, sample_pairs, spearman100
+
+    dev = sample_pairs(eval_split(table, "STSBenchmark-dev"), max_pairs)
+    lookup = embed_unique(encoder, [*dev.sentence1, *dev.sentence2], batch_size=batch_size)
+    a = np.stack([lookup[s] for s in dev.sentence1])
+    b = np.stack([lookup[s] for s in dev.sentence2])
+    out = {"stsb_dev": spearman100(cosine_rows(a, b), dev.score.to_numpy())}
+    out.update(alignment_uniformity(a, b, dev.score.to_numpy(), dev.sentence1, dev.sentence2, pos_min_score))
+    return out
+
+
 def split_alignment_uniformity(pairs: pd.DataFrame, lookup: dict[str, np.ndarray], pos_min_score: float = 4.0) -> dict:
     """:func:`alignment_uniformity` on one split's pairs from the lookup, with the counts it used."""
     a = np.stack([lookup[s] for s in pairs.sentence1])

@@ -169,23 +169,6 @@ def evaluate_table(encoder, table: pd.DataFrame, batch_size: int = 128, tasks: S
     return results
 
 
-def evaluate_dev(encoder, table: pd.DataFrame, max_pairs: int | None = None, batch_size: int = 128,
-                 pos_min_score: float = 4.0) -> dict:
-    """STS-B dev Spearman × 100 plus alignment and uniformity (the training loop's periodic check).
-
-    ``max_pairs`` (``train.dev_max_pairs``): the genre-stratified seeded sample of :func:`sample_pairs`.
-    """
-    from .diagnostics import alignment_uniformity
-
-    dev = sample_pairs(eval_split(table, "STSBenchmark-dev"), max_pairs)
-    lookup = embed_unique(encoder, [*dev.sentence1, *dev.sentence2], batch_size=batch_size)
-    a = np.stack([lookup[s] for s in dev.sentence1])
-    b = np.stack([lookup[s] for s in dev.sentence2])
-    out = {"stsb_dev": spearman100(cosine_rows(a, b), dev.score.to_numpy())}
-    out.update(alignment_uniformity(a, b, dev.score.to_numpy(), dev.sentence1, dev.sentence2, pos_min_score))
-    return out
-
-
 def senteval_style(encoder, table: pd.DataFrame, batch_size: int = 128, tasks: Sequence[str] = TASKS) -> dict:
     """Reference loop for the benchmark: each task's pairs encoded batch by batch in file order
     (duplicates encoded again), as SentEval does."""

@@ -25,6 +25,8 @@ from pathlib import Path
 from ..errors import SentlabError
 from . import SHARED
 
+# DVC's words for its lock held by another process (dvc below, worktree's retries)
+LOCK_ERRORS = re.compile(r"Unable to acquire lock|is busy, it is being blocked by|LockError", re.I)
 EDGE = re.compile(r'^\s*"([^"]+)"\s*->\s*"([^"]+)"')
 
 
@@ -35,8 +37,6 @@ class DvcBusy(SentlabError):
 def dvc(args: list[str], root: str | Path, check: bool = True, lock_tries: int = 3) -> subprocess.CompletedProcess:
     """``python -m dvc ARGS`` in ``root`` (the DVC of this Python); DVC's lock held elsewhere is waited for a few
     times, then :class:`DvcBusy`."""
-    from .worktree import LOCK_ERRORS
-
     for i in range(lock_tries):
         out = subprocess.run([sys.executable, "-m", "dvc", *args], cwd=root, capture_output=True, text=True)
         if out.returncode == 0 or not LOCK_ERRORS.search(out.stdout + out.stderr):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -19,8 +18,7 @@ import time
 from pathlib import Path
 
 from ..errors import SentlabError
-
-LOCK_ERRORS = re.compile(r"Unable to acquire lock|is busy, it is being blocked by|LockError", re.I)
+from .graph import LOCK_ERRORS
 
 
 def git(args: list[str], root: str | Path, check: bool = True) -> subprocess.CompletedProcess:

@@ -138,7 +138,7 @@ class Context:
 
 
 def _sts_values(m: dict) -> dict:
-    from .paper_tables import extract
+    from .paper_tables.resolve import extract
 
     return extract(m, "sts")[0]
 
