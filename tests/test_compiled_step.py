@@ -20,7 +20,8 @@ from sentlab.config import TrainParams
 from sentlab.errors import SentlabError
 from sentlab.methods import get_method
 from sentlab.methods.base import Batch
-from sentlab.train.compiled import bucket_length, check_step_options, pad_features, step_forward
+from sentlab.data.padding import bucket_length, pad_features
+from sentlab.train.compiled import check_step_options, step_forward
 from sentlab.train.data import Corpus
 from sentlab.train.dropout import resolve_kernel
 from sentlab.train.loop import train_loop

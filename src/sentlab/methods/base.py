@@ -256,7 +256,7 @@ class Method(nn.Module):
         enc = dict(self.tokenizer(list(sentences), padding=True, truncation=True, max_length=max_length,
                                   return_tensors="pt"))
         if self.pad_buckets:
-            from ..train.compiled import bucket_length, pad_features
+            from ..data.padding import bucket_length, pad_features
 
             length = bucket_length(enc["input_ids"].size(1), self.pad_buckets, max_length)
             enc = pad_features(enc, length, self.tokenizer.pad_token_id)

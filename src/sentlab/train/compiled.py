@@ -28,7 +28,7 @@ grid would change the numbers, and the run stops naming the key instead.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import torch
 
@@ -67,26 +67,6 @@ def check_step_options(method, train_cfg) -> None:
             f"params.yaml train.pad_buckets {list(buckets)} has length(s) {over} above method `{method.id}`'s "
             f"max length {max_length}: no batch is longer than that (it is the last bucket already); remove them.")
     method.pad_buckets = buckets
-
-
-def bucket_length(longest: int, buckets: Sequence[int], max_length: int) -> int:
-    """The padded length of a batch whose longest row has ``longest`` tokens: the smallest bucket >= it, else
-    ``max_length`` (the implicit last bucket)."""
-    return next((b for b in sorted(buckets) if b >= longest), max(max_length, longest))
-
-
-def pad_features(enc: dict[str, torch.Tensor], length: int, pad_token_id: int) -> dict[str, torch.Tensor]:
-    """``enc`` (a right-padded tokenizer output: ``input_ids``, ``attention_mask``, ``token_type_ids`` ...) padded on
-    the right to ``length`` columns: input ids with ``pad_token_id``, every other column with 0."""
-    out = {}
-    for k, v in enc.items():
-        extra = length - v.size(-1)
-        if not isinstance(v, torch.Tensor) or v.dim() != 2 or extra <= 0:
-            out[k] = v
-            continue
-        fill = pad_token_id if k == "input_ids" else 0
-        out[k] = torch.nn.functional.pad(v, (0, extra), value=fill)
-    return out
 
 
 def step_forward(model, mode: str, device: torch.device) -> Callable[[Any], dict]:
