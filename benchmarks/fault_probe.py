@@ -124,7 +124,8 @@ class Probe:
         msg = "(killed: SIGKILL)" if rc == -signal.SIGKILL else message(out) if rc else ""
         r = {"fault": fault, "command": cmd, "exit": rc, "message": msg,
              "ran": ", ".join(stages) if len(stages) <= 6 else f"{len(stages)} stages ({stages[0]} … {stages[-1]})",
-             "disk": disk_change(before, snapshot(self.work)), "note": note, "seconds": round(time.time() - t0, 1)}
+             "disk": disk_change(before, snapshot(self.work)), "note": note, "seconds": round(time.time() - t0, 1),
+             "traceback": "Traceback (most recent call last)" in out}
         self.rows.append(r)
         print(f"[{r['seconds']:7.1f}s] {fault}: exit {rc}; ran: {r['ran'] or '-'}; disk: {r['disk']}", flush=True)
         return rc, out
@@ -143,11 +144,19 @@ class Probe:
         path.write_text(text.replace(old, new, 1), encoding="utf-8")
         return text
 
-    def mlflow_states(self) -> str:
+    def mlflow_states(self, where: str = "tags.stage = 'train'") -> str:
         code = ("import mlflow,collections;c=mlflow.MlflowClient();e=c.get_experiment_by_name('sentlab');"
                 "print(dict(collections.Counter(r.info.status for r in c.search_runs([e.experiment_id],"
-                "\"tags.stage = 'train'\"))))")
+                f"{where!r}))))")
         return self.sh([sys.executable, "-c", code])[1].strip().splitlines()[-1]
+
+    def summary(self) -> dict:
+        """What the whole probe left: MLflow runs by status (every stage), temporary files (``*.tmp``) anywhere in the
+        copy outside .git/.dvc, and the rows whose output held a Python traceback."""
+        temps = sorted(p.relative_to(self.work).as_posix() for p in self.work.rglob("*.tmp")
+                       if p.relative_to(self.work).parts[0] not in (".git", ".dvc"))
+        return {"mlflow_runs": self.mlflow_states(""), "temp_files": temps,
+                "tracebacks": [r["fault"] for r in self.rows if r["traceback"]]}
 
 
 def script_running(work: Path, script: str, min_age: float = 1.0, also=None):
@@ -288,7 +297,7 @@ def run_probe(work: Path) -> list[dict]:
     P.row("annotate.jobs 2 -> 1", P.dvc("repro"))
     params.write_text(text, encoding="utf-8")
     P.row("annotate.jobs back to 2", P.dvc("repro"))
-    return P.rows
+    return P.rows, P.summary()
 
 
 def table(rows: list[dict]) -> str:
@@ -309,13 +318,16 @@ def main(argv=None) -> int:
     work = base / "repo"
     work.mkdir(parents=True, exist_ok=False)
     try:
-        rows = run_probe(work)
+        rows, summary = run_probe(work)
     finally:
         if not args.keep and args.workdir is None:
             shutil.rmtree(base, ignore_errors=True)
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+        args.json.write_text(json.dumps({"rows": rows, "summary": summary}, indent=2) + "\n", encoding="utf-8")
     print(table(rows))
+    print(f"\nAfterwards: MLflow runs by status (all stages) {summary['mlflow_runs']}; "
+          f"{len(summary['temp_files'])} temporary file(s) left {summary['temp_files'][:10]}; "
+          f"{len(summary['tracebacks'])} row(s) with a traceback {summary['tracebacks']}")
     return 0
 
 
