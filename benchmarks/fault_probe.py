@@ -199,6 +199,9 @@ def run_probe(work: Path) -> list[dict]:
     copy_worktree(work)
     P = Probe(work, mirror)
     P.sh([sys.executable, "-m", "sentlab.cli", "profile", "smoke"])
+    # a resume checkpoint at every dev evaluation (the profile's 10 minutes apart: none in a smoke training, so the
+    # train kills below would wait for a checkpoint that never comes)
+    P.edit(work / "params.yaml", "  checkpoint_minutes: 10 ", "  checkpoint_minutes: 0 ")
     rc, out = P.row("none (first run)", P.dvc("repro"))
     if rc:
         print(out[-4000:])
