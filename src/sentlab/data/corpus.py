@@ -67,8 +67,11 @@ class CorpusSample:
 
     def texts(self, chunk: int = 65536) -> Iterator[list[str]]:
         """The sampled sentences (stripped), in file order, ``chunk`` at a time: a second pass over the file."""
+        from tqdm import tqdm
+
         want, j, out = self.ids, 0, []
-        for i, line in enumerate(iter_lines(self.path)):
+        for i, line in enumerate(tqdm(iter_lines(self.path), desc=f"prepare: sample {self.path.name}", unit="line",
+                                      mininterval=5.0, leave=False)):
             if j < len(want) and want[j] == i:
                 out.append(line.strip())
                 j += 1
@@ -91,9 +94,12 @@ def select_corpus(path: Path, size: int, seed: int, min_words: int = 1, max_word
     One pass over the file, line by line: what it keeps is the line number of each usable line (8 bytes) and, with
     ``dedupe``, a 16-byte BLAKE2 digest of each distinct line, not the lines themselves.
     """
+    from tqdm import tqdm
+
     stats = CorpusStats(source=str(path))
     kept, seen = array("q"), set()
-    for i, line in enumerate(iter_lines(path)):
+    for i, line in enumerate(tqdm(iter_lines(path), desc=f"prepare: filter {Path(path).name}", unit="line",
+                                  mininterval=5.0, leave=False)):
         stats.lines += 1
         t = line.strip()
         if not t:
