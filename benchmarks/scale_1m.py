@@ -11,7 +11,8 @@ apart, the largest of them):
 * **prepare**: the corpus part of the prepare stage: filter + dedupe + seeded sample of 80 % of the lines
   (``select_corpus``), written to ``train.parquet`` (``write_sample``);
 * **annotate**: the annotate stage's engine (``annotate_file``, nltk, ``jobs`` 2, shards of 5,000) on the first
-  N rows of that corpus for each N of ``--annotate``: time per sentence and peak memory against N;
+  N rows of that corpus for each N of ``--annotate`` (at most all of them): time per sentence and peak memory
+  against N;
 * **loader**: ``load_corpus(train.parquet, ["rake", "chunks"], annotations)`` (PaSeR's columns) and one epoch of
   batches of 128 in the seeded order (``Corpus.batch``: the rows a training step reads). The annotation table it
   joins covers every corpus row: the annotated rows of the smallest N, repeated with the corpus's ids (the same
@@ -74,12 +75,9 @@ def phase_prepare(work: Path) -> dict:
 
 
 def phase_annotate(work: Path, n: int) -> dict:
-    import pyarrow.parquet as pq
-
     from sentlab.annotate import annotate_file
 
-    src = work / f"first_{n}.parquet"
-    pq.write_table(pq.read_table(work / "train.parquet").slice(0, n), src)
+    src = work / f"first_{n}.parquet"   # written by the parent: this process's peak is annotate's own
     t0 = time.perf_counter()
     s = annotate_file(src, work / f"ann_{n}", jobs=2, shard_size=5000, progress=False)
     sec = time.perf_counter() - t0
@@ -164,6 +162,13 @@ def main(argv=None) -> int:
         print("prepare:", results["prepare"], flush=True)
         sizes = sorted(int(x) for x in args.annotate.split(","))
         results["annotate"] = {}
+        import pyarrow.parquet as pq
+
+        corpus = pq.read_table(work / "train.parquet")
+        sizes = [min(n, corpus.num_rows) for n in sizes]
+        for n in sizes:
+            pq.write_table(corpus.slice(0, n), work / f"first_{n}.parquet")
+        del corpus
         for k, n in enumerate(sizes):
             results["annotate"][n] = run_phase(["annotate", str(work), str(n)], src)
             print(f"annotate {n}:", results["annotate"][n], flush=True)

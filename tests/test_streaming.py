@@ -162,3 +162,14 @@ def test_loader_names_corpus_ids_the_annotations_lack(tmp_path):
     pq.write_table(pa.table({"id": pa.array([1, 2, 7], pa.int64()), "text": ["a", "b", "c"]}), tmp_path / "c.parquet")
     with pytest.raises(SentlabError, match=r"no rows for 1 corpus id\(s\) \(first: \[7\]\).*Re-run the annotate"):
         load_corpus(tmp_path / "c.parquet", ["pos"], _annotations(tmp_path, [1, 2, 3]))
+
+
+def test_arrow_column_reads_rows_across_chunks_in_the_order_asked():
+    from sentlab.train.data import ArrowColumn, take
+
+    col = ArrowColumn(pa.chunked_array([pa.array([[0], [1]]), pa.array([], pa.list_(pa.int64())),
+                                        pa.array([[2], [3], [4]])]))
+    assert take(col, [4, 0, 2, 1, 4]) == [[4], [0], [2], [1], [4]]
+    assert (col[-1], col[1:3], list(col), len(col)) == ([4], [[1], [2]], [[0], [1], [2], [3], [4]], 5)
+    with pytest.raises(IndexError):
+        col[5]

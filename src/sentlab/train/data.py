@@ -20,6 +20,23 @@ class ArrowColumn(Sequence):
 
     def __init__(self, array: pa.Array | pa.ChunkedArray):
         self.array = array
+        chunks = getattr(array, "chunks", [array])
+        self._chunks = chunks
+        self._starts = np.cumsum([0] + [len(c) for c in chunks])
+
+    def rows(self, rows: Sequence[int]) -> list[Any]:
+        """``[self[i] for i in rows]``, gathered chunk by chunk: a ``take`` on a chunked array concatenates all its
+        chunks first (a copy of the column per batch)."""
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        rows = np.where(rows < 0, rows + len(self), rows)
+        which = np.searchsorted(self._starts, rows, side="right") - 1
+        out: list[Any] = [None] * len(rows)
+        for c in np.unique(which):
+            sel = np.nonzero(which == c)[0]
+            values = self._chunks[c].take(pa.array(rows[sel] - self._starts[c])).to_pylist()
+            for j, v in zip(sel.tolist(), values):
+                out[j] = v
+        return out
 
     def __len__(self) -> int:
         return len(self.array)
@@ -27,21 +44,31 @@ class ArrowColumn(Sequence):
     def __getitem__(self, i):
         if isinstance(i, slice):
             return self.array[i].to_pylist()
-        return self.array[int(i)].as_py()
+        return self.rows([i])[0]
 
     def __iter__(self) -> Iterator[Any]:
-        for chunk in getattr(self.array, "chunks", [self.array]):
+        for chunk in self._chunks:
             for a in range(0, len(chunk), 1024):
                 yield from chunk[a:a + 1024].to_pylist()
+
+    def __eq__(self, other) -> bool:   # compares as the list it stands for
+        if isinstance(other, (ArrowColumn, list, tuple)):
+            return len(self) == len(other) and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None   # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ArrowColumn({len(self)} rows of {self.array.type})"
 
     def take(self, rows: Sequence[int]) -> "ArrowColumn":
         return ArrowColumn(self.array.take(pa.array(rows, pa.int64())))
 
 
 def take(column: Sequence[Any], rows: Sequence[int]) -> list[Any]:
-    """``[column[i] for i in rows]`` (one Arrow ``take`` for an :class:`ArrowColumn`)."""
+    """``[column[i] for i in rows]`` (an :class:`ArrowColumn` gathers them chunk by chunk)."""
     if isinstance(column, ArrowColumn):
-        return column.take(rows).array.to_pylist()
+        return column.rows(rows)
     return [column[i] for i in rows]
 
 
