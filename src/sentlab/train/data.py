@@ -19,6 +19,11 @@ class ArrowColumn(Sequence):
     object when it is read (a batch's rows), so a 1M-sentence corpus does not hold its columns as Python lists."""
 
     def __init__(self, array: pa.Array | pa.ChunkedArray):
+        if isinstance(array, pa.ChunkedArray) and array.num_chunks > 1:
+            try:   # one array: a batch is one take, not one per shard its rows fall in (23 ms a batch at 800k rows)
+                array = array.combine_chunks()
+            except pa.ArrowInvalid:   # over 2 GiB of strings in one array: read chunk by chunk (the same rows)
+                pass
         self.array = array
         chunks = getattr(array, "chunks", [array])
         self._chunks = chunks
