@@ -7,8 +7,10 @@ the probe may edit it), runs the smoke profile's ``dvc repro`` once, then inject
 kills (SIGKILL of the whole process group) during annotate, train, evaluate and export, a corrupt resume
 state and model, bad params, a bad and a changed source file, a comment in the training code, a no-op
 params change, two ``dvc repro`` at once. Each row: the command, its exit status, the message (sentlab's
-one paragraph or DVC's error, shortened), and what changed on disk under data/, models/, reports/,
-exports/, checkpoints/ and .sentlab_cache/ (files added / removed / changed, by folder), plus what ran.
+one paragraph or DVC's error, shortened), what changed on disk under data/, models/, reports/,
+exports/, checkpoints/ and .sentlab_cache/ (files added / removed / changed, by folder), what ran, and the MLflow
+runs of every stage by status afterwards. A closing line counts what the whole probe left: runs still RUNNING,
+temporary files (``*.tmp``) anywhere in the copy, rows whose output held a traceback.
 The table is printed as Markdown (and written as JSON with ``--json``). The smoke run takes a few minutes
 on 2 cores; the whole probe about 15-25 minutes. Nothing outside the scratch folder is touched.
 """
@@ -125,7 +127,7 @@ class Probe:
         r = {"fault": fault, "command": cmd, "exit": rc, "message": msg,
              "ran": ", ".join(stages) if len(stages) <= 6 else f"{len(stages)} stages ({stages[0]} … {stages[-1]})",
              "disk": disk_change(before, snapshot(self.work)), "note": note, "seconds": round(time.time() - t0, 1),
-             "traceback": "Traceback (most recent call last)" in out}
+             "traceback": "Traceback (most recent call last)" in out, "mlflow": self.mlflow_states("")}
         self.rows.append(r)
         print(f"[{r['seconds']:7.1f}s] {fault}: exit {rc}; ran: {r['ran'] or '-'}; disk: {r['disk']}", flush=True)
         return rc, out
@@ -147,7 +149,7 @@ class Probe:
     def mlflow_states(self, where: str = "tags.stage = 'train'") -> str:
         code = ("import mlflow,collections;c=mlflow.MlflowClient();e=c.get_experiment_by_name('sentlab');"
                 "print(dict(collections.Counter(r.info.status for r in c.search_runs([e.experiment_id],"
-                f"{where!r}))))")
+                f"{where!r}))) if e else {{}})")
         return self.sh([sys.executable, "-c", code])[1].strip().splitlines()[-1]
 
     def summary(self) -> dict:
@@ -304,9 +306,11 @@ def run_probe(work: Path) -> list[dict]:
 
 
 def table(rows: list[dict]) -> str:
-    out = ["| fault | command | exit | message | ran | on disk | note |", "|---|---|---|---|---|---|---|"]
+    out = ["| fault | command | exit | message | ran | on disk | MLflow runs after (all stages) | note |",
+           "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        cells = [r["fault"], f"`{r['command']}`", str(r["exit"]), r["message"], r["ran"], r["disk"], r["note"]]
+        cells = [r["fault"], f"`{r['command']}`", str(r["exit"]), r["message"], r["ran"], r["disk"],
+                 r["mlflow"].strip("{}").replace("'", ""), r["note"]]
         out.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
     return "\n".join(out)
 
