@@ -134,6 +134,7 @@ def main(argv=None) -> int:
     ap.add_argument("--lines", type=int, default=1_000_000)
     ap.add_argument("--annotate", default="10000,20000,40000", help="corpus sizes to annotate (comma-separated)")
     ap.add_argument("--old-src", type=Path, help="also run prepare and the loader with this src folder")
+    ap.add_argument("--no-loader", action="store_true", help="skip the loader phase")
     ap.add_argument("--workdir", type=Path, help="scratch folder (default: a new temporary one, removed at the end)")
     ap.add_argument("--phase", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -172,14 +173,14 @@ def main(argv=None) -> int:
         for k, n in enumerate(sizes):
             results["annotate"][n] = run_phase(["annotate", str(work), str(n)], src)
             print(f"annotate {n}:", results["annotate"][n], flush=True)
-            if k == 0:   # the loader on the smallest annotated set, repeated over the corpus
+            if k == 0 and not args.no_loader:   # the loader on the smallest annotated set, repeated over the corpus
                 build_annotations(work, n)
                 results["loader"] = run_phase(["loader", str(work)], src)
                 print("loader:", results["loader"], flush=True)
                 if args.old_src:
                     results["loader_old"] = run_phase(["loader", str(work)], args.old_src)
                     print("loader (old src):", results["loader_old"], flush=True)
-        big = results["annotate"][max(sizes)]
+        big = results["annotate"][max(sizes)]   # the projection from the largest N
         results["annotate_1m_projected_hours"] = round(big["ms_per_sentence"] * 0.8 * args.lines / 1000 / 3600, 2)
         print(json.dumps(results, indent=1))
     finally:

@@ -27,7 +27,8 @@ def open_corpus(path: str | os.PathLike) -> pq.ParquetFile:
     if not path.is_file():
         raise _missing(path)
     try:
-        pf = pq.ParquetFile(path)
+        # read a column chunk 1 MiB at a time: unbuffered, the reader holds a row group's whole chunk (1Mi rows)
+        pf = pq.ParquetFile(path, buffer_size=1 << 20, pre_buffer=False)
     except Exception as e:  # noqa: BLE001
         raise DataFormatError(path, None, f"not a readable Parquet file ({e})", "Re-run the prepare stage.") from None
     names = pf.schema_arrow.names
