@@ -7,8 +7,10 @@ the probe may edit it), runs the smoke profile's ``dvc repro`` once, then inject
 kills (SIGKILL of the whole process group) during annotate, train, evaluate and export, a corrupt resume
 state and model, bad params, a bad and a changed source file, a comment in the training code, a no-op
 params change, two ``dvc repro`` at once. Each row: the command, its exit status, the message (sentlab's
-one paragraph or DVC's error, shortened), and what changed on disk under data/, models/, reports/,
-exports/, checkpoints/ and .sentlab_cache/ (files added / removed / changed, by folder), plus what ran.
+one paragraph or DVC's error, shortened), what changed on disk under data/, models/, reports/,
+exports/, checkpoints/ and .sentlab_cache/ (files added / removed / changed, by folder), what ran, and the MLflow
+runs of every stage by status afterwards. A closing line counts what the whole probe left: runs still RUNNING,
+temporary files (``*.tmp``) anywhere in the copy, rows whose output held a traceback.
 The table is printed as Markdown (and written as JSON with ``--json``). The smoke run takes a few minutes
 on 2 cores; the whole probe about 15-25 minutes. Nothing outside the scratch folder is touched.
 """
@@ -124,7 +126,8 @@ class Probe:
         msg = "(killed: SIGKILL)" if rc == -signal.SIGKILL else message(out) if rc else ""
         r = {"fault": fault, "command": cmd, "exit": rc, "message": msg,
              "ran": ", ".join(stages) if len(stages) <= 6 else f"{len(stages)} stages ({stages[0]} … {stages[-1]})",
-             "disk": disk_change(before, snapshot(self.work)), "note": note, "seconds": round(time.time() - t0, 1)}
+             "disk": disk_change(before, snapshot(self.work)), "note": note, "seconds": round(time.time() - t0, 1),
+             "traceback": "Traceback (most recent call last)" in out, "mlflow": self.mlflow_states("")}
         self.rows.append(r)
         print(f"[{r['seconds']:7.1f}s] {fault}: exit {rc}; ran: {r['ran'] or '-'}; disk: {r['disk']}", flush=True)
         return rc, out
@@ -143,11 +146,19 @@ class Probe:
         path.write_text(text.replace(old, new, 1), encoding="utf-8")
         return text
 
-    def mlflow_states(self) -> str:
+    def mlflow_states(self, where: str = "tags.stage = 'train'") -> str:
         code = ("import mlflow,collections;c=mlflow.MlflowClient();e=c.get_experiment_by_name('sentlab');"
                 "print(dict(collections.Counter(r.info.status for r in c.search_runs([e.experiment_id],"
-                "\"tags.stage = 'train'\"))))")
+                f"{where!r}))) if e else {{}})")
         return self.sh([sys.executable, "-c", code])[1].strip().splitlines()[-1]
+
+    def summary(self) -> dict:
+        """What the whole probe left: MLflow runs by status (every stage), temporary files (``*.tmp``) anywhere in the
+        copy outside .git/.dvc, and the rows whose output held a Python traceback."""
+        temps = sorted(p.relative_to(self.work).as_posix() for p in self.work.rglob("*.tmp")
+                       if p.relative_to(self.work).parts[0] not in (".git", ".dvc"))
+        return {"mlflow_runs": self.mlflow_states(""), "temp_files": temps,
+                "tracebacks": [r["fault"] for r in self.rows if r["traceback"]]}
 
 
 def script_running(work: Path, script: str, min_age: float = 1.0, also=None):
@@ -190,6 +201,9 @@ def run_probe(work: Path) -> list[dict]:
     copy_worktree(work)
     P = Probe(work, mirror)
     P.sh([sys.executable, "-m", "sentlab.cli", "profile", "smoke"])
+    # a resume checkpoint at every dev evaluation (the profile's 10 minutes apart: none in a smoke training, so the
+    # train kills below would wait for a checkpoint that never comes)
+    P.edit(work / "params.yaml", "  checkpoint_minutes: 10 ", "  checkpoint_minutes: 0 ")
     rc, out = P.row("none (first run)", P.dvc("repro"))
     if rc:
         print(out[-4000:])
@@ -288,13 +302,15 @@ def run_probe(work: Path) -> list[dict]:
     P.row("annotate.jobs 2 -> 1", P.dvc("repro"))
     params.write_text(text, encoding="utf-8")
     P.row("annotate.jobs back to 2", P.dvc("repro"))
-    return P.rows
+    return P.rows, P.summary()
 
 
 def table(rows: list[dict]) -> str:
-    out = ["| fault | command | exit | message | ran | on disk | note |", "|---|---|---|---|---|---|---|"]
+    out = ["| fault | command | exit | message | ran | on disk | MLflow runs after (all stages) | note |",
+           "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        cells = [r["fault"], f"`{r['command']}`", str(r["exit"]), r["message"], r["ran"], r["disk"], r["note"]]
+        cells = [r["fault"], f"`{r['command']}`", str(r["exit"]), r["message"], r["ran"], r["disk"],
+                 r["mlflow"].strip("{}").replace("'", ""), r["note"]]
         out.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
     return "\n".join(out)
 
@@ -309,13 +325,16 @@ def main(argv=None) -> int:
     work = base / "repo"
     work.mkdir(parents=True, exist_ok=False)
     try:
-        rows = run_probe(work)
+        rows, summary = run_probe(work)
     finally:
         if not args.keep and args.workdir is None:
             shutil.rmtree(base, ignore_errors=True)
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+        args.json.write_text(json.dumps({"rows": rows, "summary": summary}, indent=2) + "\n", encoding="utf-8")
     print(table(rows))
+    print(f"\nAfterwards: MLflow runs by status (all stages) {summary['mlflow_runs']}; "
+          f"{len(summary['temp_files'])} temporary file(s) left {summary['temp_files'][:10]}; "
+          f"{len(summary['tracebacks'])} row(s) with a traceback {summary['tracebacks']}")
     return 0
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from sentlab.annotate import annotate_corpus, options_from_params, read_texts
+from sentlab.annotate import annotate_file, options_from_params
 from sentlab.io import write_json
 from sentlab.pipeline_util import run_stage
 from sentlab.stage_params import stage_params
@@ -38,9 +38,8 @@ def main() -> None:
     options = options_from_params(p)
     stats = {"backend": p.backend, "jobs": p.jobs, "shard_size": p.shard_size}
     for name, src in corpora().items():
-        ids, texts = read_texts(src)
-        s = annotate_corpus(ids, texts, OUT / name, backend=p.backend, options=options, jobs=p.jobs,
-                            shard_size=p.shard_size, desc=f"annotate {name}")
+        s = annotate_file(src, OUT / name, backend=p.backend, options=options, jobs=p.jobs,   # one shard at a time
+                          shard_size=p.shard_size, desc=f"annotate {name}")
         stats[name] = s.as_dict()
         print(f"annotate {name}: {s.sentences} sentences ({s.skipped} skipped, {s.with_frames} with frames), "
               f"{s.shards_reused}/{s.shards} shards reused, {s.seconds:.1f} s")

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from sentlab.assets import ASSETS
-from sentlab.data.corpus import stats_dict, write_corpus
+from sentlab.data.corpus import stats_dict, write_corpus, write_sample
 from sentlab.data.nli import SOURCES, write_nli
 from sentlab.data.sts import all_sides, write_table
 from sentlab.io import staged_outputs, write_json
@@ -39,7 +39,7 @@ def main() -> None:
     # 1. parse the sources in place
     src = parse_sources(params)
     sts, sick, corpus, nli, nli_source = src.sts, src.sick, src.corpus, src.nli, src.nli_source
-    table, warnings, stats, ids, texts = src.table, src.warnings, src.corpus_stats, src.ids, src.texts
+    table, warnings, stats, sample = src.table, src.warnings, src.corpus_stats, src.sample
 
     usable = table[~table.task.isin(list(warnings))]
     sts_sents = list(dict.fromkeys(s for s in (*usable.sentence1, *usable.sentence2) if s.strip()))
@@ -56,7 +56,7 @@ def main() -> None:
         if nli is not None:
             copy_raw(nli, [nli.path.relative_to(nli.root)], raw)
         write_table(table, where("data/sts") / "sts.parquet")
-        write_corpus(where("data/corpus") / "train.parquet", ids, texts)
+        write_sample(where("data/corpus") / "train.parquet", sample)   # a second pass over the corpus file
         write_corpus(where("data/corpus") / "sts_unlabeled.parquet", list(range(len(sts_sents))), sts_sents)
         write_corpus(where("data/corpus") / "sts_all_sides.parquet", list(range(len(sides))), sides)
         nli_stats = {"source": "none"}

@@ -129,7 +129,7 @@ def parse_sources(params) -> SimpleNamespace:
     naming it (in the mirror or cache, not a copy). ``prepare`` builds its outputs from the result; the
     ``sources`` stage calls it when a source's bytes changed, so a bad source fails there, before DVC
     removes prepare's outputs to run it."""
-    from .data.corpus import sample_corpus
+    from .data.corpus import select_corpus
     from .data.nli import SICK_TRAIN, choose_source, parse_nli
     from .data.sts import language_warnings, parse_all
     from .errors import SentlabError
@@ -145,12 +145,12 @@ def parse_sources(params) -> SimpleNamespace:
         raise SentlabError(f"prepare.nli = {p.nli} would build the NLI stand-in from SICK train, whose copy is not "
                            f"English ({warnings['SICKRelatedness']}). Provide the English SICK files or SimCSE's "
                            f"nli_for_simcse.csv, or set prepare.nli: none (and drop paser_sup from train.methods).")
-    ids, texts, stats = sample_corpus(corpus.path, p.size, params.seed, p.min_words, p.max_words, p.dedupe,
-                                      p.accept_size)
+    sample, stats = select_corpus(corpus.path, p.size, params.seed, p.min_words, p.max_words, p.dedupe,
+                                  p.accept_size)
     nli_file = nli_table = nli_counts = None
     if nli_source != "none":
         nli_file = nli.path if nli is not None else sick.root / SICK_TRAIN
         nli_table, nli_counts = parse_nli(nli_source, nli_file)
     return SimpleNamespace(sts=sts, sick=sick, corpus=corpus, nli=nli, nli_source=nli_source, table=table,
-                           warnings=warnings, ids=ids, texts=texts, corpus_stats=stats, nli_file=nli_file,
+                           warnings=warnings, sample=sample, corpus_stats=stats, nli_file=nli_file,
                            nli_table=nli_table, nli_counts=nli_counts)

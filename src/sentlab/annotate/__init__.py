@@ -48,12 +48,14 @@ Example::
 """
 
 from .base import Backend, BackendOptions, register_backend
-from .runner import (AnnotateStats, annotate_corpus, backend_names, get_backend, input_hash, params_hash,
-                     read_annotations, read_texts)
+from .runner import (AnnotateStats, annotate_corpus, annotate_file, backend_names, get_backend, input_hash,
+                     params_hash, read_annotations)
+from .source import iter_shards, read_texts
 from .schema import ANNOTATION_COLUMNS, CHUNK_LABELS, SCHEMA
 
 __all__ = [
     "ANNOTATION_COLUMNS", "CHUNK_LABELS", "SCHEMA", "AnnotateStats", "Backend", "BackendOptions", "annotate_corpus",
+    "annotate_file", "iter_shards",
     "backend_names", "get_backend", "input_hash", "params_hash", "read_annotations", "read_texts", "register_backend",
     "options_from_params",
 ]

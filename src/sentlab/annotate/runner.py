@@ -2,7 +2,8 @@
 
 * The corpus is cut into shards of ``shard_size`` sentences (``part-00000.parquet``,
   ...); each shard is cut into batches of at most :data:`BATCH` sentences, which are
-  the units of parallel work (``jobs`` processes).
+  the units of parallel work (``jobs`` processes). A Parquet corpus is read one shard at a time
+  (:func:`annotate_file`), and at most ``4 * jobs`` batches are in flight: memory does not grow with the corpus.
 * Every shard carries, in its Parquet key-value metadata, the backend name, the
   params hash (backend fingerprint + schema version), a hash of its input rows, its
   row count and its skipped / with-frames counts. A shard whose metadata match and
@@ -22,18 +23,20 @@ import os
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
+from itertools import chain
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..errors import DataFormatError, SentlabError
+from ..errors import SentlabError
 from ..io import atomic_path
 from .base import _BACKENDS, Backend, BackendOptions
 from .schema import (ANNOTATION_COLUMNS, META_BACKEND, META_INPUT_HASH, META_PARAMS_HASH, META_ROWS,
                      META_SCHEMA_VERSION, META_SKIPPED, SCHEMA, SCHEMA_VERSION, empty_row)
+from .source import Shard, iter_shards, open_corpus, slice_shards
 
 log = logging.getLogger(__name__)
 
@@ -207,26 +210,41 @@ def annotate_corpus(ids: Sequence[int], texts: Sequence[str], out: str | os.Path
     end; not resumable). Returns the counts (sentences, skipped, with_frames, seconds,
     shards reused / written).
     """
+    if len(ids) != len(texts):
+        raise SentlabError(f"annotate: {len(ids)} ids but {len(texts)} texts.")
+    texts = ["" if t is None else str(t) for t in texts]
+    ids = [int(i) for i in ids]
+    return _annotate(len(ids), lambda size: slice_shards(ids, texts, size), out, backend=backend, options=options,
+                     jobs=jobs, shard_size=shard_size, progress=progress, desc=desc)
+
+
+def annotate_file(path: str | os.PathLike, out: str | os.PathLike, **kw) -> AnnotateStats:
+    """:func:`annotate_corpus` of the Parquet corpus at ``path`` (columns id, text), read one shard at a time
+    (:func:`~.source.iter_shards`): the same shards, in memory that does not grow with the corpus."""
+    n = open_corpus(path).metadata.num_rows
+    return _annotate(n, lambda size: iter_shards(path, size), out, **kw)
+
+
+def _annotate(n: int, shards: Callable[[int], Iterator[Shard]], out: str | os.PathLike, *, backend: str = "nltk",
+              options: BackendOptions | None = None, jobs: int = 1, shard_size: int = 5000,
+              progress: bool = True, desc: str = "annotate") -> AnnotateStats:
+    """The engine: ``shards(size)`` yields the corpus's ``n`` rows as consecutive (ids, texts) slices of ``size``
+    rows; a shard's rows are held while its batches are in flight (at most ``4 * jobs`` batches), then written."""
     from tqdm import tqdm
 
     options = options or BackendOptions()
     if jobs < 1 or shard_size < 1:
         raise SentlabError(f"annotate: jobs ({jobs}) and shard_size ({shard_size}) must be >= 1 "
                            f"(params `annotate.jobs`, `annotate.shard_size`).")
-    if len(ids) != len(texts):
-        raise SentlabError(f"annotate: {len(ids)} ids but {len(texts)} texts.")
-    texts = ["" if t is None else str(t) for t in texts]
-    ids = [int(i) for i in ids]
     out = Path(out)
     single = out.suffix == ".parquet" and not out.is_dir()
     t0 = time.perf_counter()
     be = _ensure_backend(backend, options)  # loaded once here; forked workers inherit it
     phash = params_hash(be)
-    n = len(texts)
-    bounds = [(a, min(a + shard_size, n)) for a in range(0, n, shard_size)] or [(0, 0)]
     if single:
-        bounds = [(0, n)]
-    stats = AnnotateStats(sentences=n, shards=len(bounds), backend=backend, params_hash=phash)
+        shard_size = max(n, 1)
+    n_shards = max(1, -(-n // shard_size))
+    stats = AnnotateStats(sentences=n, shards=n_shards, backend=backend, params_hash=phash)
     base_meta = {META_BACKEND: backend.encode(), META_PARAMS_HASH: phash.encode(),
                  META_SCHEMA_VERSION: str(SCHEMA_VERSION).encode()}
     if not single:
@@ -236,21 +254,24 @@ def annotate_corpus(ids: Sequence[int], texts: Sequence[str], out: str | os.Path
 
     bar = tqdm(total=n, desc=desc, unit="sent", disable=not progress, smoothing=0.1)
     pending: dict[int, dict] = {}
-    tasks = []
-    for k, (a, b) in enumerate(bounds):
-        ihash = input_hash(ids[a:b], texts[a:b])
-        if not single:
-            meta = _shard_ok(shard_path(out, k), phash, ihash, ids[a:b])
-            if meta is not None:
-                stats.shards_reused += 1
-                stats.skipped += int(meta.get("sentlab.skipped", 0))
-                stats.with_frames += int(meta.get("sentlab.with_frames", 0))
-                bar.update(b - a)
-                continue
-        parts = list(range(a, b, BATCH)) or [a]
-        pending[k] = {"a": a, "b": b, "ihash": ihash, "parts": [None] * len(parts), "left": len(parts), "skipped": 0}
-        for p, s in enumerate(parts):
-            tasks.append((k, p, backend, options, texts[s:min(s + BATCH, b)]))
+
+    def tasks():
+        """The batches of the shards to (re)build, read lazily: a shard is read when its first batch is due."""
+        for k, (sid, stext) in enumerate(chain(shards(shard_size), [([], [])] if n == 0 else [])):
+            ihash = input_hash(sid, stext)
+            if not single:
+                meta = _shard_ok(shard_path(out, k), phash, ihash, sid)
+                if meta is not None:
+                    stats.shards_reused += 1
+                    stats.skipped += int(meta.get("sentlab.skipped", 0))
+                    stats.with_frames += int(meta.get("sentlab.with_frames", 0))
+                    bar.update(len(sid))
+                    continue
+            starts = list(range(0, len(sid), BATCH)) or [0]
+            pending[k] = {"ids": sid, "texts": stext, "ihash": ihash, "parts": [None] * len(starts),
+                          "left": len(starts), "skipped": 0}
+            for p, s in enumerate(starts):
+                yield (k, p, backend, options, stext[s:s + BATCH])
 
     single_tables: list[pa.Table] = []
 
@@ -262,11 +283,10 @@ def annotate_corpus(ids: Sequence[int], texts: Sequence[str], out: str | os.Path
         bar.update(table.num_rows)
         if st["left"]:
             return
-        a, b = st["a"], st["b"]
         meta = dict(base_meta)
-        meta.update({META_INPUT_HASH: st["ihash"].encode(), META_ROWS: str(b - a).encode(),
+        meta.update({META_INPUT_HASH: st["ihash"].encode(), META_ROWS: str(len(st["ids"])).encode(),
                      META_SKIPPED: str(st["skipped"]).encode()})
-        table = _finish_table(ids[a:b], texts[a:b], st["parts"], meta)
+        table = _finish_table(st["ids"], st["texts"], st["parts"], meta)
         nf = _count_frames(table)
         table = table.replace_schema_metadata({**meta, META_WITH_FRAMES: str(nf).encode()})
         stats.skipped += st["skipped"]
@@ -279,15 +299,15 @@ def annotate_corpus(ids: Sequence[int], texts: Sequence[str], out: str | os.Path
         del pending[k]
 
     try:
-        if jobs == 1 or len(tasks) <= 1:
-            for t in tasks:
+        if jobs == 1 or n <= BATCH:
+            for t in tasks():
                 done(*_task(t))
         else:
             ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
             with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
                                      initargs=(backend, options)) as ex:
                 # Keep a bounded number of batches in flight: memory stays flat on a large corpus.
-                it = iter(tasks)
+                it = tasks()
                 inflight = set()
                 for t in it:
                     inflight.add(ex.submit(_task, t))
@@ -313,44 +333,13 @@ def annotate_corpus(ids: Sequence[int], texts: Sequence[str], out: str | os.Path
                 idx = int(extra.stem.split("-")[1])
             except (IndexError, ValueError):
                 continue
-            if idx >= len(bounds):
+            if idx >= n_shards:
                 extra.unlink()
     stats.seconds = round(time.perf_counter() - t0, 3)
     return stats
 
 
 # --- reading -----------------------------------------------------------------------
-def read_texts(path: str | os.PathLike) -> tuple[list[int], list[str]]:
-    """(ids, texts) of a corpus: a Parquet file with ``id`` and ``text`` columns, or a text file
-    with one sentence per line (ids = line numbers from 0)."""
-    path = Path(path)
-    if not path.is_file():
-        raise SentlabError(f"Input file {path} not found. Give a .txt file (one sentence per line) or a .parquet file "
-                           f"with columns id, text (e.g. data/corpus/train.parquet, written by the prepare stage).")
-    if path.suffix == ".parquet":
-        try:
-            t = pq.read_table(path)
-        except Exception as e:  # noqa: BLE001
-            raise DataFormatError(path, None, f"not a readable Parquet file ({e})",
-                                  "Re-run the prepare stage.") from None
-        missing = [c for c in ("id", "text") if c not in t.column_names]
-        if missing:
-            raise DataFormatError(path, None,
-                                  f"missing column(s) {', '.join(missing)} (has {', '.join(t.column_names)})",
-                                  "An annotation input needs columns id (int64) and text (string).")
-        return ([int(x) for x in t.column("id").to_pylist()],
-                ["" if x is None else x for x in t.column("text").to_pylist()])
-    texts = []
-    with open(path, "rb") as fh:
-        for ln, raw in enumerate(fh, 1):
-            try:
-                texts.append(raw.decode("utf-8").rstrip("\r\n"))
-            except UnicodeDecodeError as e:
-                raise DataFormatError(path, ln, f"not valid UTF-8 ({e.reason} at byte {e.start})",
-                                      "Convert the file to UTF-8 (e.g. `iconv -f latin1 -t utf-8`).") from None
-    return list(range(len(texts))), texts
-
-
 def annotation_files(path: str | os.PathLike) -> list[Path]:
     path = Path(path)
     if path.is_dir():
