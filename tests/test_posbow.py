@@ -25,6 +25,7 @@ from sentlab.encoder import SentenceEncoder
 from sentlab.errors import AssetMissingError
 from sentlab.methods.posbow_adv import (PosBowAdv, bow_nll, bow_r_precision, pos_divergence, tag_overlap,
                                         top_tag_accuracy)
+from sentlab.methods._posbow_tasks import tag_accuracy
 from tiny import tiny_bert
 
 SENTS = [
@@ -299,6 +300,12 @@ def test_accuracy_metrics():
     assert float(top_tag_accuracy(torch.tensor([[0.0, 0, 1]]), tags)) == 0.5
     tags = torch.tensor([[0.5, 0.5, 0.0], [0.6, 0.2, 0.2], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]])
     assert float(top_tag_accuracy(None, tags)) == pytest.approx(2 / 3)  # majority: tag 0 is top in 2 of 3 rows
+    # word accuracy: the share of a row's words whose tag is the predicted top tag (rows without tags left out)
+    tags = torch.tensor([[0.5, 0.25, 0.25], [0.2, 0.2, 0.6], [0.0, 0.0, 0.0]])
+    rows = torch.tensor([[0.0, 1, 0], [0, 0, 1], [1, 0, 0]])
+    assert float(tag_accuracy(rows, tags)) == pytest.approx((0.25 + 0.6) / 2)
+    assert float(tag_accuracy(torch.tensor([[3.0, 1, 2]]), tags)) == pytest.approx((0.5 + 0.2) / 2)  # majority tag 0
+    assert math.isnan(float(tag_accuracy(torch.tensor([[3.0, 1, 2]]), torch.zeros(2, 3))))
     # tag overlap: the share of a row's tag distribution the predicted one covers (rows without tags left out)
     tags = torch.tensor([[0.5, 0.5, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]])
     assert float(tag_overlap(tags.clamp_min(1e-12).log(), tags)) == pytest.approx(1.0)
@@ -323,6 +330,7 @@ def test_forward_logs_accuracies_and_constant_baselines(tok, corpus):
         else:
             assert float(out[f"acc_{key}"]) == pytest.approx(float(tag_overlap(logits, pos_t)))
             assert float(out[f"acc_{key}_top"]) == pytest.approx(float(top_tag_accuracy(logits, pos_t)))
+            assert float(out[f"acc_{key}_word"]) == pytest.approx(float(tag_accuracy(logits, pos_t)))
     assert float(out["acc_base_bow"]) == pytest.approx(float(bow_r_precision(m.bow_prior_logit[None], bow_t)))
     mean_tags = (pos_t.sum(0) + 1 / len(POS_TAGS)) / (len(pos_t) + 1)   # with one uniform pseudo-row
     words = torch.tensor([float(len(t)) for _, t in SENTS])   # pos_reduction words: each row times its words

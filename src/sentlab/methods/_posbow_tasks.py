@@ -18,7 +18,7 @@ from ._common import full_precision
 from ._grad_reverse import grad_reverse
 
 __all__ = ["TaskHeads", "HeadInputs", "bow_nll", "pos_divergence", "bow_r_precision", "tag_overlap", "top_tag_accuracy",
-           "accuracies"]
+           "tag_accuracy", "accuracies"]
 
 # --- diagnostics -------------------------------------------------------------------------------
 def bow_r_precision(scores: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -70,8 +70,9 @@ def tag_overlap(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
 
 def accuracies(who: str, bow_logits, pos_logits, bow_target, pos_target) -> dict[str, torch.Tensor]:
-    """``acc_<who>_bow`` (R-precision), ``acc_<who>_pos`` (:func:`tag_overlap`) and ``acc_<who>_pos_top``
-    (:func:`top_tag_accuracy`) of a pair of heads, or of the constant predictor's logits (``(1, ·)``)."""
+    """``acc_<who>_bow`` (R-precision), ``acc_<who>_pos`` (:func:`tag_overlap`), ``acc_<who>_pos_top``
+    (:func:`top_tag_accuracy`) and ``acc_<who>_pos_word`` (:func:`tag_accuracy`, the one a KL-trained head's top tag
+    maximises) of a pair of heads, or of the constant predictor's logits (``(1, ·)``)."""
     with torch.no_grad():
         return {f"acc_{who}_bow": bow_r_precision(bow_logits, bow_target),
                 f"acc_{who}_pos": tag_overlap(pos_logits, pos_target),
