@@ -238,7 +238,7 @@ def test_head_logits_and_losses_are_fp32_under_autocast(tok, corpus):
 
 # --- diagnostics: each term's gradient on E(x), each head's accuracy -----------------------------
 def test_gradient_norms_are_each_terms_gradient_on_the_embeddings(tok, corpus):
-    m = make(tok, corpus, adversary="grl", adv_lambda=0.5, adv_bow_weight=2.0, bow_weight=3.0)
+    m = make(tok, corpus, adversary="grl", adv_lambda=0.5, adv_bow_weight=2.0, bow_weight=3.0, pos_reduction="words")
     m.eval()  # no dropout: the recomputation below sees the same embeddings
     out = m(BATCH)
     enc = m.tokenize(BATCH.sentences)
@@ -271,7 +271,7 @@ def test_pos_loss_is_the_negative_log_likelihood_of_the_sentences_tags(tok, corp
     """Issue #53: −E log C_POS is the likelihood of the sentence's tags, each word the encoder saw one observation:
     −Σ_w log q(tag_w) (``kl``: + Σ_w log p(tag_w), its value at q = p), the mean over the sentences; ``mean``: ÷ the
     words (the reading before, whose C_POS gradient on the quick run's embedding was 0.6x the contrastive's)."""
-    assert PosBowAdv.Params().pos_reduction == "words"
+    assert PosBowAdv.Params().pos_reduction == "mean"
     m = make(tok, corpus, adversary="grl", aux_views="first", pos_loss=pos_loss, pos_reduction=reduction)
     m.eval()
     seen = {}
@@ -315,7 +315,7 @@ def test_accuracy_metrics():
 
 
 def test_forward_logs_accuracies_and_constant_baselines(tok, corpus):
-    m = make(tok, corpus, adversary="grl", aux_views="first")
+    m = make(tok, corpus, adversary="grl", aux_views="first", pos_reduction="words")
     m.eval()
     seen = {}
     for group, modules in heads(m).items():
@@ -732,7 +732,7 @@ def test_pos_prior_bias_is_the_first_training_batchs_tag_distribution_once(tok, 
 def test_pos_baseline_is_the_tag_distribution_of_the_batches_before(tok, corpus):
     """Issue #34: the POS baseline is the constant predictor fitted on the training rows before the batch it scores
     (the batch's own mean would see its targets: ~0.03 nat optimistic on the quick corpus); the first batch: its own."""
-    m = make(tok, corpus, adversary="grl", aux_views="first")
+    m = make(tok, corpus, adversary="grl", aux_views="first", pos_reduction="words")
     first, second = (Batch(BATCH.sentences[a:b], list(range(b - a)), {k: v[a:b] for k, v in BATCH.extras.items()})
                      for a, b in ((0, 4), (4, 8)))
     p1, p2 = pos_target(m, first), pos_target(m, second)

@@ -9,8 +9,8 @@ defeat them, so each channel holds its own task's information::
 
     h, h' = [CLS](E(x)) under two dropout masks;  h_bow = h[:, :bow_dim],  h_pos = h[:, bow_dim:bow_dim+pos_dim]
     L_con = InfoNCE(MLP(h), MLP(h'), τ)
-    L_cls = w_bow · NLL(bag(x) | C_BOW(h_bow)) + w_pos · n(x)·KL(tags(x) ‖ C_POS(h_pos))     (n: words seen)
-    L_adv = a_bow · NLL(bag(x) | D_BOW(h_pos)) + a_pos · n(x)·KL(tags(x) ‖ D_POS(h_bow))
+    L_cls = w_bow · NLL(bag(x) | C_BOW(h_bow)) + w_pos · KL(tags(x) ‖ C_POS(h_pos))   (pos_reduction words: ·n(x))
+    L_adv = a_bow · NLL(bag(x) | D_BOW(h_pos)) + a_pos · KL(tags(x) ‖ D_POS(h_bow))
     encoder, C: minimise L_con + L_cls − λ·L_adv;      D: minimise L_adv
 
 What the paper leaves open is a param of :class:`PosBowAdvParams` (see each Field): the channels are slices
@@ -21,7 +21,7 @@ piece of a word, WordPiece or byte-level BPE), its loss −E log C_BOW as a soft
 against the bag as a distribution (John et al.'s BoW loss, the POS task's form and scale: one Bernoulli per word
 summed over the vocabulary gave the encoder ~20x C_POS's gradient); the POS target is the tag histogram of the
 words the encoder saw (a word counts when its first piece is in the window); the adversary is a gradient
-reversal layer; −E log C_POS the likelihood of the sentence's tags (``pos_reduction``); the heads train at their own
+reversal layer; −E log C_POS per word or over the sentence's words (``pos_reduction``); the heads train at their own
 rates, the classifiers at ``head_lr`` = the discriminators' 1e-2 (at the encoder's 3e-5 C_POS's loss rose while
 D_POS's fell: the adversary learned and the auxiliaries did not), the POS heads from the first batch's tag
 distribution with one uniform pseudo-row, every head from zero output weights (``head_init: constant``: it starts as
@@ -92,10 +92,10 @@ class PosBowAdvParams(ContrastiveParams):
         "kl", description="KL(p ‖ q) or −Σ p log q (the same gradient) against the tag histogram of the words the "
                           "encoder saw")
     pos_reduction: Literal["words", "mean"] = Field(
-        "words", description="words: −E log C_POS as the likelihood of the sentence's tags, −Σ_w log C_POS(tag_w) over "
-                             "the words seen (pos_loss x the row's words; D_POS and the logged baseline alike); mean: "
-                             "per word (issue #53: C_POS's gradient on the embedding 0.6x the contrastive's, its top "
-                             "tag the majority's in the quick run)")
+        "mean", description="mean: per word, the tag distribution's pos_loss; words: −E log C_POS as the likelihood of "
+                            "the sentence's tags, −Σ_w log C_POS(tag_w) over the words seen (pos_loss x its words; "
+                            "D_POS and the logged baseline alike; quick run: D_POS's reversed gradient 10x the "
+                            "contrastive's, C_POS's top tag +0.0005 over the majority's: benchmarks/RESULTS.md)")
     mlp_train: bool = Field(True, description="SimCSE's Linear+tanh MLP on the contrastive branch in training "
                                               "(never on the channels, dropped at test)")
     aux_tasks: bool = Field(True, description="C_BOW and C_POS (false with adversary none: plain SimCSE)")
