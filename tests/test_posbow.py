@@ -25,6 +25,7 @@ from sentlab.encoder import SentenceEncoder
 from sentlab.errors import AssetMissingError
 from sentlab.methods.posbow_adv import (PosBowAdv, bow_nll, bow_r_precision, pos_divergence, tag_overlap,
                                         top_tag_accuracy)
+from sentlab.methods._posbow_tasks import tag_accuracy
 from tiny import tiny_bert
 
 SENTS = [
@@ -237,13 +238,14 @@ def test_head_logits_and_losses_are_fp32_under_autocast(tok, corpus):
 
 # --- diagnostics: each term's gradient on E(x), each head's accuracy -----------------------------
 def test_gradient_norms_are_each_terms_gradient_on_the_embeddings(tok, corpus):
-    m = make(tok, corpus, adversary="grl", adv_lambda=0.5, adv_bow_weight=2.0, bow_weight=3.0)
+    m = make(tok, corpus, adversary="grl", adv_lambda=0.5, adv_bow_weight=2.0, bow_weight=3.0, pos_reduction="words")
     m.eval()  # no dropout: the recomputation below sees the same embeddings
     out = m(BATCH)
     enc = m.tokenize(BATCH.sentences)
     h1, h2 = m._two_views(enc)
     bow_t = m.bow_targets(enc["input_ids"], enc["attention_mask"]).repeat(2, 1)
     pos_t = pos_target(m, BATCH).repeat(2, 1)
+    words = torch.tensor([float(len(t)) for _, t in SENTS]).repeat(2)  # every word inside the window
     bow_ch, pos_ch = m.split_channels(torch.cat([h1, h2]))
 
     def norm(loss):
@@ -253,14 +255,37 @@ def test_gradient_norms_are_each_terms_gradient_on_the_embeddings(tok, corpus):
     disc = m.adversary.discriminators
     want = {"grad_con": norm(m._contrastive(h1, h2, {})),
             "grad_bow": 3.0 * norm(bow_nll(m.classifiers["bow"](bow_ch), bow_t, "multinomial")),
-            "grad_pos": norm(pos_divergence(m.classifiers["pos"](pos_ch), pos_t)),
+            "grad_pos": norm(pos_divergence(m.classifiers["pos"](pos_ch), pos_t, words=words)),
             "grad_adv_bow": 0.5 * 2.0 * norm(bow_nll(disc["bow"](pos_ch), bow_t, "multinomial")),
-            "grad_adv_pos": 0.5 * norm(pos_divergence(disc["pos"](bow_ch), pos_t))}
+            "grad_adv_pos": 0.5 * norm(pos_divergence(disc["pos"](bow_ch), pos_t, words=words))}
     for key, value in want.items():
         assert float(out[key]) == pytest.approx(value, rel=1e-4), key
     assert all(v > 0 for v in want.values())
     with torch.no_grad():  # no graph, no gradient norms (and no error)
         assert not any(k.startswith("grad_") for k in m(BATCH))
+
+
+@pytest.mark.parametrize("reduction", ["words", "mean"])
+@pytest.mark.parametrize("pos_loss", ["soft_ce", "kl"])
+def test_pos_loss_is_the_negative_log_likelihood_of_the_sentences_tags(tok, corpus, reduction, pos_loss):
+    """Issue #53: −E log C_POS is the likelihood of the sentence's tags, each word the encoder saw one observation:
+    −Σ_w log q(tag_w) (``kl``: + Σ_w log p(tag_w), its value at q = p), the mean over the sentences; ``mean``: ÷ the
+    words (the reading before, whose C_POS gradient on the quick run's embedding was 0.6x the contrastive's)."""
+    assert PosBowAdv.Params().pos_reduction == "mean"
+    m = make(tok, corpus, adversary="grl", aux_views="first", pos_loss=pos_loss, pos_reduction=reduction)
+    m.eval()
+    seen = {}
+    m.classifiers["pos"].register_forward_hook(lambda mod, inp, out: seen.__setitem__("c", out))
+    m.adversary.discriminators["pos"].register_forward_hook(lambda mod, inp, out: seen.__setitem__("d", out))
+    out = m(BATCH)
+    for who, key in (("c", "loss_pos"), ("d", "loss_adv_pos")):
+        rows = []
+        for logits, (_, tags) in zip(seen[who].detach().log_softmax(-1), SENTS):
+            nll = -sum(float(logits[POS_TAGS.index(t)]) for t in tags)
+            if pos_loss == "kl":
+                nll += sum(math.log(tags.count(t) / len(tags)) for t in tags)
+            rows.append(nll if reduction == "words" else nll / len(tags))
+        assert float(out[key]) == pytest.approx(float(np.mean(rows)), rel=1e-5), key
 
 
 def test_accuracy_metrics():
@@ -275,6 +300,12 @@ def test_accuracy_metrics():
     assert float(top_tag_accuracy(torch.tensor([[0.0, 0, 1]]), tags)) == 0.5
     tags = torch.tensor([[0.5, 0.5, 0.0], [0.6, 0.2, 0.2], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]])
     assert float(top_tag_accuracy(None, tags)) == pytest.approx(2 / 3)  # majority: tag 0 is top in 2 of 3 rows
+    # word accuracy: the share of a row's words whose tag is the predicted top tag (rows without tags left out)
+    tags = torch.tensor([[0.5, 0.25, 0.25], [0.2, 0.2, 0.6], [0.0, 0.0, 0.0]])
+    rows = torch.tensor([[0.0, 1, 0], [0, 0, 1], [1, 0, 0]])
+    assert float(tag_accuracy(rows, tags)) == pytest.approx((0.25 + 0.6) / 2)
+    assert float(tag_accuracy(torch.tensor([[3.0, 1, 2]]), tags)) == pytest.approx((0.5 + 0.2) / 2)  # majority tag 0
+    assert math.isnan(float(tag_accuracy(torch.tensor([[3.0, 1, 2]]), torch.zeros(2, 3))))
     # tag overlap: the share of a row's tag distribution the predicted one covers (rows without tags left out)
     tags = torch.tensor([[0.5, 0.5, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]])
     assert float(tag_overlap(tags.clamp_min(1e-12).log(), tags)) == pytest.approx(1.0)
@@ -284,7 +315,7 @@ def test_accuracy_metrics():
 
 
 def test_forward_logs_accuracies_and_constant_baselines(tok, corpus):
-    m = make(tok, corpus, adversary="grl", aux_views="first")
+    m = make(tok, corpus, adversary="grl", aux_views="first", pos_reduction="words")
     m.eval()
     seen = {}
     for group, modules in heads(m).items():
@@ -299,9 +330,11 @@ def test_forward_logs_accuracies_and_constant_baselines(tok, corpus):
         else:
             assert float(out[f"acc_{key}"]) == pytest.approx(float(tag_overlap(logits, pos_t)))
             assert float(out[f"acc_{key}_top"]) == pytest.approx(float(top_tag_accuracy(logits, pos_t)))
+            assert float(out[f"acc_{key}_word"]) == pytest.approx(float(tag_accuracy(logits, pos_t)))
     assert float(out["acc_base_bow"]) == pytest.approx(float(bow_r_precision(m.bow_prior_logit[None], bow_t)))
     mean_tags = (pos_t.sum(0) + 1 / len(POS_TAGS)) / (len(pos_t) + 1)   # with one uniform pseudo-row
-    kl = (pos_t * (pos_t.clamp_min(1e-12).log() - mean_tags.log())).sum(-1).mean()
+    words = torch.tensor([float(len(t)) for _, t in SENTS])   # pos_reduction words: each row times its words
+    kl = (words * (pos_t * (pos_t.clamp_min(1e-12).log() - mean_tags.log())).sum(-1)).mean()
     assert float(out["loss_base_pos"]) == pytest.approx(float(kl), rel=1e-5)
     # the constant predictor (the batch's mean tag distribution) scored by the heads' functions
     assert float(out["acc_base_pos"]) == pytest.approx(float(torch.minimum(pos_t, mean_tags).sum(-1).mean()))
@@ -467,7 +500,8 @@ def test_prepare_is_cpu_work_and_leaves_the_batch_alone(tok, corpus):
     m = make(tok, corpus)
     batch = Batch(list(BATCH.sentences), extras=dict(BATCH.extras))
     prepared = m.prepare(batch)
-    assert batch.features == {} and set(prepared.features) == {"enc", "pos"}
+    assert batch.features == {} and set(prepared.features) == {"enc", "pos", "pos_words"}
+    assert prepared.features["pos_words"].tolist() == [len(t) for _, t in SENTS]
     assert prepared.features["pos"].shape == (8, len(POS_TAGS)) and prepared.features["pos"].device.type == "cpu"
     assert set(make(tok, corpus, aux_tasks=False, adversary="none").prepare(batch).features) == {"enc"}
     assert make(tok, corpus, mlp_train=False).mlp is None
@@ -698,19 +732,22 @@ def test_pos_prior_bias_is_the_first_training_batchs_tag_distribution_once(tok, 
 def test_pos_baseline_is_the_tag_distribution_of_the_batches_before(tok, corpus):
     """Issue #34: the POS baseline is the constant predictor fitted on the training rows before the batch it scores
     (the batch's own mean would see its targets: ~0.03 nat optimistic on the quick corpus); the first batch: its own."""
-    m = make(tok, corpus, adversary="grl", aux_views="first")
+    m = make(tok, corpus, adversary="grl", aux_views="first", pos_reduction="words")
     first, second = (Batch(BATCH.sentences[a:b], list(range(b - a)), {k: v[a:b] for k, v in BATCH.extras.items()})
                      for a, b in ((0, 4), (4, 8)))
     p1, p2 = pos_target(m, first), pos_target(m, second)
+    n1, n2 = (torch.tensor([float(len(t)) for _, t in SENTS[a:b]]) for a, b in ((0, 4), (4, 8)))
     m.train()
     out1, out2 = m(first), m(second)
     own = ((p1.sum(0) + 1 / len(POS_TAGS)) / 5).log()[None]   # 4 rows and one uniform pseudo-row
-    assert float(out1["loss_base_pos"]) == pytest.approx(float(pos_divergence(own.expand_as(p1), p1)), rel=1e-5)
+    assert float(out1["loss_base_pos"]) == pytest.approx(float(pos_divergence(own.expand_as(p1), p1, words=n1)),
+                                                         rel=1e-5)
     prior = own
-    assert float(out2["loss_base_pos"]) == pytest.approx(float(pos_divergence(prior.expand_as(p2), p2)), rel=1e-5)
+    assert float(out2["loss_base_pos"]) == pytest.approx(float(pos_divergence(prior.expand_as(p2), p2, words=n2)),
+                                                         rel=1e-5)
     assert float(out2["acc_base_pos"]) == pytest.approx(float(tag_overlap(prior, p2)), rel=1e-6)
     in_batch = p2.mean(0).clamp_min(1e-12).log()[None]
-    assert float(out2["loss_base_pos"]) > float(pos_divergence(in_batch.expand_as(p2), p2))
+    assert float(out2["loss_base_pos"]) > float(pos_divergence(in_batch.expand_as(p2), p2, words=n2))
     m.eval()
     m(second)  # evaluation leaves the running distribution alone
     assert float(m.pos_rows) == 8

@@ -38,14 +38,15 @@ POS_TAG_ALIASES = {"(": "-LRB-", ")": "-RRB-", "[": "-LRB-", "]": "-RRB-", "{": 
 _POS_INDEX = {t: i for i, t in enumerate(POS_TAGS)}
 
 
-def pos_histogram(tags: Sequence[str]) -> np.ndarray:
-    """Normalised histogram of Penn ``tags`` over :data:`POS_TAGS` (all zeros for no tags)."""
+def pos_histogram(tags: Sequence[str], normalise: bool = True) -> np.ndarray:
+    """Normalised histogram of Penn ``tags`` over :data:`POS_TAGS` (all zeros for no tags; ``normalise`` False:
+    the tag counts)."""
     h = np.zeros(len(POS_TAGS), dtype=np.float32)
     for t in tags:
         t = POS_TAG_ALIASES.get(t, t)
         h[_POS_INDEX.get(t, _POS_INDEX[OTHER_TAG])] += 1.0
     total = h.sum()
-    return h / total if total > 0 else h
+    return h / total if total > 0 and normalise else h
 
 
 def word_starts(text: str, tokens: Sequence[str]) -> list[int]:
@@ -84,13 +85,14 @@ def words_seen(tokenizer, sentences: Sequence[str], token_lists: Sequence[Sequen
 
 
 def pos_targets(tokenizer, sentences: Sequence[str], token_lists: Sequence[Sequence[str]],
-                tag_lists: Sequence[Sequence[str]], max_length: int) -> np.ndarray:
+                tag_lists: Sequence[Sequence[str]], max_length: int, normalise: bool = True) -> np.ndarray:
     """``(B, |POS_TAGS|)``: each sentence's :func:`pos_histogram` over the tags of the words inside the
-    ``max_length`` window (:func:`words_seen`); a zero row for a sentence without tags."""
+    ``max_length`` window (:func:`words_seen`); a zero row for a sentence without tags (``normalise`` False: the
+    tag counts, each row summing to its number of words seen)."""
     rows = []
     for tokens, tags, n_seen in zip(token_lists, tag_lists, words_seen(tokenizer, sentences, token_lists, max_length)):
         if len(tokens) != len(tags):
             raise SentlabError(f"posbow_adv: a sentence has {len(tokens)} annotation tokens but {len(tags)} POS "
                                f"tags; the annotations are corrupt. Re-run the annotate stage.")
-        rows.append(pos_histogram(list(tags)[:n_seen]))
+        rows.append(pos_histogram(list(tags)[:n_seen], normalise))
     return np.stack(rows)

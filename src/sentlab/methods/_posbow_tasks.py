@@ -18,7 +18,7 @@ from ._common import full_precision
 from ._grad_reverse import grad_reverse
 
 __all__ = ["TaskHeads", "HeadInputs", "bow_nll", "pos_divergence", "bow_r_precision", "tag_overlap", "top_tag_accuracy",
-           "accuracies"]
+           "tag_accuracy", "accuracies"]
 
 # --- diagnostics -------------------------------------------------------------------------------
 def bow_r_precision(scores: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -47,6 +47,16 @@ def top_tag_accuracy(scores: Optional[torch.Tensor], target: torch.Tensor) -> to
     return top.gather(1, scores.expand_as(target).argmax(-1, keepdim=True)).squeeze(1)[valid].float().mean()
 
 
+def tag_accuracy(scores: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean over rows with tags of p[argmax ``scores``]: the share of the sentence's words (those the encoder saw;
+    no padding, no special tokens) whose tag is the predicted one, i.e. the accuracy of tagging each of its words
+    with the head's top tag (``(B, T)`` or ``(1, T)``: the majority tag for every word; NaN: no row has tags)."""
+    valid = target.sum(-1) > 0
+    if not bool(valid.any()):
+        return target.new_tensor(float("nan"))
+    return target.float().gather(1, scores.expand_as(target).argmax(-1, keepdim=True)).squeeze(1)[valid].mean()
+
+
 def tag_overlap(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Mean over rows with tags of Σ_t min(p_t, q_t), q = softmax(``logits``) (``(B, T)`` or ``(1, T)``): the share
     of the sentence's words whose tags the predicted distribution accounts for (1 − total variation; 1: q = p). The
@@ -60,12 +70,14 @@ def tag_overlap(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
 
 def accuracies(who: str, bow_logits, pos_logits, bow_target, pos_target) -> dict[str, torch.Tensor]:
-    """``acc_<who>_bow`` (R-precision), ``acc_<who>_pos`` (:func:`tag_overlap`) and ``acc_<who>_pos_top``
-    (:func:`top_tag_accuracy`) of a pair of heads, or of the constant predictor's logits (``(1, ·)``)."""
+    """``acc_<who>_bow`` (R-precision), ``acc_<who>_pos`` (:func:`tag_overlap`), ``acc_<who>_pos_top``
+    (:func:`top_tag_accuracy`) and ``acc_<who>_pos_word`` (:func:`tag_accuracy`, the one a KL-trained head's top tag
+    maximises) of a pair of heads, or of the constant predictor's logits (``(1, ·)``)."""
     with torch.no_grad():
         return {f"acc_{who}_bow": bow_r_precision(bow_logits, bow_target),
                 f"acc_{who}_pos": tag_overlap(pos_logits, pos_target),
-                f"acc_{who}_pos_top": top_tag_accuracy(pos_logits, pos_target)}
+                f"acc_{who}_pos_top": top_tag_accuracy(pos_logits, pos_target),
+                f"acc_{who}_pos_word": tag_accuracy(pos_logits, pos_target)}
 
 
 # --- the two tasks -------------------------------------------------------------------------------
@@ -82,13 +94,18 @@ def bow_nll(logits: torch.Tensor, target: torch.Tensor, reduction: str = "sum") 
     return loss / logits.size(-1) if reduction == "mean" else loss
 
 
-def pos_divergence(logits: torch.Tensor, target: torch.Tensor, kind: str = "kl") -> torch.Tensor:
-    """KL(p ‖ q) (``soft_ce``: −Σ p log q) averaged over the rows that have tags; fp32, autocast off."""
+def pos_divergence(logits: torch.Tensor, target: torch.Tensor, kind: str = "kl",
+                   words: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """KL(p ‖ q) (``soft_ce``: −Σ p log q) averaged over the rows that have tags; fp32, autocast off. ``words``
+    (``(B,)``, each row's number of tagged words): each row's term times its words, the −log-likelihood of the
+    sentence's tags −Σ_w log q(tag_w) (``soft_ce``; ``kl``: less its value at q = p), each word one observation."""
     with full_precision(logits.device):
         logq = F.log_softmax(logits.float(), dim=-1)
         per_row = -(target * logq).sum(-1)
         if kind == "kl":
             per_row = per_row + torch.special.xlogy(target, target).sum(-1)
+        if words is not None:
+            per_row = per_row * words.float()
         valid = target.sum(-1) > 0
         return per_row[valid].mean() if bool(valid.any()) else logq.sum() * 0.0
 
@@ -100,6 +117,7 @@ class HeadInputs(NamedTuple):
     pos: torch.Tensor
     bow_target: torch.Tensor
     pos_target: torch.Tensor
+    pos_words: Optional[torch.Tensor] = None  # each row's tagged words (``pos_reduction: words``), None: per word
 
 
 def _head(d_in: int, d_out: int, hidden: int) -> nn.Module:
@@ -116,12 +134,13 @@ class TaskHeads(nn.ModuleDict):
         super().__init__({"bow": _head(bow_in, n_bow, hidden), "pos": _head(pos_in, len(POS_TAGS), hidden)})
         self.bow_reduction, self.pos_loss = bow_reduction, pos_loss
 
-    def losses(self, bow_in, pos_in, bow_target, pos_target, who: str, log: dict):
-        """(BOW loss of ``self["bow"](bow_in)``, POS loss of ``self["pos"](pos_in)``); logs their :func:`accuracies`."""
+    def losses(self, bow_in, pos_in, bow_target, pos_target, who: str, log: dict, pos_words=None):
+        """(BOW loss of ``self["bow"](bow_in)``, POS loss of ``self["pos"](pos_in)``, weighted by ``pos_words``:
+        :func:`pos_divergence`); logs their :func:`accuracies`."""
         bow_logits, pos_logits = self._logits("bow", bow_in), self._logits("pos", pos_in)
         log.update(accuracies(who, bow_logits, pos_logits, bow_target, pos_target))
         return (bow_nll(bow_logits, bow_target, self.bow_reduction),
-                pos_divergence(pos_logits, pos_target, self.pos_loss))
+                pos_divergence(pos_logits, pos_target, self.pos_loss, pos_words))
 
     def _logits(self, name: str, x: torch.Tensor) -> torch.Tensor:
         with full_precision(x.device):
@@ -165,14 +184,15 @@ class GradientReversal(nn.Module):
 
     def forward(self, x: HeadInputs, log: dict) -> dict[str, torch.Tensor]:
         l_dbow, l_dpos = self.losses(grad_reverse(x.bow, self.lambd), grad_reverse(x.pos, self.lambd),
-                                     x.bow_target, x.pos_target, log)
+                                     x.bow_target, x.pos_target, log, x.pos_words)
         terms = {"adv_bow": self.bow_weight * l_dbow, "adv_pos": self.pos_weight * l_dpos}
         log.update(loss_adv=sum(terms.values()).detach(), loss_adv_bow=l_dbow.detach(), loss_adv_pos=l_dpos.detach())
         return terms
 
-    def losses(self, bow_ch, pos_ch, bow_target, pos_target, log: Optional[dict] = None):
+    def losses(self, bow_ch, pos_ch, bow_target, pos_target, log: Optional[dict] = None, pos_words=None):
         """(L_D_BOW, L_D_POS): each discriminator tries the other channel's task."""
-        return self.discriminators.losses(pos_ch, bow_ch, bow_target, pos_target, "d", {} if log is None else log)
+        return self.discriminators.losses(pos_ch, bow_ch, bow_target, pos_target, "d", {} if log is None else log,
+                                          pos_words)
 
     def objective(self, loss: torch.Tensor, log: dict) -> torch.Tensor:
         return loss - (1 + self.lambd) * log["loss_adv"]

@@ -9,7 +9,7 @@ defeat them, so each channel holds its own task's information::
 
     h, h' = [CLS](E(x)) under two dropout masks;  h_bow = h[:, :bow_dim],  h_pos = h[:, bow_dim:bow_dim+pos_dim]
     L_con = InfoNCE(MLP(h), MLP(h'), τ)
-    L_cls = w_bow · NLL(bag(x) | C_BOW(h_bow)) + w_pos · KL(tags(x) ‖ C_POS(h_pos))
+    L_cls = w_bow · NLL(bag(x) | C_BOW(h_bow)) + w_pos · KL(tags(x) ‖ C_POS(h_pos))   (pos_reduction words: ·n(x))
     L_adv = a_bow · NLL(bag(x) | D_BOW(h_pos)) + a_pos · KL(tags(x) ‖ D_POS(h_bow))
     encoder, C: minimise L_con + L_cls − λ·L_adv;      D: minimise L_adv
 
@@ -21,11 +21,12 @@ piece of a word, WordPiece or byte-level BPE), its loss −E log C_BOW as a soft
 against the bag as a distribution (John et al.'s BoW loss, the POS task's form and scale: one Bernoulli per word
 summed over the vocabulary gave the encoder ~20x C_POS's gradient); the POS target is the tag histogram of the
 words the encoder saw (a word counts when its first piece is in the window); the adversary is a gradient
-reversal layer; the heads train at their own rates, the classifiers at ``head_lr`` = the discriminators' 1e-2 (at
-the encoder's 3e-5 C_POS's loss rose while D_POS's fell: the adversary learned and the auxiliaries did not), the
-POS heads from the first batch's tag distribution with one uniform pseudo-row, every head from zero output weights
-(``head_init: constant``: it starts as the constant predictor, so what it learns shows as a
-loss below the baseline's from the first step). Each head's accuracy is logged beside the constant predictor's,
+reversal layer; −E log C_POS per word or over the sentence's words (``pos_reduction``); the heads train at their own
+rates, the classifiers at ``head_lr`` = the discriminators' 1e-2 (at the encoder's 3e-5 C_POS's loss rose while
+D_POS's fell: the adversary learned and the auxiliaries did not), the POS heads from the first batch's tag
+distribution with one uniform pseudo-row, every head from zero output weights (``head_init: constant``: it starts as
+the constant predictor, so what it learns shows as a loss below the baseline's from the first step). Each head's
+accuracy is logged beside the constant predictor's,
 scored by the same function (``acc_{c,d,base}_{bow,pos}``): for the POS *distribution* the tag overlap
 Σ min(p, q) (a head that lowers the KL raises it), the top-tag accuracy beside it (``acc_*_pos_top``: on the quick
 corpus the majority tag is the top tag of ~55 % of the sentences, and a linear probe on MiniLM's frozen full [CLS]
@@ -90,6 +91,11 @@ class PosBowAdvParams(ContrastiveParams):
     pos_loss: Literal["kl", "soft_ce"] = Field(
         "kl", description="KL(p ‖ q) or −Σ p log q (the same gradient) against the tag histogram of the words the "
                           "encoder saw")
+    pos_reduction: Literal["words", "mean"] = Field(
+        "mean", description="mean: per word, the tag distribution's pos_loss; words: −E log C_POS as the likelihood of "
+                            "the sentence's tags, −Σ_w log C_POS(tag_w) over the words seen (pos_loss x its words; "
+                            "D_POS and the logged baseline alike; quick run: D_POS's reversed gradient 10x the "
+                            "contrastive's, C_POS's top tag +0.0005 over the majority's: benchmarks/RESULTS.md)")
     mlp_train: bool = Field(True, description="SimCSE's Linear+tanh MLP on the contrastive branch in training "
                                               "(never on the channels, dropped at test)")
     aux_tasks: bool = Field(True, description="C_BOW and C_POS (false with adversary none: plain SimCSE)")
@@ -251,8 +257,10 @@ class PosBowAdv(Method):
         features = {"enc": self.encode_text(batch.sentences)}
         if self.needs_targets:
             tokens, tags = self._annotation_column(batch, "tokens"), self._annotation_column(batch, "pos")
-            features["pos"] = torch.from_numpy(pos_targets(self.tokenizer, batch.sentences, tokens, tags,
-                                                           self.params.max_length))
+            counts = pos_targets(self.tokenizer, batch.sentences, tokens, tags, self.params.max_length, False)
+            words = counts.sum(-1, keepdims=True)
+            features["pos"] = torch.from_numpy(np.divide(counts, words, out=counts.copy(), where=words > 0))
+            features["pos_words"] = torch.from_numpy(words[:, 0])
         return replace(batch, features=features)
 
     def bow_targets(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -315,17 +323,19 @@ class PosBowAdv(Method):
             return None
         bow_t = self.bow_targets(features["enc"]["input_ids"], features["enc"]["attention_mask"])
         pos_t = features["pos"]
+        words = features["pos_words"] if self.params.pos_reduction == "words" else None
         if self.params.aux_views == "both":
             h1, bow_t, pos_t = torch.cat([h1, h2]), bow_t.repeat(2, 1), pos_t.repeat(2, 1)
-        log.update(self._baselines(bow_t, pos_t))
+            words = None if words is None else words.repeat(2)
+        log.update(self._baselines(bow_t, pos_t, words))
         self._init_pos_bias(pos_t)
-        return HeadInputs(*self.split_channels(h1), bow_t, pos_t)
+        return HeadInputs(*self.split_channels(h1), bow_t, pos_t, words)
 
     def _auxiliary(self, x: Optional[HeadInputs], log: dict) -> dict[str, torch.Tensor]:
         """L_cls: C_BOW on the BOW channel, C_POS on the POS channel (weighted terms ``bow``, ``pos``)."""
         if self.classifiers is None:
             return {}
-        l_bow, l_pos = self.classifiers.losses(x.bow, x.pos, x.bow_target, x.pos_target, "c", log)
+        l_bow, l_pos = self.classifiers.losses(x.bow, x.pos, x.bow_target, x.pos_target, "c", log, x.pos_words)
         log.update(loss_bow=l_bow.detach(), loss_pos=l_pos.detach())
         return {"bow": self.params.bow_weight * l_bow, "pos": self.params.pos_weight * l_pos}
 
@@ -342,7 +352,7 @@ class PosBowAdv(Method):
         """(BOW channel, POS channel) of embeddings ``h``."""
         return h[:, : self.bow_dim], h[:, self.bow_dim: self.bow_dim + self.pos_dim]
 
-    def _baselines(self, bow_t, pos_t) -> dict[str, torch.Tensor]:
+    def _baselines(self, bow_t, pos_t, pos_words=None) -> dict[str, torch.Tensor]:
         """Scores and losses of a constant predictor, the baselines ``acc_c_*``/``acc_d_*`` are logged beside, scored
         by the same functions as the heads: for BOW the corpus document frequencies, for POS the mean tag
         distribution of the training rows *before* this batch with one uniform pseudo-row, as the heads' prior
@@ -362,7 +372,7 @@ class PosBowAdv(Method):
                 self.pos_tag_sum += pos_t.float().sum(0)
                 self.pos_rows += (pos_t.sum(-1) > 0).sum()
             return {"loss_base_bow": bow_nll(bow_logits.expand_as(bow_t), bow_t, self.bow_mode),
-                    "loss_base_pos": pos_divergence(pos_logits.expand_as(pos_t), pos_t, p.pos_loss),
+                    "loss_base_pos": pos_divergence(pos_logits.expand_as(pos_t), pos_t, p.pos_loss, pos_words),
                     **accuracies("base", bow_logits, pos_logits, bow_t, pos_t)}
 
     @staticmethod
