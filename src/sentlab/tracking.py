@@ -371,26 +371,8 @@ def log_to_run(run_id: str, metrics: Mapping[str, Any], prefix: str = "test.") -
         return False
 
 # --- run names -------------------------------------------------------------------------------
-# The params that tell runs of one method apart (ablation axes), in the order they are named.
-KEY_PARAMS: dict[str, tuple[str, ...]] = {
-    "simcse": ("max_length",),
-    "ct": ("negatives", "pooling"),
-    "moco": ("queue_size", "momentum"),
-    "moco_reorder": ("queue_size", "momentum"),
-    "moco_duplication": ("queue_size", "momentum", "rate"),
-    "moco_deletion": ("queue_size", "momentum", "rate"),
-    "moco_srl": ("queue_size", "momentum"),
-    "ptbert": ("pseudo_len", "queue_size", "attend_to"),
-    "paser": ("phrases", "top_k", "eda", "m", "n", "decoder_layers", "pooling"),
-    "paser_sup": ("alpha", "phrases", "top_k"),
-    "l2p": ("layers", "phi", "steps", "beta", "token_mask", "feature_mask", "learn", "perturbation", "continuous"),
-    "prompt_l2p": ("layers", "phi", "steps", "beta"),
-    "posbow_adv": ("adversary", "adv_lambda", "aux_tasks"),
-    "simcse_crop": ("rate", "augment_views"),
-    "simcse_deletion": ("rate", "words", "augment_views"),
-    "simcse_mlm": ("mlm_weight", "decoder"),
-    "consert": ("view1", "view2", "cutoff_rate"),
-}
+# The params that tell runs of one method apart (ablation axes) are the method's own: its class's
+# ``run_name_params`` (sentlab.methods.base.Method), handed to run_name as ``keys``.
 TRAIN_KEYS = ("batch_size", "lr")
 
 
@@ -403,17 +385,17 @@ def _short(v: Any) -> str:
 
 
 def run_name(method: str, params: Mapping[str, Any] | None = None, *, variant: str | None = None,
-             train: Mapping[str, Any] | None = None, keys: tuple[str, ...] | None = None) -> str:
+             train: Mapping[str, Any] | None = None, keys: tuple[str, ...] = ()) -> str:
     """A run name carrying the method and its key params, e.g.
     ``ptbert[m64] pseudo_len=64 queue_size=256 bs=64 lr=3e-05``.
 
-    ``params`` is the method's params (``methods.<method>`` validated, as a dict); ``keys``
-    overrides :data:`KEY_PARAMS`; ``train`` adds batch size and learning rate. At most 250 characters
-    (MLflow's limit).
+    ``params`` is the method's params (``methods.<method>`` validated, as a dict); ``keys`` the ones named, in
+    order (the method class's ``run_name_params``); ``train`` adds batch size and learning rate. At most 250
+    characters (MLflow's limit).
     """
     params = dict(params or {})
     head = method + (f"[{variant}]" if variant else "")
-    parts = [f"{k}={_short(params[k])}" for k in (keys or KEY_PARAMS.get(method, ())) if k in params]
+    parts = [f"{k}={_short(params[k])}" for k in keys if k in params]
     if train:
         abbrev = {"batch_size": "bs", "lr": "lr"}
         parts += [f"{abbrev[k]}={_short(train[k])}" for k in TRAIN_KEYS if k in train]

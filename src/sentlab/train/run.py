@@ -218,7 +218,7 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
         from .. import tracking as T
 
         run_name = T.run_name(method_id, mparams.model_dump(), variant=None if name == method_id else name,
-                              train=cfg.model_dump())
+                              train=cfg.model_dump(), keys=cls.run_name_params)
         from ..fingerprint import fingerprint_tags
 
         tags = {"stage": "train", "method": method_id, "profile": params.profile, "sentlab.model": name,
