@@ -345,6 +345,20 @@ def corpus_input(path: str | os.PathLike, name: str, digest: str):
     return MetaDataset(source, name=name, digest=digest[:36])
 
 
+def log_corpus_input(run: "_Run", path: str | os.PathLike, name: str, digest: str, sentences: int) -> None:
+    """Log the training corpus on ``run`` (:func:`corpus_input`, context ``training``, tagged with its sentence
+    count). Describing the dataset is guarded like every logging call: a failure is :func:`degrade`'s one warning
+    and the training goes on."""
+    if degraded():
+        return
+    try:
+        dataset = corpus_input(path, name, digest)
+    except Exception as e:  # noqa: BLE001 - the store is a side channel
+        degrade("describe the training corpus as a dataset", e)
+        return
+    run.log_input(dataset, context="training", tags={"sentences": str(sentences)})
+
+
 def log_to_run(run_id: str, metrics: Mapping[str, Any], prefix: str = "test.") -> bool:
     """Log ``metrics`` (numeric entries, keys prefixed) on the finished run ``run_id``: the test
     results of a model go on the training run that produced it, beside its dev curve, so runs

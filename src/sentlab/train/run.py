@@ -230,9 +230,8 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
         with T.run(f"{run_name} seed={params.seed}", params=logged, tags=tags,
                    parent_run_id=T.method_parent(group or name),
                    resume_run_id=T.interrupted_training_run(name, key, resumable)) as mlflow:
-            mlflow.log_input(T.corpus_input(root / "data" / "corpus" / f"{corpus_name}.parquet", corpus_name,
-                                            corpus.fingerprint), context="training",
-                             tags={"sentences": str(len(corpus))})
+            T.log_corpus_input(mlflow, root / "data" / "corpus" / f"{corpus_name}.parquet", corpus_name,
+                               corpus.fingerprint, len(corpus))
             result = _train(T.log_metrics)
             mlflow.log_metrics({"best_stsb_dev": result.best_score, "best_step": float(result.best_step or 0),
                                 "train_sentences_per_s": result.sentences_per_s})
