@@ -236,17 +236,20 @@ class _Run:
 
 @contextlib.contextmanager
 def run(name: str, params: Mapping[str, Any] | None = None, tags: Mapping[str, str] | None = None,
-        parent_run_id: str | None = None, resume_run_id: str | None = None) -> Iterator[_Run]:
+        parent_run_id: str | None = None, resume_run_id: str | None = None,
+        system_metrics: bool = False) -> Iterator[_Run]:
     """Start an MLflow run named ``name``; params are flattened (``train.lr``). ``resume_run_id``
     (:func:`interrupted_training_run`) continues that run instead: the params it already has stay, a
     runtime setting that differs now is tagged ``sentlab.resumed_with.<key>``. The run is tagged with its
     owner process (:func:`owner_tags`). A failure to start, log or end the run is one warning and the body
     runs on (:func:`degrade`): tracking never costs a result. The run ends FINISHED, FAILED (an exception in
-    the body) or KILLED (KeyboardInterrupt)."""
+    the body) or KILLED (KeyboardInterrupt). ``system_metrics``: MLflow's system metrics (``system/`` CPU, memory,
+    disk, network, GPU; psutil) sampled while the run is open, every ``MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL``
+    seconds (MLflow's default 10)."""
     started = None
     if not degraded():
         try:
-            started = _start(name, params, tags, parent_run_id, resume_run_id)
+            started = _start(name, params, tags, parent_run_id, resume_run_id, system_metrics)
         except Exception as e:  # noqa: BLE001 - the store is a side channel
             degrade(f"start the run {name!r}", e)
     status = "FINISHED"
@@ -266,7 +269,7 @@ def run(name: str, params: Mapping[str, Any] | None = None, tags: Mapping[str, s
                 degrade(f"end the run {name!r}", e)
 
 
-def _start(name, params, tags, parent_run_id, resume_run_id):
+def _start(name, params, tags, parent_run_id, resume_run_id, system_metrics=False):
     mlflow = _mlflow()
     parent_run_id = parent_run_id or os.environ.get("SENTLAB_PARENT_RUN_ID")
     all_tags = {**provenance_tags(), **owner_tags(), **(tags or {})}
@@ -277,7 +280,7 @@ def _start(name, params, tags, parent_run_id, resume_run_id):
         logged = mlflow.MlflowClient().get_run(resume_run_id).data.params
         all_tags["sentlab.resumed"] = "true"
     mlflow.start_run(run_id=resume_run_id, run_name=None if resume_run_id else name,
-                     tags=None if resume_run_id else all_tags)
+                     tags=None if resume_run_id else all_tags, log_system_metrics=system_metrics)
     try:
         if resume_run_id:
             mlflow.set_tags(all_tags)

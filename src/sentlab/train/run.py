@@ -229,7 +229,8 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
         resumable = any((ckpt_dir / d / "state.json").is_file() for d in ("last", ".last.old"))
         with T.run(f"{run_name} seed={params.seed}", params=logged, tags=tags,
                    parent_run_id=T.method_parent(group or name),
-                   resume_run_id=T.interrupted_training_run(name, key, resumable)) as mlflow:
+                   resume_run_id=T.interrupted_training_run(name, key, resumable),
+                   system_metrics=True) as mlflow:   # MLflow's system/ metrics (CPU, memory, GPU) while it trains
             T.log_corpus_input(mlflow, root / "data" / "corpus" / f"{corpus_name}.parquet", corpus_name,
                                corpus.fingerprint, len(corpus))
             result = _train(T.log_metrics)
