@@ -63,6 +63,10 @@ def test_a_partial_table_and_an_untrained_model_leave_a_readme_saying_why(tmp_pa
     assert path.read_text() == ("# sentlab/m: no MTEB results\n\nSTS13 has 500 test pairs here, MTEB's STS13 has 1500: "
                                 "the STS table is partial or subsampled (evaluate.max_pairs), so its score is not "
                                 "MTEB's task.\n")
+    full, lookup = _table(MTEB_PAIRS)
+    (path,) = R.write_stage("s", full, {}, out=tmp_path / "mteb", max_pairs=100)   # the smoke profile's sample
+    assert path.read_text() == ("# sentlab/s: no MTEB results\n\nevaluate.max_pairs is 100: each task was evaluated "
+                                "on a sample of its pairs, so its score is not MTEB's task.\n")
     eval_not_run("ct", "not run in this profile", "b", "quick", metrics_dir=tmp_path / "metrics",
                  figures_dir=tmp_path / "figures", cosines_dir=tmp_path / "cosines", mteb_dir=tmp_path / "mteb")
     assert (tmp_path / "mteb" / "sentlab__ct" / "README.md").read_text() == (

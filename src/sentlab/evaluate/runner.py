@@ -319,7 +319,7 @@ def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, t
     mteb_results.write_stage(name, table, lookups[name], timings.get("encode_seconds"),
                              normalize=getattr(encoders[name], "post", None) is None and mteb_results.normalizes(model),
                              out=out_path.parent.parent / "mteb" if out_path.parent.name == "metrics"
-                             else out_path.parent / "mteb")
+                             else out_path.parent / "mteb", max_pairs=params.evaluate.max_pairs)
     write_json(out_path, metrics)
     # the outputs first: tracking is a side channel that may fail or wait (sentlab.tracking.degrade)
     from ..fingerprint import fingerprint_tags

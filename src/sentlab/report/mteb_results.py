@@ -187,10 +187,12 @@ def write_none(name: str, why: str, out: Path = STAGE_DIR) -> Path:
 
 
 def write_stage(name: str, table, lookup: dict[str, np.ndarray], evaluation_time: Optional[float] = None,
-                normalize: bool = False, out: Path = STAGE_DIR) -> list[Path]:
+                normalize: bool = False, out: Path = STAGE_DIR, max_pairs: Optional[int] = None) -> list[Path]:
     """An evaluate stage's MTEB results of model ``name`` (:func:`results`, :func:`write`) under ``out``; a
-    partial table (``evaluate.max_pairs``): :func:`write_none` with the reason."""
-    why = partial(table)
+    partial table, or an evaluation of a sample of each task (``max_pairs``, ``evaluate.max_pairs``):
+    :func:`write_none` with the reason."""
+    why = (f"evaluate.max_pairs is {max_pairs}: each task was evaluated on a sample of its pairs, so its score is "
+           f"not MTEB's task" if max_pairs is not None else partial(table))
     if why:
         return [write_none(name, why, out)]
     return write(out, f"sentlab/{name}", results(table, lookup, evaluation_time, normalize))
