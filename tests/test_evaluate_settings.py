@@ -73,6 +73,8 @@ def test_metrics_record_device_precision_and_method_block(saved_model, tmp_path,
     assert got["precision"] == ("bf16" if precision == "bf16" else "fp32")
     assert got["numerics"].startswith(numerics)
     assert got["method"] == method and got["status"] == "evaluated"
+    # MTEB's result JSON beside (a partial table here: the folder says why it holds none)
+    assert "is not MTEB's task" in (tmp_path / "mteb" / "sentlab__paser" / "README.md").read_text()
 
 
 # --- the model-selection dev sample ------------------------------------------------------------

@@ -48,6 +48,7 @@ def store(tmp_path, monkeypatch):
     """Write runs into a SQLite store as the pipeline does (tracking.run under a parent, step curves,
     then the report stage attaching its tables and figures)."""
     from sentlab import tracking
+    from sentlab.methods import get_method
     from sentlab.report.build import build_report, log_to_mlflow
 
     db = tmp_path / "mlflow.db"
@@ -59,7 +60,8 @@ def store(tmp_path, monkeypatch):
               "ptbert": [(4, 61.0, 0.28, -2.1), (8, 63.0, 0.22, -2.4), (12, 64.0, 0.21, -2.5)]}
     for method, rows in curves.items():
         params = {"pseudo_len": 128, "queue_size": 256} if method == "ptbert" else {"max_length": 32}
-        name = tracking.run_name(method, params, train={"batch_size": 64, "lr": 3e-5})
+        name = tracking.run_name(method, params, train={"batch_size": 64, "lr": 3e-5},
+                                 keys=get_method(method).run_name_params)
         with tracking.run(name, params={"method": params}, tags={"stage": "train", "method": method,
                                                                   "sentlab.model": method}):
             for step, dev, al, un in rows:

@@ -326,3 +326,29 @@ def test_test_results_land_on_the_training_run_without_reopening_it(tmp_path, mo
     run = c.get_run(train_id)
     assert run.info.end_time == ended and run.info.status == "FINISHED"   # Duration: the training's own
     assert run.data.metrics["test.Avg"] == 71.5 and run.data.metrics["test.per_task.STS12"] == 60.0
+
+
+def test_a_corpus_that_cannot_be_described_to_mlflow_costs_no_training(tmp_path, tok, monkeypatch, caplog):
+    """Building the corpus's MLflow dataset (tracking.corpus_input) fails: one warning, tracking off for the
+    process, the model trained and written as usual (issue #55: it was built outside the guarded call)."""
+    import json
+
+    from test_train_loop import factory, fake_dev_eval, make_root, params
+
+    from sentlab import tracking
+    from sentlab.train.run import train_method
+
+    def broken(*a, **kw):
+        raise RuntimeError("no dataset source for this URI")
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setattr(tracking, "corpus_input", broken)
+    root = make_root(tmp_path)
+    with caplog.at_level("WARNING"):
+        info = train_method(params(), "simcse", root=root, dev_eval=fake_dev_eval(), encoder_factory=factory(tok),
+                            tracking=True, progress=False)
+    meta = json.loads((root / "models" / "simcse" / "sentlab.json").read_text())
+    assert meta["status"] == "trained" and meta["steps"] == 6 == info["steps"]
+    warnings = [r.getMessage() for r in caplog.records if "MLflow could not" in r.getMessage()]
+    assert len(warnings) == 1 and "describe the training corpus as a dataset" in warnings[0]
+    assert "no dataset source for this URI" in warnings[0] and tracking.degraded()

@@ -14,7 +14,7 @@ import sys
 
 # Modules that add subcommands through ``register_cli(subparsers)``.
 PLUGINS: list[str] = ["sentlab.annotate.cli", "sentlab.train.cli", "sentlab.report.cli", "sentlab.preflight",
-                      "sentlab.backbones.standin", "sentlab.parallel.cli", "sentlab.plan"]
+                      "sentlab.backbones.standin", "sentlab.parallel.cli", "sentlab.plan", "sentlab.export.push"]
 
 
 def _cmd_evaluate(args) -> int:
@@ -32,8 +32,9 @@ def _cmd_evaluate(args) -> int:
     ep = params.evaluate if params else EvaluateParams()
     tasks = {"sts": ["sts"], "transfer": ["transfer"], "retrieval": ["retrieval"],
              "all": ["sts", "transfer"]}[args.tasks]
-    if args.format == "mteb" and "sts" not in tasks:
-        print(f"--format mteb writes MTEB's result JSON of the STS tasks; --tasks {args.tasks} evaluates none. "
+    if args.format in ("mteb", "senteval") and "sts" not in tasks:
+        what = "MTEB's result JSON" if args.format == "mteb" else "SentEval's results dict"
+        print(f"--format {args.format} writes {what} of the STS tasks; --tasks {args.tasks} evaluates none. "
               f"Use --tasks sts (or all).", file=sys.stderr)
         return 2
     table = None
@@ -82,7 +83,17 @@ def _cmd_evaluate(args) -> int:
     flat = {k: v for k, v in main.items()}
     if len(out) > 1:
         flat["extra_rows"] = {k: v for k, v in list(out.items())[1:]}
-    if args.json:
+    if args.format == "senteval":   # SentEval's results dict of the STS tasks (sentlab.report.senteval_results)
+        import json
+
+        from .report.senteval_results import results as senteval_results
+
+        layout = senteval_results(main)
+        if args.json:
+            write_json(args.json, layout)
+        else:
+            print(json.dumps(layout, indent=1))
+    elif args.json:
         write_json(args.json, flat)
     if not args.no_mlflow:  # one eval/<name> run per row, as the pipeline's evaluate stage logs
         for name, res in out.items():
@@ -210,8 +221,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="default: the trained model's own (sentlab.json), else a sentence-transformers folder's own "
                         "(modules.json: Pooling cls/mean, sentlab's modules, its default prompt), else cls")
     e.add_argument("--json", help="write the flat metrics JSON here")
-    e.add_argument("--format", choices=["json", "mteb"], default="json",
-                   help="json: the flat metrics JSON (--json PATH); mteb: also MTEB's result JSON for STS12-16 and "
+    e.add_argument("--format", choices=["json", "mteb", "senteval"], default="json",
+                   help="json: the flat metrics JSON (--json PATH); senteval: SentEval's results dict of the STS "
+                        "tasks instead (--json PATH, else stdout; sentlab.report.senteval_results); mteb: also MTEB's "
+                        "result JSON for STS12-16 and "
                         "STSBenchmark in the MTEB results repository's layout, <--out>/<org>__<model>/<revision>/"
                         "<Task>.json (SICK-R left out: MTEB scores all 9,927 SICK pairs, sentlab the 4,927-pair "
                         "test split; sentlab.report.mteb_results)")

@@ -58,11 +58,15 @@ def write_placeholder_figure(path: Path) -> None:
 
 
 def eval_not_run(name: str, reason: str, backbone: str, profile: str, metrics_dir: Path = Path("reports/metrics"),
-                 figures_dir: Path = Path("reports/figures"), cosines_dir: Path = Path("reports/cosines")) -> dict:
+                 figures_dir: Path = Path("reports/figures"), cosines_dir: Path = Path("reports/cosines"),
+                 mteb_dir: Path = Path("reports/mteb")) -> dict:
     """The evaluate stage's outputs for a model that was not trained: the metrics JSON with the
-    reason, the placeholder figure, an empty cosines table."""
+    reason, the placeholder figure, an empty cosines table, an MTEB results folder saying why it is empty."""
+    from .report.mteb_results import write_none
+
     metrics = {"model": name, "kind": "trained", "backbone": backbone, "profile": profile, "status": reason}
     write_json(Path(metrics_dir) / f"{name}.json", metrics)
     write_placeholder_figure(Path(figures_dir) / f"{name}_density.png")
     write_empty_cosines(Path(cosines_dir) / f"{name}.parquet")
+    write_none(name, f"the model was not trained ({reason})", Path(mteb_dir))
     return metrics

@@ -236,17 +236,20 @@ class _Run:
 
 @contextlib.contextmanager
 def run(name: str, params: Mapping[str, Any] | None = None, tags: Mapping[str, str] | None = None,
-        parent_run_id: str | None = None, resume_run_id: str | None = None) -> Iterator[_Run]:
+        parent_run_id: str | None = None, resume_run_id: str | None = None,
+        system_metrics: bool = False) -> Iterator[_Run]:
     """Start an MLflow run named ``name``; params are flattened (``train.lr``). ``resume_run_id``
     (:func:`interrupted_training_run`) continues that run instead: the params it already has stay, a
     runtime setting that differs now is tagged ``sentlab.resumed_with.<key>``. The run is tagged with its
     owner process (:func:`owner_tags`). A failure to start, log or end the run is one warning and the body
     runs on (:func:`degrade`): tracking never costs a result. The run ends FINISHED, FAILED (an exception in
-    the body) or KILLED (KeyboardInterrupt)."""
+    the body) or KILLED (KeyboardInterrupt). ``system_metrics``: MLflow's system metrics (``system/`` CPU, memory,
+    disk, network, GPU; psutil) sampled while the run is open, every ``MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL``
+    seconds (MLflow's default 10)."""
     started = None
     if not degraded():
         try:
-            started = _start(name, params, tags, parent_run_id, resume_run_id)
+            started = _start(name, params, tags, parent_run_id, resume_run_id, system_metrics)
         except Exception as e:  # noqa: BLE001 - the store is a side channel
             degrade(f"start the run {name!r}", e)
     status = "FINISHED"
@@ -266,7 +269,7 @@ def run(name: str, params: Mapping[str, Any] | None = None, tags: Mapping[str, s
                 degrade(f"end the run {name!r}", e)
 
 
-def _start(name, params, tags, parent_run_id, resume_run_id):
+def _start(name, params, tags, parent_run_id, resume_run_id, system_metrics=False):
     mlflow = _mlflow()
     parent_run_id = parent_run_id or os.environ.get("SENTLAB_PARENT_RUN_ID")
     all_tags = {**provenance_tags(), **owner_tags(), **(tags or {})}
@@ -277,7 +280,7 @@ def _start(name, params, tags, parent_run_id, resume_run_id):
         logged = mlflow.MlflowClient().get_run(resume_run_id).data.params
         all_tags["sentlab.resumed"] = "true"
     mlflow.start_run(run_id=resume_run_id, run_name=None if resume_run_id else name,
-                     tags=None if resume_run_id else all_tags)
+                     tags=None if resume_run_id else all_tags, log_system_metrics=system_metrics)
     try:
         if resume_run_id:
             mlflow.set_tags(all_tags)
@@ -345,6 +348,20 @@ def corpus_input(path: str | os.PathLike, name: str, digest: str):
     return MetaDataset(source, name=name, digest=digest[:36])
 
 
+def log_corpus_input(run: "_Run", path: str | os.PathLike, name: str, digest: str, sentences: int) -> None:
+    """Log the training corpus on ``run`` (:func:`corpus_input`, context ``training``, tagged with its sentence
+    count). Describing the dataset is guarded like every logging call: a failure is :func:`degrade`'s one warning
+    and the training goes on."""
+    if degraded():
+        return
+    try:
+        dataset = corpus_input(path, name, digest)
+    except Exception as e:  # noqa: BLE001 - the store is a side channel
+        degrade("describe the training corpus as a dataset", e)
+        return
+    run.log_input(dataset, context="training", tags={"sentences": str(sentences)})
+
+
 def log_to_run(run_id: str, metrics: Mapping[str, Any], prefix: str = "test.") -> bool:
     """Log ``metrics`` (numeric entries, keys prefixed) on the finished run ``run_id``: the test
     results of a model go on the training run that produced it, beside its dev curve, so runs
@@ -371,26 +388,8 @@ def log_to_run(run_id: str, metrics: Mapping[str, Any], prefix: str = "test.") -
         return False
 
 # --- run names -------------------------------------------------------------------------------
-# The params that tell runs of one method apart (ablation axes), in the order they are named.
-KEY_PARAMS: dict[str, tuple[str, ...]] = {
-    "simcse": ("max_length",),
-    "ct": ("negatives", "pooling"),
-    "moco": ("queue_size", "momentum"),
-    "moco_reorder": ("queue_size", "momentum"),
-    "moco_duplication": ("queue_size", "momentum", "rate"),
-    "moco_deletion": ("queue_size", "momentum", "rate"),
-    "moco_srl": ("queue_size", "momentum"),
-    "ptbert": ("pseudo_len", "queue_size", "attend_to"),
-    "paser": ("phrases", "top_k", "eda", "m", "n", "decoder_layers", "pooling"),
-    "paser_sup": ("alpha", "phrases", "top_k"),
-    "l2p": ("layers", "phi", "steps", "beta", "token_mask", "feature_mask", "learn", "perturbation", "continuous"),
-    "prompt_l2p": ("layers", "phi", "steps", "beta"),
-    "posbow_adv": ("adversary", "adv_lambda", "aux_tasks"),
-    "simcse_crop": ("rate", "augment_views"),
-    "simcse_deletion": ("rate", "words", "augment_views"),
-    "simcse_mlm": ("mlm_weight", "decoder"),
-    "consert": ("view1", "view2", "cutoff_rate"),
-}
+# The params that tell runs of one method apart (ablation axes) are the method's own: its class's
+# ``run_name_params`` (sentlab.methods.base.Method), handed to run_name as ``keys``.
 TRAIN_KEYS = ("batch_size", "lr")
 
 
@@ -403,17 +402,17 @@ def _short(v: Any) -> str:
 
 
 def run_name(method: str, params: Mapping[str, Any] | None = None, *, variant: str | None = None,
-             train: Mapping[str, Any] | None = None, keys: tuple[str, ...] | None = None) -> str:
+             train: Mapping[str, Any] | None = None, keys: tuple[str, ...] = ()) -> str:
     """A run name carrying the method and its key params, e.g.
     ``ptbert[m64] pseudo_len=64 queue_size=256 bs=64 lr=3e-05``.
 
-    ``params`` is the method's params (``methods.<method>`` validated, as a dict); ``keys``
-    overrides :data:`KEY_PARAMS`; ``train`` adds batch size and learning rate. At most 250 characters
-    (MLflow's limit).
+    ``params`` is the method's params (``methods.<method>`` validated, as a dict); ``keys`` the ones named, in
+    order (the method class's ``run_name_params``); ``train`` adds batch size and learning rate. At most 250
+    characters (MLflow's limit).
     """
     params = dict(params or {})
     head = method + (f"[{variant}]" if variant else "")
-    parts = [f"{k}={_short(params[k])}" for k in (keys or KEY_PARAMS.get(method, ())) if k in params]
+    parts = [f"{k}={_short(params[k])}" for k in keys if k in params]
     if train:
         abbrev = {"batch_size": "bs", "lr": "lr"}
         parts += [f"{abbrev[k]}={_short(train[k])}" for k in TRAIN_KEYS if k in train]

@@ -276,7 +276,8 @@ def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, t
     95 % bootstrap CI of each task (``ci95``) and the environment fingerprint; the per-pair cosines
     (and, as ``<name>.bootstrap.parquet``, the bootstrap distributions behind ``ci95``) go to
     ``cosines_dir/<name>.parquet`` (:func:`pair_cosine_table`; default: ``reports/cosines`` beside
-    ``reports/metrics``, else a ``cosines`` folder beside ``out_path``).
+    ``reports/metrics``, else a ``cosines`` folder beside ``out_path``); MTEB's result JSON of its STS tasks to
+    ``reports/mteb/sentlab__<name>/`` (:func:`sentlab.report.mteb_results.write_stage`; the same rule of place).
     """
     from .. import tracking
     from ..io import write_json
@@ -313,6 +314,12 @@ def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, t
                        else out_path.parent / "cosines")
     write_cosines(Path(cosines_dir) / f"{name}.parquet", frame)
     write_bootstrap(bootstrap_path(Path(cosines_dir) / f"{name}.parquet"), intervals, params.seed)
+    from ..report import mteb_results   # MTEB's result JSON of the STS tasks, as `sentlab evaluate --format mteb`
+
+    mteb_results.write_stage(name, table, lookups[name], timings.get("encode_seconds"),
+                             normalize=getattr(encoders[name], "post", None) is None and mteb_results.normalizes(model),
+                             out=out_path.parent.parent / "mteb" if out_path.parent.name == "metrics"
+                             else out_path.parent / "mteb", max_pairs=params.evaluate.max_pairs)
     write_json(out_path, metrics)
     # the outputs first: tracking is a side channel that may fail or wait (sentlab.tracking.degrade)
     from ..fingerprint import fingerprint_tags

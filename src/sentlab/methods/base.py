@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar, NamedTuple, Optional
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -158,6 +158,22 @@ def adamw(groups: list[dict], *, lr: float, weight_decay: float = 0.0, fused: bo
     return torch.optim.AdamW([g for g in groups if g["params"]], **kwargs)
 
 
+class PaperAvg(NamedTuple):
+    """A method's own paper's Avg of the seven STS tasks (Spearman × 100), as that paper reports it: the paper column
+    of the report's "Unsupervised methods under one protocol" table (:mod:`sentlab.report.paper_tables.unsupervised`).
+    ``source``: where the number is printed (the table's note); ``backbone``: the backbone of that number, "" for
+    BERT-base (a Δ is shown only on the row's own backbone)."""
+
+    avg: float
+    source: str
+    backbone: str = ""
+
+
+# Class attributes each registered class declares for itself (never inherited: a subclass registered under its own
+# id is another method, with its own ablation axes and its own paper's number), with their defaults.
+OWN_ATTRIBUTES = {"run_name_params": (), "paper_avg": None}
+
+
 class Method(nn.Module):
     """Base class: subclass, set the class attributes, implement ``forward``.
 
@@ -178,6 +194,11 @@ class Method(nn.Module):
         init_from: id of a method whose trained model (``models/<id>``)
             initialises the encoder (e.g. supervised PaSeR from unsupervised PaSeR).
         inference_pooling: pooling of the exported encoder (docs/evaluation.md#pooling).
+        run_name_params: the keys of its Params that tell its runs apart (ablation axes), in the order the MLflow
+            run name shows them (:func:`sentlab.tracking.run_name`), e.g. ``("queue_size", "momentum")``.
+        paper_avg: its own paper's STS Avg (:class:`PaperAvg`), the report's paper column; None: none reported.
+        ``run_name_params`` and ``paper_avg`` are read from the class itself, never inherited
+        (:data:`OWN_ATTRIBUTES`).
     """
 
     id: ClassVar[str] = ""
@@ -192,6 +213,14 @@ class Method(nn.Module):
     # train.pad_buckets: set True on a class whose loss ignores padded positions (not inherited; sentlab.train.compiled)
     pad_buckets_ok: ClassVar[bool] = False
     pad_buckets: tuple[int, ...] = ()   # the loop's train.pad_buckets (sentlab.train.compiled.check_step_options)
+    run_name_params: ClassVar[tuple[str, ...]] = ()
+    paper_avg: ClassVar[Optional[PaperAvg]] = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for attr, default in OWN_ATTRIBUTES.items():   # not declared in the class body: the default, not the parent's
+            if attr not in cls.__dict__:
+                setattr(cls, attr, default)
 
     def __init__(self, encoder: nn.Module, tokenizer, params: MethodParams, seed: int = 0):
         super().__init__()

@@ -16,7 +16,7 @@ from ..errors import SentlabError
 from . import register
 from ._common import doubled, nt_xent, paired_views
 from ..train.optim import AdamWLegacy
-from .base import Batch, ContrastiveParams, Method, adamw
+from .base import Batch, ContrastiveParams, Method, PaperAvg, adamw
 
 VIEWS = ("none", "shuffle", "token_cutoff", "feature_cutoff")
 View = Literal["none", "shuffle", "token_cutoff", "feature_cutoff"]
@@ -104,6 +104,8 @@ class ConSERT(Method):
 International Joint Conference on Natural Language Processing (Volume 1: Long Papers)},
   year = {2021}
 }"""
+    run_name_params = ("view1", "view2", "cutoff_rate")
+    paper_avg = PaperAvg(72.74, "ConSERT as PaSeR Table 1 prints it")
     summary = "ConSERT (unsup.): feature-cutoff and token-shuffle views of the embeddings, NT-Xent τ=0.1; last-2 mean"
     Params = ConSERTParams
 

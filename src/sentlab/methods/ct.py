@@ -13,7 +13,7 @@ from ..encoder import pool
 from ..errors import SentlabError
 from . import register
 from ._common import full_precision
-from .base import Batch, Method, MethodParams
+from .base import Batch, Method, MethodParams, PaperAvg
 
 
 class CTParams(MethodParams):
@@ -68,6 +68,8 @@ Yl{\\"i}p{\\"a}{\\"a} and Sahlgren, Magnus},
   booktitle = {International Conference on Learning Representations},
   year = {2021}
 }"""
+    run_name_params = ("negatives", "pooling")
+    paper_avg = PaperAvg(72.05, "CT-BERT as PT-BERT Table 3 prints it")
     summary = ("CT-BERT: two independent encoder copies, same-sentence positives, K random negatives, "
                "BCE on dot products")
     Params = CTParams

@@ -13,7 +13,7 @@ from torch import nn
 from ..errors import SentlabError
 from . import register
 from ._common import FrozenSubmodules, MLPHead, doubled, full_precision, in_batch_info_nce
-from .base import Batch, ContrastiveParams, Method
+from .base import Batch, ContrastiveParams, Method, PaperAvg
 
 
 class DiffCSEParams(ContrastiveParams):
@@ -181,6 +181,7 @@ Solja{\\v{c}}i{\\'c}, Marin and Li, Shang-Wen and Yih, Wen-tau and Kim, Yoon and
 Computational Linguistics: Human Language Technologies},
   year = {2022}
 }"""
+    paper_avg = PaperAvg(78.49, "DiffCSE (Chuang et al., NAACL 2022), BERT-base")
     summary = ("DiffCSE: SimCSE + conditional replaced-token detection (frozen MLM generator, discriminator "
                "conditioned on the embedding); [CLS] at test")
     Params = DiffCSEParams

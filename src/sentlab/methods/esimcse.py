@@ -13,7 +13,7 @@ from ..errors import SentlabError
 from ..train.distributed import concat_all_gather, gather_with_grad
 from . import register
 from ._common import info_nce
-from .base import Batch
+from .base import Batch, PaperAvg
 from .moco import MoCo, MoCoParams, momentum_update
 
 
@@ -118,6 +118,7 @@ class ESimCSE(MoCo):
   booktitle = {Proceedings of the 29th International Conference on Computational Linguistics},
   year = {2022}
 }"""
+    paper_avg = PaperAvg(78.27, "ESimCSE (Wu et al., COLING 2022), BERT-base")
     summary = ("ESimCSE: sub-word repetition positives (dup_rate 0.32), momentum-encoder queue of 160 negatives "
                "(λ=0.995); [CLS] at test")
     Params = ESimCSEParams

@@ -31,7 +31,7 @@ from . import register
 from ._common import MLPHead, doubled, in_batch_info_nce
 from ._l2p_params import L2PParams, PromptL2PParams, PromptParams
 from ._perturb import PERTURBATIONS, isolated_rng
-from .base import Batch, Method
+from .base import Batch, Method, PaperAvg
 
 __all__ = ["L2PCSR", "L2PParams", "PromptBERT", "PromptL2P", "PromptL2PParams", "PromptParams", "paper_lr"]
 
@@ -213,6 +213,7 @@ and Wei, Furu and Huang, Haizhen and Deng, Denvy and Zhang, Qi},
   booktitle = {Proceedings of the 2022 Conference on Empirical Methods in Natural Language Processing},
   year = {2022}
 }"""
+    paper_avg = PaperAvg(78.54, "PromptBERT as L2P-CSR Table 1 prints it (+Prompt)")
     summary = ("PromptBERT (unsup.): two templates, [MASK] vector minus the empty template's (template denoising), "
                "InfoNCE; test: the first template's [MASK] vector")
     Params = PromptParams
@@ -320,6 +321,9 @@ class L2PCSR(_TwoViewContrastive):
     paper = ("Learning to Perturb for Contrastive Learning of Unsupervised Sentence Representations (L2P-CSR; "
              "manuscript under review, shared/papers/l2p_csr.md)")
     citation = None                   # a manuscript: no published BibTeX entry
+    run_name_params = ("layers", "phi", "steps", "beta", "token_mask", "feature_mask", "learn", "perturbation",
+                       "continuous")
+    paper_avg = PaperAvg(77.20, "L2P-CSR Table 1 (+Ours)")
     summary = "L2P-CSR: learned token/feature weakening masks on the first layers, two views, InfoNCE, [CLS]+MLP"
     Params = L2PParams
     inference_pooling = "cls"
@@ -429,6 +433,8 @@ class PromptL2P(L2PCSR):
     ``template``, ``template2``, ``denoise``.
     """
 
+    run_name_params = ("layers", "phi", "steps", "beta")
+    paper_avg = PaperAvg(79.03, "L2P-CSR Table 1 (+Prompt+Ours)")
     summary = "L2P-CSR + PromptBERT: learned weakening masks on the templated input, [MASK] vector"
     Params = PromptL2PParams
     inference_pooling = "mask"

@@ -20,7 +20,7 @@ from ..errors import SentlabError
 from ..train.distributed import concat_all_gather, rank
 from . import register
 from ._common import MLPHead, augmentation_info, info_nce
-from .base import Batch, ContrastiveParams, Method, MethodParams
+from .base import Batch, ContrastiveParams, Method, MethodParams, PaperAvg
 
 
 class MoCoParams(ContrastiveParams):
@@ -109,6 +109,8 @@ Embeddings},
   booktitle = {Findings of the Association for Computational Linguistics: ACL 2022},
   year = {2022}
 }"""
+    run_name_params = ("queue_size", "momentum")
+    paper_avg = PaperAvg(75.46, "PT-BERT Table 3 (MoCo)")
     summary = "MoCo-BERT: momentum key encoder (λ=0.885) + FIFO queue, 256 candidates, InfoNCE; no augmentation"
     Params: ClassVar[type[MethodParams]] = MoCoParams
     inference_pooling = "cls"
@@ -228,6 +230,8 @@ Embeddings},
 class MoCoReorder(MoCo):
     """MoCo-BERT, key sentence = its words in a random order (:func:`sentlab.augment.reorder`)."""
 
+    run_name_params = ("queue_size", "momentum")
+    paper_avg = PaperAvg(73.78, "PT-BERT Table 3 (MoCo+reorder)")
     summary = "MoCo-BERT + reorder: the key sees the sentence's words shuffled"
     augmentation = "reorder"
 
@@ -236,6 +240,8 @@ class MoCoReorder(MoCo):
 class MoCoDuplication(MoCo):
     """MoCo-BERT, key sentence with ``rate`` of its words repeated (:func:`sentlab.augment.duplicate`)."""
 
+    run_name_params = ("queue_size", "momentum", "rate")
+    paper_avg = PaperAvg(75.08, "PT-BERT Table 3 (MoCo+duplication)")
     summary = "MoCo-BERT + duplication: the key repeats `rate` (10%) of the words"
     Params = RateParams
     augmentation = "duplication"
@@ -245,6 +251,8 @@ class MoCoDuplication(MoCo):
 class MoCoDeletion(MoCo):
     """MoCo-BERT, key sentence with ``rate`` of its words deleted (:func:`sentlab.augment.delete`)."""
 
+    run_name_params = ("queue_size", "momentum", "rate")
+    paper_avg = PaperAvg(75.40, "PT-BERT Table 3 (MoCo+deletion)")
     summary = "MoCo-BERT + deletion: the key drops `rate` (10%) of the words"
     Params = RateParams
     augmentation = "deletion"
@@ -263,6 +271,8 @@ class MoCoSRL(MoCo):
     frames does. Without it a frame with no argument turns the key into a bare verb.
     """
 
+    run_name_params = ("queue_size", "momentum")
+    paper_avg = PaperAvg(76.26, "PT-BERT Table 3 (MoCo+SRL)")
     summary = "MoCo-BERT + SRL-guided: the key is [ARG0 PRED ARGM-NEG ARG1] of every frame (annotation stage)"
     Params = SRLParams
     corpus_columns = ("frames",)

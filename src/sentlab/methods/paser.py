@@ -24,7 +24,7 @@ from ._paser_decoder import (CHUNK_SOURCES, DecodingSignal, Views, build_decoder
                              mask_spans, mlm_mask, mlm_special, pad, save_heads)
 from ._paser_head import LMHead, init_lm_head, masked_lm_loss
 from ._paser_params import PaSeRParams
-from .base import Batch, Method, adamw
+from .base import Batch, Method, PaperAvg, adamw
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +131,8 @@ class PaSeR(Method):
   booktitle = {Proceedings of the 2022 Conference on Empirical Methods in Natural Language Processing},
   year = {2022}
 }"""
+    run_name_params = ("phrases", "top_k", "eda", "m", "n", "decoder_layers", "pooling")
+    paper_avg = PaperAvg(76.16, "PaSeR Table 1 (PaSeR-BERTbase)")
     summary = "PaSeR: mask RAKE phrases, decode them from [E_s, E_s~, m|diff|, n|prod|] + MLM; [CLS] at test"
     Params = PaSeRParams
     corpus_columns = ("rake", "chunks")

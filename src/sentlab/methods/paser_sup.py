@@ -77,6 +77,7 @@ class PaSeRSup(PaSeR):
     stand-in (SICK train)").
     """
 
+    run_name_params = ("alpha", "phrases", "top_k")
     summary = "PaSeR (sup.): SimCSE supervised NLI contrastive loss + alpha * phrase reconstruction; init from paser"
     Params = PaSeRSupParams
     corpus_columns = ("positive", "hard_negative", "rake", "chunks")

@@ -59,7 +59,7 @@ from . import register
 from ._common import MLPHead, in_batch_info_nce, two_views
 from ._posbow_tasks import (GradientReversal, HeadInputs, NoAdversary, TaskHeads, accuracies, bow_nll,
                             bow_r_precision, pos_divergence, tag_overlap, top_tag_accuracy)
-from .base import Batch, ContrastiveParams, Method, adamw
+from .base import Batch, ContrastiveParams, Method, PaperAvg, adamw
 from .simcse import SIMCSE_CITATION
 
 __all__ = ["PosBowAdv", "PosBowAdvParams", "TaskHeads", "GradientReversal", "NoAdversary", "bow_nll", "pos_divergence",
@@ -143,6 +143,8 @@ class PosBowAdv(Method):
     paper = ("Improving sentence embeddings with POS and bag-of-words auxiliary tasks and adversarial "
              "disentangling (manuscript, shared/papers/simcse_pos_bow_adversarial.md), built on SimCSE")
     citation = SIMCSE_CITATION        # the manuscript has no published entry: the method it builds on
+    run_name_params = ("adversary", "adv_lambda", "aux_tasks")
+    paper_avg = PaperAvg(77.21, "POS/BOW Table 1 (Our sentence, RoBERTa-base)", backbone='roberta-base')
     summary = "SimCSE + POS / bag-of-words auxiliary tasks on two embedding channels, adversarially disentangled"
     Params = PosBowAdvParams
     corpus_columns = ("tokens", "pos")

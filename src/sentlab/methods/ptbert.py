@@ -13,6 +13,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ..errors import SentlabError
 from . import register
+from .base import PaperAvg
 from .moco import MoCo, MoCoParams, frozen_copy
 
 
@@ -151,6 +152,8 @@ class PTBert(MoCo):
     heads used) and ``key_second_attention``.
     """
 
+    run_name_params = ("pseudo_len", "queue_size", "attend_to")
+    paper_avg = PaperAvg(77.74, "PT-BERT Table 3 (PT-BERTbase)")
     summary = "PT-BERT: MoCo-BERT + 128 pseudo tokens through one shared attention (training only); [CLS] at test"
     Params = PTBertParams
     pad_buckets_ok = True   # [CLS] and pseudo-token attention with padding masked (tests/test_compiled_step.py)

@@ -16,7 +16,7 @@ from ..encoder import apply_template, pool
 from ..errors import SentlabError
 from . import register
 from ._common import FrozenSubmodules, MLPHead, cosine_logits, full_precision, in_batch_info_nce, two_views
-from .base import Batch, ContrastiveParams, Method
+from .base import Batch, ContrastiveParams, Method, PaperAvg
 
 
 class RankCSEParams(ContrastiveParams):
@@ -227,6 +227,9 @@ Zhao, Dongyan and Chen, Kai and Yan, Rui},
   booktitle = {Proceedings of the 61st Annual Meeting of the Association for Computational Linguistics},
   year = {2023}
 }"""
+    paper_avg = PaperAvg(80.36, "RankCSE (Liu et al., ACL 2023), RankCSE-listMLE BERT-base; teacher substitution: "
+                                "the 0.67 teacher here is the pipeline's SimCSE-BERT-base, where run_rankcse.sh "
+                                "(community code) uses SimCSE-BERT-large")
     summary = ("RankCSE: SimCSE + JS ranking consistency of the two views + ListNet/ListMLE distillation of "
                "teachers' similarity rankings; [CLS] at test")
     Params = RankCSEParams

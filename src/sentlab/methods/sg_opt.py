@@ -16,7 +16,7 @@ from ..errors import SentlabError
 from . import register
 from ._common import full_precision
 from ..train.optim import AdamWLegacy
-from .base import Batch, ContrastiveParams, Method
+from .base import Batch, ContrastiveParams, Method, PaperAvg
 
 
 class SGOPTParams(ContrastiveParams):
@@ -127,6 +127,7 @@ International Joint Conference on Natural Language Processing (Volume 1: Long Pa
   pages = {2528--2540},
   year = {2021}
 }"""
+    paper_avg = PaperAvg(74.62, "SG-OPT as L2P-CSR Table 1 prints it")
     summary = ("SG-OPT: tuned [CLS] vs a frozen copy's pooled layers (NT-Xent, τ 0.01) + λ·L2 to the fixed "
                "weights; [CLS] at test")
     Params = SGOPTParams

@@ -8,7 +8,7 @@ import torch
 
 from . import register
 from ._common import MLPHead, in_batch_info_nce, two_views
-from .base import Batch, ContrastiveParams, Method
+from .base import Batch, ContrastiveParams, Method, PaperAvg
 
 SIMCSE_PAPER = "Gao, Yao and Chen: SimCSE: Simple Contrastive Learning of Sentence Embeddings (EMNLP 2021)"
 SIMCSE_CITATION = """@inproceedings{gao2021simcse,
@@ -46,6 +46,8 @@ class SimCSE(Method):
     """
 
     paper, citation = SIMCSE_PAPER, SIMCSE_CITATION
+    run_name_params = ("max_length",)
+    paper_avg = PaperAvg(76.25, "SimCSE Table 5 (SimCSE-BERTbase), as the papers quote it")
     summary = "SimCSE (unsup.): two dropout views, in-batch InfoNCE, [CLS]+MLP in training, [CLS] at test"
     Params = SimCSEParams
     inference_pooling = "cls"

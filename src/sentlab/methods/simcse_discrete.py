@@ -82,6 +82,7 @@ class SimCSEDiscrete(SimCSE):
 class SimCSECrop(SimCSEDiscrete):
     """SimCSE, second view = a random contiguous 90 % of the sentence's words (:func:`sentlab.augment.crop`)."""
 
+    run_name_params = ("rate", "augment_views")
     summary = "SimCSE + crop: the positive is a contiguous (1 − rate) = 90% of the words (SimCSE Table 1)"
     augmentation = "crop"
 
@@ -91,6 +92,7 @@ class SimCSEDeletion(SimCSEDiscrete):
     """SimCSE, second view = the sentence with ``rate`` (10 %) of its words deleted, or exactly ``words``
     (:func:`sentlab.augment.delete`)."""
 
+    run_name_params = ("rate", "words", "augment_views")
     summary = "SimCSE + word deletion: the positive drops `rate` (10%) of the words, or `words` of them"
     Params = DeletionParams
     augmentation = "deletion"

@@ -14,7 +14,7 @@ from . import register
 from ._common import doubled, in_batch_info_nce
 from ._paser_decoder import mlm_mask, mlm_special
 from ._paser_head import LMHead, init_lm_head, masked_lm_loss
-from .base import Batch
+from .base import Batch, PaperAvg
 from .simcse import SimCSE, SimCSEParams
 
 
@@ -54,6 +54,8 @@ class SimCSEMLM(SimCSE):
     (``decoder: copy``). Head and copy are training-only: the inference encoder is SimCSE's ([CLS], no MLP).
     """
 
+    run_name_params = ("mlm_weight", "decoder")
+    paper_avg = PaperAvg(58.57, "SimCSE + MLM as PaSeR Table 1 prints it")
     summary = "SimCSE + MLM: InfoNCE over two dropout views + 0.1·MLM (15%, 80/10/10, BERT's MLM head)"
     Params = SimCSEMLMParams
 

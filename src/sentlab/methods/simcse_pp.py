@@ -19,7 +19,7 @@ from torch import nn
 from ..train.distributed import gather_with_grad
 from . import register
 from ._common import cosine_logits, full_precision, in_batch_info_nce, two_views
-from .base import Batch
+from .base import Batch, PaperAvg
 from .simcse import SimCSE, SimCSEParams
 
 
@@ -175,6 +175,8 @@ class SimCSEPP(SimCSEPlusPlusTerms, SimCSE):
   booktitle = {Proceedings of the 2023 Conference on Empirical Methods in Natural Language Processing},
   year = {2023}
 }"""
+    paper_avg = PaperAvg(78.05, "SimCSE++ (Xu et al., EMNLP 2023), BERT-base: SimCSE-BERTbase's 76.25 + the "
+                                "abstract's 1.8")
     summary = "SimCSE++: SimCSE with off-dropout negatives + dimension-wise contrastive term (λ=0.1); [CLS] at test"
     Params = SimCSEPPParams
 

@@ -116,6 +116,19 @@ def model_dir(out: Path, model_name: str, revision: Optional[str] = None) -> Pat
     return Path(out) / model_name.strip("/").replace("/", "__") / (revision or NO_REVISION)
 
 
+def partial(table) -> Optional[str]:
+    """Why ``table``'s scores would not be MTEB's tasks (a task whose test-pair count is not MTEB's: a partial or
+    subsampled table, ``evaluate.max_pairs``), or None."""
+    from ..data.sts import eval_split
+
+    for task, (name, _, n) in TASKS.items():
+        got = len(eval_split(table, task))
+        if got != n:
+            return (f"{task} has {got} test pairs here, MTEB's {name} has {n}: the STS table is partial or subsampled "
+                    f"(evaluate.max_pairs), so its score is not MTEB's task")
+    return None
+
+
 def results(table, lookup: dict[str, np.ndarray], evaluation_time: Optional[float] = None,
             normalize: bool = False) -> dict[str, dict]:
     """``{MTEB task name: TaskResult dict}`` for :data:`TASKS` from the STS ``table`` and the embeddings
@@ -124,13 +137,13 @@ def results(table, lookup: dict[str, np.ndarray], evaluation_time: Optional[floa
     from ..data.sts import eval_split
     from ..errors import SentlabError
 
+    why = partial(table)
+    if why:
+        raise SentlabError(f"--format mteb: {why}. Evaluate on the full table (the prepare stage's "
+                           f"data/sts/sts.parquet).")
     out = {}
     for task, (name, _, n) in TASKS.items():
         df = eval_split(table, task)
-        if len(df) != n:
-            raise SentlabError(f"--format mteb: {task} has {len(df)} test pairs here, MTEB's {name} has {n}: the STS "
-                               f"table is partial or subsampled (evaluate.max_pairs), so its score is not MTEB's "
-                               f"task. Evaluate on the full table (the prepare stage's data/sts/sts.parquet).")
         a = np.stack([lookup[s] for s in df.sentence1])
         b = np.stack([lookup[s] for s in df.sentence2])
         out[name] = task_result(task, sts_scores(a, b, df.score.to_numpy(), normalize), evaluation_time)
@@ -151,3 +164,35 @@ def write(out: Path, model_name: str, res: dict[str, dict], revision: Optional[s
                                                + LEFT_OUT["SICKRelatedness"]}
     write_text(d / "model_meta.json", json.dumps(meta, indent=2) + "\n")
     return paths + [d / "model_meta.json"]
+
+
+# The evaluate stages' copy (evaluate@<model>, evaluate_baseline@<name>): reports/mteb/sentlab__<model>/, a declared
+# output of the stage, as `sentlab evaluate --format mteb` writes it for a model named sentlab/<model>.
+STAGE_DIR = Path("reports/mteb")
+
+
+def stage_dir(name: str, out: Path = STAGE_DIR) -> Path:
+    """``<out>/sentlab__<name>``: the stage's output folder (the results repository's folder of model
+    ``sentlab/<name>``)."""
+    return model_dir(out, f"sentlab/{name}").parent
+
+
+def write_none(name: str, why: str, out: Path = STAGE_DIR) -> Path:
+    """The stage's folder without results: a README.md saying why (a model not trained, a partial table)."""
+    from ..io import write_text
+
+    path = stage_dir(name, out) / "README.md"
+    write_text(path, f"# sentlab/{name}: no MTEB results\n\n{why}.\n")
+    return path
+
+
+def write_stage(name: str, table, lookup: dict[str, np.ndarray], evaluation_time: Optional[float] = None,
+                normalize: bool = False, out: Path = STAGE_DIR, max_pairs: Optional[int] = None) -> list[Path]:
+    """An evaluate stage's MTEB results of model ``name`` (:func:`results`, :func:`write`) under ``out``; a
+    partial table, or an evaluation of a sample of each task (``max_pairs``, ``evaluate.max_pairs``):
+    :func:`write_none` with the reason."""
+    why = (f"evaluate.max_pairs is {max_pairs}: each task was evaluated on a sample of its pairs, so its score is "
+           f"not MTEB's task" if max_pairs is not None else partial(table))
+    if why:
+        return [write_none(name, why, out)]
+    return write(out, f"sentlab/{name}", results(table, lookup, evaluation_time, normalize))

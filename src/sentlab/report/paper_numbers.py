@@ -280,14 +280,14 @@ POSBOW_TABLE1 = {
 
 
 # "Unsupervised methods under one protocol" (report.paper_tables.unsupervised): each unsupervised method's Avg of the
-# 7 STS tasks as its own paper reports it, (Avg, backbone of that number, source). The four papers' methods and
-# their baselines point at the tables above; ESimCSE and DiffCSE are their papers' BERT-base Avg (Wu et al., COLING
-# 2022: 78.27; Chuang et al., NAACL 2022: 78.49). RankCSE (Liu et al., ACL 2023, BERT-base; the paper is
+# 7 STS tasks as its own paper reports it is the method class's ``paper_avg`` (sentlab.methods.base.PaperAvg), in its
+# module: adding a method edits nothing here. The four papers' methods and their baselines quote the tables above
+# (tests/test_method_attributes.py holds each to its table); ESimCSE and DiffCSE are their papers' BERT-base Avg (Wu et
+# al., COLING 2022: 78.27; Chuang et al., NAACL 2022: 78.49). RankCSE (Liu et al., ACL 2023, BERT-base; the paper is
 # not in shared/papers: its table as the Doragd/Awesome-Sentence-Embedding leaderboard quotes it): ListMLE 80.36
 # (75.66 86.27 77.81 84.74 81.10 81.80 75.13), ListNet 80.05 (74.38 85.97 77.51 84.46 81.31 81.46 75.26); the
 # `rankcse` line runs ListMLE, the ablation rankcse_listnet ListNet. SimCSE++ (Xu et al., EMNLP 2023): its abstract's
 # "+1.8 over SimCSE-BERTbase" on SimCSE's 76.25 (the paper's table is not among this repository's sources).
-# A method without an entry gets its row without a paper number.
 RANKCSE_AVG = {"listmle": 80.36, "listnet": 80.05}
 # The per-task rows (the "DiffCSE and RankCSE" table, report.paper_tables.followups): DiffCSE Table 1 (BERT-base)
 # and RankCSE's unsupervised STS table (BERT-base), as above.
@@ -298,28 +298,6 @@ RANKCSE_TABLE = {
 }
 RANKCSE_TEACHER_NOTE = ("teacher substitution: the 0.67 teacher here is the pipeline's SimCSE-BERT-base, where "
                         "run_rankcse.sh (community code) uses SimCSE-BERT-large")
-UNSUP_AVG = {
-    **{k: (PTBERT_TABLE3[k][1]["Avg"], "", f"PT-BERT Table 3 ({PTBERT_TABLE3[k][0]})")
-       for k in ("moco", "moco_reorder", "moco_duplication", "moco_deletion", "moco_srl", "ptbert")},
-    "simcse": (PASER_TABLE1["SimCSE-BERTbase"]["Avg"], "", "SimCSE Table 5 (SimCSE-BERTbase), as the papers quote it"),
-    "ct": (PTBERT_TABLE3["ct"][1]["Avg"], "", "CT-BERT as PT-BERT Table 3 prints it"),
-    "paser": (PASER_TABLE1["PaSeR-BERTbase"]["Avg"], "", "PaSeR Table 1 (PaSeR-BERTbase)"),
-    "l2p": (L2P_TABLE1["+Ours"]["Avg"], "", "L2P-CSR Table 1 (+Ours)"),
-    "prompt": (L2P_TABLE1["+Prompt"]["Avg"], "", "PromptBERT as L2P-CSR Table 1 prints it (+Prompt)"),
-    "prompt_l2p": (L2P_TABLE1["+Prompt+Ours"]["Avg"], "", "L2P-CSR Table 1 (+Prompt+Ours)"),
-    "posbow_adv": (POSBOW_TABLE1["Our sentence"]["Avg"], "roberta-base",
-                   "POS/BOW Table 1 (Our sentence, RoBERTa-base)"),
-    "consert": (PASER_TABLE1["ConSERTbase"]["Avg"], "", "ConSERT as PaSeR Table 1 prints it"),
-    "simcse_mlm": (PASER_TABLE1["SimCSE-BERTbase + MLM"]["Avg"], "", "SimCSE + MLM as PaSeR Table 1 prints it"),
-    "sg_opt": (L2P_TABLE1["+SG-OPT"]["Avg"], "", "SG-OPT as L2P-CSR Table 1 prints it"),
-    "esimcse": (78.27, "", "ESimCSE (Wu et al., COLING 2022), BERT-base"),
-    "diffcse": (DIFFCSE_TABLE1["DiffCSE-BERTbase"]["Avg"], "", "DiffCSE (Chuang et al., NAACL 2022), BERT-base"),
-    "rankcse": (RANKCSE_AVG["listmle"], "", f"RankCSE (Liu et al., ACL 2023), RankCSE-listMLE BERT-base; "
-                                            f"{RANKCSE_TEACHER_NOTE}"),
-    "simcse_pp": (round(PASER_TABLE1["SimCSE-BERTbase"]["Avg"] + 1.8, 2), "",
-                  "SimCSE++ (Xu et al., EMNLP 2023), BERT-base: SimCSE-BERTbase's 76.25 + the abstract's 1.8"),
-}
-
 # Paper numbers a row shows without a Δ although the backbones match, because they cannot come from the recipe the
 # row trains (issue #53 §3.8). PaSeR Table 1's "SimCSE-BERTbase + MLM" (58.57) is 17.7 points of STS Avg below its
 # own SimCSE-BERTbase row (76.25); the recipe sentlab's simcse_mlm trains is SimCSE's released --do_mlm (λ = 0.1,
@@ -330,5 +308,5 @@ SIMCSE_MLM_NO_DELTA = ("no Δ: PaSeR Table 1's 58.57 cannot come from SimCSE's -
                        "not 17.7 below it (76.25)")
 SIMCSE_PP_NO_DELTA = ("no Δ: SimCSE++'s 78.05 is its abstract's \"+1.8 over SimCSE-BERTbase\" added to 76.25, an "
                       "approximation, not a number read from its table")
-NO_DELTA = {"simcse_mlm": SIMCSE_MLM_NO_DELTA,   # method id -> why its paper number (UNSUP_AVG, table rows) has no Δ
+NO_DELTA = {"simcse_mlm": SIMCSE_MLM_NO_DELTA,   # method id -> why its paper number (paper_avg, table rows) has no Δ
             "simcse_pp": SIMCSE_PP_NO_DELTA}

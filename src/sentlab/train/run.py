@@ -220,7 +220,7 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
         from .. import tracking as T
 
         run_name = T.run_name(method_id, mparams.model_dump(), variant=None if name == method_id else name,
-                              train=cfg.model_dump())
+                              train=cfg.model_dump(), keys=cls.run_name_params)
         from ..fingerprint import fingerprint_tags
 
         tags = {"stage": "train", "method": method_id, "profile": params.profile, "sentlab.model": name,
@@ -231,10 +231,10 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
         resumable = any((ckpt_dir / d / "state.json").is_file() for d in ("last", ".last.old"))
         with T.run(f"{run_name} seed={params.seed}", params=logged, tags=tags,
                    parent_run_id=T.method_parent(group or name),
-                   resume_run_id=T.interrupted_training_run(name, key, resumable)) as mlflow:
-            mlflow.log_input(T.corpus_input(root / "data" / "corpus" / f"{corpus_name}.parquet", corpus_name,
-                                            corpus.fingerprint), context="training",
-                             tags={"sentences": str(len(corpus))})
+                   resume_run_id=T.interrupted_training_run(name, key, resumable),
+                   system_metrics=True) as mlflow:   # MLflow's system/ metrics (CPU, memory, GPU) while it trains
+            T.log_corpus_input(mlflow, root / "data" / "corpus" / f"{corpus_name}.parquet", corpus_name,
+                               corpus.fingerprint, len(corpus))
             result = _train(T.log_metrics)
             mlflow.log_metrics({"best_stsb_dev": result.best_score, "best_step": float(result.best_step or 0),
                                 "train_sentences_per_s": result.sentences_per_s})

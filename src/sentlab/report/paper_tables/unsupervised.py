@@ -6,8 +6,8 @@ ranked by the reproduced Avg (``TableSpec.rank_by``, :func:`.render.rank`), with
 
 The rows come from the method registry (:func:`sentlab.methods.registered`): a method whose ``corpus`` is not
 ``nli`` is unsupervised, and its model is the one named by its id (``<id>-s<seed>`` are its seed runs). The paper
-numbers are :data:`sentlab.report.paper_numbers.UNSUP_AVG`; a method without one there gets its row without a paper
-number (the note says so), so adding a method needs no edit here. A method in
+numbers are each method class's own ``paper_avg`` (:class:`sentlab.methods.base.PaperAvg`); a method without one gets
+its row without a paper number (the note says so), so adding a method needs no edit here. A method in
 :data:`sentlab.report.paper_numbers.NO_DELTA` shows its paper's number without a Δ, the note saying why.
 """
 
@@ -28,11 +28,11 @@ def unsupervised_methods() -> dict[str, type]:
 
 
 def _row(method_id: str, cls: type) -> RowSpec:
-    reported = P.UNSUP_AVG.get(method_id)
+    reported = cls.paper_avg
     if reported is None:
-        return RowSpec(method_id, (method_id,), None, "no paper Avg in paper_numbers.UNSUP_AVG",
+        return RowSpec(method_id, (method_id,), None, "no paper Avg (its method class declares no paper_avg)",
                        extract="sts_transfer")
-    avg, backbone, source = reported
+    avg, source, backbone = reported
     why = P.NO_DELTA.get(method_id)   # a paper number that cannot come from the recipe the row trains
     return RowSpec(method_id, (method_id,), {"Avg": avg}, f"paper: {source}" + (f"; {why}" if why else ""),
                    extract="sts_transfer", backbone=backbone, delta=why is None)

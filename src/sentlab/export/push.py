@@ -1,0 +1,111 @@
+"""``sentlab push MODEL --repo-id ORG/NAME [--dry-run]``: an exported model to the Hugging Face Hub.
+
+The folder pushed is the export stage's ``exports/<model>/`` (or any folder given as MODEL): the
+sentence-transformers model and its ``README.md``, the model card (:mod:`sentlab.export.card`), which the Hub shows
+as the model's page. The upload is ``huggingface_hub``'s: :meth:`HfApi.create_repo` (``exist_ok``: a second push
+is a new commit of the same repository) then :meth:`HfApi.upload_folder`. The token is huggingface_hub's own
+(``HF_TOKEN``, or ``huggingface-cli login``'s stored one); it goes only to the Hub's endpoint (``HF_ENDPOINT``,
+default https://huggingface.co) in huggingface_hub's requests, and is never printed or logged. ``--dry-run``
+lists the files, their sizes and the card, and sends nothing (no token needed).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable, Optional
+
+from ..errors import SentlabError
+
+CARD = "README.md"
+
+
+def export_folder(model: str, exports: str | os.PathLike = "exports") -> Path:
+    """The folder to push: ``model`` itself when it is a folder, else ``<exports>/<model>``; it must hold the model
+    card (the export stage writes it)."""
+    folder = Path(model) if Path(model).is_dir() else Path(exports) / model
+    if not folder.is_dir():
+        raise SentlabError(f"No exported model {model!r}: {folder} does not exist. The export stage writes "
+                           f"exports/<model>/ for every trained model: run `dvc repro export` (or `make repro`), "
+                           f"then push exports/<model> (`ls {exports}` lists what was exported).")
+    if not (folder / CARD).is_file():
+        raise SentlabError(f"{folder} has no {CARD} (the model card): it is not an export of the export stage. "
+                           f"Run `dvc repro export` and push exports/<model>, which carries its card.")
+    return folder
+
+
+def check_repo_id(repo_id: str) -> str:
+    """``ORG/NAME`` as the Hub accepts it (huggingface_hub's own validation), or one paragraph saying why not."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as e:
+        raise SentlabError(f"--repo-id {repo_id!r} is not a Hub repository id: {e} Use ORG/NAME, e.g. "
+                           f"my-lab/simcse-bert-base.") from None
+    if repo_id.count("/") != 1:
+        raise SentlabError(f"--repo-id {repo_id!r} names no owner: use ORG/NAME (your user or organisation, a "
+                           f"slash, the model's name), e.g. my-lab/simcse-bert-base.")
+    return repo_id
+
+
+def files(folder: Path) -> list[tuple[str, int]]:
+    """(path relative to ``folder``, bytes) of every file upload_folder sends, sorted."""
+    return sorted((p.relative_to(folder).as_posix(), p.stat().st_size) for p in folder.rglob("*") if p.is_file())
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def dry_run(folder: Path, repo_id: str) -> str:
+    """What a push would send, as text: the repository, each file with its size, the total, then the card."""
+    listed = files(folder)
+    lines = [f"dry run: nothing sent. Would create (if missing) the model repository {repo_id} and upload "
+             f"{len(listed)} files ({_size(sum(s for _, s in listed))}) from {folder}:"]
+    lines += [f"  {_size(s):>10}  {name}" for name, s in listed]
+    lines += ["", f"model card ({CARD}):", (folder / CARD).read_text(encoding="utf-8")]
+    return "\n".join(lines)
+
+
+def push(folder: Path, repo_id: str, *, private: bool = False, token: Optional[str] = None,
+         api_factory: Optional[Callable] = None) -> str:
+    """Create ``repo_id`` (kept if it exists) and upload ``folder`` to it; returns the commit's URL."""
+    from huggingface_hub import HfApi, get_token
+
+    token = token or get_token()
+    if not token:
+        raise SentlabError("No Hugging Face token: set HF_TOKEN (a token with write access, "
+                           "https://huggingface.co/settings/tokens) or run `huggingface-cli login`, then push "
+                           "again; `--dry-run` shows what would go without one.")
+    api = (api_factory or HfApi)(token=token)
+    api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
+    info = api.upload_folder(repo_id=repo_id, repo_type="model", folder_path=str(folder.resolve()),
+                             commit_message=f"sentlab push: {folder.name}")
+    return str(getattr(info, "commit_url", info))
+
+
+def _cmd_push(args) -> int:
+    repo_id = check_repo_id(args.repo_id)
+    folder = export_folder(args.model, args.exports)
+    if args.dry_run:
+        print(dry_run(folder, repo_id))
+        return 0
+    url = push(folder, repo_id, private=args.private)
+    print(f"pushed {folder} to {repo_id}: {url}")
+    return 0
+
+
+def register_cli(sub) -> None:
+    p = sub.add_parser("push", help="publish an exported model (exports/<model>, with its model card) to the "
+                                    "Hugging Face Hub; --dry-run lists what would go")
+    p.add_argument("model", help="a model the export stage exported (exports/<model>) or an export folder")
+    p.add_argument("--repo-id", required=True, help="the Hub repository, ORG/NAME (created if missing)")
+    p.add_argument("--dry-run", action="store_true", help="list the files, sizes and card; send nothing")
+    p.add_argument("--private", action="store_true", help="create the repository private")
+    p.add_argument("--exports", default="exports", help="the export stage's folder (default: exports)")
+    p.set_defaults(func=_cmd_push)
