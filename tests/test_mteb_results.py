@@ -12,7 +12,7 @@ import pytest
 from scipy.stats import pearsonr, spearmanr
 
 from sentlab.errors import SentlabError
-from sentlab.report import mteb_results as R
+from sentlab.evaluate import mteb_results as R
 
 PAIRS = {"STS12": 3108, "STS13": 1500, "STS14": 3750, "STS15": 3000, "STS16": 1186, "STSBenchmark": 1379,
          "SICKRelatedness": 4927}

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from scipy.stats import spearmanr
 
-from sentlab.report import mteb_results as R
+from sentlab.evaluate import mteb_results as R
 
 REPO = Path(__file__).resolve().parents[1]
 MTEB_PAIRS = {"STS12": 3108, "STS13": 1500, "STS14": 3750, "STS15": 3000, "STS16": 1186, "STSBenchmark": 1379}

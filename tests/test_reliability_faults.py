@@ -231,7 +231,7 @@ def test_the_evaluate_metrics_json_holds_no_timings_and_mlflow_gets_them(tmp_pat
     monkeypatch.setattr(runner, "confidence_intervals", lambda *a, **k: {})
     monkeypatch.setattr(runner, "write_cosines", lambda *a: None)
     monkeypatch.setattr(runner, "write_bootstrap", lambda *a: None)
-    from sentlab.report import mteb_results
+    from sentlab.evaluate import mteb_results
 
     monkeypatch.setattr(mteb_results, "write_stage", lambda *a, **k: [])
     monkeypatch.setattr(runner, "precision_record", lambda enc: {"device": "cpu", "precision": "fp32"})

@@ -333,7 +333,7 @@ def test_a_corpus_that_cannot_be_described_to_mlflow_costs_no_training(tmp_path,
     process, the model trained and written as usual (issue #55: it was built outside the guarded call)."""
     import json
 
-    from test_train_loop import factory, fake_dev_eval, make_root, params
+    from _support.training import factory, fake_dev_eval, make_root, params
 
     from sentlab import tracking
     from sentlab.train.run import train_method

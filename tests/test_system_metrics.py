@@ -5,7 +5,7 @@ is off; other runs (evaluation) do not sample."""
 from __future__ import annotations
 
 import mlflow
-from test_train_loop import factory, fake_dev_eval, make_root, params
+from _support.training import factory, fake_dev_eval, make_root, params
 
 from sentlab import tracking
 from sentlab.train.run import train_method

@@ -56,8 +56,8 @@ def _cmd_evaluate(args) -> int:
             continue
         t0 = time.perf_counter()
         res, lookup = evaluate_table(enc, table, batch_size=batch, return_embeddings=True)
-        if args.format == "mteb":  # MTEB's result JSON of the STS tasks that are MTEB's (sentlab.report.mteb_results)
-            from .report import mteb_results
+        if args.format == "mteb":  # MTEB's result JSON of the STS tasks that are MTEB's (sentlab.evaluate.mteb_results)
+            from .evaluate import mteb_results
 
             hub = i == 0 and "/" in args.model and not Path(args.model).exists()
             written = mteb_results.write(Path(args.out), args.model if hub else f"sentlab/{name}",
@@ -227,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "result JSON for STS12-16 and "
                         "STSBenchmark in the MTEB results repository's layout, <--out>/<org>__<model>/<revision>/"
                         "<Task>.json (SICK-R left out: MTEB scores all 9,927 SICK pairs, sentlab the 4,927-pair "
-                        "test split; sentlab.report.mteb_results)")
+                        "test split; sentlab.evaluate.mteb_results)")
     e.add_argument("--out", default="results", help="--format mteb: the results folder (default: results)")
     e.add_argument("--revision", default=None,
                    help="--format mteb: the model revision folder (default: no_revision_available, MTEB's name)")

@@ -62,7 +62,7 @@ def eval_not_run(name: str, reason: str, backbone: str, profile: str, metrics_di
                  mteb_dir: Path = Path("reports/mteb")) -> dict:
     """The evaluate stage's outputs for a model that was not trained: the metrics JSON with the
     reason, the placeholder figure, an empty cosines table, an MTEB results folder saying why it is empty."""
-    from .report.mteb_results import write_none
+    from .evaluate.mteb_results import write_none
 
     metrics = {"model": name, "kind": "trained", "backbone": backbone, "profile": profile, "status": reason}
     write_json(Path(metrics_dir) / f"{name}.json", metrics)

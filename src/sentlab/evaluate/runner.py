@@ -277,7 +277,7 @@ def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, t
     (and, as ``<name>.bootstrap.parquet``, the bootstrap distributions behind ``ci95``) go to
     ``cosines_dir/<name>.parquet`` (:func:`pair_cosine_table`; default: ``reports/cosines`` beside
     ``reports/metrics``, else a ``cosines`` folder beside ``out_path``); MTEB's result JSON of its STS tasks to
-    ``reports/mteb/sentlab__<name>/`` (:func:`sentlab.report.mteb_results.write_stage`; the same rule of place).
+    ``reports/mteb/sentlab__<name>/`` (:func:`sentlab.evaluate.mteb_results.write_stage`; the same rule of place).
     """
     from .. import tracking
     from ..io import write_json
@@ -314,7 +314,7 @@ def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, t
                        else out_path.parent / "cosines")
     write_cosines(Path(cosines_dir) / f"{name}.parquet", frame)
     write_bootstrap(bootstrap_path(Path(cosines_dir) / f"{name}.parquet"), intervals, params.seed)
-    from ..report import mteb_results   # MTEB's result JSON of the STS tasks, as `sentlab evaluate --format mteb`
+    from . import mteb_results   # MTEB's result JSON of the STS tasks, as `sentlab evaluate --format mteb`
 
     mteb_results.write_stage(name, table, lookups[name], timings.get("encode_seconds"),
                              normalize=getattr(encoders[name], "post", None) is None and mteb_results.normalizes(model),
