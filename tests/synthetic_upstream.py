@@ -322,7 +322,8 @@ def workdir_env(scratch: Path, upstream_url: str) -> dict:
     env.update(SENTLAB_UPSTREAM=upstream_url, HF_ENDPOINT=upstream_url,
                SENTLAB_CACHE=str(scratch / ".cache" / "sentlab"), HF_HOME=str(scratch / ".cache" / "hf"),
                HF_HUB_CACHE=str(scratch / ".cache" / "hf" / "hub"), NLTK_DATA=str(scratch / ".cache" / "nltk_data"),
-               HF_HUB_DISABLE_TELEMETRY="1", SENTLAB_SHARED=str(scratch / ".no-shared"))
+               HF_HUB_DISABLE_TELEMETRY="1", SENTLAB_SHARED=str(scratch / ".no-shared"),
+               PYTHONUNBUFFERED="1")   # dvc's "Running stage" lines as they happen (the stage table's times)
     return env
 
 
