@@ -12,7 +12,8 @@ What :func:`populate` puts on the server (paths as the real hosts have them, so 
 - SentEval's transfer tasks in the same tar (the release's record counts, which the loader checks), GLUE's
   per-task zips, Quora's QQP tsv, AskUbuntu's two files, GloVe's zip (its 300-d text format, the vocabulary's words);
 - NLTK's index (``/nltk_data/gh-pages/index.xml`` at the path of NLTK's default index URL) naming packages on this
-  server: ``stopwords`` generated here (its zip layout ``stopwords/english``); the tagger and treebank packages are
+  server: ``stopwords`` (its zip layout ``stopwords/english``) and ``wordnet`` (:func:`wordnet_zip`) generated
+  here; the tagger and treebank packages are
   the bytes of ``/work/shared/nltk_data``'s zips (a perceptron's weights cannot be made up and still tag).
 
 :func:`hf_cache_standins` puts tiny hub-shaped stand-ins (``sentlab standin`` with small dims: the real
@@ -220,7 +221,7 @@ def populate(up, *, wiki_lines: int = WIKI_LINES, pairs: int = 60) -> dict:
     up.files[urlsplit(ASSETS["askubuntu_text"].url).path] = text
     up.files[urlsplit(ASSETS["askubuntu_test"].url).path] = test
     up.files[urlsplit(GLOVE_URL).path] = glove_zip(words)
-    packages = {"stopwords": ("corpora", stopwords_zip(words))}
+    packages = {"stopwords": ("corpora", stopwords_zip(words)), "wordnet": ("corpora", wordnet_zip(words))}
     for subdir, pid in (("taggers", "averaged_perceptron_tagger_eng"), ("corpora", "treebank")):
         src = SHARED / "nltk_data" / subdir / f"{pid}.zip"
         if src.is_file():
@@ -349,3 +350,29 @@ def prepare_workdir(workspace: Path, scratch: Path, up, *, base: str = "paper-li
     hf_cache_standins(Path(env["HF_HUB_CACHE"]), hub_ids)
     return env
 
+
+
+def wordnet_zip(words: list[str]) -> bytes:
+    """NLTK's ``wordnet.zip`` in WordNet 3.0's database format (``wordnet/lexnames``, ``index.<pos>``,
+    ``data.<pos>`` with each synset at its byte offset, ``<pos>.exc``): synsets of two words of the vocabulary each,
+    so EDA's synonym replacement finds synonyms."""
+    header = "  1 WordNet 3.0 Copyright 2006 by Princeton University.  All rights reserved. (synthetic)\n"
+    files = {"wordnet/lexnames": b"00\tadj.all\t3\n01\tadj.pert\t3\n02\tadv.all\t4\n03\tnoun.Tops\t1\n"
+                                 b"04\tnoun.act\t1\n05\tnoun.animal\t1\n"}
+    sense = []
+    for k, (pos, name, lexfile) in enumerate((("n", "noun", 3), ("v", "verb", 0), ("a", "adj", 0),
+                                              ("r", "adv", 2))):
+        pool = words[200 + 400 * k: 600 + 400 * k]
+        data, offsets = header, {}
+        for i in range(0, len(pool) - 1, 2):
+            off = len(data.encode())
+            data += f"{off:08d} {lexfile:02d} {pos} 02 {pool[i]} 0 {pool[i + 1]} 0 000 | synthetic sense  \n"
+            for w in pool[i:i + 2]:
+                offsets[w] = off
+        index = header + "".join(f"{w} {pos} 1 0 1 0 {off:08d}  \n" for w, off in sorted(offsets.items()))
+        files[f"wordnet/data.{name}"] = data.encode()
+        files[f"wordnet/index.{name}"] = index.encode()
+        files[f"wordnet/{name}.exc"] = b""
+        sense += [f"{w}%{k + 1}:{lexfile:02d}:00:: {off:08d} 1 0\n" for w, off in offsets.items()]
+    files["wordnet/index.sense"] = "".join(sorted(sense)).encode()
+    return zip_of(files)
