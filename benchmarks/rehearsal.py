@@ -56,15 +56,23 @@ import synthetic_upstream as su  # noqa: E402
 import upstream  # noqa: E402
 from stage_times import run_streaming, stage_durations  # noqa: E402
 
-FAILED = re.compile(r"failed to reproduce '([^']+)'|ERROR: .*stage: '([^']+)'")
+RUNNING = re.compile(r"Running stage '([^']+)'")
+FAILED = re.compile(r"failed to run: |failed to reproduce '")   # dvc repro --keep-going / without it
 
 
 def stage_table(log_path: Path, total: float) -> list[tuple[str, str, float]]:
-    """(stage, ok | failed, seconds) of every stage the run's log shows running."""
+    """(stage, ok | failed, seconds) of every stage the run's log shows running; a stage failed when dvc's
+    failure line follows its "Running stage" line."""
     from stage_times import log_starts
 
     _, starts = log_starts(log_path)
-    failed = {a or b for a, b in FAILED.findall(log_path.read_text(errors="replace"))}
+    failed, current = set(), None
+    for line in log_path.read_text(errors="replace").splitlines():
+        m = RUNNING.search(line)
+        if m:
+            current = m.group(1)
+        elif current and FAILED.search(line):
+            failed.add(current)
     return [(name, "failed" if name in failed else "ok", s) for name, s in stage_durations(starts, total)]
 
 
