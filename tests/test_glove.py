@@ -128,3 +128,27 @@ def test_the_preflight_goes_on_without_the_vectors(tmp_path):
     written = yaml.safe_load((tmp_path / "params.yaml").read_text())
     assert "glove" not in written["evaluate"]["baselines"] and written["evaluate"]["bert_flow"]["steps"] == 3
     assert "glove" not in yaml.safe_load((tmp_path / "models.yaml").read_text())["baselines"]
+
+
+def test_the_glove_baseline_stage_writes_its_metrics(tmp_path, monkeypatch):
+    """evaluate_baseline('glove') end to end (the dress rehearsal's find, issue #54 §8: it failed on the encoder's
+    missing ``batch_threads``, which the evaluation's fingerprint reads)."""
+    import json
+
+    from sentlab.config import Params
+    from sentlab.evaluate.baselines import evaluate_baseline
+    from test_whitening import _table
+
+    table = _table()
+    words = sorted({w for s in (*table.sentence1, *table.sentence2) for w in s.split()})
+    rng = np.random.default_rng(0)
+    (tmp_path / "glove").mkdir()
+    with open(tmp_path / "glove" / "glove.840B.300d.txt", "w", encoding="utf-8") as f:
+        for w in [*words, "."]:
+            f.write(w + " " + " ".join(f"{v:.4f}" for v in rng.normal(size=4)) + "\n")
+    monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(tmp_path))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.chdir(tmp_path)
+    evaluate_baseline("glove", Params(), table, tmp_path / "figures")
+    metrics = json.loads((tmp_path / "reports" / "metrics" / "base-glove.json").read_text())
+    assert metrics["status"] == "evaluated" and metrics["fingerprint"]["threads"] == 1

@@ -75,6 +75,9 @@ class GloveEncoder:
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     post = None
     dims = None
+    # what an embedding's bits can depend on (the evaluation's fingerprint, SentenceEncoder.batch_threads): a
+    # numpy mean of vectors, one thread
+    batch_threads = 1
 
     @classmethod
     def from_file(cls, path: Path, sentences: Iterable[str], name: str = "base-glove") -> "GloveEncoder":
