@@ -35,8 +35,8 @@ Not as paper-lite runs them:
   as the hub over HTTP (``HF_ENDPOINT`` points at the local server all the same, so no call leaves the machine);
 - **NLTK**: its packages are put into the scratch ``NLTK_DATA`` from the server's files, not through NLTK's
   downloader: NLTK 3.10's SSRF filter refuses every loopback address (``nltk.pathsec.validate_network_url``).
-  The tagger and treebank packages are ``/work/shared/nltk_data``'s zips; ``stopwords`` is generated; PaSeR's
-  WordNet is not here (its line runs with the stand-in paper-lite's own error names).
+  The tagger and treebank packages are ``/work/shared/nltk_data``'s zips; ``stopwords`` and PaSeR's WordNet
+  (WordNet 3.0's database format over the synthetic vocabulary: ``synthetic_upstream.wordnet_zip``) are generated.
 """
 
 from __future__ import annotations
