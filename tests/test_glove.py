@@ -137,7 +137,7 @@ def test_the_glove_baseline_stage_writes_its_metrics(tmp_path, monkeypatch):
 
     from sentlab.config import Params
     from sentlab.evaluate.baselines import evaluate_baseline
-    from test_whitening import _table
+    from _support.sts_tables import random_word_table as _table
 
     table = _table()
     words = sorted({w for s in (*table.sentence1, *table.sentence2) for w in s.split()})
