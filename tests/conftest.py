@@ -37,13 +37,22 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
-def _tracking_not_degraded():
+def _tracking_not_degraded(request):
     """A test whose tracking store fails degrades tracking for its process (sentlab.tracking.degrade): undo it, so
-    the next test on this worker tracks again."""
+    the next test on this worker tracks again. An MLflow run a test leaves active in this process (a stage's process
+    would end it by exiting) is ended with a warning naming the test: the next test's ``start_run`` would fail on it
+    (seen once in CI, order-dependent, leaker not yet found)."""
     yield
+    import sys
+    import warnings
+
     from sentlab import tracking
 
     tracking._DEGRADED.clear()
+    mlflow = sys.modules.get("mlflow")
+    if mlflow is not None and mlflow.active_run() is not None:
+        warnings.warn(f"{request.node.nodeid} left the MLflow run {mlflow.active_run().info.run_id} active; ended it")
+        mlflow.end_run()
 
 
 def mirror_with(monkeypatch, *files: str) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -9,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
+from ruamel.yaml import YAML
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness", "Avg"]
@@ -28,6 +29,17 @@ def _env(mirror: Path, tmp: Path) -> dict:
     env.update(PATH=bindir + os.pathsep + env.get("PATH", ""), SENTLAB_DATA_MIRROR=str(mirror), HF_HUB_OFFLINE="1",
                MLFLOW_TRACKING_URI=f"sqlite:///{tmp / 'mlflow.db'}", SENTLAB_LOG="WARNING")
     return env
+
+
+def edited_params(text: str, edit) -> str:
+    """params.yaml's ``text`` with ``edit`` applied, read and written as DVC reads it (YAML 1.2, ruamel): PyYAML (YAML
+    1.1) would rewrite ``compile: off`` as ``false``, a change of ``train.compile`` to DVC."""
+    rt = YAML()
+    raw = rt.load(text)
+    edit(raw)
+    buf = io.StringIO()
+    rt.dump(raw, buf)
+    return buf.getvalue()
 
 
 @pytest.mark.slow
@@ -130,9 +142,8 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     assert edited.returncode == 0, edited.stdout[-3000:] + edited.stderr[-3000:]
     ran = [ln for ln in edited.stdout.splitlines() if ln.startswith("Running stage")]
     assert ran == ["Running stage 'sources':"], edited.stdout[-3000:]
-    raw = yaml.safe_load(original)
-    raw["methods"]["simcse"] = {"temperature": 0.07}
-    params_file.write_text(yaml.safe_dump(raw, sort_keys=False))
+    params_file.write_text(edited_params(original, lambda raw: raw["methods"].__setitem__("simcse",
+                                                                                          {"temperature": 0.07})))
     status = subprocess.run(dvc + ["status", "--json"], cwd=repo, env=env, capture_output=True, text=True, check=True)
     assert set(json.loads(status.stdout)) - {"sources"} == {"train@simcse", "train@simcse-s43", "evaluate@simcse",
                                                              "evaluate@simcse-s43", "report", "export"}, status.stdout
@@ -144,9 +155,7 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     # else runs); `sentlab stages` rewrites it, and then `dvc status` (what `dvc repro` runs) names only that seed's
     # stages, the report and the export (they read every model). Not run here: the seed stages already ran above
     # (simcse-s43), and a third seed would add about 80 s to CI.
-    raw = yaml.safe_load(original)
-    raw["seeds"]["per_method"]["simcse"] = 3
-    params_file.write_text(yaml.safe_dump(raw, sort_keys=False))
+    params_file.write_text(edited_params(original, lambda raw: raw["seeds"]["per_method"].__setitem__("simcse", 3)))
     stale = subprocess.run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
     assert stale.returncode != 0 and "sentlab stages" in stale.stdout + stale.stderr, stale.stdout[-3000:]
     assert [ln for ln in stale.stdout.splitlines() if ln.startswith("Running stage")] == \
