@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pandas as pd
 import pytest
 from scipy.stats import pearsonr, spearmanr
+
+from _support.sts_tables import sts_pairs_table
 
 from sentlab.errors import SentlabError
 from sentlab.evaluate import mteb_results as R
@@ -25,19 +26,7 @@ SCORE_KEYS = {"pearson", "spearman", "cosine_pearson", "cosine_spearman", "manha
 
 
 def _table(pairs=PAIRS, seed=0):
-    """An STS table with MTEB's test-pair counts; sentences ``<task>-<i>-a/b``, random 8-d embeddings whose
-    cosine follows the gold score loosely (so the correlations are neither 0 nor 1)."""
-    rng = np.random.default_rng(seed)
-    rows, lookup = [], {}
-    for task, n in pairs.items():
-        gold = rng.uniform(0, 5, n)
-        for i in range(n):
-            a, b = f"{task}-{i}-a", f"{task}-{i}-b"
-            va = rng.normal(size=8)
-            lookup[a], lookup[b] = va, va * gold[i] / 5 + rng.normal(size=8) * 0.8
-            rows.append({"task": task, "split": "test", "subset": "x", "sentence1": a, "sentence2": b,
-                         "score": gold[i]})
-    return pd.DataFrame(rows), lookup
+    return sts_pairs_table(pairs, seed, noise=0.8)
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,11 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 import yaml
 from scipy.stats import spearmanr
+
+from _support.sts_tables import sts_pairs_table
 
 from sentlab.evaluate import mteb_results as R
 
@@ -20,17 +21,7 @@ MTEB_PAIRS = {"STS12": 3108, "STS13": 1500, "STS14": 3750, "STS15": 3000, "STS16
 
 
 def _table(pairs, seed=0):
-    rng = np.random.default_rng(seed)
-    rows, lookup = [], {}
-    for task, n in pairs.items():
-        gold = rng.uniform(0, 5, n)
-        for i in range(n):
-            a, b = f"{task}-{i}-a", f"{task}-{i}-b"
-            va = rng.normal(size=8)
-            lookup[a], lookup[b] = va, va * gold[i] / 5 + rng.normal(size=8)
-            rows.append({"task": task, "split": "test", "subset": "x", "sentence1": a, "sentence2": b,
-                         "score": gold[i]})
-    return pd.DataFrame(rows), lookup
+    return sts_pairs_table(pairs, seed)
 
 
 def test_the_stage_writes_what_format_mteb_writes_for_sentlab_model(tmp_path):

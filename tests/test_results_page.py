@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from _support.report_tree import _sts
+
 from sentlab.report.build import build_report
 from sentlab.report.paper_tables import STS7, all_tables
 
@@ -25,11 +27,6 @@ ROOT = Path(__file__).resolve().parents[1]
 CURVE_HEADER = "step,stsb_dev,alignment,uniformity,loss\n"
 
 
-def _sts(base: float) -> dict:
-    vals = {t: base + i for i, t in enumerate(STS7)}
-    vals["Avg"] = sum(vals.values()) / 7
-    vals["STSBenchmark-dev"] = base + 10
-    return vals
 
 
 def _fp(device: str) -> dict:

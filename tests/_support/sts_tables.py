@@ -60,3 +60,19 @@ def nli_corpus(tmp_path, n=40):
     (tmp_path / "data/corpus").mkdir(parents=True, exist_ok=True)
     write_nli(table, tmp_path / "data/corpus/nli.parquet", "sick_standin")
     return list(dict.fromkeys(s for row in zip(texts, pos, neg) for s in row))
+
+
+def sts_pairs_table(pairs: dict, seed: int = 0, noise: float = 1.0):
+    """An STS test table with ``pairs`` (task -> pair count), sentences ``<task>-<i>-a/b``, and random 8-d embeddings
+    (the lookup) whose cosine follows the gold score loosely (``noise`` scales the second vector's noise)."""
+    rng = np.random.default_rng(seed)
+    rows, lookup = [], {}
+    for task, n in pairs.items():
+        gold = rng.uniform(0, 5, n)
+        for i in range(n):
+            a, b = f"{task}-{i}-a", f"{task}-{i}-b"
+            va = rng.normal(size=8)
+            lookup[a], lookup[b] = va, va * gold[i] / 5 + rng.normal(size=8) * noise
+            rows.append({"task": task, "split": "test", "subset": "x", "sentence1": a, "sentence2": b,
+                         "score": gold[i]})
+    return pd.DataFrame(rows), lookup
