@@ -67,9 +67,9 @@ def mirror_with(monkeypatch, *files: str) -> Path:
 
 
 def nltk_with(*resources: str) -> None:
-    """A skip naming the NLTK resources that cannot be found (``sentlab.assets.require_nltk`` looks them up), so
+    """A skip naming the NLTK resources that cannot be found (``sentlab.nltk_resources.require_nltk`` looks them up), so
     that a sentlab error of any other kind fails the test instead of skipping it."""
-    from sentlab.assets import require_nltk
+    from sentlab.nltk_resources import require_nltk
     from sentlab.errors import AssetMissingError
 
     missing = []

@@ -237,7 +237,7 @@ def install_nltk(up, nltk_data: Path) -> list[Path]:
     """The upstream's NLTK packages unpacked-as-zips into ``nltk_data`` (``<subdir>/<id>.zip``, where NLTK looks).
     Not through NLTK's downloader: NLTK 3.10's SSRF filter (``nltk.pathsec.validate_network_url``) refuses every
     loopback address, so its downloader cannot be pointed at a server on 127.0.0.1 without switching that filter
-    off; :func:`sentlab.assets.require_nltk` then finds them present."""
+    off; :func:`sentlab.nltk_resources.require_nltk` then finds them present."""
     out = []
     for path, data in up.files.items():
         if path.startswith(NLTK_PACKAGES + "/"):

@@ -20,7 +20,7 @@ WIKI = Path(os.environ.get("SENTLAB_DATA_MIRROR", REPO.parent / "shared" / "data
 
 
 def _nltk_ready() -> str | None:
-    from sentlab.assets import require_nltk
+    from sentlab.nltk_resources import require_nltk
 
     try:
         require_nltk("averaged_perceptron_tagger_eng")

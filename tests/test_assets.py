@@ -61,6 +61,8 @@ def test_minilm_hub_id_resolves_to_the_installed_package(offline_env):
 def test_missing_nltk_resource_names_download_command(monkeypatch, tmp_path):
     import nltk
 
+    from sentlab.nltk_resources import require_nltk
+
     monkeypatch.setattr(nltk.data, "path", [str(tmp_path)])
     with pytest.raises(AssetMissingError, match=r"python -m nltk.downloader wordnet"):
-        assets.require_nltk("wordnet")
+        require_nltk("wordnet")

@@ -107,7 +107,7 @@ def test_a_missing_nltk_resource_is_fetched_with_nltks_own_downloader(tmp_path, 
 
     import nltk
 
-    from sentlab.assets import require_nltk
+    from sentlab.nltk_resources import require_nltk
 
     data = zip_of({"wordnet/README": b"WordNet 3.0 (stand-in: the package layout, not the data)\n",
                    "wordnet/lexnames": b"00\tadj.all\t3\n"})

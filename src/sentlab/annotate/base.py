@@ -157,7 +157,7 @@ class RakeExtractor:
 
 
 def stopwords_english() -> list[str]:
-    from ..assets import require_nltk
+    from ..nltk_resources import require_nltk
 
     require_nltk("stopwords")
     from nltk.corpus import stopwords

@@ -50,7 +50,7 @@ class NltkBackend(Backend):
         import nltk
         from nltk.tokenize import TreebankWordTokenizer, WordPunctTokenizer
 
-        from ..assets import require_nltk
+        from ..nltk_resources import require_nltk
         from .tagger import BatchPerceptronTagger
 
         require_nltk("averaged_perceptron_tagger_eng")

@@ -15,7 +15,8 @@ import numpy as np
 import torch
 
 from ..assets import load_model
-from ..encoder import SentenceEncoder, read_head, resolve_workers
+from ..encoder import SentenceEncoder, resolve_workers
+from ..encoder_head import read_head
 from ..errors import SentlabError
 from .cosines import bootstrap_intervals, bootstrap_path, confidence_intervals, write_bootstrap, write_cosines
 

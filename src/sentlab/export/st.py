@@ -170,7 +170,7 @@ def st_pooling_info(folder: Path) -> Optional[dict]:
         elif kind == SENTLAB_MODULES + "ChannelSlice":
             out["channels"] = _json(cfg_dir / "config.json").get("channels")
         elif cls == "Dense" and out["pooling"] is not None and not out["head"] and _is_tanh_head(cfg_dir):
-            out["head"] = sub   # a Linear + tanh after the pooling: SimCSE's MLP (sentlab.encoder.read_head)
+            out["head"] = sub   # a Linear + tanh after the pooling: SimCSE's MLP (sentlab.encoder_head.read_head)
         elif cls == "Normalize":
             continue
         else:

@@ -30,7 +30,8 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
-from ..encoder import HEAD_DIR, SentenceEncoder
+from ..encoder import SentenceEncoder
+from ..encoder_head import HEAD_DIR
 
 
 # train.<key> a method's params block may set for itself (None there: the train block's value)
@@ -337,7 +338,7 @@ class Method(nn.Module):
     def inference_head(self) -> Optional[nn.Module]:
         """A trained module applied to the pooled vector at test (a Linear + tanh with a ``dense`` layer: SimCSE's
         MLP, which supervised SimCSE keeps at test), or None (the pooled vector is the embedding). The export
-        writes it beside the encoder (:func:`sentlab.encoder.write_head`, ``sentlab.json``'s ``head``) and every
+        writes it beside the encoder (:func:`sentlab.encoder_head.write_head`, ``sentlab.json``'s ``head``) and every
         encoder of the exported model applies it."""
         return None
 

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field, model_validator
 
-from ..encoder import HEAD_DIR
+from ..encoder_head import HEAD_DIR
 from ..errors import SentlabError
 from . import register
 from ._common import MLPHead, cosine_logits

@@ -159,7 +159,7 @@ def _export(folder: Path, method, info: dict) -> None:
         method.encoder.save_pretrained(tmp, safe_serialization=True)
         method.tokenizer.save_pretrained(tmp)
         if info.get("head"):   # the test-time head (supervised SimCSE's MLP), sentence-transformers' Dense format
-            from ..encoder import write_head
+            from ..encoder_head import write_head
 
             write_head(method.inference_head(), tmp / info["head"])
         (tmp / "sentlab.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
