@@ -13,9 +13,9 @@ from sentlab.config import TrainParams
 from sentlab.encoder import SentenceEncoder, apply_template, end_with_period
 from sentlab.errors import SentlabError
 from sentlab.methods._common import info_nce
-from sentlab.methods._perturb import (Masks, MaskPerturbation, Noise, NoisePerturbation, ascend, freelb_init,
-                                      freelb_step, perturbable_modules, threshold, transform_outputs, weakening_mask,
-                                      word_embedding_module)
+from sentlab.methods._perturb import (ascend, freelb_init, freelb_step, perturbable_modules, threshold,
+                                      transform_outputs, weakening_mask, word_embedding_module)
+from sentlab.methods._perturb_strategies import Masks, MaskPerturbation, Noise, NoisePerturbation
 from sentlab.methods.base import Batch
 from sentlab.methods.l2p import L2PCSR, L2PParams, PromptBERT, PromptL2P
 from sentlab.train.data import Corpus

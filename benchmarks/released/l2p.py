@@ -90,7 +90,7 @@ def _no_key_bias(grads: dict) -> dict:
 # --------------------------------------------------------------------------- sentlab
 def sentlab_outputs() -> Outputs:
     from sentlab.config import TrainParams
-    from sentlab.methods._perturb import Masks
+    from sentlab.methods._perturb_strategies import Masks
     from sentlab.methods.base import Batch
     from sentlab.methods.l2p import L2PCSR
 

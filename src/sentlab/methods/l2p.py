@@ -1,8 +1,8 @@
 """L2P-CSR (learned weakening perturbations), PromptBERT and both together — docs/methods.md#l2p-csr.
 
 Three registered methods share one two-view contrastive core
-(:class:`_TwoViewContrastive`: SimCSE's doubled batch ``[s_1..s_N, s_1..s_N]``
-in one forward pass, in-batch InfoNCE over cos/τ between the two halves):
+(:class:`~sentlab.methods._two_view.TwoViewContrastive`: SimCSE's doubled batch
+``[s_1..s_N, s_1..s_N]`` in one forward pass, in-batch InfoNCE over cos/τ between the two halves):
 
 * ``l2p`` — :class:`L2PCSR`, [CLS] + MLP in training, [CLS] at test;
 * ``prompt`` — :class:`PromptBERT`, the sentence inside a template, the
@@ -10,7 +10,8 @@ in one forward pass, in-batch InfoNCE over cos/τ between the two halves):
 * ``prompt_l2p`` — :class:`PromptL2P`, the template and the learned masks.
 
 The perturbations themselves (masks, FreeLB noise, hooks) are in
-:mod:`sentlab.methods._perturb`, the params in :mod:`sentlab.methods._l2p_params`.
+:mod:`sentlab.methods._perturb` and :mod:`sentlab.methods._perturb_strategies`, the params in
+:mod:`sentlab.methods._l2p_params`.
 The paper's ablations (Table 3) and hyper-parameter sweeps (Fig. 2) are params
 of ``methods.l2p``; the variants that train them are params.yaml
 ``ablations.variants`` (the one registry, which the report's table names).
@@ -25,13 +26,13 @@ from typing import Optional
 import numpy as np
 import torch
 
-from ..encoder import pool
 from ..errors import SentlabError
 from . import register
-from ._common import MLPHead, doubled, in_batch_info_nce
 from ._l2p_params import L2PParams, PromptL2PParams, PromptParams
-from ._perturb import PERTURBATIONS, isolated_rng
-from .base import Batch, Method, PaperAvg
+from ._perturb import isolated_rng
+from ._perturb_strategies import PERTURBATIONS
+from ._two_view import TwoViewContrastive
+from .base import Batch, PaperAvg
 
 __all__ = ["L2PCSR", "L2PParams", "PromptBERT", "PromptL2P", "PromptL2PParams", "PromptParams", "paper_lr"]
 
@@ -46,142 +47,9 @@ def paper_lr(config) -> float:
     return 1e-5 if config.model_type == "roberta" and config.num_hidden_layers == 12 else 3e-5
 
 
-# --------------------------------------------------------------------------- shared core
-class _TwoViewContrastive(Method):
-    """Two views of each sentence in one doubled batch, pooled ([CLS] or [MASK]) + MLP, in-batch InfoNCE."""
-
-    inference_pooling = "cls"
-
-    def __init__(self, encoder, tokenizer, params, seed: int = 0):
-        super().__init__(encoder, tokenizer, params, seed)
-        self.mlp = MLPHead.of(encoder.config) if params.mlp_train else None
-        self._template_cache: dict[str, tuple[list[int], list[int]]] = {}
-
-    # --- input --------------------------------------------------------------
-    @property
-    def templates(self) -> Optional[tuple[str, str]]:
-        t = getattr(self.params, "template", None)
-        if t is None:
-            return None
-        return t, (getattr(self.params, "template2", None) or t)
-
-    def prepare(self, batch: Batch) -> Batch:
-        batch.features = {"views": self.encode_views(batch.sentences)}
-        return batch
-
-    def encode_views(self, sentences) -> dict[str, torch.Tensor]:
-        """CPU token ids of the doubled batch ``[view 1 of s_1..s_N, view 2 of s_1..s_N]``: SimCSE's
-        :func:`~sentlab.methods._common.doubled` batch, or the sentences in ``template`` then ``template2``."""
-        sentences = list(sentences)
-        if self.templates is None:
-            return doubled(self.encode_text(sentences))
-        t1, t2 = self.templates
-        ids = self.templated_ids(sentences, t1) + self.templated_ids(sentences, t2)
-        return dict(self.tokenizer.pad({"input_ids": ids}, padding=True, return_tensors="pt"))
-
-    def templated_ids(self, sentences, template: str) -> list[list[int]]:
-        """Token ids of ``template`` around each sentence, special tokens added.
-
-        The sentence alone is truncated to ``max_length`` tokens *before* it is
-        wrapped, as PromptBERT's training code does (``train.py`` cuts the
-        sentence's ids at ``max_seq_length``, then adds the template), so the
-        [MASK] token is never cut off and the input is up to ``max_length`` plus
-        the template's tokens long.
-        """
-        before, after = self._template_pieces(template)
-        head, tail = self._special_tokens()
-        sent = self.tokenizer(list(sentences), add_special_tokens=False, truncation=True,
-                              max_length=self.params.max_length)["input_ids"]
-        return [head + before + s + after + tail for s in sent]
-
-    def _template_pieces(self, template: str) -> tuple[list[int], list[int]]:
-        """The ids of the template's text before and after ``{sentence}`` (no special tokens). The text before
-        is right-stripped, as PromptBERT's code strips it for RoBERTa (for BERT's tokenizer it changes nothing)."""
-        if template not in self._template_cache:
-            before, after = template.split("{sentence}")
-            before = before.rstrip()
-            mask = self.tokenizer.mask_token
-            ids = [self.tokenizer(part.format(mask=mask), add_special_tokens=False)["input_ids"]
-                   for part in (before, after)]
-            self._template_cache[template] = (ids[0], ids[1])
-        return self._template_cache[template]
-
-    def _special_tokens(self) -> tuple[list[int], list[int]]:
-        """The ids the tokenizer puts before / after a single sequence ([CLS] … [SEP] for BERT)."""
-        if "__special__" not in self._template_cache:
-            with_sp = self.tokenizer("x", add_special_tokens=True)["input_ids"]
-            bare = self.tokenizer("x", add_special_tokens=False)["input_ids"]
-            i = next(i for i in range(len(with_sp)) if with_sp[i: i + len(bare)] == bare)
-            self._template_cache["__special__"] = (with_sp[:i], with_sp[i + len(bare):])
-        return self._template_cache["__special__"]
-
-    # --- representation and loss ----------------------------------------------
-    def represent(self, views: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Training representation: [CLS] (or [MASK] with a template, minus the empty template's [MASK] vector
-        with ``denoise``) of the last layer, then the MLP."""
-        denoise = self.templates is not None and getattr(self.params, "denoise", False)
-        bias = self.template_bias(views) if denoise else None   # first, as PromptBERT's cl_forward
-        out = self.encoder(**self.encoder_inputs(views), return_dict=True)
-        if self.templates is not None:
-            h = pool(out, views["attention_mask"], "mask", views["input_ids"], self.tokenizer.mask_token_id)
-            if bias is not None:
-                h = h - bias
-        else:
-            h = out.last_hidden_state[:, 0]
-        return self.mlp(h) if self.mlp is not None else h
-
-    def encoder_inputs(self, views: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """What the training passes give the encoder (all of ``views`` here)."""
-        return views
-
-    def template_bias(self, views: dict[str, torch.Tensor]) -> torch.Tensor:
-        """PromptBERT's template denoising (its ``get_delta``): for each row of the doubled batch, the last-layer
-        [MASK] vector of the row's template *without* the sentence, its tokens after the sentence slot at the
-        positions they have in the row (position ids shifted by the sentence's token count), no attention mask,
-        in train mode (dropout as the main pass) and with the gradient. ``(2N, d)``.
-
-        One empty-template row per sentence length 0 … the widest the batch allows (the code: 50 rows), indexed
-        by each row's sentence length = its real tokens − the template's (no host sync). The position ids are
-        ``0, 1, …`` as the code passes them (for RoBERTa, whose own ids start after the padding index, that is
-        the code's offset too)."""
-        mask, width = views["attention_mask"], views["attention_mask"].size(1)
-        n = mask.size(0) // 2
-        device = mask.device
-        out = []
-        for rows, template in ((slice(0, n), self.templates[0]), (slice(n, None), self.templates[1])):
-            before, after = self._template_pieces(template)
-            head, tail = self._special_tokens()
-            ids = torch.tensor(head + before + after + tail, device=device)
-            lengths = torch.arange(max(1, width - len(ids) + 1), device=device)
-            d_ids = ids.unsqueeze(0).expand(len(lengths), -1)
-            pos = torch.arange(len(ids), device=device).unsqueeze(0).repeat(len(lengths), 1)
-            pos[:, len(head) + len(before):] += lengths.unsqueeze(-1)
-            with self.unperturbed():
-                last = self.encoder(input_ids=d_ids, position_ids=pos, return_dict=True).last_hidden_state
-            at = ids.tolist().index(self.tokenizer.mask_token_id)
-            sent_len = (mask[rows].sum(-1) - len(ids)).clamp(0, len(lengths) - 1)
-            out.append(last[:, at][sent_len])
-        return torch.cat(out)
-
-    def unperturbed(self):
-        """A block whose encoder passes see no training perturbation (none here)."""
-        return contextlib.nullcontext()
-
-    def contrastive_loss(self, views: dict[str, torch.Tensor]) -> torch.Tensor:
-        """In-batch InfoNCE (L2P-CSR Eq. 9) between the two halves of the doubled batch."""
-        z1, z2 = self.represent(views).chunk(2)
-        return in_batch_info_nce(z1, z2, self.params.temperature)
-
-    def export_info(self) -> dict:
-        if self.templates is not None:
-            info = {"method": self.id, "pooling": "mask", "template": self.templates[0]}
-            return info | ({"end_period": True} if getattr(self.params, "end_period", False) else {})
-        return {"method": self.id, "pooling": "cls"}
-
-
 # --------------------------------------------------------------------------- PromptBERT
 @register("prompt")
-class PromptBERT(_TwoViewContrastive):
+class PromptBERT(TwoViewContrastive):
     """PromptBERT, unsupervised (Jiang et al., "PromptBERT: Improving BERT
     Sentence Embeddings with Prompts", 2022), as its released code trains it
     (kongds/Prompt-BERT ``run.sh unsup-bert``; docs/methods.md#promptbert),
@@ -225,7 +93,7 @@ and Wei, Furu and Huang, Haizhen and Deng, Denvy and Zhang, Qi},
 
 # --------------------------------------------------------------------------- L2P-CSR
 @register("l2p")
-class L2PCSR(_TwoViewContrastive):
+class L2PCSR(TwoViewContrastive):
     """L2P-CSR: learning to perturb for contrastive sentence representations
     (Zhou et al., "Learning to Perturb for Contrastive Learning of Unsupervised
     Sentence Representations"; RUCAIBox/L2P-CSR), docs/methods.md#l2p-csr.
@@ -242,9 +110,9 @@ class L2PCSR(_TwoViewContrastive):
     two views with in-batch InfoNCE (Eq. 9), [CLS] + MLP. At inference there is
     no perturbation: the hooks exist only inside :meth:`forward`.
 
-    The perturbation is a strategy (``perturbation``, :data:`~sentlab.methods._perturb.PERTURBATIONS`):
-    :class:`~sentlab.methods._perturb.MaskPerturbation` (the method) or
-    :class:`~sentlab.methods._perturb.NoisePerturbation` (Table 3 "Emb Noise").
+    The perturbation is a strategy (``perturbation``, :data:`~sentlab.methods._perturb_strategies.PERTURBATIONS`):
+    :class:`~sentlab.methods._perturb_strategies.MaskPerturbation` (the method) or
+    :class:`~sentlab.methods._perturb_strategies.NoisePerturbation` (Table 3 "Emb Noise").
 
     Choices where the paper is silent (params of ``methods.l2p``):
 
