@@ -153,7 +153,7 @@ def test_loader_workers_fork_under_a_forkserver_default(tok, tmp_path):
     the losses of the main-process run."""
     import multiprocessing as mp
 
-    from sentlab.train.loop import micro_batch_loader
+    from sentlab.train.batches import micro_batch_loader
 
     if "fork" not in mp.get_all_start_methods():
         pytest.skip("needs the fork start method (Linux)")
