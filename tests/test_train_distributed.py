@@ -17,7 +17,7 @@ SCRIPT = textwrap.dedent('''
     from sentlab.config import TrainParams
     from sentlab.methods import get_method
     from sentlab.methods.base import Batch
-    from sentlab.train import distributed as D
+    from sentlab import distributed as D
     from sentlab.train.data import Corpus
     from sentlab.train.loop import train_loop
     import numpy as np
@@ -99,7 +99,7 @@ RESUME_SCRIPT = textwrap.dedent('''
     from sentlab.assets import resolve_model
     from sentlab.config import TrainParams
     from sentlab.methods.simcse import SimCSE
-    from sentlab.train import distributed as D
+    from sentlab import distributed as D
     from sentlab.train.data import Corpus
     from sentlab.train.loop import train_loop
 

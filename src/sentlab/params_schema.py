@@ -109,7 +109,7 @@ class FlowParams(Strict):
     weight_decay: float = Field(0.01, ge=0, description="decoupled weight decay (the code's AdamWeightDecayOptimizer)")
     bias_correction: bool = Field(
         True, description="Adam's bias correction: true = torch's AdamW; false = the code's AdamWeightDecayOptimizer "
-        "(BERT's TF optimiser: no correction, the decay on the value before the step; sentlab.train.optim."
+        "(BERT's TF optimiser: no correction, the decay on the value before the step; sentlab.optim."
         "AdamWLegacy): the paper profile")
     batch_size: int = Field(64, gt=0, description="fit sentences per step (the code: 32 pairs, both sides)")
     epochs: int = Field(1, gt=0, description="passes over the fit sentences")

@@ -43,7 +43,7 @@ import torch
 from torch import nn
 
 from ..errors import SentlabError
-from ..train.optim import AdamWLegacy
+from ..optim import AdamWLegacy
 
 log = logging.getLogger(__name__)
 LOGSCALE = 3.0  # the code's logscale_factor: the parameter s is stored as s / 3

@@ -17,7 +17,7 @@ from torch import nn
 
 from ..augment import span_text, make_augmenter
 from ..errors import SentlabError
-from ..train.distributed import concat_all_gather, rank
+from ..distributed import concat_all_gather, rank
 from . import register
 from ._common import MLPHead, augmentation_info, info_nce
 from .base import Batch, ContrastiveParams, Method, MethodParams, PaperAvg

@@ -5,9 +5,8 @@
 * :mod:`sentlab.train.run` — one run from params (``pipeline/train.py METHOD``, ``sentlab train``);
 * :mod:`sentlab.train.checkpoint` — resume state and exported models;
 * :mod:`sentlab.train.data` — corpus + annotation columns + seeded order;
-* :mod:`sentlab.train.distributed` — torchrun helpers (no-ops in one process);
-* :mod:`sentlab.train.optim` — Adam without bias correction (released code's optimisers: ConSERT, BERT-flow);
 * :mod:`sentlab.train.cli` — ``sentlab methods`` / ``sentlab train``.
 
-Kept import-free: methods import :mod:`sentlab.train.distributed` without pulling in the loop.
+The torchrun helpers (:mod:`sentlab.distributed`) and the legacy Adam (:mod:`sentlab.optim`) sit in the core layer
+below, beside the methods that use them (docs/architecture.md).
 """

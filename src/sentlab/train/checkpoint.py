@@ -64,7 +64,7 @@ def set_rng_state_tensors(state: dict) -> None:
 def _all_ranks(obj):
     """``[obj of rank 0, obj of rank 1, …]`` on rank 0 (a collective: every rank calls it);
     ``[obj]`` in a single process."""
-    from . import distributed as D
+    from .. import distributed as D
 
     if not D.is_dist():
         return [obj]
@@ -80,7 +80,7 @@ def save_resume(folder: Path, method, optimizer, scheduler, meta: dict) -> None:
 
     Called by every rank: the RNG states of all ranks are gathered and saved (rank r resumes with
     its own), rank 0 writes."""
-    from . import distributed as D
+    from .. import distributed as D
 
     rng_tensors = _all_ranks(rng_state_tensors())
     rng_json = _all_ranks(rng_state_json())

@@ -64,7 +64,7 @@ from ..encoder import autocast
 from ..errors import SentlabError
 from ..io import recover_replaced
 from ..timing import timed
-from . import distributed as D
+from .. import distributed as D
 from .checkpoint import export_model, load_resume, save_resume
 from .compiled import check_step_options, step_forward
 from .batches import micro_batch_loader

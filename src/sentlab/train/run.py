@@ -31,7 +31,7 @@ from ..encoder import resolve_workers
 from ..errors import SentlabError
 from ..timing import timed
 from ..methods import get_method
-from . import distributed as D
+from .. import distributed as D
 from .checkpoint import publish, write_curve, write_marker
 from .data import load_corpus
 from .compiled import check_step_options
