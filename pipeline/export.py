@@ -3,7 +3,7 @@
 For each ``models/<m>`` that trained (``sentlab.json`` status ``trained``): the sentence-transformers
 folder (a copy of ``models/<m>``, cloned copy-on-write where the filesystem can: never a hard link, which
 made the two share their weights) plus
-``README.md``, its model card (:mod:`sentlab.export.card`: method and paper, the seven STS results of
+``README.md``, its model card (:mod:`sentlab.hub.card`: method and paper, the seven STS results of
 ``reports/metrics/<m>.json``, the params in force, the environment fingerprint when recorded, the
 command that reproduces it, the citation). ``exports/index.md`` lists what was exported and what not.
 The card lives here, not in ``models/<m>``: DVC forbids a stage writing into another stage's output.
@@ -20,7 +20,7 @@ from typing import Optional
 
 from sentlab.config import RUNTIME_KEYS
 from sentlab.errors import SentlabError
-from sentlab.export.card import model_card
+from sentlab.hub.card import model_card
 from sentlab.io import atomic_path, independent_copy
 from sentlab.pipeline_util import run_stage
 from sentlab.stage_list import profile_models

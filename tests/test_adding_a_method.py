@@ -94,14 +94,14 @@ def test_sentlab_methods_and_params_pick_it_up(added, tmp_path, capsys):
 
 
 def test_its_model_card_cites_what_its_class_carries(added):
-    """export/card.py names no method: the new class's ``paper`` and ``citation`` reach its card."""
-    from sentlab.export.card import model_card
+    """hub/card.py names no method: the new class's ``paper`` and ``citation`` reach its card."""
+    from sentlab.hub.card import model_card
 
     card = model_card("mean_simcse", {"method": "mean_simcse", "pooling": "mean"}, {"STS12": 50.0}, {}, None,
                       "quick", "bert-base-uncased", "train@mean_simcse")
     assert "Paper: Mean-pooled SimCSE (sentlab's example method)." in card
     assert "```bibtex\n@misc{sentlab2026meansimcse," in card
-    assert "mean_simcse" not in (REPO / "src" / "sentlab" / "export" / "card.py").read_text()
+    assert "mean_simcse" not in (REPO / "src" / "sentlab" / "hub" / "card.py").read_text()
 
 
 def test_dvc_has_its_train_and_evaluate_stages_once_the_profile_trains_it(added, tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import yaml
 
-from sentlab.export.card import TASKS, model_card
+from sentlab.hub.card import TASKS, model_card
 
 METRICS = {"model": "posbow_adv", "STS12": 60.5, "STS13": 70.25, "STS14": 65.0, "STS15": 75.0, "STS16": 72.0,
            "STSBenchmark": 71.0, "SICKRelatedness": 66.0, "Avg": 68.54, "STSBenchmark-dev": 77.7,

@@ -188,7 +188,7 @@ def test_the_training_code_fingerprint_covers_what_trains_and_not_the_report():
     walked = {prov._module_file(m).relative_to(prov.PACKAGE_DIR).as_posix()
               for m in prov._walk([prov.TRAINING_ENTRY], ("simcse",))}
     assert {"train/loop.py", "train/run.py", "methods/simcse.py", "train/checkpoint.py"} <= walked
-    assert "report/build.py" not in walked and "export/card.py" not in walked
+    assert "report/build.py" not in walked and "hub/card.py" not in walked
     assert "methods/moco.py" not in walked   # another method's module: its edit keeps simcse's checkpoints
     assert walked <= files
 

@@ -88,6 +88,9 @@ def test_exported_tiny_model_matches_sentlab_encoder(case, tmp_path, tok, one_th
     modules = json.loads((folder / "modules.json").read_text())
     assert modules[0]["path"] == ""    # transformers' AutoModel still loads the folder root
     uses_sentlab = any(m["type"].startswith("sentlab.") for m in modules)
+    # the import path of sentlab's module classes is part of every published folder (and of its card's text): the
+    # layering keeps them at sentlab.export.modules (docs/architecture.md), a move would break those folders
+    assert all(m["type"].startswith(("sentence_transformers.", "sentlab.export.modules.")) for m in modules), modules
     assert uses_sentlab == (case not in ST_ONLY)
     assert (folder / "config_sentence_transformers.json").is_file()
     info = json.loads((folder / "sentlab.json").read_text())

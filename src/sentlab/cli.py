@@ -14,7 +14,7 @@ import sys
 
 # Modules that add subcommands through ``register_cli(subparsers)``.
 PLUGINS: list[str] = ["sentlab.annotate.cli", "sentlab.train.cli", "sentlab.report.cli", "sentlab.preflight",
-                      "sentlab.backbones.standin", "sentlab.parallel.cli", "sentlab.plan", "sentlab.export.push"]
+                      "sentlab.backbones.standin", "sentlab.parallel.cli", "sentlab.plan", "sentlab.hub.push"]
 
 
 def _cmd_evaluate(args) -> int:

@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 import yaml
 
-from .st import needs_sentlab
+from ..export.st import needs_sentlab
 
 TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
 

@@ -1,7 +1,7 @@
 """``sentlab push MODEL --repo-id ORG/NAME [--dry-run]``: an exported model to the Hugging Face Hub.
 
 The folder pushed is the export stage's ``exports/<model>/`` (or any folder given as MODEL): the
-sentence-transformers model and its ``README.md``, the model card (:mod:`sentlab.export.card`), which the Hub shows
+sentence-transformers model and its ``README.md``, the model card (:mod:`sentlab.hub.card`), which the Hub shows
 as the model's page. The upload is ``huggingface_hub``'s: :meth:`HfApi.create_repo` (``exist_ok``: a second push
 is a new commit of the same repository) then :meth:`HfApi.upload_folder`. The token is huggingface_hub's own
 (``HF_TOKEN``, or ``huggingface-cli login``'s stored one); it goes only to the Hub's endpoint (``HF_ENDPOINT``,
