@@ -163,7 +163,7 @@ def training_code_fingerprint(method: str) -> str:
     """sha256 (16 hex digits) of the code a training of ``method`` executes (:data:`TRAINING_ENTRY` and every
     sentlab module it can import, as :func:`executed_modules` walks them for that method), comments,
     formatting and docstrings left out. The resume key of a training run includes it: a fix to the training
-    code starts afresh; a comment, or an edit of a module this training never runs (report, export, another
+    code starts afresh; a comment, or an edit of a module this training never runs (report, the model card, another
     method), keeps the checkpoint resumable."""
     h = hashlib.sha256()
     for f in sorted(_module_file(m) for m in _walk([TRAINING_ENTRY], (method,))):
