@@ -1,10 +1,10 @@
 """The bootstrap's resampling unit: pairs, or clusters of pairs that share a sentence (issue #35).
 
 For each of the seven STS test sets (the prepare stage's ``data/sts/sts.parquet``, every pair), prints the
-pairs, the clusters (:func:`sentlab.evaluate.cosines.sentence_clusters`: connected components of the
+pairs, the clusters (:func:`sentlab.evaluate.sts.cosines.sentence_clusters`: connected components of the
 sentence–pair graph), the share of pairs that share a sentence with another pair, the largest cluster, and
 the width of the 95 % bootstrap CI of one model's Spearman with pairs as the unit (``scipy.stats.bootstrap``)
-and with clusters as the unit (:func:`sentlab.evaluate.stats.spearman_ci` with ``clusters``), same seed,
+and with clusters as the unit (:func:`sentlab.evaluate.sts.stats.spearman_ci` with ``clusters``), same seed,
 1,000 resamples each. The model is ``--model`` (a trained model folder or hub id; default: the quick
 profile's backbone with mean pooling), encoded in fp32 on CPU.
 
@@ -35,10 +35,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     from sentlab.data.sts import eval_split, read_sts_table
-    from sentlab.evaluate.cosines import sentence_clusters
-    from sentlab.evaluate.protocol import embed_unique, pair_cosines
-    from sentlab.evaluate.runner import build_encoders
-    from sentlab.evaluate.stats import spearman_ci
+    from sentlab.evaluate.sts.cosines import sentence_clusters
+    from sentlab.evaluate.sts.protocol import embed_unique, pair_cosines
+    from sentlab.evaluate.sts.runner import build_encoders
+    from sentlab.evaluate.sts.stats import spearman_ci
 
     table = read_sts_table(args.sts)
     pooling = args.pooling or (None if Path(args.model).is_dir() else "mean")

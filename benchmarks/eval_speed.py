@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from sentlab.assets import load_model, resolve_data  # noqa: E402
 from sentlab.data.sts import TASKS, eval_split, parse_all  # noqa: E402
 from sentlab.encoder import NEEDS_HIDDEN_STATES, SentenceEncoder, pool, resolve_workers  # noqa: E402
-from sentlab.evaluate.protocol import (evaluate_table, pool_sentences, sample_pairs, select_splits,  # noqa: E402
+from sentlab.evaluate.sts.protocol import (evaluate_table, pool_sentences, sample_pairs, select_splits,  # noqa: E402
                                        senteval_style)
 
 
@@ -192,8 +192,8 @@ def diagnostics_cost(args, enc, table) -> None:
     import tempfile
 
     from sentlab.config import EvaluateParams
-    from sentlab.evaluate.diagnostics import run_diagnostics
-    from sentlab.evaluate.figures import density_figure
+    from sentlab.evaluate.sts.diagnostics import run_diagnostics
+    from sentlab.evaluate.sts.figures import density_figure
 
     ep = EvaluateParams(max_pairs=args.max_pairs)
     t0 = time.perf_counter()

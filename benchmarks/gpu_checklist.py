@@ -134,7 +134,7 @@ def eval_part(device: str = "cuda", max_pairs: int | None = None) -> dict:
     from sentlab.backbones import architecture_config, build_tokenizer, spread_layer_norms
     from sentlab.data.sts import TASKS, parse_all
     from sentlab.encoder import SentenceEncoder
-    from sentlab.evaluate.protocol import evaluate_table
+    from sentlab.evaluate.sts.protocol import evaluate_table
 
     table = parse_all(resolve_data("senteval_sts").root, resolve_data("sick").root)
     tok = build_tokenizer("bert-base-uncased")

@@ -59,7 +59,7 @@ def child(method: str, precision: str, isa: str, work: Path) -> dict:
 
     from sentlab.config import load_params
     from sentlab.data.sts import read_sts_table
-    from sentlab.evaluate.runner import build_encoders, evaluate_encoders
+    from sentlab.evaluate.sts.runner import build_encoders, evaluate_encoders
     from sentlab.train.run import train_method
 
     params = load_params("params.yaml")

@@ -33,9 +33,10 @@ QUICK_MODELS = {"simcse": 3, "ptbert": 3, "moco": 1, "moco_srl": 1, "paser": 1, 
 
 def synthetic_tree(root: Path) -> None:
     """Metrics + cosines shaped like the quick profile's (real pair counts, seeds of simcse/ptbert)."""
-    from sentlab.evaluate.cosines import (bootstrap_intervals, bootstrap_path, confidence_intervals, write_bootstrap,
+    from sentlab.evaluate.sts.cosines import (bootstrap_intervals, bootstrap_path, confidence_intervals,
+                                              write_bootstrap,
                                           write_cosines)
-    from sentlab.evaluate.stats import spearman_vec
+    from sentlab.evaluate.sts.stats import spearman_vec
 
     rng = np.random.default_rng(0)
     golds = {t: np.round(np.random.default_rng(i).uniform(0, 5, n), 1) for i, (t, n) in enumerate(SIZES.items())}

@@ -167,7 +167,7 @@ def stsb_dev(method, dev_pairs: int) -> float:
     """STS-B dev Spearman x 100 of the trained model, evaluated in fp32 (``dev_pairs`` 0: every pair)."""
     from sentlab.assets import resolve_data
     from sentlab.data.sts import parse_all
-    from sentlab.evaluate.diagnostics import evaluate_dev
+    from sentlab.evaluate.sts.diagnostics import evaluate_dev
 
     table = parse_all(resolve_data("senteval_sts").root, resolve_data("sick").root)
     enc = method.sentence_encoder(precision="fp32")

@@ -3,7 +3,7 @@
     PYTHONPATH=src python benchmarks/transfer_vs_senteval.py --senteval /path/to/SentEval [--tasks CR TREC MRPC]
 
 Encodes every sentence of the chosen tasks once with ``--model`` (default sentence-transformers/all-MiniLM-L6-v2,
-through the embedding cache), then for each task runs (1) :func:`sentlab.evaluate.transfer.run_task` and (2)
+through the embedding cache), then for each task runs (1) :func:`sentlab.evaluate.suites.transfer.run_task` and (2)
 SentEval's task class (``senteval.binary.CREval`` …) with SimCSE's settings (usepytorch, kfold 10, Adam, batch
 64, tenacity 5, epoch_size 4) and a batcher that looks the same embeddings up, and prints per-task accuracy,
 wall time of each and the speed ratio. SentEval is not a pip package: pass a checkout with ``--senteval`` or
@@ -64,8 +64,8 @@ def senteval_run(task: str, root: str, lookup: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    from sentlab.evaluate.transfer import ClassifierConfig, run_task
-    from sentlab.evaluate.transfer_data import TASKS, load_task
+    from sentlab.evaluate.suites.transfer import ClassifierConfig, run_task
+    from sentlab.evaluate.suites.transfer_data import TASKS, load_task
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="sentence-transformers/all-MiniLM-L6-v2")
@@ -79,9 +79,9 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
 
     from sentlab.assets import resolve_data
-    from sentlab.evaluate.cache import embedding_cache
-    from sentlab.evaluate.protocol import embed_unique
-    from sentlab.evaluate.runner import build_encoders
+    from sentlab.evaluate.sts.cache import embedding_cache
+    from sentlab.evaluate.sts.protocol import embed_unique
+    from sentlab.evaluate.sts.runner import build_encoders
 
     enc = next(iter(build_encoders(args.model, pooling=args.pooling, precision="fp32", device="cpu").values()))
     loaded = {t: load_task(t) for t in args.tasks}

@@ -3,7 +3,7 @@
     python pipeline/evaluate.py simcse      # dvc.yaml evaluate@simcse: models/simcse (its own pooling)
 
 A trained model's metrics JSON holds its ``method`` block: the method params it was trained with
-(:func:`~sentlab.evaluate.trained.trained_method_block`: the Params in force, which this stage
+(:func:`~sentlab.evaluate.sts.trained.trained_method_block`: the Params in force, which this stage
 declares as DVC params like the train stage), and every JSON the device and precision it was
 evaluated with.
 Every evaluated model's per-pair cosines go to reports/cosines/<name>.parquet (the report's CIs, paired
@@ -31,10 +31,10 @@ FIGURES = Path("reports/figures")
 
 def main() -> None:
     from sentlab.data.sts import read_sts_table
-    from sentlab.evaluate.cache import embedding_cache
-    from sentlab.evaluate.figures import note_figure
-    from sentlab.evaluate.runner import evaluate_and_record, read_model_info
-    from sentlab.evaluate.trained import missing_model_error, trained_method_block
+    from sentlab.evaluate.sts.cache import embedding_cache
+    from sentlab.evaluate.sts.figures import note_figure
+    from sentlab.evaluate.sts.runner import evaluate_and_record, read_model_info
+    from sentlab.evaluate.sts.trained import missing_model_error, trained_method_block
     from sentlab.stage_params import stage_params
 
     ap = argparse.ArgumentParser()

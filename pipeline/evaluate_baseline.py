@@ -7,7 +7,7 @@ reports/metrics/base-<kind>.json.
     python pipeline/evaluate_baseline.py glove      # averaged GloVe vectors (evaluate.glove) -> base-glove
 
 Its own entry script (not ``pipeline/evaluate.py baseline``): its code file lists only what a baseline
-executes, so an edit of the training code does not re-run the baselines (:mod:`sentlab.evaluate.baselines`).
+executes, so an edit of the training code does not re-run the baselines (:mod:`sentlab.evaluate.baselines.stage`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 from sentlab.pipeline_util import run_stage
 
 if __name__ == "__main__":
-    from sentlab.evaluate.baselines import run_baseline_stage
+    from sentlab.evaluate.baselines.stage import run_baseline_stage
 
     if len(sys.argv) != 2:
         print("usage: python pipeline/evaluate_baseline.py {cls,mean,first_last,whitening,bert_flow,glove}",

@@ -1,5 +1,5 @@
 """Stage `suite@glue-<name>`: GLUE fine-tuning of one model (L2P-CSR Table 4) -> reports/metrics/glue/<name>.json
-(:mod:`sentlab.evaluate.glue_stage`).
+(:mod:`sentlab.evaluate.suites.glue_stage`).
 
     python pipeline/evaluate_glue.py l2p        # dvc.yaml suite@glue-l2p: models/l2p
     python pipeline/evaluate_glue.py base-cls   # the backbone fine-tuned (Table 4's "BERT-base")
@@ -14,7 +14,7 @@ from sentlab.pipeline_util import run_stage
 
 
 def main() -> None:
-    from sentlab.evaluate.glue_stage import run_glue_stage
+    from sentlab.evaluate.suites.glue_stage import run_glue_stage
 
     ap = argparse.ArgumentParser()
     ap.add_argument("name", help="a model of models.yaml (models/<name>) or base-cls (the backbone)")

@@ -1,5 +1,5 @@
 """Stage `suite@retrieval-<name>`: QQP retrieval and AskUbuntu reranking of one model's frozen embeddings (PaSeR
-Table 3) -> reports/metrics/retrieval/<name>.json (:mod:`sentlab.evaluate.retrieval_stage`).
+Table 3) -> reports/metrics/retrieval/<name>.json (:mod:`sentlab.evaluate.suites.retrieval_stage`).
 
     python pipeline/evaluate_retrieval.py paser      # dvc.yaml suite@retrieval-paser: models/paser
     python pipeline/evaluate_retrieval.py base-cls   # the backbone with CLS pooling
@@ -14,7 +14,7 @@ from sentlab.pipeline_util import run_stage
 
 
 def main() -> None:
-    from sentlab.evaluate.retrieval_stage import run_retrieval_stage
+    from sentlab.evaluate.suites.retrieval_stage import run_retrieval_stage
 
     ap = argparse.ArgumentParser()
     ap.add_argument("name", help="a model of models.yaml (models/<name>) or base-<pooling>")

@@ -1,5 +1,5 @@
 """Stage `suite@transfer-<name>`: SentEval's transfer tasks on one model's frozen embeddings
--> reports/metrics/transfer/<name>.json (:mod:`sentlab.evaluate.transfer_stage`).
+-> reports/metrics/transfer/<name>.json (:mod:`sentlab.evaluate.suites.transfer_stage`).
 
     python pipeline/evaluate_transfer.py simcse      # dvc.yaml suite@transfer-simcse: models/simcse
     python pipeline/evaluate_transfer.py base-mean   # the backbone with mean pooling (L2P-CSR Table 2 "Mean")
@@ -14,7 +14,7 @@ from sentlab.pipeline_util import run_stage
 
 
 def main() -> None:
-    from sentlab.evaluate.transfer_stage import run_transfer_stage
+    from sentlab.evaluate.suites.transfer_stage import run_transfer_stage
 
     ap = argparse.ArgumentParser()
     ap.add_argument("name", help="a model of models.yaml (models/<name>) or base-<pooling>")

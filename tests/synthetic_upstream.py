@@ -102,8 +102,8 @@ def senteval_tar(words: list[str], pairs: int = 60) -> bytes:
 
 def transfer_files(words: list[str]) -> dict[str, bytes]:
     """SentEval's transfer tasks (``downstream/MR/rt-polarity.pos``, …) with the release's record counts
-    (:data:`sentlab.evaluate.transfer_data.LAYOUT`: the loader checks them) in each file's format."""
-    from sentlab.evaluate.transfer_data import LAYOUT, TREC_CLASSES
+    (:data:`sentlab.evaluate.suites.transfer_data.LAYOUT`: the loader checks them) in each file's format."""
+    from sentlab.evaluate.suites.transfer_data import LAYOUT, TREC_CLASSES
 
     files = {}
     for k, (task, (folder, counts)) in enumerate(sorted(LAYOUT.items())):
@@ -210,8 +210,8 @@ def populate(up, *, wiki_lines: int = WIKI_LINES, pairs: int = 60) -> dict:
     from urllib.parse import urlsplit
 
     from sentlab.assets import GLOVE_URL
-    from sentlab.evaluate.glue import GLUE_URL, TASKS
-    from sentlab.evaluate.retrieval import assets as _registered   # noqa: F401 - registers qqp / askubuntu_*
+    from sentlab.evaluate.suites.glue import GLUE_URL, TASKS
+    from sentlab.evaluate.suites.retrieval import assets as _registered   # noqa: F401 - registers qqp / askubuntu_*
     from sentlab.assets import ASSETS
 
     for task, (folder, _, _) in TASKS.items():

@@ -118,7 +118,7 @@ def test_dvc_has_its_train_and_evaluate_stages_once_the_profile_trains_it(added,
 
 
 def test_it_trains_logs_to_mlflow_and_reaches_the_report(added, tmp_path, tok, monkeypatch):
-    from sentlab.evaluate.runner import evaluate_encoders
+    from sentlab.evaluate.sts.runner import evaluate_encoders
     from sentlab.report.build import build_report
     from sentlab.train.run import train_method
 

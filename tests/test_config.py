@@ -287,7 +287,7 @@ def test_a_method_line_sets_its_own_backbone(monkeypatch, tmp_path):
 
 
 def test_metrics_record_the_models_own_backbone():
-    from sentlab.evaluate.runner import metrics_backbone
+    from sentlab.evaluate.sts.runner import metrics_backbone
 
     paper = load_params(REPO / "params.yaml", profile="paper")
     assert metrics_backbone(paper, "trained", {"method": {"id": "posbow_adv", "backbone": "roberta-base"}}) == \

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from sentlab.config import HardSubsetParams, Params
-from sentlab.evaluate.diagnostics import (alignment, alignment_uniformity, bin_index, density_bins,
+from sentlab.evaluate.sts.diagnostics import (alignment, alignment_uniformity, bin_index, density_bins,
                                           hard_subset_mask, hard_subset_scores, run_diagnostics, uniformity)
-from sentlab.evaluate.protocol import evaluate_table, select_splits
+from sentlab.evaluate.sts.protocol import evaluate_table, select_splits
 
 
 # --- alignment / uniformity: closed forms -------------------------------------------------------
@@ -159,7 +159,7 @@ def _table(n: int = 12) -> pd.DataFrame:
 
 
 def test_diagnostics_use_the_evaluation_lookup_only(tmp_path):
-    from sentlab.evaluate.runner import evaluate_encoders
+    from sentlab.evaluate.sts.runner import evaluate_encoders
 
     table = _table()
     enc = CountingEncoder()
@@ -236,7 +236,7 @@ def test_encoder_accepts_mteb_and_sentence_transformers_calls(tiny_bert):
 # --- report tables ------------------------------------------------------------------------------
 
 def test_report_tables_show_reproduced_and_paper_rows(tmp_path):
-    from sentlab.evaluate.runner import evaluate_encoders
+    from sentlab.evaluate.sts.runner import evaluate_encoders
     from sentlab.report.diagnostics_tables import render
 
     table = _table()

@@ -138,7 +138,7 @@ def test_an_unreachable_upstream_is_a_miss_at_once_and_the_callers_fallback_appl
 
     from conftest import mirror_with
 
-    from sentlab.evaluate import glue as G
+    from sentlab.evaluate.suites import glue as G
 
     mirror_with(monkeypatch, "SST/binary/sentiment-train", "SST/binary/sentiment-dev")
     for k in ("SENTLAB_OFFLINE", "HF_HUB_OFFLINE"):

@@ -1,4 +1,4 @@
-"""The content-addressed embedding cache (sentlab.evaluate.cache) and the shared forward pass.
+"""The content-addressed embedding cache (sentlab.evaluate.sts.cache) and the shared forward pass.
 
 A hit must be bit-identical to a fresh encode, a changed model / pooling / setting / sentence
 list must miss, and one forward pass must serve every shared pooling.
@@ -14,8 +14,8 @@ import torch
 from tiny import sentences
 
 from sentlab.encoder import SentenceEncoder
-from sentlab.evaluate.cache import EmbeddingCache, embedding_cache
-from sentlab.evaluate.protocol import embed_unique
+from sentlab.evaluate.sts.cache import EmbeddingCache, embedding_cache
+from sentlab.evaluate.sts.protocol import embed_unique
 
 SHARED = ("cls", "mean", "first_last")
 SENTS = sentences(40, seed=3)
@@ -172,7 +172,7 @@ def test_an_entry_corrupted_in_place_with_the_right_shape_is_not_served(model, t
 
 def test_cache_bound_from_the_environment(monkeypatch, tmp_path):
     from sentlab.errors import SentlabError
-    from sentlab.evaluate.cache import max_cache_bytes
+    from sentlab.evaluate.sts.cache import max_cache_bytes
 
     monkeypatch.delenv("SENTLAB_EMBEDDING_CACHE_MAX_GB", raising=False)
     assert max_cache_bytes() == 10 * 10**9
@@ -194,7 +194,7 @@ def test_a_temporary_file_left_by_a_killed_write_is_removed_by_the_next_store(mo
     import os
     import time
 
-    from sentlab.evaluate.cache import STALE_TMP_S
+    from sentlab.evaluate.sts.cache import STALE_TMP_S
 
     cache = EmbeddingCache(root=tmp_path)
     cache.max_bytes = None

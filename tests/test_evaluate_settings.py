@@ -13,10 +13,10 @@ import torch
 
 from sentlab.config import HardSubsetParams, Params
 from sentlab.errors import SentlabError
-from sentlab.evaluate.diagnostics import hard_subset_scores, split_alignment_uniformity
-from sentlab.evaluate.diagnostics import evaluate_dev
-from sentlab.evaluate.protocol import sample_pairs, select_splits
-from sentlab.evaluate.runner import build_encoders, evaluate_and_record, resolve_device_precision
+from sentlab.evaluate.sts.diagnostics import hard_subset_scores, split_alignment_uniformity
+from sentlab.evaluate.sts.diagnostics import evaluate_dev
+from sentlab.evaluate.sts.protocol import sample_pairs, select_splits
+from sentlab.evaluate.sts.runner import build_encoders, evaluate_and_record, resolve_device_precision
 from _support.sts_tables import LookupEncoder
 from _support.sts_tables import three_score_table as _table
 
@@ -149,7 +149,7 @@ def test_a_trained_models_method_block_is_the_params_its_train_stage_used():
     from pathlib import Path
 
     from sentlab.config import load_params
-    from sentlab.evaluate.trained import trained_method_block
+    from sentlab.evaluate.sts.trained import trained_method_block
 
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml", profile="quick")
     main = trained_method_block(params, "paser", "paser")

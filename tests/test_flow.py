@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from sentlab.errors import SentlabError
-from sentlab.evaluate.flow import ActNorm, Coupling, Flow, Glow, InvertibleLU, flow_lookup
+from sentlab.evaluate.baselines.flow import ActNorm, Coupling, Flow, Glow, InvertibleLU, flow_lookup
 from sentlab.params_schema import FlowParams
 
 from _support.sts_tables import nli_corpus as _nli
@@ -118,18 +118,18 @@ def test_bad_dimensions_and_params_are_user_errors():
 def test_flow_encoder_fits_on_the_pool_and_reuses_its_embeddings(tiny_bert, monkeypatch):
     from sentlab.config import Params
     from tiny import counting_encoder
-    from sentlab.evaluate import runner
-    from sentlab.evaluate.protocol import evaluate_table
+    from sentlab.evaluate.baselines import fitted
+    from sentlab.evaluate.sts.protocol import evaluate_table
     from _support.sts_tables import random_word_table as _table
 
     model, tok = tiny_bert
     calls: list[list[str]] = []
 
     raw = counting_encoder(model, tok, "base-bert_flow", calls)
-    monkeypatch.setattr(runner, "build_encoders", lambda *a, **kw: {"base-bert_flow": raw})
+    monkeypatch.setattr(fitted, "build_encoders", lambda *a, **kw: {"base-bert_flow": raw})
     params = Params()
     params.evaluate.bert_flow = FlowParams(levels=2, depth=1, width=8, pooling="mean", steps=5)
-    enc, embeddings, info = runner.flow_encoder(params, _table(), progress=False)
+    enc, embeddings, info = fitted.flow_encoder(params, _table(), progress=False)
     assert info["fit_size"] == len(calls[0]) == len(set(calls[0])) and info["steps"] == 5 and info["dim"] == 32
     assert isinstance(enc.post, Flow) and info["seed"] == params.seed
     some = calls[0][:4]
@@ -176,11 +176,11 @@ def test_sentlab_methods_lists_the_baselines_the_schema_allows(capsys):
     issue #40 among them), exactly the names params.yaml's schema accepts."""
     import typing
 
-    from sentlab.evaluate.baselines import DESCRIPTIONS
+    from sentlab.evaluate.baselines.stage import DESCRIPTIONS
+    from sentlab.cli import main
     from sentlab.params_schema import EvaluateParams
-    from sentlab.train.cli import cmd_methods
 
-    assert cmd_methods(None) == 0
+    assert main(["methods"]) == 0
     out = capsys.readouterr().out
     methods, baselines = out.split("\nbaselines (")
     assert {"simcse_crop", "consert", "sg_opt", "esimcse", "diffcse", "ct"} <= {ln.split()[0] for ln in
@@ -212,29 +212,29 @@ def test_flow_fits_on_the_nli_sentences(tiny_bert, monkeypatch, tmp_path):
     sentences of data/corpus/nli.parquet, never on the evaluation pool, which is still encoded once for the
     evaluation (issue #53 §3.5)."""
     from sentlab.config import Params
-    from sentlab.evaluate import runner
+    from sentlab.evaluate.baselines import fitted as F
     from _support.sts_tables import random_word_table as _table
     from tiny import counting_encoder
 
     model, tok = tiny_bert
     calls: list[list[str]] = []
-    monkeypatch.setattr(runner, "build_encoders",
+    monkeypatch.setattr(F, "build_encoders",
                         lambda *a, **kw: {"base-bert_flow": counting_encoder(model, tok, "base-bert_flow", calls)})
     monkeypatch.chdir(tmp_path)
     params = Params()
     params.evaluate.bert_flow = FlowParams(levels=2, depth=1, width=8, pooling="mean", fit_on="nli",
                                            bias_correction=False)
     with pytest.raises(SentlabError, match="evaluate.bert_flow.fit_on: nli needs"):
-        runner.flow_encoder(params, _table(), progress=False)
+        F.flow_encoder(params, _table(), progress=False)
     want = _nli(tmp_path)
-    enc, embeddings, info = runner.flow_encoder(params, _table(), progress=False)
+    enc, embeddings, info = F.flow_encoder(params, _table(), progress=False)
     fitted = [s for c in calls for s in c if s in set(want)]
     assert info["fit_on"] == "nli" and info["fit_size"] == len(want) == 114 and sorted(fitted) == sorted(want)
     assert "nli: all the distinct sentences" in info["fit_source"] and info["bias_correction"] is False
     pool = set(_table().sentence1) | set(_table().sentence2)
     assert set(embeddings) <= pool and not set(want) & pool
     params.evaluate.bert_flow = params.evaluate.bert_flow.model_copy(update={"sample_size": 30})
-    assert runner.flow_encoder(params, _table(), progress=False)[2]["fit_size"] == 30
+    assert F.flow_encoder(params, _table(), progress=False)[2]["fit_size"] == 30
 
 
 def test_paper_profile_fits_flow_and_whitening_on_nli():

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from sentlab.errors import AssetMissingError, SentlabError
-from sentlab.evaluate.glove import GloveEncoder, glove_missing, glove_path, read_vectors, tokens
+from sentlab.evaluate.baselines.glove import GloveEncoder, glove_missing, glove_path, read_vectors, tokens
 
 VECS = {"A": [1.0, 0.0, 2.0], "man": [0.0, 4.0, 0.0], "plays": [3.0, 2.0, 1.0], "guitar": [-1.0, 0.0, 5.0],
         ".": [0.5, 0.5, 0.5]}
@@ -73,8 +73,8 @@ def test_missing_vectors_name_the_fetch_command(tmp_path, monkeypatch):
 
 def test_glove_stage_encoder_and_the_report_row(tmp_path, monkeypatch):
     from sentlab.config import Params
-    from sentlab.evaluate.glove import glove_encoder
-    from sentlab.evaluate.protocol import evaluate_table
+    from sentlab.evaluate.baselines.glove import glove_encoder
+    from sentlab.evaluate.sts.protocol import evaluate_table
     from sentlab.report.paper_tables.resolve import resolve
     from sentlab.report.paper_tables import paser
     from _support.sts_tables import random_word_table as _table
@@ -136,7 +136,7 @@ def test_the_glove_baseline_stage_writes_its_metrics(tmp_path, monkeypatch):
     import json
 
     from sentlab.config import Params
-    from sentlab.evaluate.baselines import evaluate_baseline
+    from sentlab.evaluate.baselines.stage import evaluate_baseline
     from _support.sts_tables import random_word_table as _table
 
     table = _table()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from sentlab.errors import AssetMissingError, SentlabError
-from sentlab.evaluate import glue as G
+from sentlab.evaluate.suites import glue as G
 from tiny import sentences, tiny_bert
 from conftest import mirror_with
 

@@ -21,7 +21,7 @@ import pytest
 from sentlab.assets import load_model
 from sentlab.data.sts import parse_all
 from sentlab.encoder import SentenceEncoder
-from sentlab.evaluate.protocol import evaluate_table
+from sentlab.evaluate.sts.protocol import evaluate_table
 from sentlab.report.paper_numbers import MTEB_MINILM_MEAN
 
 

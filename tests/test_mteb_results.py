@@ -13,7 +13,7 @@ from scipy.stats import pearsonr, spearmanr
 from _support.sts_tables import sts_pairs_table
 
 from sentlab.errors import SentlabError
-from sentlab.evaluate import mteb_results as R
+from sentlab.evaluate.sts import mteb_results as R
 
 PAIRS = {"STS12": 3108, "STS13": 1500, "STS14": 3750, "STS15": 3000, "STS16": 1186, "STSBenchmark": 1379,
          "SICKRelatedness": 4927}

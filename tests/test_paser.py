@@ -11,7 +11,7 @@ from conftest import nltk_with
 from sentlab.config import TrainParams
 from sentlab.errors import SentlabError
 from sentlab.methods import get_method
-from sentlab.evaluate.reconstruction import reconstruction_report
+from sentlab.methods._paser_reconstruction import reconstruction_report
 from sentlab.methods._paser_decoder import DecodingSignal, choose_phrases, save_heads
 from sentlab.methods.base import Batch
 
@@ -348,7 +348,7 @@ def test_teacher_forcing_shifts_the_target_right(tiny_bert, monkeypatch):
 def test_greedy_decoding_applies_the_vocabulary_head_at_the_last_position_only(tiny_bert, monkeypatch):
     """Issue 15: a greedy step needs the last position's logits; the head over the vocabulary runs on B rows,
     not B x T (the reconstruction check took 90 s of the quick PaSeR stage), with the same logits."""
-    from sentlab.evaluate.reconstruction import greedy_decode
+    from sentlab.methods._paser_reconstruction import greedy_decode
 
     m = _make(tiny_bert)
     m.eval()
@@ -935,7 +935,7 @@ def test_paper_profile_paser_states_its_choices_and_trains_on_every_sts_sentence
 
 
 def test_the_reconstruction_check_imports_no_method_module():
-    """No import cycle: methods.paser imports the check (sentlab.evaluate.reconstruction), which imports nothing
+    """No import cycle: methods.paser imports the check (sentlab.methods._paser_reconstruction), which imports nothing
     of sentlab.methods: it asks the method for its inputs (``check_inputs``) and decoding step
     (``next_token_logits``)."""
     import subprocess
@@ -944,7 +944,7 @@ def test_the_reconstruction_check_imports_no_method_module():
 
     import sentlab
 
-    code = ("import sys, sentlab.evaluate.reconstruction; "
+    code = ("import sys, sentlab.methods._paser_reconstruction; "
             "print(sorted(m for m in sys.modules if m.startswith('sentlab.methods')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(Path(sentlab.__file__).parents[1]), "PATH": "/usr/bin:/bin"})

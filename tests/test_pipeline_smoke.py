@@ -113,7 +113,7 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     assert "ct: not run in this profile" in table   # the report's row for a method the profile has no stage for
     assert (repo / "reports/tables/protocol_sensitivity.md").is_file()
 
-    # The trained model's evaluation stored its embeddings (sentlab.evaluate.cache): the stage run again (as DVC
+    # The trained model's evaluation stored its embeddings (sentlab.evaluate.sts.cache): the stage run again (as DVC
     # does after an evaluate param or code change) encodes nothing and writes the same metrics.
     cache = repo / ".sentlab_cache/embeddings"
     entries = {f.name: f.stat().st_ino for f in cache.glob("*.npy")}   # a miss would replace a file (a new inode)

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sentlab.evaluate.protocol import cosine_rows, evaluate_table, score_task, spearman100
+from sentlab.evaluate.sts.protocol import cosine_rows, evaluate_table, score_task, spearman100
 
 from _support.sts_tables import LookupEncoder
 from _support.sts_tables import three_score_table as _table

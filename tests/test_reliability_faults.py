@@ -215,7 +215,7 @@ def test_the_evaluate_metrics_json_holds_no_timings_and_mlflow_gets_them(tmp_pat
     import pandas as pd
 
     from sentlab.config import load_params
-    from sentlab.evaluate import runner
+    from sentlab.evaluate.sts import runner
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     clock = iter([1.5, 7.25])
@@ -231,7 +231,7 @@ def test_the_evaluate_metrics_json_holds_no_timings_and_mlflow_gets_them(tmp_pat
     monkeypatch.setattr(runner, "confidence_intervals", lambda *a, **k: {})
     monkeypatch.setattr(runner, "write_cosines", lambda *a: None)
     monkeypatch.setattr(runner, "write_bootstrap", lambda *a: None)
-    from sentlab.evaluate import mteb_results
+    from sentlab.evaluate.sts import mteb_results
 
     monkeypatch.setattr(mteb_results, "write_stage", lambda *a, **k: [])
     monkeypatch.setattr(runner, "precision_record", lambda enc: {"device": "cpu", "precision": "fp32"})
@@ -353,7 +353,7 @@ def test_an_edit_of_the_training_code_is_not_a_dependency_of_the_baselines():
     trained = set(stage_code("evaluate", REPO)["files"])
     for f in ("src/sentlab/train/loop.py", "src/sentlab/train/run.py", "src/sentlab/train/checkpoint.py"):
         assert f not in baseline and f in trained, f
-    assert "src/sentlab/evaluate/baselines.py" in baseline and "src/sentlab/evaluate/protocol.py" in baseline
+    assert "src/sentlab/evaluate/baselines/stage.py" in baseline and "src/sentlab/evaluate/sts/protocol.py" in baseline
     d = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["evaluate_baseline"]["do"]
     assert d["cmd"].startswith("python pipeline/evaluate_baseline.py")
     assert ("data/sources/code/evaluate_baseline.json" in d["deps"]
@@ -415,7 +415,7 @@ def test_an_exported_model_shares_no_file_with_the_trained_one(tmp_path):
 
 @pytest.mark.parametrize("name", ["simcse", "simcse-s43", "paser_sup"])
 def test_a_missing_trained_model_names_its_train_stage(name):
-    from sentlab.evaluate.trained import missing_model_error
+    from sentlab.evaluate.sts.trained import missing_model_error
 
     e = missing_model_error(name, f"models/{name}")
     assert f"`dvc repro train@{name}`" in str(e) and e.exit_code == 2

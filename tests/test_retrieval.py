@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from sentlab.errors import SentlabError
-from sentlab.evaluate import retrieval as R
+from sentlab.evaluate.suites import retrieval as R
 
 VOCAB = "abcdefghijklmnopqrstuvwxyz"
 

@@ -12,12 +12,11 @@ import numpy as np
 import pytest
 
 from sentlab.errors import SentlabError
-from sentlab.evaluate import retrieval as R
-from sentlab.evaluate.retrieval_examples import ExampleSettings, select_queries, top_hits
-from sentlab.report import paper_numbers as P
+from sentlab.evaluate.suites import retrieval as R
+from sentlab.evaluate.suites.retrieval_examples import PASER_TABLE6, ExampleSettings, select_queries, top_hits
 
 VOCAB = "abcdefghijklmnopqrstuvwxyz"
-PAIN, CRY = (e["query"] for e in P.PASER_TABLE6)
+PAIN, CRY = (e["query"] for e in PASER_TABLE6)
 ROWS = [  # (q1, q2, is_duplicate): the paper's two queries (the second with other spacing and case), four others
     (PAIN, "What has worked for you to help relieve chronic pain?", 1),
     (PAIN, "What is the best way to avoid pain?", 0),
@@ -125,7 +124,8 @@ def test_evaluate_cli_writes_the_examples(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
     from sentlab import cli
-    from sentlab.evaluate import runner, transfer_stage
+    from sentlab.evaluate.sts import runner
+    from sentlab.evaluate.suites import transfer_stage
 
     f, real = _qqp(tmp_path), R.load_qqp
     monkeypatch.setattr(R, "load_qqp", lambda path=None: real(f))

@@ -6,8 +6,8 @@ import pytest
 
 from sentlab.config import Params
 from sentlab.encoder import SentenceEncoder
-from sentlab.evaluate.protocol import evaluate_table
-from sentlab.evaluate.runner import evaluate_encoders
+from sentlab.evaluate.sts.protocol import evaluate_table
+from sentlab.evaluate.sts.runner import evaluate_encoders
 from _support.sts_tables import three_score_table as _table
 
 

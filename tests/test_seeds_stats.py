@@ -11,9 +11,9 @@ from scipy import stats as sps
 
 from sentlab.config import load_params, validate
 from sentlab.errors import SentlabError
-from sentlab.evaluate import stats as S
-from sentlab.evaluate.cosines import SCHEMA, confidence_intervals, read_cosines, write_cosines
-from sentlab.evaluate.stats import _average_ranks
+from sentlab.evaluate.sts import stats as S
+from sentlab.evaluate.sts.cosines import SCHEMA, confidence_intervals, read_cosines, write_cosines
+from sentlab.evaluate.sts.stats import _average_ranks
 
 
 # --- statistics ------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
-from sentlab.evaluate.protocol import evaluate_table
+from sentlab.evaluate.sts.protocol import evaluate_table
 from sentlab.report.senteval_results import results
 
 TASKS = {("STS12", "test"): {"MSRpar": 40, "OnWN": 25}, ("STS13", "test"): {"FNWN": 30},

@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from sentlab.evaluate import stats as S
-from sentlab.evaluate.cosines import confidence_intervals, read_cosines, sentence_clusters, write_cosines
+from sentlab.evaluate.sts import stats as S
+from sentlab.evaluate.sts.cosines import confidence_intervals, read_cosines, sentence_clusters, write_cosines
 from sentlab.report import significance as G
 
 SEVEN = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")

@@ -81,7 +81,7 @@ def test_it_tests_with_its_mlp_as_simcse_evaluates_its_supervised_model(tok, tmp
     ``test_mlp`` embeds tanh(W·[CLS] + b) with the trained W, b in training's dev evaluation, in the exported
     folder (sentlab.json ``head``) that the evaluate stage loads, and in its sentence-transformers copy; ``test_mlp:
     false`` keeps the bare [CLS]."""
-    from sentlab.evaluate.runner import build_encoders
+    from sentlab.evaluate.sts.runner import build_encoders
     from sentlab.export.st import load_sentence_transformer
     from sentlab.train.checkpoint import export_model, publish
 

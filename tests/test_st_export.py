@@ -61,7 +61,7 @@ def _export(tmp: Path, name: str, info: dict, tok, seed: int = 0) -> Path:
 
 def _sentlab_encoders(folder: Path) -> dict[str | None, SentenceEncoder]:
     """sentlab's encoders of a model folder as the evaluate stage builds them: {channel: encoder}."""
-    from sentlab.evaluate.runner import build_encoders
+    from sentlab.evaluate.sts.runner import build_encoders
 
     encs = build_encoders(str(folder), precision="fp32", device="cpu", name="m")
     return {None if k == "m" else k[2:]: e for k, e in encs.items()}
@@ -175,7 +175,7 @@ def test_evaluate_reads_a_published_sentence_transformers_folder():
     """`sentlab evaluate --model PATH` on a published model (all-MiniLM-L6-v2: Transformer, mean Pooling,
     Normalize) pools as its modules say and truncates at its max_seq_length."""
     from sentlab.assets import resolve_model
-    from sentlab.evaluate.runner import build_encoders
+    from sentlab.evaluate.sts.runner import build_encoders
 
     path = resolve_model("sentence-transformers/all-MiniLM-L6-v2")
     encs = build_encoders(str(path), precision="fp32", device="cpu", name="minilm")

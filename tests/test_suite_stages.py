@@ -15,7 +15,7 @@ from sentlab.errors import AssetMissingError
 from sentlab.stage_params import UndeclaredParam, stage_params
 
 # the suites that train on a CPU (GLUE's fine-tuning, transfer's classifiers) declare train.num_threads: their bits
-# depend on it (sentlab.evaluate.suite_stage.use_training_threads)
+# depend on it (sentlab.evaluate.suites.suite_stage.use_training_threads)
 GLUE_KEYS = ["glue.tasks", "glue.seeds", "glue.finetune", "evaluate.device", "train.num_threads", "profile", "profile",
              "profile", "profile"]
 RETRIEVAL_KEYS = ["retrieval.tasks", "retrieval.map_at", "retrieval.exclude_identical", "retrieval.batch_size",
@@ -130,7 +130,7 @@ def _mirror(root: Path) -> Path:
 def test_a_glue_stage_end_to_end_fills_table4(work, tmp_path, monkeypatch, tok):
     from tiny import tiny_bert
 
-    from sentlab.evaluate.glue_stage import run_glue_stage
+    from sentlab.evaluate.suites.glue_stage import run_glue_stage
     from sentlab.report.paper_tables import l2p, load_metrics, render_rows
 
     backbone = tmp_path / "tiny"
@@ -174,8 +174,8 @@ def test_a_glue_stage_end_to_end_fills_table4(work, tmp_path, monkeypatch, tok):
 
 
 def test_missing_data_fails_the_stage_naming_every_fetch(work, tmp_path, monkeypatch):
-    from sentlab.evaluate.glue_stage import run_glue_stage
-    from sentlab.evaluate.retrieval_stage import run_retrieval_stage
+    from sentlab.evaluate.suites.glue_stage import run_glue_stage
+    from sentlab.evaluate.suites.retrieval_stage import run_retrieval_stage
 
     (tmp_path / "empty").mkdir()
     monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(tmp_path / "empty"))
@@ -271,7 +271,7 @@ def test_a_training_suite_runs_on_the_profiles_training_threads(monkeypatch):
 
     import torch
 
-    from sentlab.evaluate.suite_stage import use_training_threads
+    from sentlab.evaluate.suites.suite_stage import use_training_threads
 
     calls = []
     monkeypatch.setattr(torch, "set_num_threads", calls.append)

@@ -11,8 +11,8 @@ import torch
 from conftest import mirror_with
 
 from sentlab.errors import SentlabError
-from sentlab.evaluate import transfer as T
-from sentlab.evaluate.transfer_data import load_task
+from sentlab.evaluate.suites import transfer as T
+from sentlab.evaluate.suites.transfer_data import load_task
 
 # small grids and budgets keep the tests at seconds; the semantics are SentEval's
 # (SentEval's lr 1e-3 and batch 64 need thousands of rows to move a logistic regression off its initial weights)
@@ -162,7 +162,7 @@ def test_mirror_counts_match_release(monkeypatch):
 
 
 def test_run_task_every_protocol_pinned():
-    from sentlab.evaluate.transfer_data import Split, TransferTask
+    from sentlab.evaluate.suites.transfer_data import Split, TransferTask
 
     rng = np.random.RandomState(0)
     words = [f"w{i}" for i in range(60)]

@@ -10,7 +10,7 @@ import pytest
 from conftest import mirror_with
 
 from sentlab.errors import SentlabError
-from sentlab.evaluate.transfer_data import Split, TransferTask, subsample
+from sentlab.evaluate.suites.transfer_data import Split, TransferTask, subsample
 
 
 def _task(n: int) -> TransferTask:

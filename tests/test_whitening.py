@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from sentlab.errors import SentlabError
-from sentlab.evaluate.whitening import Whitening, corpus_sample, whiten_lookup
+from sentlab.evaluate.baselines.whitening import Whitening, corpus_sample, whiten_lookup
 
 from _support.sts_tables import random_word_table as _table
 
@@ -71,18 +71,18 @@ def test_corpus_sample_is_seeded(tmp_path):
 def test_whitening_encoder_is_a_post_transform_and_pool_is_encoded_once(tiny_bert, monkeypatch, tmp_path):
     from sentlab.config import Params
     from tiny import counting_encoder
-    from sentlab.evaluate import runner
-    from sentlab.evaluate.protocol import evaluate_table
+    from sentlab.evaluate.baselines import fitted
+    from sentlab.evaluate.sts.protocol import evaluate_table
 
     model, tok = tiny_bert
     calls: list[list[str]] = []
 
     raw = counting_encoder(model, tok, "base-whitening", calls)
-    monkeypatch.setattr(runner, "build_encoders", lambda *a, **kw: {"base-whitening": raw})
+    monkeypatch.setattr(fitted, "build_encoders", lambda *a, **kw: {"base-whitening": raw})
     table = _table()
     params = Params()
     params.evaluate.whitening.dim = 16
-    enc, embeddings, info = runner.whitening_encoder(params, table)
+    enc, embeddings, info = fitted.whitening_encoder(params, table)
     assert info["fit_on"] == "sts_pool" and info["out_dim"] == 16 and info["in_dim"] == 32
     assert info["fit_size"] == len(calls[0]) == len(set(calls[0]))  # the pool, each sentence once
     assert isinstance(enc.post, Whitening) and dataclasses.replace(enc, post=None).pooling == "mean"
@@ -103,11 +103,11 @@ def test_whitening_encoder_is_a_post_transform_and_pool_is_encoded_once(tiny_ber
 def test_whitening_fit_on_corpus(tiny_bert, monkeypatch, tmp_path):
     from sentlab.config import Params
     from sentlab.encoder import SentenceEncoder
-    from sentlab.evaluate import runner
+    from sentlab.evaluate.baselines import fitted
 
     model, tok = tiny_bert
     raw = SentenceEncoder(model, tok, pooling="first_last", name="base-whitening")
-    monkeypatch.setattr(runner, "build_encoders", lambda *a, **kw: {"base-whitening": raw})
+    monkeypatch.setattr(fitted, "build_encoders", lambda *a, **kw: {"base-whitening": raw})
     monkeypatch.chdir(tmp_path)
     (tmp_path / "data/corpus").mkdir(parents=True)
     pd.DataFrame({"id": range(60),
@@ -117,7 +117,7 @@ def test_whitening_fit_on_corpus(tiny_bert, monkeypatch, tmp_path):
     params.evaluate.whitening.fit_on = "corpus"
     params.evaluate.whitening.sample_size = 40
     params.evaluate.whitening.dim = 8
-    enc, embeddings, info = runner.whitening_encoder(params, _table())
+    enc, embeddings, info = fitted.whitening_encoder(params, _table())
     assert embeddings is None and info["fit_size"] == 40 and info["fit_on"] == "corpus"
     assert "data/corpus/train.parquet" in info["fit_source"]
     sample = corpus_sample(tmp_path / "data/corpus/train.parquet", 40, params.seed)
@@ -129,19 +129,19 @@ def test_whitening_fit_on_nli(tiny_bert, monkeypatch, tmp_path):
     """fit_on: nli (SimCSE App. C's "NLI" fit, its Table 5 row): μ and W from the distinct NLI sentences."""
     from sentlab.config import Params
     from sentlab.encoder import SentenceEncoder
-    from sentlab.evaluate import runner
+    from sentlab.evaluate.baselines import fitted
     from _support.sts_tables import nli_corpus as _nli
 
     model, tok = tiny_bert
     raw = SentenceEncoder(model, tok, pooling="first_last", name="base-whitening")
-    monkeypatch.setattr(runner, "build_encoders", lambda *a, **kw: {"base-whitening": raw})
+    monkeypatch.setattr(fitted, "build_encoders", lambda *a, **kw: {"base-whitening": raw})
     monkeypatch.chdir(tmp_path)
     sents = _nli(tmp_path)
     params = Params()
     params.evaluate.whitening.fit_on = "nli"
     params.evaluate.whitening.sample_size = None
     params.evaluate.whitening.dim = 8
-    enc, embeddings, info = runner.whitening_encoder(params, _table())
+    enc, embeddings, info = fitted.whitening_encoder(params, _table())
     assert embeddings is None and info["fit_on"] == "nli" and info["fit_size"] == len(sents) == 114
     assert "data/corpus/nli.parquet" in info["fit_source"] and "NLI stand-in" in info["fit_source"]
     np.testing.assert_allclose(np.cov(enc.encode(sents), rowvar=False), np.eye(8), atol=1e-3)

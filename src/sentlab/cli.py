@@ -23,9 +23,9 @@ def _cmd_evaluate(args) -> int:
 
     from .config import EvaluateParams, load_params
     from .data.sts import sts_table
-    from .evaluate.protocol import evaluate_table
+    from .evaluate.sts.protocol import evaluate_table
     from . import tracking
-    from .evaluate.runner import build_encoders, precision_record
+    from .evaluate.sts.runner import build_encoders, precision_record
     from .io import write_json
 
     params = load_params(args.params) if args.params else None
@@ -56,8 +56,8 @@ def _cmd_evaluate(args) -> int:
             continue
         t0 = time.perf_counter()
         res, lookup = evaluate_table(enc, table, batch_size=batch, return_embeddings=True)
-        if args.format == "mteb":  # MTEB's result JSON of the STS tasks that are MTEB's (sentlab.evaluate.mteb_results)
-            from .evaluate import mteb_results
+        if args.format == "mteb":  # MTEB's result JSON of the STS tasks that are MTEB's (evaluate.sts.mteb_results)
+            from .evaluate.sts import mteb_results
 
             hub = i == 0 and "/" in args.model and not Path(args.model).exists()
             written = mteb_results.write(Path(args.out), args.model if hub else f"sentlab/{name}",
@@ -69,11 +69,11 @@ def _cmd_evaluate(args) -> int:
         if "transfer" in tasks:
             res.update(_transfer_metrics(enc, batch))
         if args.diagnostics:
-            from .evaluate.diagnostics import run_diagnostics
+            from .evaluate.sts.diagnostics import run_diagnostics
 
             res["diagnostics"], dens = run_diagnostics(table, lookup, ep)
             if figures_dir is not None:
-                from .evaluate.figures import density_figure
+                from .evaluate.sts.figures import density_figure
 
                 fig = density_figure(dens["gold"], dens["cos"], figures_dir / f"{name}_density.png",
                                      title=f"{name}: cosine density on STS-B test by gold level")
@@ -115,18 +115,18 @@ def _cmd_evaluate(args) -> int:
 
 
 def _transfer_metrics(enc, batch: int) -> dict:
-    """SentEval's seven transfer tasks on ``enc``'s embeddings (:mod:`sentlab.evaluate.transfer_stage`)."""
-    from .evaluate.transfer_stage import transfer_metrics
-    from .evaluate.transfer_data import TASKS
+    """SentEval's seven transfer tasks on ``enc``'s embeddings (:mod:`sentlab.evaluate.suites.transfer_stage`)."""
+    from .evaluate.suites.transfer_stage import transfer_metrics
+    from .evaluate.suites.transfer_data import TASKS
 
     return transfer_metrics(enc, TASKS, batch)
 
 
 def _retrieval_metrics(enc, batch: int) -> dict:
-    """PaSeR Table 3 (:mod:`sentlab.evaluate.retrieval`): QQP retrieval and AskUbuntu reranking of ``enc``, with
+    """PaSeR Table 3 (:mod:`sentlab.evaluate.suites.retrieval`): QQP retrieval and AskUbuntu reranking of ``enc``, with
     Table 6's examples at their defaults (params.yaml ``retrieval.examples``)."""
-    from .evaluate.retrieval import load_askubuntu, load_qqp
-    from .evaluate.retrieval_stage import retrieval_metrics
+    from .evaluate.suites.retrieval import load_askubuntu, load_qqp
+    from .evaluate.suites.retrieval_stage import retrieval_metrics
     from .params_schema import RetrievalExamplesParams
 
     data = {"QQP": load_qqp(), "AskUbuntu": load_askubuntu()}
@@ -134,7 +134,7 @@ def _retrieval_metrics(enc, batch: int) -> dict:
 
 
 def _cmd_glue(args) -> int:
-    from .evaluate.glue import GlueConfig, run_glue
+    from .evaluate.suites.glue import GlueConfig, run_glue
     from .io import write_json
 
     cfg = GlueConfig(max_train=args.max_train, max_steps=args.max_steps)
@@ -193,6 +193,23 @@ def _cmd_profile(args) -> int:
     return 0
 
 
+def _cmd_methods(args) -> int:
+    """``sentlab methods``: the registered training methods, then the baselines (one evaluate_baseline stage each)."""
+    from .evaluate.baselines.stage import DESCRIPTIONS
+    from .methods import registered
+
+    methods = registered()
+    width = max((len(m) for m in methods), default=0)
+    for mid in sorted(methods):
+        cls = methods[mid]
+        extra = f"  [needs annotations: {', '.join(cls.corpus_columns)}]" if cls.corpus_columns else ""
+        print(f"{mid:<{width}}  {cls.summary or (cls.__doc__ or '').strip().splitlines()[0]}{extra}")
+    print("\nbaselines (evaluate.baselines: one evaluate_baseline stage each, no training):")
+    for name, text in DESCRIPTIONS.items():
+        print(f"{name:<{width}}  {text}")
+    return 0
+
+
 def _cmd_stages(args) -> int:
     from pathlib import Path
 
@@ -227,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "result JSON for STS12-16 and "
                         "STSBenchmark in the MTEB results repository's layout, <--out>/<org>__<model>/<revision>/"
                         "<Task>.json (SICK-R left out: MTEB scores all 9,927 SICK pairs, sentlab the 4,927-pair "
-                        "test split; sentlab.evaluate.mteb_results)")
+                        "test split; sentlab.evaluate.sts.mteb_results)")
     e.add_argument("--out", default="results", help="--format mteb: the results folder (default: results)")
     e.add_argument("--revision", default=None,
                    help="--format mteb: the model revision folder (default: no_revision_available, MTEB's name)")
@@ -277,6 +294,9 @@ def build_parser() -> argparse.ArgumentParser:
                                        "train.methods, seeds, ablations, evaluate.baselines)")
     st.add_argument("--params", default="params.yaml")
     st.set_defaults(func=_cmd_stages)
+
+    m = sub.add_parser("methods", help="list the registered training methods, one line each, then the baselines")
+    m.set_defaults(func=_cmd_methods)
 
     for mod in PLUGINS:
         importlib.import_module(mod).register_cli(sub)

@@ -41,11 +41,11 @@ def write_marker(models_dir: Path, curves_dir: Path, name: str, method_id: str, 
 
 
 def write_empty_cosines(path: Path) -> None:
-    """Empty per-pair cosines and bootstrap tables (:mod:`sentlab.evaluate.cosines`)."""
+    """Empty per-pair cosines and bootstrap tables (:mod:`sentlab.evaluate.sts.cosines`)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from .evaluate.cosines import BOOTSTRAP_SCHEMA, SCHEMA, bootstrap_path
+    from .evaluate.sts.cosines import BOOTSTRAP_SCHEMA, SCHEMA, bootstrap_path
 
     for schema, target in ((SCHEMA, path), (BOOTSTRAP_SCHEMA, bootstrap_path(path))):
         with atomic_path(target) as tmp:
@@ -62,7 +62,7 @@ def eval_not_run(name: str, reason: str, backbone: str, profile: str, metrics_di
                  mteb_dir: Path = Path("reports/mteb")) -> dict:
     """The evaluate stage's outputs for a model that was not trained: the metrics JSON with the
     reason, the placeholder figure, an empty cosines table, an MTEB results folder saying why it is empty."""
-    from .evaluate.mteb_results import write_none
+    from .evaluate.sts.mteb_results import write_none
 
     metrics = {"model": name, "kind": "trained", "backbone": backbone, "profile": profile, "status": reason}
     write_json(Path(metrics_dir) / f"{name}.json", metrics)

@@ -86,9 +86,10 @@ class WhiteningParams(Strict):
 
 
 class FlowParams(Strict):
-    """The BERT-flow baseline (``evaluate.bert_flow``, :mod:`sentlab.evaluate.flow`): defaults are the authors'
-    code (bohanli/BERT-flow: config_l3_d3_w32, flow lr 1e-3, one epoch) but for ``fit_on`` and ``bias_correction``,
-    which the paper profile sets to the code's (nli, false) and the quick profile leaves at sts_pool / true."""
+    """The BERT-flow baseline (``evaluate.bert_flow``, :mod:`sentlab.evaluate.baselines.flow`): defaults are the
+    authors' code (bohanli/BERT-flow: config_l3_d3_w32, flow lr 1e-3, one epoch) but for ``fit_on`` and
+    ``bias_correction``, which the paper profile sets to the code's (nli, false) and the quick profile leaves at
+    sts_pool / true."""
 
     fit_on: Literal["sts_pool", "nli"] = Field(
         "sts_pool", description="sts_pool: the distinct sentences of the 7 test sets + STS-B dev (the paper's "
@@ -119,7 +120,8 @@ class FlowParams(Strict):
 
 
 class GloveParams(Strict):
-    """The averaged-GloVe baseline (``evaluate.glove``, :mod:`sentlab.evaluate.glove`): SentEval's bag of words."""
+    """The averaged-GloVe baseline (``evaluate.glove``, :mod:`sentlab.evaluate.baselines.glove`): SentEval's bag of
+    words."""
 
     vectors: Literal["glove.840B.300d"] = Field("glove.840B.300d", description="the GloVe release (SentEval's)")
 
@@ -151,7 +153,7 @@ TRANSFER_TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
 
 
 class TransferParams(Strict):
-    """SentEval's transfer tasks on frozen embeddings (:mod:`sentlab.evaluate.transfer`): one
+    """SentEval's transfer tasks on frozen embeddings (:mod:`sentlab.evaluate.suites.transfer`): one
     ``suite@transfer-<model>`` stage per listed model."""
 
     models: list[str] = Field(
@@ -168,7 +170,7 @@ GLUE_TASKS = ("WNLI", "QNLI", "QQP", "SST-2", "STS-B")
 
 
 class GlueFinetuneParams(Strict):
-    """How each GLUE model is fine-tuned (:class:`sentlab.evaluate.glue.GlueConfig`, transformers' run_glue
+    """How each GLUE model is fine-tuned (:class:`sentlab.evaluate.suites.glue.GlueConfig`, transformers' run_glue
     defaults) and the CPU slice's caps (``max_train``, ``max_steps``, ``max_dev``: seeded, recorded)."""
 
     lr: float = Field(2e-5, gt=0)
@@ -186,7 +188,7 @@ class GlueFinetuneParams(Strict):
 
 
 class GlueParams(Strict):
-    """GLUE fine-tuning (L2P-CSR Table 4, :mod:`sentlab.evaluate.glue`): one ``suite@glue-<model>`` stage per
+    """GLUE fine-tuning (L2P-CSR Table 4, :mod:`sentlab.evaluate.suites.glue`): one ``suite@glue-<model>`` stage per
     listed model."""
 
     models: list[str] = Field(default_factory=list, description="models of the stage list and backbone baselines "
@@ -203,7 +205,7 @@ RETRIEVAL_TASKS = ("QQP", "AskUbuntu")
 
 class RetrievalExamplesParams(Strict):
     """PaSeR Table 6's qualitative examples: a few QQP queries with their top hits, in the retrieval metrics JSON and
-    the report (:mod:`sentlab.evaluate.retrieval_examples`). They show, they change no number."""
+    the report (:mod:`sentlab.evaluate.suites.retrieval_examples`). They show, they change no number."""
 
     show: bool = Field(True, description="write the examples (false: none)")
     k: int = Field(3, gt=0, description="hits per query (Table 6 prints 3)")
@@ -216,7 +218,7 @@ class RetrievalExamplesParams(Strict):
 
 class RetrievalParams(Strict):
     """QQP retrieval and AskUbuntu reranking on frozen embeddings (PaSeR Table 3,
-    :mod:`sentlab.evaluate.retrieval`): one ``suite@retrieval-<model>`` stage per listed model."""
+    :mod:`sentlab.evaluate.suites.retrieval`): one ``suite@retrieval-<model>`` stage per listed model."""
 
     models: list[str] = Field(default_factory=list, description="models of the stage list and backbone baselines "
                                                                 "(base-cls, base-mean) to evaluate; [] = none")

@@ -59,7 +59,7 @@ def transfer_sources(tasks, models, previous: dict | None = None) -> dict:
     """``{asset: {path inside the asset: sha256}}`` of the transfer tasks ``tasks`` ({} without ``models``);
     a task whose hashes differ from ``previous`` (the last run's) is parsed and its record counts checked here,
     so a bad copy fails before the transfer stages run (one paragraph naming the file)."""
-    from .evaluate.transfer_data import load_task
+    from .evaluate.suites.transfer_data import load_task
 
     out: dict = {}
     for task in tasks if models else ():
@@ -83,7 +83,7 @@ def glue_sources(tasks, models) -> dict:
     """``{asset: {path inside the asset: sha256}}`` of the GLUE tasks' files (GLUE's own, else the copy of SST-2 /
     STS-B the mirror holds; ``{}`` without ``models``); a task whose data is not here: ``{"missing": fetch}``."""
     from .errors import AssetMissingError
-    from .evaluate.glue import asset_name, glue_files
+    from .evaluate.suites.glue import asset_name, glue_files
 
     out: dict = {}
     for task in tasks if models else ():
@@ -103,7 +103,7 @@ def retrieval_sources(tasks, models) -> dict:
     """``{asset: {path inside the asset: sha256}}`` of the retrieval tasks' files (``{}`` without ``models``); an
     asset that is not here: ``{"missing": fetch}``."""
     from .errors import AssetMissingError
-    from .evaluate import retrieval  # noqa: F401 - registers the qqp / askubuntu assets
+    from .evaluate.suites import retrieval  # noqa: F401 - registers the qqp / askubuntu assets
 
     out: dict = {}
     for name in (a for task in (tasks if models else ()) for a in RETRIEVAL_ASSETS[task]):

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 from scipy.stats import spearmanr
 
 from sentlab.config import Params, TrainParams
-from sentlab.evaluate.diagnostics import alignment_uniformity
+from sentlab.evaluate.sts.diagnostics import alignment_uniformity
 from tiny import sentences, tiny_bert
 
 

@@ -2,7 +2,7 @@
 
 The supervised variant is :mod:`sentlab.methods.paser_sup`; the decoder, the decoding signal, phrase choice and
 masking are in :mod:`sentlab.methods._paser_decoder`; the held-out reconstruction check (Table 7) is
-:mod:`sentlab.evaluate.reconstruction`.
+:mod:`sentlab.methods._paser_reconstruction`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from ..augment.eda import EDA
 from ..encoder import pool
 from ..errors import SentlabError
-from ..evaluate.reconstruction import export_reconstruction, heldout_split
+from ._paser_reconstruction import export_reconstruction, heldout_split
 from . import register
 from ._common import full_precision
 from ._paser_decoder import (CHUNK_SOURCES, DecodingSignal, Views, build_decoder, choose_phrases, decoder_target,
@@ -384,13 +384,13 @@ class PaSeR(Method):
 
     # --- around the run: the held-out reconstruction check, the heads for paser_sup --------
     def split_heldout(self, corpus):
-        """Rows kept out of training for the check (:func:`~sentlab.evaluate.reconstruction.heldout_split`)."""
+        """Rows kept out of training for the check (:func:`~sentlab.methods._paser_reconstruction.heldout_split`)."""
         corpus, self.recon_sets = heldout_split(corpus, self.params, self.seed)
         return corpus
 
     def export_artifacts(self, folder, data_root) -> None:
         """``paser_heads.safetensors`` (decoder, signal, LM head: paser_sup's ``decoder_init: paser``) and
-        ``reconstruction.json`` (:func:`~sentlab.evaluate.reconstruction.export_reconstruction`)."""
+        ``reconstruction.json`` (:func:`~sentlab.methods._paser_reconstruction.export_reconstruction`)."""
         save_heads(self, folder)
         export_reconstruction(self, folder, data_root, self.recon_sets)
 

@@ -21,7 +21,7 @@ from ..errors import SentlabError
 from .stages import Stage
 
 PRELOAD = ["torch", "transformers", "numpy", "pandas", "pyarrow", "sentlab.config", "sentlab.train.run",
-           "sentlab.evaluate.runner", "sentlab.evaluate.protocol", "sentlab.tracking", "mlflow"]
+           "sentlab.evaluate.sts.runner", "sentlab.evaluate.sts.protocol", "sentlab.tracking", "mlflow"]
 
 
 def _last_frame(e: BaseException) -> str:

@@ -75,7 +75,7 @@ def _here(suite: str, task: str) -> bool:
 
     try:
         if suite == "glue":
-            from ..evaluate.glue import glue_files
+            from ..evaluate.suites.glue import glue_files
 
             glue_files(task)
         else:

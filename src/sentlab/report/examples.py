@@ -1,5 +1,5 @@
 """PaSeR Table 7: phrases the decoder reconstructs, from ``models/<paser>/reconstruction.json``
-(:mod:`sentlab.evaluate.reconstruction`), beside the paper's four examples and the frequency baselines."""
+(:mod:`sentlab.methods._paser_reconstruction`), beside the paper's four examples and the frequency baselines."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def render(model_dir: Path, backbone: str, profile: str, not_run: bool = False) 
     md = ["# PaSeR Table 7: phrases the decoder reconstructs", "",
           f"Source: PaSeR (EMNLP 2022) Table 7 (BERT-base; hand-picked cases where the decoder differs). "
           f"Reproduced: `{model_dir}`, backbone `{backbone}`, profile `{profile}`; greedy decoding of held-out "
-          f"sentences with the method's own phrase choice (sentlab.evaluate.reconstruction).", ""]
+          f"sentences with the method's own phrase choice (sentlab.methods._paser_reconstruction).", ""]
     rows = []
     if rec is None:
         md += [f"**Reproduced: none** — {why}.", ""]

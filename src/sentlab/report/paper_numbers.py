@@ -211,26 +211,8 @@ PASER_TABLE3 = {
     "PaSeR-BERTbase (sup.)": _rrow(76.22, 65.13, 52.28, 67.31),
 }
 
-# PaSeR Table 6 (§5.1): QQP retrieval examples, as printed: for two queries, the top 3 questions each model
-# retrieves, in rank order (the paper prints no scores and marks no duplicates). report.retrieval_examples shows them
-# beside the reproduced hits; evaluate.retrieval_examples looks the queries up in QQP.
-PASER_TABLE6_MODELS = ("SimCSE-BERTbase", "PaSeR-BERTbase")
-PASER_TABLE6 = (
-    {"query": "What can one do to relieve severe chronic pain?",
-     "hits": {"SimCSE-BERTbase": ("Is it possible to come to terms with a life of chronic pain?",
-                                  "What is the best way to avoid pain?",
-                                  "How would you/do you cope with chronic pain?"),
-              "PaSeR-BERTbase": ("What has worked for you to help relieve chronic pain?",
-                                 "How can I get rid of chronic and acute back pain?",
-                                 "What is the best way to ease period pain?")}},
-    {"query": "Is there a biological reason that people cry when they are emotional?",
-     "hits": {"SimCSE-BERTbase": ("Why do people cry when they feel happy?",
-                                  "Why do some people cry more than others?",
-                                  "Why do some people like crying so much?"),
-              "PaSeR-BERTbase": ("Why do some people cry when they get angry?",
-                                 "Why do people cry when they feel happy?",
-                                 "Why do some people like crying so much?")}},
-)
+# PaSeR Table 6 (§5.1), its QQP retrieval examples: PASER_TABLE6 in sentlab.evaluate.suites.retrieval_examples,
+# which looks its queries up in QQP (evaluate/ is below report/); report.retrieval_examples shows them.
 
 # L2P-CSR Table 4: GLUE dev (fine-tuned BERT-base and L2P-CSR's encoder).
 GLUE_COLUMNS = ("WNLI", "QNLI", "QQP", "SST-2", "STS-B")

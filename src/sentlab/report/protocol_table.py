@@ -21,8 +21,8 @@ from typing import Optional
 
 import numpy as np
 
-from ..evaluate.cosines import SICK_ALL, task_arrays
-from ..evaluate.stats import spearman_vec
+from ..evaluate.sts.cosines import SICK_ALL, task_arrays
+from ..evaluate.sts.stats import spearman_vec
 from .diagnostics_tables import _fmt
 
 STS5 = ("STS12", "STS13", "STS14", "STS15", "STS16")

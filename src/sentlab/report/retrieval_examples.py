@@ -1,8 +1,8 @@
 """PaSeR Table 6: QQP retrieval examples. Per query, each model's top hits side by side (cosine, ✓ = a labelled
 duplicate), from ``retrieval.QQP.examples`` of ``reports/metrics/retrieval/<model>.json``
-(:mod:`sentlab.evaluate.retrieval_examples`), and beside them the paper's own hits where the query is one of the
-paper's (:data:`~sentlab.report.paper_numbers.PASER_TABLE6`). A model without results says why (QQP is not in the
-offline mirror: "needs data" with the fetch command, as PaSeR Table 3's rows do)."""
+(:mod:`sentlab.evaluate.suites.retrieval_examples`), and beside them the paper's own hits where the query is one of
+the paper's (:data:`~sentlab.evaluate.suites.retrieval_examples.PASER_TABLE6`). A model without results says why (QQP
+is not in the offline mirror: "needs data" with the fetch command, as PaSeR Table 3's rows do)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ import io
 from pathlib import Path
 from typing import Optional
 
-from ..evaluate.retrieval_examples import query_key
-from .paper_numbers import PASER_TABLE6, PASER_TABLE6_MODELS
+from ..evaluate.suites.retrieval_examples import PASER_TABLE6, PASER_TABLE6_MODELS, query_key
 from .paper_tables import RowSpec, resolve
 
 TABLE_ID = "paser_table6"

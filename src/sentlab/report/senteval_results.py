@@ -21,7 +21,7 @@ def _rho(x: float) -> float:
 
 
 def results(metrics: dict) -> dict:
-    """SentEval's results dict from the metrics of :func:`sentlab.evaluate.protocol.evaluate_table` (Spearman × 100,
+    """SentEval's results dict from the metrics of :func:`sentlab.evaluate.sts.protocol.evaluate_table` (Spearman × 100,
     ``per_task`` with each task's subsets and pair counts)."""
     per = metrics["per_task"]
     out: dict = {}

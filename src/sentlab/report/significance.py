@@ -5,9 +5,9 @@ A mark claims only what its test measures. For every filled row of a table with 
 
 * **seeds** — when the row's model has ≥ 2 seed runs (``<model>-s<seed>``, params.yaml ``seeds``):
   mean ± std (n) of each column over the seeds and its 95 % prediction interval of one more run
-  (:func:`sentlab.evaluate.stats.seed_summary`);
+  (:func:`sentlab.evaluate.sts.stats.seed_summary`);
 * **ci** — otherwise (n = 1) the 95 % bootstrap CI of the value over the test pairs (``ci95`` of the metrics
-  JSON): clusters of pairs that share a sentence resampled (:func:`sentlab.evaluate.cosines.sentence_clusters`).
+  JSON): clusters of pairs that share a sentence resampled (:func:`sentlab.evaluate.sts.cosines.sentence_clusters`).
   It is the uncertainty of one checkpoint on this test set; seed variance is not in it;
 * **outside** (†) — the paper's number lies outside the seeds' prediction interval; drawn only for rows with
   ≥ 2 seeds (a single-seed row's CI is no prediction interval for another run: those cells say n = 1);
@@ -16,12 +16,12 @@ A mark claims only what its test measures. For every filled row of a table with 
 * **checkpoint** (``§``) — where a method-level test is impossible (a row with one seed): the row's
   checkpoint differs from the reference's checkpoint of seed ``seed`` on the same test pairs (paired cluster
   bootstrap: the two models' stored bootstrap distributions, drawn with the same resamples of the same
-  clusters, subtracted resample by resample, :func:`sentlab.evaluate.stats.difference_from_bootstrap`).
+  clusters, subtracted resample by resample, :func:`sentlab.evaluate.sts.stats.difference_from_bootstrap`).
   It says nothing about the methods: another seed of either may well reverse it.
 
 Multiple comparisons: within each table, the method-level p-values form one family and the checkpoint-level
 p-values another; each family is Holm-corrected (:func:`holm`) and a mark is drawn where the adjusted p is below
-:data:`~sentlab.evaluate.stats.ALPHA`. STS-B dev cells carry no marks and no CI: the dev set chose the checkpoint,
+:data:`~sentlab.evaluate.sts.stats.ALPHA`. STS-B dev cells carry no marks and no CI: the dev set chose the checkpoint,
 so any interval on it would be selection-biased. :func:`legend` writes all of this under each table.
 
 Paired comparisons are computed once per pair of models and reused by every table.
@@ -37,9 +37,9 @@ from typing import Optional
 
 import numpy as np
 
-from ..evaluate import stats as S
+from ..evaluate.sts import stats as S
 from .backbones import comparable, family
-from ..evaluate.cosines import bootstrap_intervals, bootstrap_path, read_bootstrap, read_cosines
+from ..evaluate.sts.cosines import bootstrap_intervals, bootstrap_path, read_bootstrap, read_cosines
 
 REFERENCE = "simcse"
 SEED_NAME = re.compile(r"^(?P<base>.+)-s(?P<seed>\d+)$")
@@ -115,7 +115,7 @@ class Context:
         return self._boot[model]
 
     def paired(self, a: str, b: str) -> Optional[dict]:
-        """Per-task and Avg. :class:`~sentlab.evaluate.stats.Difference` of model ``a`` vs ``b`` on the same
+        """Per-task and Avg. :class:`~sentlab.evaluate.sts.stats.Difference` of model ``a`` vs ``b`` on the same
         pairs, from their bootstrap distributions (same seed: the same resamples); None when either has
         none or they were drawn with different seeds."""
         key = (a, b)
@@ -157,7 +157,7 @@ def holm(pvalues) -> np.ndarray:
 
 
 def holm_family(diffs: list) -> list:
-    """The :class:`~sentlab.evaluate.stats.Difference` of one family with ``p_adjusted`` set by :func:`holm`
+    """The :class:`~sentlab.evaluate.sts.stats.Difference` of one family with ``p_adjusted`` set by :func:`holm`
     (a test without a finite p keeps NaN: it marks nothing and is not counted in the family)."""
     ok = [i for i, d in enumerate(diffs) if np.isfinite(d.p)]
     adj = dict(zip(ok, holm([diffs[i].p for i in ok]))) if ok else {}

@@ -1,4 +1,5 @@
-"""``sentlab methods`` and ``sentlab train``: the lead wires :func:`register_cli` into ``sentlab.cli``.
+"""``sentlab train``: the lead wires :func:`register_cli` into ``sentlab.cli`` (``sentlab methods``, which lists
+the baselines of ``sentlab.evaluate`` too, is ``sentlab.cli``'s own).
 
 Usage in ``sentlab/cli.py``::
 
@@ -7,23 +8,6 @@ Usage in ``sentlab/cli.py``::
 """
 
 from __future__ import annotations
-
-
-def cmd_methods(args) -> int:
-    from ..methods import registered
-
-    methods = registered()
-    width = max((len(m) for m in methods), default=0)
-    for mid in sorted(methods):
-        cls = methods[mid]
-        extra = f"  [needs annotations: {', '.join(cls.corpus_columns)}]" if cls.corpus_columns else ""
-        print(f"{mid:<{width}}  {cls.summary or (cls.__doc__ or '').strip().splitlines()[0]}{extra}")
-    from ..evaluate.baselines import DESCRIPTIONS
-
-    print("\nbaselines (evaluate.baselines: one evaluate_baseline stage each, no training):")
-    for name, text in DESCRIPTIONS.items():
-        print(f"{name:<{width}}  {text}")
-    return 0
 
 
 def cmd_train(args) -> int:
@@ -54,11 +38,9 @@ def cmd_train(args) -> int:
 
 
 def register_cli(subparsers) -> None:
-    """Add the ``methods`` and ``train`` subcommands to an argparse ``subparsers`` object."""
+    """Add the ``train`` subcommand to an argparse ``subparsers`` object."""
     from .run import add_train_arguments
 
-    p = subparsers.add_parser("methods", help="list the registered training methods, one line each")
-    p.set_defaults(func=cmd_methods)
     p = subparsers.add_parser("train", help="train one method with params.yaml (what the DVC train stage runs)")
     add_train_arguments(p)
     p.set_defaults(func=cmd_train)

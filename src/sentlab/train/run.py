@@ -113,7 +113,7 @@ def make_dev_evaluator(sts_path: str | Path, max_pairs: Optional[int], batch_siz
         raise SentlabError(f"STS table {sts_path} not found; run the sts stage first (dvc repro) — the dev "
                            f"evaluation during training reads STS-B dev from it.")
     from ..data.sts import read_sts_table
-    from ..evaluate.diagnostics import evaluate_dev
+    from ..evaluate.sts.diagnostics import evaluate_dev
 
     table = read_sts_table(sts_path)
 

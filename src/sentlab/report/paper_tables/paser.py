@@ -127,7 +127,7 @@ def table2() -> TableSpec:
 
 
 def table3() -> TableSpec:
-    """PaSeR Table 3: QQP retrieval and AskUbuntu reranking (:mod:`sentlab.evaluate.retrieval`)."""
+    """PaSeR Table 3: QQP retrieval and AskUbuntu reranking (:mod:`sentlab.evaluate.suites.retrieval`)."""
     t, sup = P.PASER_TABLE3, "Supervised"
     rows = (RowSpec("BERT-base", ("base-cls", "base-mean"), t["BERT-base"], "the paper does not say its pooling: "
                     "CLS, else mean", extract="retrieval"),

@@ -22,7 +22,7 @@ RETRIEVAL_KEYS = ("QQP_MAP", "QQP_MRR@10", "AskUbuntu_MAP", "AskUbuntu_MRR@10")
 def retrieval_missing() -> str:
     """The reason of a retrieval row without results: the data to fetch, then the command that fills it."""
     from ...assets import data_fetch_command
-    from ...evaluate import retrieval  # noqa: F401 - registers the qqp / askubuntu assets
+    from ...evaluate.suites import retrieval  # noqa: F401 - registers the qqp / askubuntu assets
 
     fetch = "; ".join(f"`{data_fetch_command(a)}`" for a in ("qqp", "askubuntu_text", "askubuntu_test"))
     return (f"needs data: QQP and AskUbuntu are not in the mirror here ({fetch}); then list the model in params.yaml "
@@ -122,7 +122,7 @@ def _why_missing(name: str, models_dir: Path) -> str:
     info_file = Path(models_dir) / base / "sentlab.json"
     metrics = f"reports/metrics/{base}.json"
     if base == "base-glove":
-        from ...evaluate.glove import glove_missing
+        from ...evaluate.baselines.glove import glove_missing
 
         why = glove_missing()   # "needs data" with the fetch command when the vectors are not here
         if why:

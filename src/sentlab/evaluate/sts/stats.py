@@ -7,7 +7,7 @@ bookkeeping:
 
 * :func:`spearman_ci` — the 95 % bootstrap CI of one model's Spearman on one task, percentile interval,
   :data:`N_RESAMPLES` resamples, seeded. With ``clusters`` (the evaluate stage passes them: pairs that share a
-  sentence, :func:`sentlab.evaluate.cosines.sentence_clusters`) the **clusters** are resampled with replacement
+  sentence, :func:`sentlab.evaluate.sts.cosines.sentence_clusters`) the **clusters** are resampled with replacement
   and each drawn cluster brings all its pairs (:func:`cluster_spearman_distribution`): pairs that share a
   sentence are not independent (98 % of SICK-R test pairs share one with another pair, 28-47 % in STS12-16),
   and resampling them one by one understates the CI. Without ``clusters``: ``scipy.stats.bootstrap`` over
@@ -256,7 +256,7 @@ def paired_difference(tasks: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]
 def difference_from_bootstrap(dist_a: np.ndarray, dist_b: np.ndarray, diff: float, n_tasks: int = 1) -> Difference:
     """The paired bootstrap of Spearman(A) − Spearman(B) from the two models' own bootstrap
     distributions drawn with the same resamples of the same pairs (same seed, same pairs: what the
-    evaluate stage stores, :func:`sentlab.evaluate.cosines.bootstrap_intervals`): resample by resample,
+    evaluate stage stores, :func:`sentlab.evaluate.sts.cosines.bootstrap_intervals`): resample by resample,
     their difference is the paired bootstrap distribution, so comparing any two models costs a
     subtraction. ``dist_*`` may be a task average of such distributions (the Avg. column)."""
     dist = np.asarray(dist_a) - np.asarray(dist_b)

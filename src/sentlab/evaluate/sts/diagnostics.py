@@ -17,7 +17,7 @@ STS-B test split into gold bins [0,1), [1,2), [2,3), [3,4), [4,5] (the last one
 closed); mean and (population, ddof = 0) variance of the cosine per bin.
 
 Everything here works on the sentence -> embedding lookup that
-:func:`sentlab.evaluate.protocol.evaluate_table` already computed
+:func:`sentlab.evaluate.sts.protocol.evaluate_table` already computed
 (``return_embeddings=True``): no sentence is encoded a second time.
 
 Example::
@@ -95,9 +95,9 @@ def evaluate_dev(encoder, table: pd.DataFrame, max_pairs: int | None = None, bat
     """STS-B dev Spearman × 100 plus alignment and uniformity (the training loop's periodic check).
 
     ``max_pairs`` (``train.dev_max_pairs``): the genre-stratified seeded sample of
-    :func:`~sentlab.evaluate.protocol.sample_pairs`.
+    :func:`~sentlab.evaluate.sts.protocol.sample_pairs`.
     """
-    from ..data.sts import eval_split
+    from ...data.sts import eval_split
     from .protocol import cosine_rows, embed_unique, sample_pairs, spearman100
 
     dev = sample_pairs(eval_split(table, "STSBenchmark-dev"), max_pairs)

@@ -1,4 +1,5 @@
-"""The stage ``suite@glue-<name>``: L2P-CSR Table 4's GLUE fine-tuning of one model (:mod:`sentlab.evaluate.glue`).
+"""The stage ``suite@glue-<name>``: L2P-CSR Table 4's GLUE fine-tuning of one model
+(:mod:`sentlab.evaluate.suites.glue`).
 
 ``<name>`` is a model of the stage list (``models/<name>``) or ``base-cls``, the backbone itself (Table 4's
 "BERT-base": a [CLS] head fine-tunes it, whatever a pooling would be). Every task of ``glue.tasks`` is fine-tuned
@@ -21,7 +22,7 @@ import numpy as np
 def glue_results(model: str, tasks, splits: dict, cfg, seeds, device: str = "cpu", progress: bool = True) -> dict:
     """``{task: {score, std, n, seeds, runs, ...}}``: each task fine-tuned from a fresh copy of ``model`` once per
     seed; ``score`` (and each metric) is the mean over the seeds, ``std`` the sample standard deviation (n > 1)."""
-    from ..assets import load_model
+    from ...assets import load_model
     from .glue import finetune
 
     out = {}
@@ -47,9 +48,9 @@ def slice_of(cfg) -> str:
 
 def run_glue_stage(name: str) -> dict:
     """``suite@glue-<name>`` in the repository's working directory; returns the metrics written."""
-    from ..stage_params import stage_params
+    from ...stage_params import stage_params
     from .glue import GlueConfig, load_glue
-    from .runner import resolve_device_precision
+    from ..sts.runner import resolve_device_precision
     from .suite_stage import missing_data, record, stage_of, suite_model, use_training_threads
 
     params = stage_params(stage_of("glue", name))

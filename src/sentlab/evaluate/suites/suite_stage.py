@@ -22,8 +22,8 @@ def stage_of(suite: str, name: str) -> str:
 def suite_model(params, name: str, suite: str) -> tuple[str, Optional[str], Optional[dict]]:
     """(what to load, pooling, the model's sentlab.json) of ``name``: ``base-<pooling>`` is the backbone
     (``params.model.backbone``), else the trained ``models/<name>``, which must hold a trained model."""
-    from ..errors import SentlabError
-    from .runner import read_model_info
+    from ...errors import SentlabError
+    from ..sts.runner import read_model_info
 
     if name.startswith("base-"):
         return params.model.backbone, name[len("base-"):], None
@@ -48,7 +48,7 @@ def use_training_threads(params) -> None:
 def frozen_encoder(params, name: str, suite: str, protocol: str):
     """(the encoder, what it loads, the model's sentlab.json, the metrics every frozen-embedding suite records) of
     ``name`` with the ``evaluate`` section's device, precision, length and workers (transfer, retrieval)."""
-    from .runner import build_encoders, precision_record
+    from ..sts.runner import build_encoders, precision_record
 
     ep = params.evaluate
     model, pooling, info = suite_model(params, name, suite)
@@ -63,7 +63,7 @@ def missing_data(loaders: dict) -> dict:
     """``{task: data}`` of ``loaders`` (task -> a function loading it); every task whose data is not here is
     collected first, then one :class:`~sentlab.errors.AssetMissingError` names them all with their fetch
     commands (a stage never skips a task silently: its row in the report says "needs data" until it runs)."""
-    from ..errors import AssetMissingError
+    from ...errors import AssetMissingError
 
     out, missing = {}, []
     for task, load in loaders.items():
@@ -83,8 +83,8 @@ def _metric_name(key: str) -> str:
 def record(suite: str, name: str, metrics: dict, settings: dict, info: Optional[dict], model: str) -> None:
     """Write ``reports/metrics/<suite>/<name>.json`` (temp path + rename), then log ``metrics``' numbers to MLflow
     (run ``<suite>/<name>``; the training run of ``name`` as ``<suite>.*``): a tracking failure costs no result."""
-    from .. import tracking
-    from ..io import write_json
+    from ... import tracking
+    from ...io import write_json
 
     flat = {_metric_name(k): v for k, v in metrics.items() if isinstance(v, float)}
     write_json(OUT / suite / f"{name}.json", metrics)   # the output first: tracking may fail or wait

@@ -31,7 +31,7 @@ from typing import Iterable, Optional, Sequence
 import numpy as np
 import torch
 
-from ..errors import AssetMissingError, SentlabError
+from ...errors import AssetMissingError, SentlabError
 
 log = logging.getLogger(__name__)
 FALLBACK = "."   # SentEval's vector for a sentence with no known word
@@ -114,7 +114,7 @@ class GloveEncoder:
 
 def glove_path() -> Path:
     """The vector file (mirror or cache), or :class:`AssetMissingError` naming the command that fetches it."""
-    from ..assets import data_fetch_command, resolve_data
+    from ...assets import data_fetch_command, resolve_data
 
     try:
         return resolve_data("glove").path
@@ -125,7 +125,7 @@ def glove_path() -> Path:
 
 def glove_missing() -> Optional[str]:
     """The report's reason for a GloVe row without results when the vectors are not here (None when they are)."""
-    from ..assets import data_fetch_command, data_present
+    from ...assets import data_fetch_command, data_present
 
     if data_present("glove"):
         return None

@@ -28,7 +28,7 @@ SimCSE's Table / the L2P-CSR report's transfer table:
   refit on all of train (5% held out for early stopping) and scored on test; MRPC's features are SentEval's
   ``[|u - v|, u * v]`` (in that order) and its F1 is that of the positive class.
 
-Sentence order, files and parsing are SentEval's (:mod:`sentlab.evaluate.transfer_data`), so the folds are the
+Sentence order, files and parsing are SentEval's (:mod:`sentlab.evaluate.suites.transfer_data`), so the folds are the
 same rows. What SentEval leaves implicit, stated here: ``CrossEntropyLoss.size_average = False`` set after
 construction has no effect in PyTorch >= 0.4.1, so the loss is the batch mean; ties in the arg-max prediction go
 to the first class; everything runs in float32 on the CPU unless a device is given.

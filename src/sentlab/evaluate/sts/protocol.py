@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
-from ..data.sts import TASKS, eval_split
+from ...data.sts import TASKS, eval_split
 
 STS_ALL = ("STS12", "STS13", "STS14", "STS15", "STS16")
 SAMPLE_SEED = 0  # the seed of every pair sample (:func:`sample_pairs`)
@@ -44,9 +44,9 @@ def spearman100(pred: Sequence[float], gold: Sequence[float]) -> float:
 def embed_unique(encoder, sentences: Iterable[str], batch_size: int = 128) -> dict[str, np.ndarray]:
     """Encode each distinct sentence once; returns sentence -> embedding.
 
-    Inside :func:`sentlab.evaluate.cache.embedding_cache` a sentlab encoder's embeddings come from
+    Inside :func:`sentlab.evaluate.sts.cache.embedding_cache` a sentlab encoder's embeddings come from
     (and go to) the content-addressed embedding cache, bit-identical to encoding them here."""
-    from ..encoder import SentenceEncoder
+    from ...encoder import SentenceEncoder
     from .cache import active_cache
 
     uniq = list(dict.fromkeys(sentences))
@@ -111,7 +111,7 @@ def select_splits(table: pd.DataFrame, names: Sequence[str], max_pairs: int | No
     splits = {t: sample_pairs(eval_split(table, t), max_pairs) for t in names}
     for t, df in splits.items():
         if df.empty:
-            from ..errors import SentlabError
+            from ...errors import SentlabError
 
             raise SentlabError(f"The STS table has no evaluation pairs for {t}. "
                                f"Re-run the prepare stage (`dvc repro prepare`).")

@@ -3,7 +3,7 @@
 ``<name>`` is a model of the stage list (``models/<name>``, evaluated with its own pooling, as the STS stage
 does) or a backbone pooling ``base-<pooling>`` (L2P-CSR Table 2's "CLS" and "Mean" rows). The embeddings go
 through the embedding cache (a re-run for a classifier change encodes nothing again); the protocol is
-:mod:`sentlab.evaluate.transfer` (SimCSE's SentEval settings), every split cut to a seeded sample of
+:mod:`sentlab.evaluate.suites.transfer` (SimCSE's SentEval settings), every split cut to a seeded sample of
 ``transfer.max_examples`` when the profile sets one (the quick profile; the JSON and the report say so).
 Output: ``reports/metrics/transfer/<name>.json`` (accuracy per task, MRPC's F1, the average, the per-task
 details), and the same numbers in MLflow (a run ``transfer/<name>``, and as ``transfer.*`` beside the dev curve
@@ -18,7 +18,7 @@ import numpy as np
 def embedder(enc, batch_size: int):
     """``embed(sentences) -> [n, D]`` of ``enc`` (each distinct sentence encoded once; through the embedding cache
     where one is active): what the transfer, retrieval and reranking evaluators take."""
-    from .protocol import embed_unique
+    from ..sts.protocol import embed_unique
 
     def embed(sentences):
         lookup = embed_unique(enc, sentences, batch_size=batch_size)
@@ -30,7 +30,7 @@ def embedder(enc, batch_size: int):
 def transfer_metrics(enc, tasks, batch_size: int, max_examples=None, progress: bool = True) -> dict:
     """``{MR: acc, ..., MRPC_F1, TransferAvg, transfer: {task: details}}`` of ``enc`` (a
     :class:`~sentlab.encoder.SentenceEncoder`), encoded through the embedding cache."""
-    from .cache import embedding_cache
+    from ..sts.cache import embedding_cache
     from .transfer import evaluate_transfer
 
     with embedding_cache():
@@ -43,7 +43,7 @@ def transfer_metrics(enc, tasks, batch_size: int, max_examples=None, progress: b
 
 def run_transfer_stage(name: str) -> dict:
     """``suite@transfer-<name>`` in the repository's working directory; returns the metrics written."""
-    from ..stage_params import stage_params
+    from ...stage_params import stage_params
     from .suite_stage import frozen_encoder, record, stage_of, use_training_threads
 
     params = stage_params(stage_of("transfer", name))

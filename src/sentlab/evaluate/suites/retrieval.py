@@ -31,8 +31,8 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from .. import assets
-from ..errors import SentlabError
+from ... import assets
+from ...errors import SentlabError
 from .retrieval_examples import ExampleSettings, examples as retrieval_examples
 
 Embed = Callable[[list[str]], np.ndarray]

@@ -40,7 +40,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..errors import SentlabError
+from ...errors import SentlabError
 
 log = logging.getLogger(__name__)
 

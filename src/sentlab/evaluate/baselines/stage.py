@@ -2,7 +2,7 @@
 reports/metrics/base-<kind>.json.
 
 ``pipeline/evaluate_baseline.py KIND`` (dvc.yaml ``evaluate_baseline@KIND``). Nothing here imports the
-training code, so an edit of it does not re-run these stages (:mod:`sentlab.evaluate.trained`).
+training code, so an edit of it does not re-run these stages (:mod:`sentlab.evaluate.sts.trained`).
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ FIGURES = Path("reports/figures")
 
 def run_baseline_stage(name: str) -> None:
     """The stage ``evaluate_baseline@<name>`` (in the repository's working directory)."""
-    from ..data.sts import read_sts_table
-    from ..errors import SentlabError
-    from .cache import embedding_cache
-    from ..stage_params import stage_params
-    from .figures import note_figure
+    from ...data.sts import read_sts_table
+    from ...errors import SentlabError
+    from ..sts.cache import embedding_cache
+    from ...stage_params import stage_params
+    from ..sts.figures import note_figure
 
     if name not in BASELINES:
         raise SentlabError(f"Unknown baseline {name!r} in evaluate.baselines; allowed: {', '.join(BASELINES)}.")
@@ -40,7 +40,7 @@ def run_baseline_stage(name: str) -> None:
     if not params.evaluate.diagnostics:
         # the stage's declared figure output must exist: say why it has no plot
         note_figure(FIGURES / f"base-{name}_density.png", f"base-{name}", "evaluate.diagnostics is false")
-    # one forward pass of the backbone serves every baseline pooling (sentlab.evaluate.cache)
+    # one forward pass of the backbone serves every baseline pooling (sentlab.evaluate.sts.cache)
     with embedding_cache(share_poolings=baseline_poolings(params)):
         evaluate_baseline(name, params, table, figures)
 
@@ -61,7 +61,8 @@ def _glove_encoder(params, table, name):
 
 def evaluate_baseline(kind: str, params, table, figures) -> None:
     """One baseline stage: the backbone with pooling ``kind``, BERT-whitening, BERT-flow or GloVe -> base-<kind>."""
-    from .runner import evaluate_and_record, flow_encoder, whitening_encoder
+    from ..sts.runner import evaluate_and_record
+    from .fitted import flow_encoder, whitening_encoder
 
     name = f"base-{kind}"
     out = Path(f"reports/metrics/{name}.json")

@@ -1,5 +1,5 @@
 """The stage ``suite@retrieval-<name>``: PaSeR Table 3's QQP retrieval and AskUbuntu reranking of one model's
-frozen embeddings (:mod:`sentlab.evaluate.retrieval`), encoded through the embedding cache.
+frozen embeddings (:mod:`sentlab.evaluate.suites.retrieval`), encoded through the embedding cache.
 
 ``<name>`` is a model of the stage list (``models/<name>``, its own pooling) or a backbone pooling
 ``base-<pooling>``. The data of every task of ``retrieval.tasks`` is resolved before anything is encoded: a task
@@ -19,9 +19,9 @@ if TYPE_CHECKING:
 def retrieval_metrics(enc, tasks, data: dict, batch_size: int, map_at: int = 100,
                       exclude_identical: bool = True, examples: ExampleSettings | None = None) -> dict:
     """``{QQP_MAP, QQP_MRR@10, AskUbuntu_MAP, AskUbuntu_MRR@10, retrieval: {task: details}}`` of ``enc`` on the
-    loaded ``data`` (task -> what :func:`~sentlab.evaluate.retrieval.load_qqp` / ``load_askubuntu`` return);
+    loaded ``data`` (task -> what :func:`~sentlab.evaluate.suites.retrieval.load_qqp` / ``load_askubuntu`` return);
     ``examples`` (params.yaml ``retrieval.examples``; None: none) are QQP's Table 6 examples."""
-    from .cache import embedding_cache
+    from ..sts.cache import embedding_cache
     from .retrieval import reranking, retrieval
     from .transfer_stage import embedder
 
@@ -41,7 +41,7 @@ def retrieval_metrics(enc, tasks, data: dict, batch_size: int, map_at: int = 100
 
 def run_retrieval_stage(name: str) -> dict:
     """``suite@retrieval-<name>`` in the repository's working directory; returns the metrics written."""
-    from ..stage_params import stage_params
+    from ...stage_params import stage_params
     from .retrieval import load_askubuntu, load_qqp
     from .suite_stage import frozen_encoder, missing_data, record, stage_of, suite_model
 

@@ -9,7 +9,7 @@ each with its cosine and whether it is a labelled duplicate of the query.
 
 Which queries (recorded as each query's ``source``):
 
-* ``paper``: PaSeR prints its two Table 6 queries (:data:`sentlab.report.paper_numbers.PASER_TABLE6`). Each is
+* ``paper``: PaSeR prints its two Table 6 queries (:data:`PASER_TABLE6`). Each is
   used when the QQP retrieval set holds it as a query (a ``q1`` with a labelled duplicate in the corpus), matched
   ignoring case and runs of whitespace; one that it does not hold is listed under ``paper_missing``.
 * ``seeded``: then ``n_seeded`` more queries drawn with ``seed`` (numpy ``default_rng``) from the other queries,
@@ -27,13 +27,33 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import SentlabError
-from ..params_schema import RetrievalExamplesParams as ExampleSettings   # k, paper, n_seeded, seed, queries, show
+from ...errors import SentlabError
+from ...params_schema import RetrievalExamplesParams as ExampleSettings   # k, paper, n_seeded, seed, queries, show
+
+
+# PaSeR Table 6 (§5.1): QQP retrieval examples, as printed: for two queries, the top 3 questions each model
+# retrieves, in rank order (the paper prints no scores and marks no duplicates). report.retrieval_examples shows them
+# beside the reproduced hits; paper_queries() looks the queries up in QQP.
+PASER_TABLE6_MODELS = ("SimCSE-BERTbase", "PaSeR-BERTbase")
+PASER_TABLE6 = (
+    {"query": "What can one do to relieve severe chronic pain?",
+     "hits": {"SimCSE-BERTbase": ("Is it possible to come to terms with a life of chronic pain?",
+                                  "What is the best way to avoid pain?",
+                                  "How would you/do you cope with chronic pain?"),
+              "PaSeR-BERTbase": ("What has worked for you to help relieve chronic pain?",
+                                 "How can I get rid of chronic and acute back pain?",
+                                 "What is the best way to ease period pain?")}},
+    {"query": "Is there a biological reason that people cry when they are emotional?",
+     "hits": {"SimCSE-BERTbase": ("Why do people cry when they feel happy?",
+                                  "Why do some people cry more than others?",
+                                  "Why do some people like crying so much?"),
+              "PaSeR-BERTbase": ("Why do some people cry when they get angry?",
+                                 "Why do people cry when they feel happy?",
+                                 "Why do some people like crying so much?")}},
+)
 
 
 def paper_queries() -> list[str]:
-    from ..report.paper_numbers import PASER_TABLE6
-
     return [e["query"] for e in PASER_TABLE6]
 
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import assets
-from ..errors import SentlabError
+from ... import assets
+from ...errors import SentlabError
 
 TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
 

@@ -25,8 +25,8 @@ from typing import Optional
 import numpy as np
 import torch
 
-from .. import assets
-from ..errors import AssetMissingError, SentlabError
+from ... import assets
+from ...errors import AssetMissingError, SentlabError
 
 GLUE_URL = "https://dl.fbaipublicfiles.com/glue/data"
 # task -> (GLUE folder, columns of (sentence a, sentence b or None, label), number of labels (1: regression))
@@ -221,7 +221,7 @@ def finetune(encoder, tokenizer, task: str, splits: dict[str, GlueSplit], cfg: G
 def run_glue(model: str, tasks, cfg: GlueConfig = GlueConfig(), seed: int = 42, device: str = "cpu") -> dict:
     """``{task: result}`` of fine-tuning a fresh copy of ``model`` (a folder or hub id) on each task; a task whose
     data is not here is ``{"status": "needs data: <the download>"}``, the others run."""
-    from ..assets import load_model
+    from ...assets import load_model
 
     out: dict = {}
     for task in tasks:

@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..io import atomic_path
+from ...io import atomic_path
 
 SCHEMA = pa.schema([("task", pa.string()), ("subset", pa.string()), ("pair", pa.int32()),
                     ("cos", pa.float64()), ("gold", pa.float64()), ("cluster", pa.int32())])
@@ -77,7 +77,7 @@ def read_cosines(path: Path) -> Optional[pd.DataFrame]:
         return None
     names = pq.read_schema(path).names
     if "cluster" not in names:
-        from ..errors import SentlabError
+        from ...errors import SentlabError
 
         raise SentlabError(f"{path} has no `cluster` column (written by an evaluate stage before pairs sharing a "
                            f"sentence were clustered for the bootstrap). Re-run its evaluate stage "
@@ -98,11 +98,11 @@ def task_clusters(frame: pd.DataFrame, task: str) -> np.ndarray:
 
 
 def bootstrap_intervals(frame: pd.DataFrame, tasks, seed: int = 0) -> dict:
-    """task -> :class:`~sentlab.evaluate.stats.Interval` (95 % cluster-bootstrap CI and distribution) of each
+    """task -> :class:`~sentlab.evaluate.sts.stats.Interval` (95 % cluster-bootstrap CI and distribution) of each
     task with pairs: the clusters of pairs sharing a sentence (the ``cluster`` column) are resampled. Task
     ``i`` of ``tasks`` is resampled with ``seed + i``: every model evaluated with the same seed draws the same
     resamples of the same clusters, so two models' distributions subtract into the paired cluster bootstrap of
-    their difference (:func:`~sentlab.evaluate.stats.difference_from_bootstrap`)."""
+    their difference (:func:`~sentlab.evaluate.sts.stats.difference_from_bootstrap`)."""
     from .stats import spearman_ci
 
     out = {}
@@ -115,7 +115,7 @@ def bootstrap_intervals(frame: pd.DataFrame, tasks, seed: int = 0) -> dict:
 
 def confidence_intervals(frame: pd.DataFrame, tasks, seed: int = 0, intervals: Optional[dict] = None) -> dict:
     """``{task: [low, high]}`` of each task's Spearman × 100 and of their average (``Avg``, when every task
-    has pairs): :func:`bootstrap_intervals` / :func:`~sentlab.evaluate.stats.avg_ci`."""
+    has pairs): :func:`bootstrap_intervals` / :func:`~sentlab.evaluate.sts.stats.avg_ci`."""
     from .stats import avg_ci
 
     tasks = list(tasks)

@@ -42,8 +42,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..errors import SentlabError
-from ..optim import AdamWLegacy
+from ...errors import SentlabError
+from ...optim import AdamWLegacy
 
 log = logging.getLogger(__name__)
 LOGSCALE = 3.0  # the code's logscale_factor: the parameter s is stored as s / 3

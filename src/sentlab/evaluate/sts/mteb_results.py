@@ -72,7 +72,7 @@ def normalizes(model: str) -> bool:
     """Whether ``model`` (a folder or a hub id :func:`sentlab.assets.resolve_model` finds) is a
     sentence-transformers model whose last module is ``Normalize`` (its ``encode`` returns unit vectors)."""
     try:
-        from ..assets import resolve_model
+        from ...assets import resolve_model
 
         mods = json.loads((resolve_model(model) / "modules.json").read_text())
         return bool(mods) and str(mods[-1].get("type", "")).endswith("Normalize")
@@ -119,7 +119,7 @@ def model_dir(out: Path, model_name: str, revision: Optional[str] = None) -> Pat
 def partial(table) -> Optional[str]:
     """Why ``table``'s scores would not be MTEB's tasks (a task whose test-pair count is not MTEB's: a partial or
     subsampled table, ``evaluate.max_pairs``), or None."""
-    from ..data.sts import eval_split
+    from ...data.sts import eval_split
 
     for task, (name, _, n) in TASKS.items():
         got = len(eval_split(table, task))
@@ -134,8 +134,8 @@ def results(table, lookup: dict[str, np.ndarray], evaluation_time: Optional[floa
     """``{MTEB task name: TaskResult dict}`` for :data:`TASKS` from the STS ``table`` and the embeddings
     ``lookup`` (sentence -> vector) the evaluation computed. A task whose pair count is not MTEB's (a partial
     table, ``evaluate.max_pairs``) is an error: its number would not be MTEB's task."""
-    from ..data.sts import eval_split
-    from ..errors import SentlabError
+    from ...data.sts import eval_split
+    from ...errors import SentlabError
 
     why = partial(table)
     if why:
@@ -152,7 +152,7 @@ def results(table, lookup: dict[str, np.ndarray], evaluation_time: Optional[floa
 
 def write(out: Path, model_name: str, res: dict[str, dict], revision: Optional[str] = None) -> list[Path]:
     """Write each TaskResult and ``model_meta.json`` (name, revision) under :func:`model_dir`; returns the paths."""
-    from ..io import write_text
+    from ...io import write_text
 
     d = model_dir(out, model_name, revision)
     paths = []
@@ -179,7 +179,7 @@ def stage_dir(name: str, out: Path = STAGE_DIR) -> Path:
 
 def write_none(name: str, why: str, out: Path = STAGE_DIR) -> Path:
     """The stage's folder without results: a README.md saying why (a model not trained, a partial table)."""
-    from ..io import write_text
+    from ...io import write_text
 
     path = stage_dir(name, out) / "README.md"
     write_text(path, f"# sentlab/{name}: no MTEB results\n\n{why}.\n")

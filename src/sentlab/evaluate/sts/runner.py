@@ -11,13 +11,12 @@ import logging
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
 import torch
 
-from ..assets import load_model
-from ..encoder import SentenceEncoder, resolve_workers
-from ..encoder_head import read_head
-from ..errors import SentlabError
+from ...assets import load_model
+from ...encoder import SentenceEncoder, resolve_workers
+from ...encoder_head import read_head
+from ...errors import SentlabError
 from .cosines import bootstrap_intervals, bootstrap_path, confidence_intervals, write_bootstrap, write_cosines
 
 log = logging.getLogger(__name__)
@@ -70,7 +69,7 @@ def build_encoders(model: str, pooling: Optional[str] = None, precision: str = "
     info = read_model_info(root) if root.is_dir() else None
     # any sentence-transformers folder: pool as its modules do
     if info is None and pooling is None and root.is_dir():
-        from ..export.st import st_pooling_info
+        from ...export.st import st_pooling_info
 
         info = st_pooling_info(root)
         if info is not None:
@@ -157,106 +156,6 @@ def _channel_lookup(enc: SentenceEncoder, main: Optional[SentenceEncoder], looku
     return {s: v[lo:hi] for s, v in lookup.items()}
 
 
-def whitening_encoder(params, table, name: str = "base-whitening") -> tuple[SentenceEncoder, Optional[dict], dict]:
-    """The BERT-whitening baseline (docs/methods.md#baselines, :mod:`sentlab.evaluate.whitening`).
-
-    Returns ``(encoder, embeddings, info)``: the backbone with ``evaluate.whitening.pooling``
-    and the fitted transform as its ``post``; for ``fit_on: sts_pool`` also the whitened
-    lookup of the evaluation pool (the raw pool embeddings were needed for the fit, so the
-    evaluation reuses them instead of encoding again); ``info`` says what it was fitted on.
-    """
-    import dataclasses
-
-    from .protocol import TASKS, embed_unique, pool_sentences, select_splits
-    from .whitening import Whitening, corpus_sample, whiten_lookup
-
-    ep = params.evaluate
-    wp = ep.whitening
-    raw = build_encoders(params.model.backbone, pooling=wp.pooling, precision=ep.precision, max_length=ep.max_length,
-                         name=name, device=ep.device, workers=ep.workers)[name]
-    embeddings = None
-    if wp.fit_on == "sts_pool":
-        pool = pool_sentences(select_splits(table, [*TASKS, "STSBenchmark-dev"], ep.max_pairs))
-        raw_lookup = embed_unique(raw, pool, batch_size=ep.batch_size)
-        wh = Whitening.fit(np.stack([raw_lookup[s] for s in pool]), dim=wp.dim)
-        source = "sts_pool: the distinct sentences of the 7 test sets + STS-B dev"
-    elif wp.fit_on == "nli":
-        sample = nli_fit_sentences(wp.sample_size, params.seed, "evaluate.whitening.fit_on")
-        wh = Whitening.fit(raw.encode(sample, batch_size=ep.batch_size), dim=wp.dim)
-        source = nli_source(wp.sample_size, len(sample), params.seed)
-    else:
-        sample = corpus_sample(Path("data/corpus/train.parquet"), wp.sample_size, params.seed)
-        wh = Whitening.fit(raw.encode(sample, batch_size=ep.batch_size), dim=wp.dim)
-        source = f"corpus: seeded sample of data/corpus/train.parquet (seed {params.seed})"
-    enc = dataclasses.replace(raw, post=wh)
-    if wp.fit_on == "sts_pool":
-        embeddings = whiten_lookup(raw_lookup, wh)
-    info = {"fit_on": wp.fit_on, "fit_source": source, "pooling": wp.pooling, "dim": wp.dim, **wh.info()}
-    log.info("whitening fitted on %s: %d sentences, %d -> %d dims", wp.fit_on, wh.fit_size, wh.W.shape[0], wh.out_dim)
-    return enc, embeddings, info
-
-
-NLI_CORPUS = Path("data/corpus/nli.parquet")
-
-
-def nli_fit_sentences(sample_size: Optional[int], seed: int, key: str) -> list[str]:
-    """The NLI fit set of whitening / BERT-flow (``fit_on: nli``): the distinct sentences of
-    ``data/corpus/nli.parquet`` (:func:`sentlab.data.nli.nli_sentences`), or a seeded sample of ``sample_size``."""
-    from ..data.nli import nli_sentences
-    from .flow import fit_sentences
-
-    return fit_sentences(nli_sentences(NLI_CORPUS, key), sample_size, seed)
-
-
-def nli_source(sample_size: Optional[int], n: int, seed: int) -> str:
-    label = nli_label(NLI_CORPUS)
-    what = "all" if sample_size is None or n < sample_size else f"a seeded sample (seed {seed}) of"
-    return f"nli: {what} the distinct sentences of {NLI_CORPUS} ({label}), {n}"
-
-
-def nli_label(path: Path) -> str:
-    import pyarrow.parquet as pq
-
-    meta = pq.read_schema(path).metadata or {}
-    return meta.get(b"sentlab.nli_label", b"NLI").decode()
-
-
-def flow_encoder(params, table, name: str = "base-bert_flow",
-                 progress: bool = True) -> tuple[SentenceEncoder, dict, dict]:
-    """The BERT-flow baseline (docs/methods.md#bert-flow, :mod:`sentlab.evaluate.flow`).
-
-    Returns ``(encoder, embeddings, info)``: the backbone with ``evaluate.bert_flow.pooling`` and the fitted flow as its
-    ``post``; the flowed lookup of the evaluation pool (the raw pool embeddings were needed for the fit, so the
-    evaluation reuses them); ``info`` says what it was fitted on and how the likelihood moved. The fit runs on the
-    CPU in fp32 (seeded: the same flow on every machine)."""
-    import dataclasses
-    import time
-
-    from .flow import Flow, flow_lookup
-    from .protocol import TASKS, embed_unique, pool_sentences, select_splits
-
-    ep, fp = params.evaluate, params.evaluate.bert_flow
-    raw = build_encoders(params.model.backbone, pooling=fp.pooling, precision=ep.precision, max_length=ep.max_length,
-                         name=name, device=ep.device, workers=ep.workers)[name]
-    pool = pool_sentences(select_splits(table, [*TASKS, "STSBenchmark-dev"], ep.max_pairs))
-    raw_lookup = embed_unique(raw, pool, batch_size=ep.batch_size)
-    if fp.fit_on == "nli":   # SimCSE App. C's "NLI" fit: the flow never sees the evaluation sentences
-        sample = nli_fit_sentences(fp.sample_size, params.seed, "evaluate.bert_flow.fit_on")
-        fit_x, source = raw.encode(sample, batch_size=ep.batch_size), nli_source(fp.sample_size, len(sample),
-                                                                                 params.seed)
-    else:
-        fit_x = np.stack([raw_lookup[s] for s in pool])
-        source = "sts_pool: the distinct sentences of the 7 test sets + STS-B dev"
-    t0 = time.perf_counter()
-    flow = Flow.fit(fit_x, fp, seed=params.seed, progress=progress)
-    fit_s = time.perf_counter() - t0
-    info = {"fit_on": fp.fit_on, "fit_source": source, "bias_correction": fp.bias_correction,
-            "pooling": fp.pooling, "seed": params.seed, **flow.info()}   # no wall time: the JSON stays byte-stable
-    log.info("flow fitted on %d sentences in %d steps (%.1f s): NLL/dim %.3f -> %.3f", flow.fit_size, flow.steps,
-             fit_s, flow.nll_start, flow.nll_end)
-    return dataclasses.replace(raw, post=flow), flow_lookup(raw_lookup, flow), info
-
-
 def metrics_backbone(params, kind: str, extra_metrics: Optional[dict]) -> str:
     """The backbone a metrics file records: a trained model's own (its method line's ``backbone``), else
     ``model.backbone`` (the baselines, a method without its own)."""
@@ -278,10 +177,10 @@ def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, t
     (and, as ``<name>.bootstrap.parquet``, the bootstrap distributions behind ``ci95``) go to
     ``cosines_dir/<name>.parquet`` (:func:`pair_cosine_table`; default: ``reports/cosines`` beside
     ``reports/metrics``, else a ``cosines`` folder beside ``out_path``); MTEB's result JSON of its STS tasks to
-    ``reports/mteb/sentlab__<name>/`` (:func:`sentlab.evaluate.mteb_results.write_stage`; the same rule of place).
+    ``reports/mteb/sentlab__<name>/`` (:func:`sentlab.evaluate.sts.mteb_results.write_stage`; the same rule of place).
     """
-    from .. import tracking
-    from ..io import write_json
+    from ... import tracking
+    from ...io import write_json
     from .diagnostics import flat_diagnostics
 
     if encoders is None:
@@ -295,7 +194,7 @@ def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, t
     from .protocol import TASKS
 
     intervals = bootstrap_intervals(frame, [*TASKS, "STSBenchmark-dev"], seed=params.seed)
-    from ..fingerprint import environment_fingerprint
+    from ...fingerprint import environment_fingerprint
 
     metrics = {"model": name, "kind": kind, "backbone": metrics_backbone(params, kind, extra_metrics),
                "profile": params.profile,
@@ -323,7 +222,7 @@ def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, t
                              else out_path.parent / "mteb", max_pairs=params.evaluate.max_pairs)
     write_json(out_path, metrics)
     # the outputs first: tracking is a side channel that may fail or wait (sentlab.tracking.degrade)
-    from ..fingerprint import fingerprint_tags
+    from ...fingerprint import fingerprint_tags
 
     with tracking.run(f"eval/{name}", params=run_params, tags={"sentlab.stage": "evaluate", "sentlab.model": name,
                                                                 **fingerprint_tags(metrics["fingerprint"])}) as ml:

@@ -41,13 +41,10 @@ import logging
 import random
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, Optional, Sequence
+from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 import torch
-
-if TYPE_CHECKING:
-    from ..train.data import Corpus
 
 log = logging.getLogger(__name__)
 EXTRA_COLUMNS = ["rake", "chunks"]
@@ -55,10 +52,12 @@ EXTRA_COLUMNS = ["rake", "chunks"]
 
 # --- the held-out rows ---------------------------------------------------------------
 class ReconstructionSets(NamedTuple):
-    """Rows of the training corpus kept out of training, and training rows the baselines are fitted on."""
+    """Rows of the training corpus kept out of training, and training rows the baselines are fitted on: each a
+    ``sentlab.train.data.Corpus`` (not imported: methods/ is below train/; what is used is ``texts``, ``extras``
+    and ``subset``)."""
 
-    heldout: "Corpus"
-    fit: "Corpus"
+    heldout: Any
+    fit: Any
 
 
 def heldout_split(corpus, params, seed: int):

@@ -48,8 +48,8 @@ from typing import Iterator, Optional, Sequence
 import numpy as np
 import torch
 
-from ..encoder import SentenceEncoder
-from ..io import write_json
+from ...encoder import SentenceEncoder
+from ...io import write_json
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +232,7 @@ def _digest(arr: np.ndarray) -> str:
 
 def max_cache_bytes() -> int:
     """The cache folder's bound in bytes: ``$SENTLAB_EMBEDDING_CACHE_MAX_GB`` (default 10)."""
-    from ..errors import SentlabError
+    from ...errors import SentlabError
 
     raw = os.environ.get(MAX_GB_ENV, "").strip()
     try:
@@ -254,7 +254,7 @@ def active_cache() -> Optional[EmbeddingCache]:
 @contextlib.contextmanager
 def embedding_cache(share_poolings: Sequence[str] = (),
                     root: Optional[Path] = None) -> Iterator[Optional[EmbeddingCache]]:
-    """Make :func:`sentlab.evaluate.protocol.embed_unique` (the evaluator's encoding) go through an
+    """Make :func:`sentlab.evaluate.sts.protocol.embed_unique` (the evaluator's encoding) go through an
     :class:`EmbeddingCache` inside the ``with`` block. ``root`` defaults to ``$SENTLAB_EMBEDDING_CACHE`` or
     ``.sentlab_cache/embeddings``; ``SENTLAB_EMBEDDING_CACHE=off`` yields None (no cache)."""
     env = os.environ.get(ENV, "")
