@@ -59,6 +59,7 @@ def child(method: str, precision: str, isa: str, work: Path) -> dict:
 
     from sentlab.config import load_params
     from sentlab.data.sts import read_sts_table
+    from sentlab.evaluate.sts.diagnostics import make_dev_evaluator
     from sentlab.evaluate.sts.runner import build_encoders, evaluate_encoders
     from sentlab.train.run import train_method
 
@@ -68,7 +69,8 @@ def child(method: str, precision: str, isa: str, work: Path) -> dict:
                                                                                       "diagnostics": False})})
     name = f"{method}-{precision}-{isa}"
     t0 = time.perf_counter()
-    info = train_method(params, method, name=name, root=work, tracking=False, progress=False)
+    info = train_method(params, method, name=name, root=work, make_dev_eval=make_dev_evaluator, tracking=False,
+                        progress=False)
     train_s = time.perf_counter() - t0
     table = read_sts_table(work / "data" / "sts" / "sts.parquet")
     ep = params.evaluate

@@ -12,6 +12,7 @@ import sys
 from sentlab.pipeline_util import run_stage
 
 if __name__ == "__main__":
+    from sentlab.evaluate.sts.diagnostics import make_dev_evaluator   # the STS-B dev check during training
     from sentlab.train.run import stage_main
 
-    sys.exit(run_stage(lambda: stage_main(sys.argv[1:])))
+    sys.exit(run_stage(lambda: stage_main(sys.argv[1:], make_dev_eval=make_dev_evaluator)))

@@ -281,9 +281,9 @@ def test_a_method_line_sets_its_own_backbone(monkeypatch, tmp_path):
 
     monkeypatch.setattr("sentlab.assets.load_model", load_model)
     with pytest.raises(Loaded, match="^roberta-base$"):
-        train_method(paper, "posbow_adv", root=tmp_path, tracking=False, progress=False)
+        train_method(paper, "posbow_adv", root=tmp_path, dev_eval=lambda enc: {}, tracking=False, progress=False)
     with pytest.raises(Loaded, match="^bert-base-uncased$"):
-        train_method(paper, "simcse", root=tmp_path, tracking=False, progress=False)
+        train_method(paper, "simcse", root=tmp_path, dev_eval=lambda enc: {}, tracking=False, progress=False)
 
 
 def test_metrics_record_the_models_own_backbone():

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from sentlab.config import TrainParams
 from sentlab.errors import SentlabError
+from sentlab.evaluate.sts.diagnostics import make_dev_evaluator
 from sentlab.train.run import stage_main, train_method
 from tiny import sentences, tiny_bert
 from _support.training import Interrupt, factory, fake_dev_eval, make_root, params, read_curve
@@ -153,6 +154,27 @@ def test_corpus_too_small_is_a_clear_error(tmp_path, tok):
                      tracking=False, progress=False)
 
 
+def test_train_method_names_the_dev_check_it_was_not_given(tmp_path):
+    """train/ imports no evaluator (docs/architecture.md): the STS-B dev check is passed in, and a call without it
+    fails before anything is loaded or written."""
+    with pytest.raises(TypeError, match="dev_eval or make_dev_eval"):
+        train_method(params(), "simcse", root=tmp_path, tracking=False, progress=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sentlab_train_and_the_train_stage_pass_the_evaluate_dev_check(monkeypatch):
+    """`sentlab train` (sentlab.cli) and pipeline/train.py hand sentlab.evaluate's STS-B dev check to the
+    training code, which cannot import it."""
+    from sentlab import cli
+    from sentlab.train import run as R
+
+    seen = []
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(R, "run_from_args", lambda args, p, make_dev_eval: seen.append(make_dev_eval) or 0)
+    assert cli.main(["train", "simcse"]) == 0 and seen == [make_dev_evaluator]
+    assert "stage_main(sys.argv[1:], make_dev_eval=make_dev_evaluator)" in (REPO / "pipeline/train.py").read_text()
+
+
 def test_the_stage_of_a_model_the_profile_does_not_train_does_not_exist(tmp_path, monkeypatch, capsys):
     """pipeline/train.py reads what its dvc.yaml stage declares: a model with no stage (not in models.yaml) is one
     paragraph naming the fix, exit 2, and nothing written."""
@@ -162,7 +184,8 @@ def test_the_stage_of_a_model_the_profile_does_not_train_does_not_exist(tmp_path
 
     monkeypatch.chdir(stage_workspace(tmp_path))
     monkeypatch.delenv("DVC_STAGE", raising=False)
-    assert report_errors(lambda: stage_main(["consert", "--method", "consert", "--seed", "42"])) == 2
+    argv = ["consert", "--method", "consert", "--seed", "42"]
+    assert report_errors(lambda: stage_main(argv, make_dev_eval=make_dev_evaluator)) == 2
     assert "no stage `train@consert`" in capsys.readouterr().err and not (tmp_path / "models").exists()
 
 
@@ -324,15 +347,16 @@ def test_train_nproc_relaunches_the_stage_under_torchrun(tmp_path, monkeypatch):
     argv = ["simcse", "--method", "simcse", "--seed", "42"]
     monkeypatch.setattr(sys, "argv", ["pipeline/train.py", *argv])
     monkeypatch.delenv("WORLD_SIZE", raising=False)
-    assert R.stage_main(argv) == 7
+    assert R.stage_main(argv, make_dev_eval=make_dev_evaluator) == 7
     assert seen == [[sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                      "pipeline/train.py", *argv]]
     monkeypatch.setenv("WORLD_SIZE", "2")
     trained = []
     monkeypatch.setattr(R, "train_method", lambda params, method, **kw: trained.append((method, params.seed, kw))
                         or {"best_stsb_dev": 1.0, "best_step": 1})
-    assert R.stage_main(argv) == 0 and len(seen) == 1
+    assert R.stage_main(argv, make_dev_eval=make_dev_evaluator) == 0 and len(seen) == 1
     assert trained[0][:2] == ("simcse", 42) and trained[0][2]["name"] == "simcse"
+    assert trained[0][2]["make_dev_eval"] is make_dev_evaluator
 
 
 def test_batch_size_is_the_global_batch():

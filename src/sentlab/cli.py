@@ -13,7 +13,7 @@ import sys
 
 
 # Modules that add subcommands through ``register_cli(subparsers)``.
-PLUGINS: list[str] = ["sentlab.annotate.cli", "sentlab.train.cli", "sentlab.report.cli", "sentlab.preflight",
+PLUGINS: list[str] = ["sentlab.annotate.cli", "sentlab.report.cli", "sentlab.preflight",
                       "sentlab.backbones.standin", "sentlab.parallel.cli", "sentlab.plan", "sentlab.hub.push"]
 
 
@@ -210,6 +210,14 @@ def _cmd_methods(args) -> int:
     return 0
 
 
+def _cmd_train(args) -> int:
+    """``sentlab train``: :func:`sentlab.train.cli.cmd_train` with the STS-B dev check of ``sentlab.evaluate``."""
+    from .evaluate.sts.diagnostics import make_dev_evaluator
+    from .train.cli import cmd_train
+
+    return cmd_train(args, make_dev_evaluator)
+
+
 def _cmd_stages(args) -> int:
     from pathlib import Path
 
@@ -228,6 +236,8 @@ def _cmd_stages(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sentlab", description=__doc__.splitlines()[0])
     p.add_argument("-v", "--verbose", action="store_true")
+    from .train.run import add_train_arguments
+
     sub = p.add_subparsers(dest="command", required=True)
 
     e = sub.add_parser("evaluate", help="STS evaluation (docs/evaluation.md) of a model: 7 tasks + STS-B dev")
@@ -297,6 +307,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     m = sub.add_parser("methods", help="list the registered training methods, one line each, then the baselines")
     m.set_defaults(func=_cmd_methods)
+    t = sub.add_parser("train", help="train one method with params.yaml (what the DVC train stage runs)")
+    add_train_arguments(t)
+    t.set_defaults(func=_cmd_train)
 
     for mod in PLUGINS:
         importlib.import_module(mod).register_cli(sub)

@@ -5,7 +5,7 @@
 * :mod:`sentlab.train.run` — one run from params (``pipeline/train.py METHOD``, ``sentlab train``);
 * :mod:`sentlab.train.checkpoint` — resume state and exported models;
 * :mod:`sentlab.train.data` — corpus + annotation columns + seeded order;
-* :mod:`sentlab.train.cli` — ``sentlab methods`` / ``sentlab train``.
+* :mod:`sentlab.train.cli` — ``sentlab train`` (registered, with the STS-B dev check, by ``sentlab.cli``).
 
 The torchrun helpers (:mod:`sentlab.distributed`) and the legacy Adam (:mod:`sentlab.optim`) sit in the core layer
 below, beside the methods that use them (docs/architecture.md).

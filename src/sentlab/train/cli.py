@@ -1,18 +1,14 @@
-"""``sentlab train``: the lead wires :func:`register_cli` into ``sentlab.cli`` (``sentlab methods``, which lists
-the baselines of ``sentlab.evaluate`` too, is ``sentlab.cli``'s own).
-
-Usage in ``sentlab/cli.py``::
-
-    from .train.cli import register_cli as register_train_cli
-    register_train_cli(subparsers)      # each subparser sets ``func(args) -> int``
-"""
+"""``sentlab train``: :func:`cmd_train`, which ``sentlab.cli`` registers with the STS-B dev check (train/ imports
+no evaluator: the check is :func:`sentlab.evaluate.sts.diagnostics.make_dev_evaluator`, passed in from above).
+``sentlab methods``, which lists the baselines of ``sentlab.evaluate`` too, is ``sentlab.cli``'s own."""
 
 from __future__ import annotations
 
 
-def cmd_train(args) -> int:
-    """Train one method. It refuses a method (or an ablation) the active profile does not train
-    instead of writing a "not run" marker into the tracked ``models/`` (the pipeline has no stage for it)."""
+def cmd_train(args, make_dev_eval) -> int:
+    """Train one method (``make_dev_eval``: :data:`sentlab.train.run.DevEvalMaker`). It refuses a method (or an
+    ablation) the active profile does not train instead of writing a "not run" marker into the tracked
+    ``models/`` (the pipeline has no stage for it)."""
     from ..config import load_params
     from ..errors import SentlabError
     from .run import ablation_spec, run_from_args
@@ -34,13 +30,5 @@ def cmd_train(args) -> int:
             f"({args.params}: {', '.join(params.train.methods)}), so nothing would train and models/{args.method} "
             f"would hold a \"not run\" marker. Add it to `train.methods` there, run `sentlab stages` (which writes "
             f"the stage list) and `dvc repro train@{args.method}`.")
-    return run_from_args(args, params)
+    return run_from_args(args, params, make_dev_eval)
 
-
-def register_cli(subparsers) -> None:
-    """Add the ``train`` subcommand to an argparse ``subparsers`` object."""
-    from .run import add_train_arguments
-
-    p = subparsers.add_parser("train", help="train one method with params.yaml (what the DVC train stage runs)")
-    add_train_arguments(p)
-    p.set_defaults(func=cmd_train)

@@ -14,7 +14,6 @@ A run with another seed (``--seed S``, params.yaml ``seeds``) is named ``<method
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
@@ -27,7 +26,6 @@ import torch
 from pydantic import ValidationError
 
 from ..config import Params, _format_validation, deep_merge
-from ..encoder import resolve_workers
 from ..errors import SentlabError
 from ..timing import timed
 from ..methods import get_method
@@ -41,6 +39,11 @@ from .loop import (DevEval, cpu_has_native_bf16, resolve_attention, resolve_devi
                    train_loop)
 
 log = logging.getLogger(__name__)
+
+# ``(STS table path, train.dev_max_pairs, evaluate.batch_size, evaluate.workers) -> DevEval``: the STS-B dev check
+# during training, passed in from above (sentlab.evaluate.sts.diagnostics.make_dev_evaluator): train/ imports no
+# evaluator (docs/architecture.md).
+DevEvalMaker = Callable[[Path, Optional[int], int, Any], DevEval]
 
 NOT_RUN = "not run in this profile"
 
@@ -104,26 +107,6 @@ def stale_checkpoints(ckpt_dir: Path) -> list[Path]:
     return stale
 
 
-def make_dev_evaluator(sts_path: str | Path, max_pairs: Optional[int], batch_size: int = 128,
-                       workers="auto") -> DevEval:
-    """``encoder -> {"stsb_dev", "alignment", "uniformity"}`` on STS-B dev (the lead's ``evaluate_dev``), encoded
-    with ``workers`` (``evaluate.workers``: on CPU, batches on single-threaded workers, as the evaluate stage)."""
-    sts_path = Path(sts_path)
-    if not sts_path.is_file():
-        raise SentlabError(f"STS table {sts_path} not found; run the sts stage first (dvc repro) — the dev "
-                           f"evaluation during training reads STS-B dev from it.")
-    from ..data.sts import read_sts_table
-    from ..evaluate.sts.diagnostics import evaluate_dev
-
-    table = read_sts_table(sts_path)
-
-    def dev_eval(encoder):
-        encoder = dataclasses.replace(encoder, workers=resolve_workers(workers, encoder.device))
-        return evaluate_dev(encoder, table, max_pairs=max_pairs, batch_size=batch_size)
-
-    return dev_eval
-
-
 def load_encoder(params: Params, cls, models_dir: Path, device: torch.device, backbone: Optional[str] = None,
                  init_name: Optional[str] = None):
     """The encoder a training starts from: the backbone, or the trained model of ``cls.init_from`` (``init_name``:
@@ -143,16 +126,22 @@ def load_encoder(params: Params, cls, models_dir: Path, device: torch.device, ba
 
 
 def train_method(params: Params, method_id: str, *, name: Optional[str] = None, overrides: Optional[dict] = None,
-                 root: str | Path = ".", dev_eval: Optional[DevEval] = None, tracking: bool = True,
+                 root: str | Path = ".", dev_eval: Optional[DevEval] = None,
+                 make_dev_eval: Optional[DevEvalMaker] = None, tracking: bool = True,
                  callbacks: Sequence[Callable] = (), encoder_factory: Optional[Callable] = None,
                  keep_checkpoint: bool = False, progress: bool = True, group: Optional[str] = None,
                  init_name: Optional[str] = None) -> dict:
     """Train ``method_id`` with ``params`` and export the best model. Returns ``sentlab.json``'s content.
 
+    The dev check: ``dev_eval`` (``encoder -> {"stsb_dev", ...}``), or ``make_dev_eval`` to build it from
+    ``root``'s STS table once the corpus is loaded (:data:`DevEvalMaker`); one of them is needed.
     ``encoder_factory`` (tests) replaces the backbone loading: ``() -> (model, tokenizer)``.
     ``group`` names the model its seeds share (``simcse`` for ``simcse-s43``; default ``name``): the
     MLflow run of every seed nests under the method run of that name.
     """
+    if dev_eval is None and make_dev_eval is None:
+        raise TypeError("train_method needs dev_eval or make_dev_eval (the STS-B dev check: "
+                        "sentlab.evaluate.sts.diagnostics.make_dev_evaluator)")
     root = Path(root)
     name = name or method_id
     cls = get_method(method_id)
@@ -185,8 +174,8 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
         corpus = method.split_heldout(corpus)
         phase.record(sentences=len(corpus))
     if dev_eval is None:
-        dev_eval = make_dev_evaluator(root / "data" / "sts" / "sts.parquet", cfg.dev_max_pairs,
-                                      params.evaluate.batch_size, params.evaluate.workers)
+        dev_eval = make_dev_eval(root / "data" / "sts" / "sts.parquet", cfg.dev_max_pairs,
+                                 params.evaluate.batch_size, params.evaluate.workers)
     key = run_key(params, method_id, mparams, corpus.fingerprint)
     ckpt_dir = root / "checkpoints" / name / key
     if D.is_main():
@@ -253,7 +242,8 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
     return final
 
 
-def stage_main(argv: Optional[Sequence[str]] = None, prog: str = "pipeline/train.py") -> int:
+def stage_main(argv: Optional[Sequence[str]] = None, prog: str = "pipeline/train.py", *,
+               make_dev_eval: DevEvalMaker) -> int:
     """``pipeline/train.py NAME --method M --seed S``: the DVC stage ``train@NAME`` (dvc.yaml; the model's
     entry in models.yaml). It reads exactly the params the stage declares (:mod:`sentlab.stage_params`): the
     model's params lines (its method's, and an ablation variant's ``set``), the train keys, the backbone."""
@@ -278,7 +268,7 @@ def stage_main(argv: Optional[Sequence[str]] = None, prog: str = "pipeline/train
     group = args.method if args.name == f"{args.method}-s{args.seed}" else args.name
     init_from = get_method(args.method).init_from   # a seed of a methods_from line starts from that seed's model
     init_name = f"{init_from}-s{args.seed}" if init_from and group != args.name else None
-    final = train_method(params, args.method, name=args.name, overrides=overrides,
+    final = train_method(params, args.method, name=args.name, overrides=overrides, make_dev_eval=make_dev_eval,
                          keep_checkpoint=args.keep_checkpoint, group=group, init_name=init_name)
     print(f"{args.name}: best STS-B dev {final['best_stsb_dev']:.2f} at step {final['best_step']} "
           f"-> models/{args.name}")
@@ -327,7 +317,7 @@ def ablation_spec(params: Params, variant: str) -> tuple[str, dict]:
     return spec["method"], dict(spec.get("set") or {})
 
 
-def run_from_args(args, params: Params) -> int:
+def run_from_args(args, params: Params, make_dev_eval: DevEvalMaker) -> int:
     if args.ablation:
         method_id, overrides = ablation_spec(params, args.ablation)
         name = args.ablation
@@ -358,7 +348,7 @@ def run_from_args(args, params: Params) -> int:
         print(f"{name}: {reason} (profile {params.profile}); wrote models/{name}/sentlab.json and an empty curve.")
         return 0
     init_from = get_method(method_id).init_from
-    final = train_method(params, method_id, name=name, overrides=overrides,
+    final = train_method(params, method_id, name=name, overrides=overrides, make_dev_eval=make_dev_eval,
                          keep_checkpoint=args.keep_checkpoint,
                          group=name.rsplit("-s", 1)[0] if args.seed is not None else name,
                          init_name=f"{init_from}-s{args.seed}" if init_from and args.seed is not None else None)

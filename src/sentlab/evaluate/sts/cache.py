@@ -48,6 +48,7 @@ from typing import Iterator, Optional, Sequence
 import numpy as np
 import torch
 
+from ... import encoder as encoder_module
 from ...encoder import SentenceEncoder
 from ...io import write_json
 
@@ -57,7 +58,7 @@ DEFAULT_ROOT = Path(".sentlab_cache/embeddings")
 ENV = "SENTLAB_EMBEDDING_CACHE"
 MAX_GB_ENV = "SENTLAB_EMBEDDING_CACHE_MAX_GB"
 DEFAULT_MAX_GB = 10.0
-_ENCODER_SOURCE = Path(__file__).resolve().parents[1] / "encoder.py"
+_ENCODER_SOURCE = Path(encoder_module.__file__).resolve()   # sentlab/encoder.py: its source is in every key
 _active: contextvars.ContextVar[Optional["EmbeddingCache"]] = contextvars.ContextVar("sentlab_embedding_cache",
                                                                                        default=None)
 

@@ -29,6 +29,7 @@ Example::
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -108,6 +109,30 @@ def evaluate_dev(encoder, table: pd.DataFrame, max_pairs: int | None = None, bat
     out.update(alignment_uniformity(a, b, dev.score.to_numpy(), dev.sentence1, dev.sentence2, pos_min_score))
     return out
 
+
+
+def make_dev_evaluator(sts_path: str | Path, max_pairs: int | None, batch_size: int = 128, workers="auto"):
+    """``encoder -> {"stsb_dev", "alignment", "uniformity"}``: :func:`evaluate_dev` on STS-B dev of the table at
+    ``sts_path``, encoded with ``workers`` (``evaluate.workers``: on CPU, batches on single-threaded workers, as the
+    evaluate stage). The dev check the training loop runs, handed to ``sentlab.train.run`` by its callers
+    (``pipeline/train.py``, ``sentlab train``): train/ imports no evaluator."""
+    import dataclasses
+
+    from ...data.sts import read_sts_table
+    from ...encoder import resolve_workers
+    from ...errors import SentlabError
+
+    sts_path = Path(sts_path)
+    if not sts_path.is_file():
+        raise SentlabError(f"STS table {sts_path} not found; run the sts stage first (dvc repro) — the dev "
+                           f"evaluation during training reads STS-B dev from it.")
+    table = read_sts_table(sts_path)
+
+    def dev_eval(encoder):
+        encoder = dataclasses.replace(encoder, workers=resolve_workers(workers, encoder.device))
+        return evaluate_dev(encoder, table, max_pairs=max_pairs, batch_size=batch_size)
+
+    return dev_eval
 
 def split_alignment_uniformity(pairs: pd.DataFrame, lookup: dict[str, np.ndarray], pos_min_score: float = 4.0) -> dict:
     """:func:`alignment_uniformity` on one split's pairs from the lookup, with the counts it used."""
