@@ -72,6 +72,13 @@ def test_changed_model_pooling_settings_or_sentences_miss(model, tmp_path):
     assert cache.key(_enc(model, "mean", max_length=16), SENTS, 8) != key
     assert cache.key(_enc(model, "mean", precision="bf16"), SENTS, 8) != key
     assert cache.key(_enc(model, "mean", dims=(0, 16)), SENTS, 8) != key
+    hidden = model[0].config.hidden_size
+    head = torch.nn.Sequential(torch.nn.Linear(hidden, hidden), torch.nn.Tanh())   # a supervised model's MLP
+    with_head = cache.key(_enc(model, "mean", head=head), SENTS, 8)
+    assert with_head != key                                              # the same backbone, its head applied
+    with torch.no_grad():
+        head[0].bias[0] += 1e-3
+    assert cache.key(_enc(model, "mean", head=head), SENTS, 8) != with_head   # another head
     assert cache.key(enc, SENTS, 16) != key
     assert cache.key(enc, SENTS[:-1], 8) != key
     assert cache.key(enc, SENTS[::-1], 8) != key

@@ -15,8 +15,8 @@ Key (:meth:`EmbeddingCache.key`): the sha256 of
 * the model's content: every parameter and buffer (name, dtype, shape, bytes), its config and
   its tokenizer (:func:`model_fingerprint`), so a retrained or edited model misses;
 * how it is encoded: pooling, template, dims, precision, device, effective max_length, token
-  budget, batch size, torch threads, the torch/transformers versions and the source of
-  ``sentlab/encoder.py`` — everything that can change an embedding's bits;
+  budget, batch size, torch threads, the trained head's weights, the torch/transformers versions and the sources
+  of ``sentlab/encoder.py`` and ``encoder_head.py`` — everything that can change an embedding's bits;
 * the sentence list (in order: row ``i`` of the stored array is sentence ``i``).
 
 A hit is therefore bit-identical to a fresh encode (``tests/test_embedding_cache.py`` checks it).
@@ -49,6 +49,7 @@ import numpy as np
 import torch
 
 from ... import encoder as encoder_module
+from ... import encoder_head as encoder_head_module
 from ...encoder import SentenceEncoder
 from ...io import write_json
 
@@ -58,7 +59,8 @@ DEFAULT_ROOT = Path(".sentlab_cache/embeddings")
 ENV = "SENTLAB_EMBEDDING_CACHE"
 MAX_GB_ENV = "SENTLAB_EMBEDDING_CACHE_MAX_GB"
 DEFAULT_MAX_GB = 10.0
-_ENCODER_SOURCE = Path(encoder_module.__file__).resolve()   # sentlab/encoder.py: its source is in every key
+# sentlab/encoder.py and encoder_head.py (the head encode() applies): their sources are in every key
+_ENCODER_SOURCES = tuple(Path(m.__file__).resolve() for m in (encoder_module, encoder_head_module))
 _active: contextvars.ContextVar[Optional["EmbeddingCache"]] = contextvars.ContextVar("sentlab_embedding_cache",
                                                                                        default=None)
 
@@ -104,7 +106,20 @@ def encoding_settings(encoder: SentenceEncoder, batch_size: int) -> dict:
             "threads": encoder.batch_threads,
             "attention": getattr(getattr(encoder.model, "config", None), "_attn_implementation", None),
             "torch": torch.__version__, "transformers": transformers.__version__,
-            "encoder_code": hashlib.sha256(_ENCODER_SOURCE.read_bytes()).hexdigest()[:16]}
+            "head": _head_fingerprint(encoder.head),
+            "encoder_code": hashlib.sha256(b"".join(p.read_bytes() for p in _ENCODER_SOURCES)).hexdigest()[:16]}
+
+
+def _head_fingerprint(head: Optional[torch.nn.Module]) -> Optional[str]:
+    """sha256 of the trained head :meth:`SentenceEncoder.encode` applies after the pooling (None: none), so the same
+    backbone with and without its head, or with another head, never shares an entry."""
+    if head is None:
+        return None
+    h = hashlib.sha256(repr(head).encode())
+    for name, t in sorted(head.state_dict().items()):
+        h.update(f"{name}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
+        h.update(_tensor_bytes(t))
+    return h.hexdigest()
 
 
 @dataclasses.dataclass
