@@ -1,7 +1,7 @@
-"""Stage `suite@glue-<name>`: GLUE fine-tuning of one model (L2P-CSR Table 4) -> reports/metrics/glue/<name>.json
+"""Stage `glue@<name>`: GLUE fine-tuning of one model (L2P-CSR Table 4) -> reports/metrics/glue/<name>.json
 (:mod:`sentlab.evaluate.suites.glue_stage`).
 
-    python pipeline/evaluate_glue.py l2p        # dvc.yaml suite@glue-l2p: models/l2p
+    python pipeline/evaluate_glue.py l2p        # dvc.yaml glue@l2p: models/l2p
     python pipeline/evaluate_glue.py base-cls   # the backbone fine-tuned (Table 4's "BERT-base")
 """
 

@@ -1,7 +1,7 @@
-"""Stage `suite@retrieval-<name>`: QQP retrieval and AskUbuntu reranking of one model's frozen embeddings (PaSeR
+"""Stage `retrieval@<name>`: QQP retrieval and AskUbuntu reranking of one model's frozen embeddings (PaSeR
 Table 3) -> reports/metrics/retrieval/<name>.json (:mod:`sentlab.evaluate.suites.retrieval_stage`).
 
-    python pipeline/evaluate_retrieval.py paser      # dvc.yaml suite@retrieval-paser: models/paser
+    python pipeline/evaluate_retrieval.py paser      # dvc.yaml retrieval@paser: models/paser
     python pipeline/evaluate_retrieval.py base-cls   # the backbone with CLS pooling
 """
 

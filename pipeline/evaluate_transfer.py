@@ -1,7 +1,7 @@
-"""Stage `suite@transfer-<name>`: SentEval's transfer tasks on one model's frozen embeddings
+"""Stage `transfer@<name>`: SentEval's transfer tasks on one model's frozen embeddings
 -> reports/metrics/transfer/<name>.json (:mod:`sentlab.evaluate.suites.transfer_stage`).
 
-    python pipeline/evaluate_transfer.py simcse      # dvc.yaml suite@transfer-simcse: models/simcse
+    python pipeline/evaluate_transfer.py simcse      # dvc.yaml transfer@simcse: models/simcse
     python pipeline/evaluate_transfer.py base-mean   # the backbone with mean pooling (L2P-CSR Table 2 "Mean")
 """
 

@@ -46,8 +46,10 @@ def _copy_tree(src: Path, dest: Path) -> None:
 
 
 def train_stage(name: str) -> str:
-    """The DVC stage that trains ``name``."""
-    return f"train@{name}"
+    """The DVC stage that trains ``name`` (models.yaml's entry names its group: train or train_distill)."""
+    from sentlab.stage_list import read_stage_list, train_stage as stage_of
+
+    return stage_of(name, read_stage_list()["models"][name])
 
 
 def seed_metrics(name: str, ours: Optional[dict[str, bool]] = None) -> dict:

@@ -162,8 +162,7 @@ def test_set_profile_writes_params_and_the_stage_list(tmp_path):
     models = read_stage_list(tmp_path / "models.yaml")["models"]
     assert list(models) == ["simcse", "moco_srl", "ptbert", "simcse-s43"]   # in the order of `methods`, then seeds
     assert models["simcse-s43"] == {"method": "simcse", "seed": 43, "line": "methods.simcse", "own": "methods.simcse",
-                                    "init": "data/sources/model.json", "dep1": "data/sources/model.json",
-                                    "dep2": "data/sources/model.json"}
+                                    "init": "data/sources/model.json", "train": "train"}
     # the same profile again keeps params.yaml, hand edits included
     p.write_text(p.read_text().replace("  lr: 3.0e-5\n", "  lr: 1.0e-5\n", 1))
     edited = p.read_text()

@@ -46,12 +46,22 @@ def test_chains_from_the_stage_graph():
 
 def test_a_models_suite_stages_join_its_chain():
     names, edges = _graph({"simcse": None})
-    names[-2:-2] = ["suite@transfer-simcse", "suite@glue-simcse", "suite@glue-base-cls"]
-    edges += [("train@simcse", "suite@transfer-simcse"), ("train@simcse", "suite@glue-simcse"),
-              ("sources", "suite@glue-base-cls")]
+    names[-2:-2] = ["transfer@simcse", "glue@simcse", "glue@base-cls"]
+    edges += [("train@simcse", "transfer@simcse"), ("train@simcse", "glue@simcse"),
+              ("sources", "glue@base-cls")]
     chains = {c.id: c for c in plan(names, edges, set(names)).chains}
-    assert chains["simcse"].stages == ["train@simcse", "evaluate@simcse", "suite@transfer-simcse", "suite@glue-simcse"]
-    assert chains["suite-glue-base-cls"].stages == ["suite@glue-base-cls"]
+    assert chains["simcse"].stages == ["train@simcse", "evaluate@simcse", "transfer@simcse", "glue@simcse"]
+    assert chains["glue-base-cls"].stages == ["glue@base-cls"]
+
+
+def test_a_distilled_models_chain_is_named_by_its_model_and_waits_for_its_teachers():
+    names, edges = _graph({"simcse": None})
+    names[-2:-2] = ["train_distill@rankcse", "evaluate@rankcse", "transfer@rankcse"]
+    edges += [("annotate", "train_distill@rankcse"), ("train@simcse", "train_distill@rankcse"),
+              ("train_distill@rankcse", "evaluate@rankcse"), ("train_distill@rankcse", "transfer@rankcse")]
+    chains = {c.id: c for c in plan(names, edges, set(names)).chains}
+    assert chains["rankcse"].stages == ["train_distill@rankcse", "evaluate@rankcse", "transfer@rankcse"]
+    assert chains["rankcse"].needs == ["simcse"] and chains["rankcse"].restore == ["train@simcse"]
 
 
 def test_only_stale_stages_and_what_is_below_them():

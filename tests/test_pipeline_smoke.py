@@ -56,7 +56,7 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     stages = subprocess.run(dvc + ["stage", "list", "--name-only"], cwd=repo, env=env, capture_output=True, text=True,
                             check=True).stdout.split()
     assert len(stages) == 19 and "sources" in stages, stages
-    assert {"suite@transfer-base-mean", "suite@transfer-simcse", "suite@glue-base-cls"} <= set(stages), stages
+    assert {"transfer@base-mean", "transfer@simcse", "glue@base-cls"} <= set(stages), stages
     assert "train@simcse-s43" in stages and "train@ct" not in stages, stages
     run = subprocess.run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

@@ -218,25 +218,42 @@ def test_a_missing_teacher_names_the_param_and_the_fix(tok, tmp_path, monkeypatc
         _make(tok, ["models/half"])
 
 
-def test_the_teachers_are_dvc_deps_of_the_train_stage_and_must_be_trained():
-    """Paper profile: train@rankcse (and its seeds, its ListMLE variant) depends on models/diffcse and
-    models/simcse through dep1/dep2; a profile that trains rankcse without its teachers is refused."""
+def test_the_teachers_are_dvc_deps_of_the_train_stage_and_must_be_trained(tmp_path, monkeypatch):
+    """Paper profile: RankCSE (its seeds, its ListNet variant) trains in dvc.yaml's train_distill group, whose deps
+    name models/diffcse and models/simcse literally; the other models train in `train`, which names no model but
+    its init; a profile that trains rankcse without its teachers, or a block naming other teachers, is refused."""
+    import yaml
     from conftest import REPO
     from sentlab.config import deep_merge, validate
     from sentlab.profiles import profile_values
     from sentlab.stage_list import stage_list_for
 
     values = profile_values("paper", REPO / "profiles")
-    models = stage_list_for(validate(values))["models"]
-    for name in ("rankcse", "rankcse-s43", "rankcse_listnet"):
-        assert (models[name]["dep1"], models[name]["dep2"]) == ("models/diffcse", "models/simcse"), name
-    assert models["simcse"]["dep1"] == models["simcse"]["dep2"] == "data/sources/model.json"
-    assert (models["diffcse"]["init"], models["paser_sup"]["dep1"]) == ("data/sources/model.json", "models/paser")
-    dvc = (REPO / "dvc.yaml").read_text()
-    assert "- ${item.dep1}" in dvc and "- ${item.dep2}" in dvc
+    lists = stage_list_for(validate(values))
+    distilled = {"rankcse", "rankcse-s43", "rankcse-s44", "rankcse-s45", "rankcse-s46", "rankcse_listnet"}
+    assert set(lists["distill_stages"]) == distilled
+    assert set(lists["train_stages"]) == set(lists["models"]) - distilled and "diffcse" in lists["train_stages"]
+    assert lists["models"]["paser_sup"] == lists["train_stages"]["paser_sup"] and \
+        lists["models"]["paser_sup"]["init"] == "models/paser"
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    distill, train = stages["train_distill"]["do"], stages["train"]["do"]
+    assert [d for d in distill["deps"] if d.startswith("models/")] == ["models/diffcse", "models/simcse"]
+    assert [d for d in distill["deps"] if not d.startswith("models/")] == train["deps"]
+    assert {k: v for k, v in distill.items() if k != "deps"} == {k: v for k, v in train.items() if k != "deps"}
+    assert not any("models/" in d for d in train["deps"])
     bad = deep_merge(values, {"train": {"methods": ["simcse", "rankcse"]}})
     with pytest.raises(SentlabError, match="add `diffcse` to train.methods"):
         stage_list_for(validate(bad))
+    # the training's script names its stage from models.yaml: the stage whose declared params it reads
+    from sentlab.stage_list import write_stage_list
+    from sentlab.train.run import _train_stage
+
+    write_stage_list(validate(values), tmp_path / "models.yaml")
+    monkeypatch.chdir(tmp_path)
+    assert (_train_stage("rankcse-s43"), _train_stage("simcse")) == ("train_distill@rankcse-s43", "train@simcse")
+    other = deep_merge(values, {"methods": {"rankcse": {"teachers": ["models/simcse"], "teacher_weights": [1.0]}}})
+    with pytest.raises(SentlabError, match="reads the pipeline models models/simcse; dvc.yaml's `train_distill`"):
+        stage_list_for(validate(other))
     # a profile that does not train rankcse nor its teachers (quick) with its ablations on: the ListNet variant
     # has no stage (it would read untrained teachers), the other variants do
     quick = deep_merge(profile_values("quick", REPO / "profiles"), {"ablations": {"enabled": True}})

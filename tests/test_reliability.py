@@ -206,8 +206,7 @@ def test_an_ablation_entry_names_its_method_line_and_does_not_depend_on_the_meth
     paper = profile_values("paper", REPO / "profiles")
     v = stage_list_for(validate(paper))["models"]["ptbert_m64"]
     assert v == {"method": "ptbert", "seed": 42, "line": "methods.ptbert", "own": "ablations.variants.ptbert_m64",
-                 "init": "data/sources/model.json", "dep1": "data/sources/model.json",
-                 "dep2": "data/sources/model.json"}
+                 "init": "data/sources/model.json", "train": "train"}
     paper["train"]["methods"].remove("ptbert")
     assert stage_list_for(validate(paper))["models"]["ptbert_m64"] == v
 

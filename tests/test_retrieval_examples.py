@@ -207,7 +207,7 @@ def test_table6_needs_data_and_old_results(tmp_path):
                                                           "AskUbuntu_MRR@10": 4.0}))
     md, _, n = render(load_metrics(d), "b", "p", tmp_path / "models")
     assert n == 0 and "retrieval/simcse.json holds no QQP examples" in md
-    assert "re-run its stage, `dvc repro -f -s suite@retrieval-simcse`" in md
+    assert "re-run its stage, `dvc repro -f -s retrieval@simcse`" in md
 
 
 def test_report_stage_writes_table6_and_links_it(tmp_path):

@@ -34,7 +34,7 @@ def test_a_tables_stages_are_its_rows_models_baselines_and_suites():
         "evaluate_baseline@mean", "evaluate_baseline@first_last", "evaluate_baseline@whitening"]
     # L2P-CSR Table 4 is GLUE: its suite's stages, not only the STS evaluations
     assert table_stages(_params("paper-lite"), ["l2p_table4"]) == [
-        "evaluate@l2p", "evaluate_baseline@cls", "suite@glue-base-cls", "suite@glue-l2p"]
+        "evaluate@l2p", "evaluate_baseline@cls", "glue@base-cls", "glue@l2p"]
     # the quick profile's seeds are the same rows
     quick = table_stages(_params("quick"), ["ptbert_table3"])
     assert {"evaluate@simcse-s43", "evaluate@ptbert-s44"} <= set(quick) and "evaluate@moco_reorder" not in quick

@@ -1,6 +1,7 @@
-"""The evaluation suites as pipeline stages (#39): dvc.yaml's `suite` group runs SentEval transfer, GLUE fine-tuning
-and retrieval per model (models.yaml suite_stages), each switched on by its params section; a GLUE stage end to end on
-a tiny model fills L2P-CSR Table 4; a stage reads exactly what it declares; missing data fails naming the fetch."""
+"""The evaluation suites as pipeline stages (#39): dvc.yaml's `transfer`, `glue` and `retrieval` groups run SentEval
+transfer, GLUE fine-tuning and retrieval per model (models.yaml <suite>_stages), each switched on by its params
+section; a GLUE stage end to end on a tiny model fills L2P-CSR Table 4; a stage reads exactly the params dvc.yaml
+names for it; missing data fails naming the fetch."""
 
 from __future__ import annotations
 
@@ -14,40 +15,27 @@ from conftest import REPO, stage_workspace, mirror_with
 from sentlab.errors import AssetMissingError
 from sentlab.stage_params import UndeclaredParam, stage_params
 
-# the suites that train on a CPU (GLUE's fine-tuning, transfer's classifiers) declare train.num_threads: their bits
-# depend on it (sentlab.evaluate.suites.suite_stage.use_training_threads)
-GLUE_KEYS = ["glue.tasks", "glue.seeds", "glue.finetune", "evaluate.device", "train.num_threads", "profile", "profile",
-             "profile", "profile"]
-RETRIEVAL_KEYS = ["retrieval.tasks", "retrieval.map_at", "retrieval.exclude_identical", "retrieval.batch_size",
-                  "evaluate.device", "evaluate.precision", "evaluate.max_length", "evaluate.workers",
-                  "retrieval.examples"]   # PaSeR Table 6's examples: they show, they change no number
+BACKBONE = "data/sources/model.json"
 
 
-def _suites(profile: str) -> dict:
+def _lists(profile: str) -> dict:
     from sentlab.config import validate
     from sentlab.profiles import profile_values
     from sentlab.stage_list import stage_list_for
 
-    return stage_list_for(validate(profile_values(profile, REPO / "profiles")))["suite_stages"]
-
-
-def _slots(keys):
-    return {f"p{i + 1}": k for i, k in enumerate(keys)}
+    return stage_list_for(validate(profile_values(profile, REPO / "profiles")))
 
 
 def test_quick_runs_transfer_and_the_glue_slice_paper_every_suite():
-    quick, paper = _suites("quick"), _suites("paper")
-    assert {k: v for k, v in quick.items() if v["suite"] != "transfer"} == {
-        "glue-base-cls": {"suite": "glue", "model": "base-cls", "dep": "data/sources/model.json", **_slots(GLUE_KEYS)},
-        "glue-l2p": {"suite": "glue", "model": "l2p", "dep": "models/l2p", **_slots(GLUE_KEYS)}}
-    assert len([v for v in quick.values() if v["suite"] == "transfer"]) == 12   # 11 + CT (trained in quick since #40)
-    assert {v["p8"] for v in quick.values() if v["suite"] == "transfer"} == {"train.num_threads"}
-    assert [k for k, v in paper.items() if v["suite"] == "glue"] == ["glue-base-cls", "glue-l2p"]
-    retrieval = {k: v for k, v in paper.items() if v["suite"] == "retrieval"}
-    assert list(retrieval) == ["retrieval-base-cls", "retrieval-simcse", "retrieval-paser", "retrieval-simcse_sup",
-                               "retrieval-paser_sup"]
-    assert retrieval["retrieval-paser_sup"] == {"suite": "retrieval", "model": "paser_sup", "dep": "models/paser_sup",
-                                                **_slots(RETRIEVAL_KEYS)}
+    quick, paper = _lists("quick"), _lists("paper")
+    assert quick["glue_stages"] == {"base-cls": {"dep": BACKBONE}, "l2p": {"dep": "models/l2p"}}
+    assert len(quick["transfer_stages"]) == 12 and quick["retrieval_stages"] == {}   # 11 + CT (quick since #40)
+    assert quick["transfer_stages"]["base-mean"] == {"dep": BACKBONE} and \
+        quick["transfer_stages"]["ct"] == {"dep": "models/ct"}
+    assert list(paper["glue_stages"]) == ["base-cls", "l2p"]
+    assert paper["retrieval_stages"] == {"base-cls": {"dep": BACKBONE}, "simcse": {"dep": "models/simcse"},
+                                         "paser": {"dep": "models/paser"}, "simcse_sup": {"dep": "models/simcse_sup"},
+                                         "paser_sup": {"dep": "models/paser_sup"}}
 
     from sentlab.config import validate
     from sentlab.profiles import profile_values
@@ -70,24 +58,28 @@ def test_a_suite_lists_only_what_it_can_evaluate():
     with pytest.raises(SentlabError, match="glue.models lists `base-mean`"):
         stage_list_for(validate(values))
     values["glue"]["models"] = ["consert", "l2p"]   # a line quick does not train: no stage (its row: not run)
-    assert [k for k, v in stage_list_for(validate(values))["suite_stages"].items() if v["suite"] == "glue"] == [
-        "glue-l2p"]
+    assert list(stage_list_for(validate(values))["glue_stages"]) == ["l2p"]
 
 
-def test_dvc_yaml_runs_every_suite_in_one_of_at_most_four_foreach_groups():
+def test_dvc_yaml_runs_each_suite_in_its_own_foreach_group():
     doc = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))
     groups = [name for name, st in doc["stages"].items() if "foreach" in st]
-    assert groups == ["train", "evaluate", "evaluate_baseline", "suite"]
+    assert groups == ["train", "train_distill", "evaluate", "evaluate_baseline", "transfer", "glue", "retrieval"]
+    for suite in ("transfer", "glue", "retrieval"):
+        st = doc["stages"][suite]
+        assert st["foreach"] == f"${{{suite}_stages}}"
+        assert not any("${" in p for p in st["do"]["params"]), suite   # every param named, none through an item
     from sentlab.preflight import dvc_stages
 
     by = {s.name: s for s in dvc_stages(REPO)}
-    glue = by["suite@glue-l2p"]
+    glue = by["glue@l2p"]
     assert glue.cmd == "python pipeline/evaluate_glue.py l2p"
     assert glue.deps == ["pipeline/evaluate_glue.py", "data/sources/code/evaluate_glue.json",
                          "data/sources/glue.json", "models/l2p"]
     assert glue.outs == ["reports/metrics/glue/l2p.json"] and "train@l2p" in glue.upstream
-    assert by["suite@transfer-simcse"].cmd == "python pipeline/evaluate_transfer.py simcse"
-    assert "suite@glue-base-cls" in by["report"].upstream
+    assert by["transfer@simcse"].cmd == "python pipeline/evaluate_transfer.py simcse"
+    assert by["transfer@base-cls"].deps[-1] == BACKBONE
+    assert "glue@base-cls" in by["report"].upstream
 
 
 @pytest.fixture
@@ -98,14 +90,90 @@ def work(tmp_path, monkeypatch):
     return tmp_path / "work"
 
 
+def _declared(suite: str) -> set[str]:
+    """The params dvc.yaml names for the suite's stages."""
+    return set(yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))["stages"][suite]["do"]["params"])
+
+
+def _record_reads(monkeypatch) -> set[str]:
+    """The params keys a stage reads through its :func:`stage_params` view (``section.key``, or a scalar such as
+    ``profile`` read whole); runtime keys (read beside the train section, never declared) left out."""
+    from sentlab.config import RUNTIME_KEYS
+    from sentlab.stage_params import Declared, SectionView
+
+    reads: set[str] = set()
+    section_get, section_dump, declared_get = SectionView.__getattr__, SectionView.model_dump, Declared.__getattr__
+
+    def runtime(section, key):   # the train section's runtime keys: read beside it, never declared
+        return section == "train" and key in RUNTIME_KEYS
+
+    def get(self, key):
+        if key in type(self._model).model_fields and not runtime(self._section, key):
+            reads.add(f"{self._section}.{key}")
+        return section_get(self, key)
+
+    def dump(self, **kw):
+        reads.update(f"{self._section}.{k}" for k in self._keys if not runtime(self._section, k))
+        return section_dump(self, **kw)
+
+    def whole(self, name):
+        if name in type(self._params).model_fields and not any(len(p) == 2 and p[0] == name for p in self._paths):
+            reads.add(name)
+        return declared_get(self, name)
+
+    monkeypatch.setattr(SectionView, "__getattr__", get)
+    monkeypatch.setattr(SectionView, "model_dump", dump)
+    monkeypatch.setattr(Declared, "__getattr__", whole)
+    return reads
+
+
+def test_each_suite_stage_reads_exactly_the_params_dvc_yaml_names(work, tmp_path, monkeypatch, tok):
+    """Each suite's stage on the backbone (a tiny BERT), its scoring replaced by a fixed result (what is measured
+    is which params it reads, all of them before or while it scores): the keys it reads are dvc.yaml's list."""
+    import torch
+    from tiny import tiny_bert
+
+    from sentlab.cli import main
+    from sentlab.evaluate.suites import glue, glue_stage, retrieval, retrieval_stage, transfer_stage
+
+    backbone = tmp_path / "tiny"
+    tiny_bert(tok, 0).save_pretrained(backbone)
+    tok.save_pretrained(backbone)
+
+    def edit(r):
+        r["model"]["backbone"] = str(backbone)
+        r["retrieval"]["models"] = ["base-cls"]
+
+    stage_workspace(work, edit)
+    assert main(["stages"]) == 0
+    monkeypatch.setattr(transfer_stage, "transfer_metrics", lambda enc, tasks, bs, mx: {"TransferAvg": 0.0})
+    monkeypatch.setattr(glue, "load_glue", lambda task: None)
+    monkeypatch.setattr(glue_stage, "glue_results", lambda model, tasks, splits, cfg, seeds, device: {})
+    monkeypatch.setattr(retrieval, "load_qqp", lambda: None)
+    monkeypatch.setattr(retrieval, "load_askubuntu", lambda: None)
+    monkeypatch.setattr(retrieval_stage, "retrieval_metrics", lambda *a: {})
+    reads = _record_reads(monkeypatch)
+    threads = torch.get_num_threads()
+    try:
+        for suite, run in (("transfer", transfer_stage.run_transfer_stage), ("glue", glue_stage.run_glue_stage),
+                           ("retrieval", retrieval_stage.run_retrieval_stage)):
+            reads.clear()
+            run("base-cls")
+            declared = _declared(suite)   # a section declared whole (`model`) is read key by key
+            assert {r.split(".")[0] if r.split(".")[0] in declared else r for r in reads} == declared, suite
+            assert json.loads((work / f"reports/metrics/{suite}/base-cls.json").read_text())["model"] == "base-cls"
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_a_glue_stage_reads_exactly_what_it_declares(work):
-    p = stage_params("suite@glue-l2p")
+    p = stage_params("glue@l2p")
     assert p.glue.tasks == ["SST-2", "STS-B"] and p.glue.finetune.lr == 5e-5 and p.evaluate.device == "auto"
     for read, key in ((lambda p: p.glue.models, "glue.models"), (lambda p: p.transfer, "transfer"),
                       (lambda p: p.evaluate.batch_size, "evaluate.batch_size"), (lambda p: p.seed, "seed")):
-        with pytest.raises(UndeclaredParam, match=f"stage `suite@glue-l2p` reads `{key}`"):
+        with pytest.raises(UndeclaredParam, match=f"stage `glue@l2p` reads `{key}`"):
             read(p)
-    r = stage_params("suite@transfer-simcse")
+    r = stage_params("transfer@simcse")
     assert r.transfer.max_examples == 250
     with pytest.raises(UndeclaredParam, match="reads `glue`"):
         r.glue
@@ -232,16 +300,16 @@ def test_the_paper_preflight_goes_on_without_the_suites_data(tmp_path, monkeypat
     (tmp_path / "models.yaml").write_text("models: {}\n")
     pf = Preflight(tmp_path, "paper", sl, paper, runner=None, how="stand-in")
     pf.write_params()
-    assert "suite@retrieval-paser" in pf.suite_stages()
-    row = Row("suite@retrieval-base-cls", "python pipeline/evaluate_retrieval.py base-cls", model="stand-in")
+    assert "retrieval@paser" in pf.suite_stages()
+    row = Row("retrieval@base-cls", "python pipeline/evaluate_retrieval.py base-cls", model="stand-in")
     row.status, row.asset, row.fetch = "needs asset", "qqp", "curl ..."
     pf._stand_in(SimpleNamespace(name=row.stage, cmd=row.cmd), row)   # no re-run: the stage is gone
     assert row.note.startswith("continued without this stage") and not any(
-        s.startswith("suite@retrieval") for s in pf.suite_stages())
-    later = pf.check(SimpleNamespace(name="suite@retrieval-paser", cmd="python pipeline/evaluate_retrieval.py paser",
+        s.startswith("retrieval@") for s in pf.suite_stages())
+    later = pf.check(SimpleNamespace(name="retrieval@paser", cmd="python pipeline/evaluate_retrieval.py paser",
                                      upstream=[]))
     assert (later.status, later.asset, later.fetch) == ("needs asset", "qqp", "curl ...")
-    assert "suite@glue-l2p" in pf.suite_stages()
+    assert "glue@l2p" in pf.suite_stages()
 
 
 def test_the_preflight_projects_no_full_run_from_a_glue_slice(tmp_path):
@@ -254,9 +322,9 @@ def test_the_preflight_projects_no_full_run_from_a_glue_slice(tmp_path):
 
     real = validate(profile_values("paper", REPO / "profiles"))
     sl = {"size": 600, "steps": 3, "batch_size": 8, "dev_max_pairs": 16, "max_pairs": 10}
-    glue = Row("suite@glue-l2p", "python pipeline/evaluate_glue.py l2p", status="ok", seconds=12.0,
+    glue = Row("glue@l2p", "python pipeline/evaluate_glue.py l2p", status="ok", seconds=12.0,
                probe={"peak_rss_mb": 900.0})
-    transfer = Row("suite@transfer-l2p", "python pipeline/evaluate_transfer.py l2p", status="ok", seconds=5.0,
+    transfer = Row("transfer@l2p", "python pipeline/evaluate_transfer.py l2p", status="ok", seconds=5.0,
                    probe={"peak_rss_mb": 800.0})
     for _ in range(2):
         project([glue, transfer], real, sl, tmp_path, models={})

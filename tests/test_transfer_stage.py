@@ -42,29 +42,19 @@ def _params(**transfer):
     return validate(values)
 
 
-def _entry(suite, model, dep):
-    from sentlab.stage_list import PARAM_PAD, PARAM_SLOTS, SUITES
-
-    keys = SUITES[suite][1]
-    return {"suite": suite, "model": model, "dep": dep,
-            **{f"p{i + 1}": k for i, k in enumerate([*keys, *[PARAM_PAD] * (PARAM_SLOTS - len(keys))])}}
-
-
 def _transfer(sl):
-    return {k: v for k, v in sl["suite_stages"].items() if v["suite"] == "transfer"}
+    return sl["transfer_stages"]
 
 
 def test_stage_list_has_one_transfer_stage_per_listed_model():
     from sentlab.stage_list import stage_list_for
 
     sl = stage_list_for(_params(models=["base-cls", "simcse", "paser_sup"]))
-    assert _transfer(sl) == {"transfer-base-cls": _entry("transfer", "base-cls", "data/sources/model.json"),
-                             "transfer-simcse": _entry("transfer", "simcse", "models/simcse"),
-                             "transfer-paser_sup": _entry("transfer", "paser_sup", "models/paser_sup")}
+    assert _transfer(sl) == {"base-cls": {"dep": "data/sources/model.json"}, "simcse": {"dep": "models/simcse"},
+                             "paser_sup": {"dep": "models/paser_sup"}}
     assert _transfer(stage_list_for(_params(models=[]))) == {}
     # a line the quick profile does not train (ConSERT): no stage, its row says "not run in this profile"
-    assert _transfer(stage_list_for(_params(models=["consert", "simcse"]))) == {
-        "transfer-simcse": _entry("transfer", "simcse", "models/simcse")}
+    assert _transfer(stage_list_for(_params(models=["consert", "simcse"]))) == {"simcse": {"dep": "models/simcse"}}
     for bad in ("simcse_typo", "base-whitening"):
         with pytest.raises(SentlabError, match=f"transfer.models lists `{bad}`"):
             stage_list_for(_params(models=[bad]))

@@ -85,7 +85,7 @@ def missing_reason(name: str, failures: dict[str, dict], models: Optional[dict] 
     if name.startswith("base-"):
         own = [f"evaluate_baseline@{name[5:]}"]
     else:
-        own = [f"train@{name}", f"evaluate@{name}"]
+        own = [f"train@{name}", f"train_distill@{name}", f"evaluate@{name}"]   # its train stage is one of the two
     for stage in own:
         if stage in failures:
             return _say(stage, failures[stage])

@@ -154,7 +154,7 @@ TRANSFER_TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
 
 class TransferParams(Strict):
     """SentEval's transfer tasks on frozen embeddings (:mod:`sentlab.evaluate.suites.transfer`): one
-    ``suite@transfer-<model>`` stage per listed model."""
+    ``transfer@<model>`` stage per listed model."""
 
     models: list[str] = Field(
         default_factory=list, description="models of the stage list (models.yaml) and backbone baselines "
@@ -188,7 +188,7 @@ class GlueFinetuneParams(Strict):
 
 
 class GlueParams(Strict):
-    """GLUE fine-tuning (L2P-CSR Table 4, :mod:`sentlab.evaluate.suites.glue`): one ``suite@glue-<model>`` stage per
+    """GLUE fine-tuning (L2P-CSR Table 4, :mod:`sentlab.evaluate.suites.glue`): one ``glue@<model>`` stage per
     listed model."""
 
     models: list[str] = Field(default_factory=list, description="models of the stage list and backbone baselines "
@@ -218,7 +218,7 @@ class RetrievalExamplesParams(Strict):
 
 class RetrievalParams(Strict):
     """QQP retrieval and AskUbuntu reranking on frozen embeddings (PaSeR Table 3,
-    :mod:`sentlab.evaluate.suites.retrieval`): one ``suite@retrieval-<model>`` stage per listed model."""
+    :mod:`sentlab.evaluate.suites.retrieval`): one ``retrieval@<model>`` stage per listed model."""
 
     models: list[str] = Field(default_factory=list, description="models of the stage list and backbone baselines "
                                                                 "(base-cls, base-mean) to evaluate; [] = none")

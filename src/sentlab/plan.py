@@ -163,7 +163,7 @@ def plan(params) -> dict:
     """``{"tables": {id: (title, Cost)}, "total": Cost, "trainings": {name: Cost}, "cpu": [...]}``."""
     from .report.paper_tables import all_tables
     from .scope import table_scope
-    from .stage_list import stage_list_for
+    from .stage_list import stage_list_for, suite_items, suite_stage
 
     lists = stage_list_for(params)
     models = lists["models"]
@@ -175,8 +175,7 @@ def plan(params) -> dict:
     baselines = {f"base-{b}": evaluation_cost("evaluate", params) for b in lists["baselines"]}
     if "bert_flow" in lists["baselines"]:
         baselines["base-bert_flow"].estimated.add("BERT-flow's fit: counted as one evaluation (not timed on a GPU)")
-    suites = {k: (e["suite"], e["model"], evaluation_cost(e["suite"], params))
-              for k, e in lists["suite_stages"].items()}
+    suites = {suite_stage(s, m): (s, m, evaluation_cost(s, params)) for s, m in suite_items(lists)}
     total = Cost()
     for c in (*per_model.values(), *baselines.values(), *(c for _, _, c in suites.values())):
         total.add(c)

@@ -27,7 +27,7 @@ SUITE_TABLE = {"transfer": "l2p_table2", "glue": "l2p_table4", "retrieval": "pas
 class Scope:
     models: list[str] = field(default_factory=list)       # stage-list model names (seeds included)
     baselines: list[str] = field(default_factory=list)    # evaluate.baselines entries (``cls``, ``whitening``…)
-    suites: list[str] = field(default_factory=list)       # suite_stages keys (``transfer-simcse``…)
+    suites: list[str] = field(default_factory=list)       # suite stages (``transfer@simcse``…)
 
 
 def base_name(model: str) -> str:
@@ -38,11 +38,13 @@ def base_name(model: str) -> str:
 
 def table_scope(spec, lists: dict) -> Scope:
     """The stage-list entries (``stage_list_for``'s ``lists``) that fill the rows of the table ``spec``."""
+    from .stage_list import suite_items, suite_stage
+
     rows = {c.split("/")[0] for r in spec.rows for c in r.models}
     return Scope(models=[n for n in lists["models"] if base_name(n) in rows],
                  baselines=[b for b in lists["baselines"] if f"base-{b}" in rows],
-                 suites=[k for k, e in lists["suite_stages"].items()
-                         if SUITE_TABLE.get(e["suite"]) == spec.id and e["model"] in rows])
+                 suites=[suite_stage(suite, m) for suite, m in suite_items(lists)
+                         if SUITE_TABLE.get(suite) == spec.id and m in rows])
 
 
 def tables_by_id(backbone: str) -> dict:
@@ -65,7 +67,7 @@ def table_stages(params, table_ids: list[str]) -> list[str]:
                                f"(docs/reproducing.md#the-tables; `sentlab plan` costs each).")
         s = table_scope(specs[tid], lists)
         found = ([f"evaluate@{m}" for m in s.models] + [f"evaluate_baseline@{b}" for b in s.baselines]
-                 + [f"suite@{k}" for k in s.suites])
+                 + s.suites)
         if not found:
             raise SentlabError(f"--table {tid}: the profile in force (params.yaml, profile `{params.profile}`) has "
                                f"no stage that fills a row of {specs[tid].source}: none of its rows' models is "

@@ -11,7 +11,7 @@ found: moving the mirror changes nothing):
   them, and nothing when the bytes are the same;
 * ``data/sources/model.json``: every file of the backbone's folder (weights, config, tokenizer); the
   stages that load the backbone (the train stages, the baselines) depend on it;
-* ``data/sources/transfer.json``: every file of the SentEval transfer tasks the ``suite@transfer-<model>`` stages
+* ``data/sources/transfer.json``: every file of the SentEval transfer tasks the ``transfer@<model>`` stages
   read (``{}`` when the profile has none: nothing is resolved then, so a machine without the data runs);
 * ``data/sources/glue.json``, ``data/sources/retrieval.json``: the same for the GLUE and retrieval stages; a
   file that is not here is recorded as missing with its fetch command (its stage fails naming it, the others run).

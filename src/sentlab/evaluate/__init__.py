@@ -4,7 +4,7 @@
   statistics, diagnostics, MTEB's result files.
 * :mod:`.baselines` — the untrained baselines (``evaluate_baseline@<kind>``): backbone poolings, BERT-whitening,
   BERT-flow, averaged GloVe.
-* :mod:`.suites` — the evaluation suites on frozen or fine-tuned encoders (``suite@<suite>-<model>``): SentEval
+* :mod:`.suites` — the evaluation suites on frozen or fine-tuned encoders (``<suite>@<model>``): SentEval
   transfer, GLUE, QQP/AskUbuntu retrieval.
 
 The packages import nothing on import: a module imports what it uses, so a stage's code files (``sentlab.sources``

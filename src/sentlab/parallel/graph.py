@@ -5,7 +5,8 @@
   (a stage below a stale one runs again once that one has run, which ``dvc status`` cannot see yet).
 
 :func:`plan` splits the stale stages into the shared upstream ones (run once, in the workspace), chains
-(the stages of one ``foreach`` item: ``train@m``, ``evaluate@m``, ``suite@<suite>-m``; ``evaluate_baseline@p``),
+(the stages of one ``foreach`` item: ``train@m`` or ``train_distill@m``, ``evaluate@m``, ``<suite>@m``;
+``evaluate_baseline@p``),
 each one Ray
 task, and the final ones (``report``, ``export``), which the workspace's last ``dvc repro`` runs. A chain
 whose stages depend on another chain's (``paser_sup`` starts from ``models/paser``) waits for it and first
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import SentlabError
+from ..stage_list import TRAIN_GROUPS
 from . import SHARED
 
 # DVC's words for its lock held by another process (dvc below, worktree's retries)
@@ -126,12 +128,9 @@ class Plan:
 
 
 def item(stage: str) -> str | None:
-    """The ``foreach`` item of ``stage``; a suite stage ``suite@<suite>-<model>`` is its model's (its chain is the
-    model's: ``train@m``, ``evaluate@m``, then the suites reading ``models/m``)."""
-    it = stage.split("@", 1)[1] if "@" in stage else None
-    if it is not None and stage.startswith("suite@") and "-" in it:
-        return it.split("-", 1)[1]
-    return it
+    """The ``foreach`` item of ``stage``: its model (``train@m``, ``evaluate@m`` and the suites ``<suite>@m``
+    reading ``models/m`` are one chain)."""
+    return stage.split("@", 1)[1] if "@" in stage else None
 
 
 def plan(names: list[str], edges: list[tuple[str, str]], changed: set[str], shared=SHARED,
@@ -168,7 +167,7 @@ def plan(names: list[str], edges: list[tuple[str, str]], changed: set[str], shar
     chains: list[Chain] = []
     for members in sorted(groups.values(), key=lambda g: min(ordered.index(s) for s in g)):
         stages = [s for s in ordered if s in members]
-        cid = item(stages[0]) if stages[0].startswith("train@") else stages[0].replace("@", "-")
+        cid = item(stages[0]) if stages[0].split("@")[0] in TRAIN_GROUPS else stages[0].replace("@", "-")
         for s in stages:
             chain_of[s] = cid
         up = ancestors(edges, members)

@@ -53,7 +53,7 @@ def stage_costs(params) -> dict[str, StageCost]:
     from ..methods import get_method  # noqa: F401 - registers the methods plan.training_cost looks up
     from ..plan import _per_sentence, evaluation_cost, training_cost
     from ..preflight.projection import model_params
-    from ..stage_list import stage_list_for
+    from ..stage_list import stage_list_for, suite_items, suite_stage, train_stage
     from ..train.run import resolve_train
 
     lists = stage_list_for(params)
@@ -62,12 +62,12 @@ def stage_costs(params) -> dict[str, StageCost]:
     for name, entry in lists["models"].items():
         cfg = resolve_train(params, model_params(params, entry, name))
         step_s = _per_sentence(entry["method"])[0] * cfg.batch_size * cfg.grad_accum
-        out[f"train@{name}"] = StageCost(training_cost(params, name, entry).gpu_s, share_of_step(step_s), True)
+        out[train_stage(name, entry)] = StageCost(training_cost(params, name, entry).gpu_s, share_of_step(step_s), True)
         out[f"evaluate@{name}"] = StageCost(ev, QUANTUM)
     for b in lists["baselines"]:
         out[f"evaluate_baseline@{b}"] = StageCost(ev, QUANTUM)
-    for key, e in lists["suite_stages"].items():
-        out[f"suite@{key}"] = StageCost(evaluation_cost(e["suite"], params).gpu_s, QUANTUM)
+    for suite, m in suite_items(lists):
+        out[suite_stage(suite, m)] = StageCost(evaluation_cost(suite, params).gpu_s, QUANTUM)
     return out
 
 

@@ -105,7 +105,7 @@ def project(rows: list[Row], real, sl: dict, scratch: Path, models: Optional[dic
             fixed = max(0.0, row.seconds - p["enc_seconds"])
             row.projected_s = fixed + p["enc_seconds"] * eval_ratio(row.eval_pairs or sl["max_pairs"])
             row.projected_peak_mb = p.get("peak_rss_mb")
-        elif row.stage.startswith("suite@glue-"):   # fine-tunings the probe does not time step by step
+        elif row.stage.startswith("glue@"):   # fine-tunings the probe does not time step by step
             why = "projection: none for GLUE (the slice's steps on one seed; the full run: every epoch, every seed)"
             row.note = row.note if why in row.note else (row.note + "; " if row.note else "") + why
         elif row.stage in ("prepare", "annotate"):

@@ -81,8 +81,10 @@ class Preflight:
         return S.whitening_min_pairs(values) if self.standin_edits else self.whitening_pairs
 
     def suite_stages(self) -> set[str]:
-        """The ``suite@<key>`` stages of the scratch copy's stage list as it is now (a stand-in may drop some)."""
-        return {f"suite@{k}" for k in (read_yaml(self.scratch / "models.yaml") or {}).get("suite_stages") or {}}
+        """The ``<suite>@<model>`` stages of the scratch copy's stage list as it is now (a stand-in may drop some)."""
+        from ..stage_list import suite_items, suite_stage
+
+        return {suite_stage(s, m) for s, m in suite_items(read_yaml(self.scratch / "models.yaml") or {})}
 
     def write_params(self, *extra: dict) -> dict:
         return S.write_params(self.scratch, self.values, self.slice, *self.standin_edits, *extra)

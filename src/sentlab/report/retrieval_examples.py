@@ -35,7 +35,7 @@ def model_examples(metrics: dict[str, dict], model: str, label: str,
     ex = ((t.get("retrieval") or {}).get("QQP") or {}).get("examples")
     if not isinstance(ex, dict) or not isinstance(ex.get("queries"), list):
         return None, (f"reports/metrics/retrieval/{model}.json holds no QQP examples (written before they were "
-                      f"recorded, or without QQP): re-run its stage, `dvc repro -f -s suite@retrieval-{model}`")
+                      f"recorded, or without QQP): re-run its stage, `dvc repro -f -s retrieval@{model}`")
     return ex, ""
 
 

@@ -242,22 +242,34 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
     return final
 
 
+def _train_stage(name: str) -> str:
+    """The dvc.yaml stage that trains ``name``: models.yaml's entry names its group (``train``, or ``train_distill``
+    for a training that reads other models); a name it does not list makes ``train@<name>``, which DVC then names as
+    missing (:func:`sentlab.stage_params.declared_params`)."""
+    from ..config import read_yaml
+
+    listed = ((read_yaml("models.yaml") or {}).get("models") or {}) if Path("models.yaml").is_file() else {}
+    return f"{listed[name]['train'] if name in listed else 'train'}@{name}"
+
+
 def stage_main(argv: Optional[Sequence[str]] = None, prog: str = "pipeline/train.py", *,
                make_dev_eval: DevEvalMaker) -> int:
-    """``pipeline/train.py NAME --method M --seed S``: the DVC stage ``train@NAME`` (dvc.yaml; the model's
-    entry in models.yaml). It reads exactly the params the stage declares (:mod:`sentlab.stage_params`): the
-    model's params lines (its method's, and an ablation variant's ``set``), the train keys, the backbone."""
+    """``pipeline/train.py NAME --method M --seed S``: the DVC stage ``train@NAME`` or ``train_distill@NAME``
+    (dvc.yaml; the model's entry in models.yaml). It reads exactly the params the stage declares
+    (:mod:`sentlab.stage_params`): the model's params lines (its method's, and an ablation variant's ``set``), the
+    train keys, the backbone."""
     import argparse
 
     from ..stage_params import stage_params
 
-    ap = argparse.ArgumentParser(prog=prog, description="Train one model of the stage list (DVC stage train@NAME).")
+    ap = argparse.ArgumentParser(prog=prog, description="Train one model of the stage list (DVC stage train@NAME, "
+                                                        "or train_distill@NAME for one that reads other models).")
     ap.add_argument("name", help="the model (models.yaml): models/<name>")
     ap.add_argument("--method", required=True, help="its registered method id")
     ap.add_argument("--seed", type=int, required=True, help="its seed")
     ap.add_argument("--keep-checkpoint", action="store_true", help="keep checkpoints/<name>/ after success")
     args = ap.parse_args(argv)
-    params = stage_params(f"train@{args.name}")
+    params = stage_params(_train_stage(args.name))
     # runtime.nproc > 1: the same command again under torchrun, one process per device
     rc = D.launch(params.train.nproc, sys.argv[0], list(sys.argv[1:] if argv is None else argv))
     if rc is not None:

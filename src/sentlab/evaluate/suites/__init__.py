@@ -1,4 +1,4 @@
-"""The evaluation suites: ``suite@<suite>-<model>`` -> ``reports/metrics/<suite>/<model>.json``.
+"""The evaluation suites: ``<suite>@<model>`` (``transfer@simcse``) -> ``reports/metrics/<suite>/<model>.json``.
 
 * :mod:`.suite_stage` — what the suite stages share: the model or backbone pooling to evaluate, missing data,
   the metrics file and MLflow record.

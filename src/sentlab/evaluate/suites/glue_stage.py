@@ -1,4 +1,4 @@
-"""The stage ``suite@glue-<name>``: L2P-CSR Table 4's GLUE fine-tuning of one model
+"""The stage ``glue@<name>``: L2P-CSR Table 4's GLUE fine-tuning of one model
 (:mod:`sentlab.evaluate.suites.glue`).
 
 ``<name>`` is a model of the stage list (``models/<name>``) or ``base-cls``, the backbone itself (Table 4's
@@ -47,7 +47,7 @@ def slice_of(cfg) -> str:
 
 
 def run_glue_stage(name: str) -> dict:
-    """``suite@glue-<name>`` in the repository's working directory; returns the metrics written."""
+    """``glue@<name>`` in the repository's working directory; returns the metrics written."""
     from ...stage_params import stage_params
     from .glue import GlueConfig, load_glue
     from ..sts.runner import resolve_device_precision

@@ -1,4 +1,4 @@
-"""The stage ``suite@retrieval-<name>``: PaSeR Table 3's QQP retrieval and AskUbuntu reranking of one model's
+"""The stage ``retrieval@<name>``: PaSeR Table 3's QQP retrieval and AskUbuntu reranking of one model's
 frozen embeddings (:mod:`sentlab.evaluate.suites.retrieval`), encoded through the embedding cache.
 
 ``<name>`` is a model of the stage list (``models/<name>``, its own pooling) or a backbone pooling
@@ -40,7 +40,7 @@ def retrieval_metrics(enc, tasks, data: dict, batch_size: int, map_at: int = 100
 
 
 def run_retrieval_stage(name: str) -> dict:
-    """``suite@retrieval-<name>`` in the repository's working directory; returns the metrics written."""
+    """``retrieval@<name>`` in the repository's working directory; returns the metrics written."""
     from ...stage_params import stage_params
     from .retrieval import load_askubuntu, load_qqp
     from .suite_stage import frozen_encoder, missing_data, record, stage_of, suite_model

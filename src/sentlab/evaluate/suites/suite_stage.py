@@ -1,8 +1,8 @@
-"""What the evaluation-suite stages share (dvc.yaml's ``suite`` group, :data:`sentlab.stage_list.SUITES`):
-``suite@<suite>-<name>`` evaluates one model of the stage list (``models/<name>``) or the backbone
-(``base-<pooling>``), writes ``reports/metrics/<suite>/<name>.json`` (a temporary file renamed into place) and
-logs its numbers to MLflow: a run ``<suite>/<name>``, and as ``<suite>.*`` beside the dev curve of the run that
-trained the model.
+"""What the evaluation-suite stages share (dvc.yaml's ``transfer``, ``glue`` and ``retrieval`` groups,
+:data:`sentlab.stage_list.SUITES`): ``<suite>@<name>`` evaluates one model of the stage list (``models/<name>``)
+or the backbone (``base-<pooling>``), writes ``reports/metrics/<suite>/<name>.json`` (a temporary file renamed
+into place) and logs its numbers to MLflow: a run ``<suite>/<name>``, and as ``<suite>.*`` beside the dev curve of
+the run that trained the model.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ OUT = Path("reports/metrics")
 
 
 def stage_of(suite: str, name: str) -> str:
-    """The dvc.yaml stage that evaluates ``name`` in ``suite`` (its models.yaml key is ``<suite>-<name>``)."""
-    return f"suite@{suite}-{name}"
+    """The dvc.yaml stage that evaluates ``name`` in ``suite`` (the group ``<suite>``, its item ``<name>``)."""
+    return f"{suite}@{name}"
 
 
 def suite_model(params, name: str, suite: str) -> tuple[str, Optional[str], Optional[dict]]:

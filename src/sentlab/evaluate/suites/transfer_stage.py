@@ -1,4 +1,4 @@
-"""The stage ``suite@transfer-<name>``: SentEval's transfer tasks on one model's frozen embeddings.
+"""The stage ``transfer@<name>``: SentEval's transfer tasks on one model's frozen embeddings.
 
 ``<name>`` is a model of the stage list (``models/<name>``, evaluated with its own pooling, as the STS stage
 does) or a backbone pooling ``base-<pooling>`` (L2P-CSR Table 2's "CLS" and "Mean" rows). The embeddings go
@@ -42,7 +42,7 @@ def transfer_metrics(enc, tasks, batch_size: int, max_examples=None, progress: b
 
 
 def run_transfer_stage(name: str) -> dict:
-    """``suite@transfer-<name>`` in the repository's working directory; returns the metrics written."""
+    """``transfer@<name>`` in the repository's working directory; returns the metrics written."""
     from ...stage_params import stage_params
     from .suite_stage import frozen_encoder, record, stage_of, use_training_threads
 

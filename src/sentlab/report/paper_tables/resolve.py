@@ -12,9 +12,9 @@ from typing import Optional
 from .spec import EVALUATED, OTHER_SETTINGS, STS7, Resolved, RowSpec, TableSpec
 
 TRANSFER_KEYS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC", "MRPC_F1", "TransferAvg")
-TRANSFER_DIR = "transfer"   # reports/metrics/transfer/<model>.json (the suite@transfer-<model> stages)
-RETRIEVAL_DIR = "retrieval"  # reports/metrics/retrieval/<model>.json (the suite@retrieval-<model> stages)
-GLUE_DIR = "glue"             # reports/metrics/glue/<model>.json (the suite@glue-<model> stages, `sentlab glue --json`)
+TRANSFER_DIR = "transfer"   # reports/metrics/transfer/<model>.json (the transfer@<model> stages)
+RETRIEVAL_DIR = "retrieval"  # reports/metrics/retrieval/<model>.json (the retrieval@<model> stages)
+GLUE_DIR = "glue"             # reports/metrics/glue/<model>.json (the glue@<model> stages, `sentlab glue --json`)
 GLUE_KEYS = ("WNLI", "QNLI", "QQP", "SST-2", "STS-B")
 RETRIEVAL_KEYS = ("QQP_MAP", "QQP_MRR@10", "AskUbuntu_MAP", "AskUbuntu_MRR@10")
 
@@ -26,7 +26,7 @@ def retrieval_missing() -> str:
 
     fetch = "; ".join(f"`{data_fetch_command(a)}`" for a in ("qqp", "askubuntu_text", "askubuntu_test"))
     return (f"needs data: QQP and AskUbuntu are not in the mirror here ({fetch}); then list the model in params.yaml "
-            f"retrieval.models (stage suite@retrieval-<model>), or `sentlab evaluate --model models/<model> --tasks "
+            f"retrieval.models (stage retrieval@<model>), or `sentlab evaluate --model models/<model> --tasks "
             f"retrieval --json reports/metrics/retrieval/<model>.json`")
 
 def load_metrics(folder: Path) -> dict[str, dict]:
@@ -83,7 +83,7 @@ def extract(m: dict, how: str) -> tuple[dict, Optional[str]]:
         if not isinstance(t, dict):
             name = str(m.get("model", "<model>"))
             src = m.get("backbone", "<backbone>") if name.startswith("base-") else f"models/{name}"
-            return {}, (f"not fine-tuned: list `{name}` in params.yaml glue.models (stage suite@glue-{name}), or "
+            return {}, (f"not fine-tuned: list `{name}` in params.yaml glue.models (stage glue@{name}), or "
                         f"`sentlab glue --model {src} --json reports/metrics/glue/{name}.json` (WNLI, QNLI and QQP "
                         f"need GLUE's data)")
         return {k: _num(t.get(k)) for k in GLUE_KEYS}, None

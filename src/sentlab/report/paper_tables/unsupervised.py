@@ -46,7 +46,7 @@ def table() -> TableSpec:
         paper_setting="BERT-base unless the note says otherwise",
         context=("Every unsupervised method on the same corpus, training loop, evaluator and seeds, ranked by the "
                  "reproduced Avg (mean over the seeds where several ran); rows without numbers follow in "
-                 "registry order. Transfer Avg: SentEval's seven tasks (`suite@transfer-<model>` stages, params "
+                 "registry order. Transfer Avg: SentEval's seven tasks (`transfer@<model>` stages, params "
                  "`transfer.models`, on a seeded sample of `transfer.max_examples` per split where set); the "
                  "papers' Avg is the only paper number, so Δ is on Avg alone."),
         main=True, rank_by=RANK_BY, labels=(("Avg", "STS Avg."), ("TransferAvg", "Transfer Avg.")))
