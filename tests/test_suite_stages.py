@@ -97,12 +97,14 @@ def _declared(suite: str) -> set[str]:
 
 def _record_reads(monkeypatch) -> set[str]:
     """The params keys a stage reads through its :func:`stage_params` view (``section.key``, or a scalar such as
-    ``profile`` read whole); runtime keys (read beside the train section, never declared) left out."""
+    ``profile`` read whole); runtime keys (read beside the train section, never declared) left out. A section's
+    ``model_dump()`` (the settings a suite logs to MLflow: whatever it declares) is not a read: a key declared only
+    to be logged would re-run the stage for nothing."""
     from sentlab.config import RUNTIME_KEYS
     from sentlab.stage_params import Declared, SectionView
 
     reads: set[str] = set()
-    section_get, section_dump, declared_get = SectionView.__getattr__, SectionView.model_dump, Declared.__getattr__
+    section_get, declared_get = SectionView.__getattr__, Declared.__getattr__
 
     def runtime(section, key):   # the train section's runtime keys: read beside it, never declared
         return section == "train" and key in RUNTIME_KEYS
@@ -112,17 +114,12 @@ def _record_reads(monkeypatch) -> set[str]:
             reads.add(f"{self._section}.{key}")
         return section_get(self, key)
 
-    def dump(self, **kw):
-        reads.update(f"{self._section}.{k}" for k in self._keys if not runtime(self._section, k))
-        return section_dump(self, **kw)
-
     def whole(self, name):
         if name in type(self._params).model_fields and not any(len(p) == 2 and p[0] == name for p in self._paths):
             reads.add(name)
         return declared_get(self, name)
 
     monkeypatch.setattr(SectionView, "__getattr__", get)
-    monkeypatch.setattr(SectionView, "model_dump", dump)
     monkeypatch.setattr(Declared, "__getattr__", whole)
     return reads
 
