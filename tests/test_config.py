@@ -10,7 +10,7 @@ import yaml
 
 from sentlab.config import PROFILES, load_params, validate
 from sentlab.errors import SentlabError
-from sentlab.profiles import profile_values
+from sentlab.profile_files import profile_values
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILES_DIR = REPO / "profiles"

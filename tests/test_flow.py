@@ -159,9 +159,11 @@ def test_the_preflight_slice_caps_the_flow_fit():
     slice leaves evaluate.bert_flow alone."""
     from pathlib import Path
 
-    from sentlab.config import deep_merge, validate
+    from sentlab.config import validate
+
+    from sentlab.yaml_files import deep_merge
     from sentlab.preflight import slice_edits
-    from sentlab.profiles import profile_values
+    from sentlab.profile_files import profile_values
 
     sl = {"size": 600, "steps": 3, "batch_size": 8, "dev_max_pairs": 16, "max_pairs": 10}
     paper = profile_values("paper", Path(__file__).resolve().parents[1] / "profiles")

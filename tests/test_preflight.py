@@ -52,7 +52,7 @@ def _child_env() -> dict:
 
 
 def _values(profile: str) -> dict:
-    from sentlab.profiles import profile_values
+    from sentlab.profile_files import profile_values
 
     return profile_values(profile, REPO / "profiles")
 
@@ -75,7 +75,7 @@ def workspace(tmp_path, mirror, monkeypatch):
 
 
 def _edit_profile(ws: Path, name: str, edit: dict) -> None:
-    from sentlab.config import deep_merge
+    from sentlab.yaml_files import deep_merge
 
     path = ws / "profiles" / f"{name}.yaml"
     path.write_text(yaml.safe_dump(deep_merge(yaml.safe_load(path.read_text()), edit), sort_keys=False))
@@ -244,7 +244,8 @@ def test_slice_caps_are_declared_by_each_method_and_reach_its_training():
     """The slice's step budget wins over a method's own (the paper's PaSeR: 5 epochs, max_steps null); the caps
     that are a method's own come from its Params (CT: a batch of 1 + negatives; L2P-CSR: max_sentences within
     the slice's corpus; PaSeR: its reconstruction check at 40 / 200); the profile's other values stay."""
-    from sentlab.config import deep_merge, validate
+    from sentlab.config import validate
+    from sentlab.yaml_files import deep_merge
     from sentlab.methods.ct import CTParams
     from sentlab.methods.l2p import L2PParams
     from sentlab.methods._paser_params import PaSeRParams
@@ -282,7 +283,8 @@ def test_slice_caps_are_declared_by_each_method_and_reach_its_training():
 def test_slice_batch_zero_keeps_the_profiles_batch_sizes():
     """``--batch-size 0``: steps and corpus are the slice's, every batch the profile's own (a GPU preflight
     measures step time and memory at the paper's batch: L2P-CSR 512, SimCSE 64, CT 1 + its negatives)."""
-    from sentlab.config import deep_merge, validate
+    from sentlab.config import validate
+    from sentlab.yaml_files import deep_merge
     from sentlab.methods.ct import CTParams
     from sentlab.preflight import slice_edits
     from sentlab.train.run import method_params, resolve_train
@@ -334,7 +336,8 @@ def test_the_nli_standin_gives_the_whitening_stage_its_pairs_back():
 
 def test_asset_messages_name_the_fetch_command_and_the_standins_are_params_edits():
     from sentlab.preflight import classify_asset, standin_for
-    from sentlab.config import deep_merge, validate
+    from sentlab.config import validate
+    from sentlab.yaml_files import deep_merge
     from sentlab.preflight.standins import changed_models
     from sentlab.stage_list import stage_list_for
 

@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from sentlab.config import validate
-from sentlab.profiles import load_all_profiles, profile_values
+from sentlab.profiles import load_all_profiles
+from sentlab.profile_files import profile_values
 from sentlab.errors import SentlabError
 
 REPO = Path(__file__).resolve().parents[1]

@@ -166,7 +166,8 @@ def _cmd_params(args) -> int:
     import yaml
 
     from .config import load_params
-    from .profiles import load_all_profiles, profiles_dir
+    from .profiles import load_all_profiles
+    from .profile_files import profiles_dir
 
     if profiles_dir(args.params).is_dir():
         load_all_profiles(profiles_dir(args.params))  # every profile must be valid, not only the one printed

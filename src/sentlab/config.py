@@ -24,23 +24,21 @@ keys it declares (:mod:`sentlab.stage_params`). An unknown key or a bad value ra
 
 from __future__ import annotations
 
-import copy
 import os
 import re
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from .errors import SentlabError
-
 from .params_schema import (RUNTIME_KEYS, AnnotateParams, EvaluateParams, GlueParams,  # noqa: F401
                             HardSubsetParams, ModelParams, PrepareParams, RetrievalParams, RuntimeParams,
                             SeedsParams, Strict, TrainParams, TransferParams, WhiteningParams)
+from .yaml_files import deep_merge, read_yaml
 
 # The profiles this repository ships (profiles/*.yaml); any other file there is a profile too
-# (:func:`sentlab.profiles.profile_names` lists them): the tests check these.
+# (:func:`sentlab.profile_files.profile_names` lists them): the tests check these.
 PROFILES = ("quick", "smoke", "paper", "paper-lite")
 
 
@@ -159,17 +157,6 @@ class Params(Strict):
             raise SentlabError(_format_validation(e, cls.Params, prefix=f"{section}.{method_id}")) from None
 
 
-def deep_merge(base: dict, override: dict) -> dict:
-    """Recursively merge ``override`` into a copy of ``base`` (dicts merge, anything else replaces)."""
-    out = copy.deepcopy(base)
-    for k, v in (override or {}).items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = deep_merge(out[k], v)
-        else:
-            out[k] = copy.deepcopy(v)
-    return out
-
-
 def _format_validation(e: ValidationError, model: type[BaseModel], prefix: str = "",
                        source: str = "params.yaml") -> str:
     """One paragraph naming every bad key, with the allowed keys/values."""
@@ -267,49 +254,12 @@ def _validate_ablations(params: Params, source: str) -> None:
             raise SentlabError(_format_validation(e, cls.Params, prefix=f"{key}.set", source=source)) from None
 
 
-
-
-def read_yaml(path: str | os.PathLike) -> dict:
-    path = Path(path)
-    if not path.exists():
-        raise SentlabError(f"Params file {path} not found. Run from the repository root (where params.yaml lives) or "
-                           f"pass --params PATH.")
-    try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
-    except _DuplicateKey as e:
-        raise SentlabError(f"Params file {path} sets `{e.key}` twice in one mapping (lines {e.first} and {e.second}); "
-                           f"YAML would silently keep the last one. Keep one of the two lines and run again.") from None
-    except yaml.YAMLError as e:
-        raise SentlabError(f"Params file {path} is not valid YAML: {e}. Fix the syntax and run again.") from None
-    return data or {}
-
-
-class _DuplicateKey(yaml.YAMLError):
-    def __init__(self, key, first: int, second: int):
-        super().__init__(f"duplicate key {key!r}")
-        self.key, self.first, self.second = key, first, second
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML's SafeLoader, except that a key given twice in one mapping is an error (PyYAML keeps the last)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen: dict = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
-            if key in seen:
-                raise _DuplicateKey(key, seen[key], line)
-            seen[key] = line
-        return super().construct_mapping(node, deep=deep)
-
-
 def load_params(path: str | os.PathLike = "params.yaml", profile: str | None = None) -> Params:
     """The values in force (``path``), validated; with ``profile``, that profile's values from the
-    profile files beside ``path`` instead (:func:`sentlab.profiles.profile_values`). Stages read their
+    profile files beside ``path`` instead (:func:`sentlab.profile_files.profile_values`). Stages read their
     declared keys only (:func:`sentlab.stage_params.stage_params`); this is for tools and tests."""
     if profile is not None:
-        from .profiles import profile_values
+        from .profile_files import profile_values
 
         return validate(profile_values(profile, Path(path).parent / "profiles"), source=f"profile {profile}")
     return validate(read_yaml(path), source=str(path))

@@ -18,7 +18,9 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
-from .config import Params, read_yaml, validate
+from .config import Params, validate
+
+from .yaml_files import read_yaml
 from .errors import SentlabError
 
 DICT_SECTIONS = ("methods", "methods_from", "ablations")

@@ -10,7 +10,9 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from ..config import deep_merge, read_yaml, validate
+from ..config import validate
+
+from ..yaml_files import deep_merge, read_yaml
 from ..errors import SentlabError
 from . import slice as S
 from .projection import project

@@ -21,7 +21,9 @@ from typing import Optional
 
 import yaml
 
-from ..config import deep_merge, read_yaml, validate
+from ..config import validate
+
+from ..yaml_files import deep_merge, read_yaml
 from ..errors import SentlabError
 
 # The slice (CLI flags change them; ``batch_size`` 0 keeps the profile's batch sizes).

@@ -16,7 +16,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from ..config import Params, deep_merge, load_params
+from ..config import Params, load_params
+
+from ..yaml_files import deep_merge
 from ..errors import SentlabError
 
 REPO_PARAMS = Path(__file__).resolve().parents[3] / "params.yaml"

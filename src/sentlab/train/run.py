@@ -25,7 +25,9 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 from pydantic import ValidationError
 
-from ..config import Params, _format_validation, deep_merge
+from ..config import Params, _format_validation
+
+from ..yaml_files import deep_merge
 from ..errors import SentlabError
 from ..timing import timed
 from ..methods import get_method
@@ -246,7 +248,7 @@ def _train_stage(name: str) -> str:
     """The dvc.yaml stage that trains ``name``: models.yaml's entry names its group (``train``, or ``train_distill``
     for a training that reads other models); a name it does not list makes ``train@<name>``, which DVC then names as
     missing (:func:`sentlab.stage_params.declared_params`)."""
-    from ..config import read_yaml
+    from ..yaml_files import read_yaml
 
     listed = ((read_yaml("models.yaml") or {}).get("models") or {}) if Path("models.yaml").is_file() else {}
     return f"{listed[name]['train'] if name in listed else 'train'}@{name}"
