@@ -10,7 +10,7 @@ Every evaluated model's per-pair cosines go to reports/cosines/<name>.parquet (t
 tests and protocol table read them) and its metrics JSON holds the 95 % bootstrap CI of each task.
 A model folder that says it was not trained (``pipeline/train.py`` run by hand for a method the profile
 does not train) gets its "not run" metrics, a placeholder figure and an empty cosines table
-(:mod:`sentlab.markers`); under ``dvc repro`` every evaluate stage is of a model the profile trains.
+(:mod:`sentlab.evaluate.sts.not_run`); under ``dvc repro`` every evaluate stage is of a model the profile trains.
 With ``evaluate.diagnostics`` (docs/evaluation.md#diagnostics) the metrics JSON also holds alignment/uniformity,
 the hard length subset and the cosine density table, and the density figure is written to
 reports/figures/<name>_density.png.
@@ -22,7 +22,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from sentlab.markers import eval_not_run
+from sentlab.evaluate.sts.not_run import eval_not_run
 from sentlab.pipeline_util import run_stage
 
 

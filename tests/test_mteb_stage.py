@@ -46,7 +46,7 @@ def test_the_stage_writes_what_format_mteb_writes_for_sentlab_model(tmp_path):
 
 
 def test_a_partial_table_and_an_untrained_model_leave_a_readme_saying_why(tmp_path):
-    from sentlab.markers import eval_not_run
+    from sentlab.evaluate.sts.not_run import eval_not_run
 
     table, lookup = _table({**MTEB_PAIRS, "STS13": 500})
     (path,) = R.write_stage("m", table, lookup, out=tmp_path / "mteb")
@@ -62,6 +62,9 @@ def test_a_partial_table_and_an_untrained_model_leave_a_readme_saying_why(tmp_pa
                  figures_dir=tmp_path / "figures", cosines_dir=tmp_path / "cosines", mteb_dir=tmp_path / "mteb")
     assert (tmp_path / "mteb" / "sentlab__ct" / "README.md").read_text() == (
         "# sentlab/ct: no MTEB results\n\nthe model was not trained (not run in this profile).\n")
+    # the placeholder figure is the package's static PNG (found from evaluate/sts/, two folders below the package)
+    assert (tmp_path / "figures" / "ct_density.png").read_bytes() == (
+        REPO / "src" / "sentlab" / "static" / "not_run.png").read_bytes()
 
 
 def test_dvc_yaml_declares_the_folder_as_an_output_of_every_evaluate_stage():

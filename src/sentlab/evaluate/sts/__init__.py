@@ -12,6 +12,7 @@
 * :mod:`.diagnostics` — alignment, uniformity, the hard length subset, cosine densities; the STS-B dev check.
 * :mod:`.figures` — the diagnostic figures (PNG).
 * :mod:`.mteb_results` — MTEB's result JSON of the STS tasks (``sentlab evaluate --format mteb``).
+* :mod:`.not_run` — the evaluate stage's outputs for a model the profile does not train (run by hand).
 
 Nothing is imported here: import the module you use.
 """
