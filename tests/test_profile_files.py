@@ -111,3 +111,14 @@ def test_a_seed_of_paser_sup_starts_from_the_same_seed_of_paser(tmp_path, monkey
     load_encoder(params, get_method("paser_sup"), tmp_path, None, init_name="paser-s43")
     load_encoder(params, get_method("paser_sup"), tmp_path, None)
     assert loaded == ["paser-s43", "paser"]
+
+
+@pytest.mark.parametrize("name", ["quick", "paper", "paper-lite", "smoke"])
+def test_params_yaml_compile_reads_off_in_yaml_1_1_and_1_2(name):
+    """``train.compile: off`` is written quoted: bare, PyYAML (YAML 1.1) reads false while DVC (ruamel, 1.2) reads
+    "off", so a PyYAML rewrite of params.yaml changed the param DVC sees; quoted, both read the string."""
+    from ruamel.yaml import YAML
+
+    text = params_text(name, REPO / "profiles")
+    assert yaml.safe_load(text)["train"]["compile"] == "off"
+    assert YAML(typ="safe").load(text)["train"]["compile"] == "off"

@@ -50,6 +50,7 @@ def params_text(name: str, folder: str | os.PathLike = "profiles") -> str:
     validate(values, source=f"{folder / name}.yaml")
     rt = YAML()
     rt.width = 120
+    rt.preserve_quotes = True  # `compile: "off"` stays quoted: PyYAML (YAML 1.1) and DVC (1.2) both read "off"
     rt.representer.add_representer(type(None), lambda r, _: r.represent_scalar("tag:yaml.org,2002:null", "null"))
     doc = rt.load((folder / f"{BASE}.yaml").read_text(encoding="utf-8"))
     # the override files read the same way: values keep their spelling (PyYAML reads a dumped 3e-05 as a string)
