@@ -1,6 +1,6 @@
 """The campaign's dress rehearsal (issue #54 §8): ``make repro`` of paper-lite against a local upstream, offline.
 
-``python benchmarks/rehearsal.py --workdir DIR [--keep] [--targets STAGE ...]``
+``python benchmarks/rehearsal.py --workdir DIR [--keep] [--targets STAGE ...] [--base paper]``
 
 1. A local upstream on 127.0.0.1 (``tests/upstream.py``) serving synthetic files in the real formats and layout
    (``tests/synthetic_upstream.py``: SimCSE's wiki1m of exactly 1,000,000 lines, its NLI csv, the SentEval tar with
@@ -90,6 +90,8 @@ def main() -> int:
     ap.add_argument("--workdir", required=True, type=Path)
     ap.add_argument("--keep", action="store_true", help="keep DIR/repo after the run (default: removed)")
     ap.add_argument("--targets", nargs="*", default=None, help="dvc repro these stages only, then the report")
+    ap.add_argument("--base", default="paper-lite", help="the profile profiles/rehearsal.yaml extends (paper: its "
+                                                         "seeds and ablations too; with --targets, a part of it)")
     args = ap.parse_args()
     work = args.workdir.resolve()
     scratch = work / "repo"
@@ -100,7 +102,7 @@ def main() -> int:
     with upstream.serve() as up:
         t0 = time.perf_counter()
         info = su.populate(up)
-        env = su.prepare_workdir(REPO, scratch, up)
+        env = su.prepare_workdir(REPO, scratch, up, base=args.base)
         env["PYTHONPATH"] = str(scratch / "src")
         setup = time.perf_counter() - t0
         if args.targets is None:
