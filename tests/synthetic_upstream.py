@@ -264,10 +264,10 @@ def _env(**values):
                 os.environ[k] = v
 
 
-def hf_cache_standins(cache: Path, hub_ids, *, tiny: bool = True) -> list[Path]:
+def hf_cache_standins(cache: Path, hub_ids, *, tiny: bool = True, layers: int = 2) -> list[Path]:
     """Tiny hub-shaped stand-ins of ``hub_ids`` in the Hugging Face cache ``cache`` (``HF_HUB_CACHE``): each
-    written by :func:`sentlab.backbones.standin.write_standin` (dims :data:`TINY`), then laid out as the hub's
-    cache (``models--<id>/snapshots/<rev>/`` and ``refs/main``)."""
+    written by :func:`sentlab.backbones.standin.write_standin` (dims :data:`TINY`, ``layers`` transformer layers),
+    then laid out as the hub's cache (``models--<id>/snapshots/<rev>/`` and ``refs/main``)."""
     import shutil
 
     from sentlab.backbones import spec
@@ -285,7 +285,8 @@ def hf_cache_standins(cache: Path, hub_ids, *, tiny: bool = True) -> list[Path]:
         tmp = repo / "tmp-standin"
         shutil.rmtree(tmp, ignore_errors=True)
         with _env(SENTLAB_DATA_MIRROR=str(SHARED / "data"), SENTLAB_OFFLINE="1"):   # roberta's BPE learns its text
-            write_standin(hub_id, tmp, config=TINY[model_type] if tiny else None)
+            depth = {"n_layers" if model_type == "distilbert" else "num_hidden_layers": layers}
+            write_standin(hub_id, tmp, config={**TINY[model_type], **depth} if tiny else None)
         snap.parent.mkdir(parents=True, exist_ok=True)
         tmp.rename(snap)
         (repo / "refs").mkdir(exist_ok=True)
@@ -347,8 +348,30 @@ def prepare_workdir(workspace: Path, scratch: Path, up, *, base: str = "paper-li
 
         real = validate(values, source=base)
         hub_ids = sorted({real.model.backbone, *method_hub_models(real)})
-    hf_cache_standins(Path(env["HF_HUB_CACHE"]), hub_ids)
+    hf_cache_standins(Path(env["HF_HUB_CACHE"]), hub_ids, layers=deepest_layers(values))
     return env
+
+
+def deepest_layers(values: dict, floor: int = 2) -> int:
+    """The most encoder layers any model the profile trains asks for (a ``layers`` key in its method line or its
+    own block: L2P-CSR's perturbed layers, e.g. the paper profile's ``l2p_layers_6`` ablation), at least
+    ``floor``: the stand-ins' depth."""
+    from sentlab.config import validate
+    from sentlab.stage_list import models_for
+
+    def scan(block) -> int:
+        if isinstance(block, dict):
+            own = [v for k, v in block.items() if k == "layers" and type(v) is int]
+            return max([floor, *own, *(scan(v) for v in block.values())])
+        return floor
+
+    def at(path: str):
+        block = values
+        for key in path.split("."):
+            block = block.get(key, {}) if isinstance(block, dict) else {}
+        return block
+
+    return max([floor, *(scan(at(e[k])) for e in models_for(validate(values)).values() for k in ("line", "own"))])
 
 
 

@@ -71,3 +71,14 @@ def test_the_trained_models_row_is_in_the_report(rehearsed):
     sj = json.loads((scratch / "models" / "simcse" / "sentlab.json").read_text())
     assert sj["init"]["encoder"] == "checkpoint"   # the stand-in's weights, loaded from the HF cache
 
+
+
+def test_the_stand_ins_are_as_deep_as_the_deepest_l2p_line_the_profile_trains():
+    """The paper profile's ablation l2p_layers_6 perturbs 6 encoder layers: a 2-layer stand-in stopped it
+    (``methods.l2p.layers = 4 exceeds the encoder's 2 transformer layers``, the paper rehearsal); paper-lite trains
+    no such line and keeps the 2-layer stand-ins."""
+    from sentlab.profile_files import profile_values
+
+    profiles = Path(__file__).resolve().parents[1] / "profiles"
+    assert su.deepest_layers(profile_values("paper", profiles)) == 6
+    assert su.deepest_layers(profile_values("paper-lite", profiles)) == 2
