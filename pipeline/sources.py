@@ -23,7 +23,7 @@ from sentlab.sources import (data_sources, glue_sources, model_sources, parse_so
                              transfer_sources)
 from sentlab.stage_list import check_stage_list
 from sentlab.stage_params import stage_params
-from sentlab.tracking import sweep_orphans
+from sentlab.tracking_runs import sweep_orphans
 
 OUT = Path("data/sources")
 

@@ -48,13 +48,14 @@ def store(tmp_path, monkeypatch):
     """Write runs into a SQLite store as the pipeline does (tracking.run under a parent, step curves,
     then the report stage attaching its tables and figures)."""
     from sentlab import tracking
+    from sentlab import tracking_runs
     from sentlab.methods import get_method
     from sentlab.report.build import build_report, log_to_mlflow
 
     db = tmp_path / "mlflow.db"
     monkeypatch.chdir(tmp_path)  # the default artifact root (./mlruns) lands in tmp
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{db}")
-    parent = tracking.start_parent("pipeline quick", params={"profile": "quick"})
+    parent = tracking_runs.start_parent("pipeline quick", params={"profile": "quick"})
     monkeypatch.setenv(tracking.PARENT_ENV, parent)
     curves = {"simcse": [(4, 60.0, 0.30, -2.0), (8, 62.0, 0.25, -2.2)],
               "ptbert": [(4, 61.0, 0.28, -2.1), (8, 63.0, 0.22, -2.4), (12, 64.0, 0.21, -2.5)]}
@@ -71,7 +72,7 @@ def store(tmp_path, monkeypatch):
     make_tree(root)
     rep = build_report(root, BACKBONE, "quick")
     done = log_to_mlflow(rep)
-    tracking.end_parent(parent)
+    tracking_runs.end_parent(parent)
     return db, parent, done
 
 

@@ -366,6 +366,7 @@ def test_a_resumed_training_continues_the_run_the_killed_one_left_running(tmp_pa
     import mlflow
 
     from sentlab import tracking as T
+    from sentlab import tracking_runs as R
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     tags = {"stage": "train", "sentlab.model": "simcse", "sentlab.run_key": "K1"}
@@ -375,7 +376,7 @@ def test_a_resumed_training_continues_the_run_the_killed_one_left_running(tmp_pa
     c.log_metric(killed, "stsb_dev", 70.0, step=2)
     other = c.create_run(T.experiment_id(), run_name="simcse", tags={**tags, "sentlab.run_key": "K0"}).info.run_id
 
-    resume = T.interrupted_training_run("simcse", "K1", resumable=True)
+    resume = R.interrupted_training_run("simcse", "K1", resumable=True)
     assert resume == killed and c.get_run(other).info.status == "KILLED"
     with T.run("simcse", params={"train": {"loader_workers": 1, "lr": 3e-5}}, tags=tags, resume_run_id=resume):
         T.log_metrics({"stsb_dev": 75.0}, step=4)
@@ -388,7 +389,7 @@ def test_a_resumed_training_continues_the_run_the_killed_one_left_running(tmp_pa
         {"FINISHED", "KILLED"}
 
     stale = c.create_run(T.experiment_id(), run_name="simcse", tags=tags).info.run_id
-    assert T.interrupted_training_run("simcse", "K1", resumable=False) is None   # no checkpoint: starts afresh
+    assert R.interrupted_training_run("simcse", "K1", resumable=False) is None   # no checkpoint: starts afresh
     assert c.get_run(stale).info.status == "KILLED"
 
 

@@ -110,6 +110,7 @@ def test_the_sweep_closes_runs_whose_process_is_gone_and_only_those(tmp_path, mo
     import mlflow
 
     from sentlab import tracking
+    from sentlab import tracking_runs
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -121,7 +122,7 @@ def test_the_sweep_closes_runs_whose_process_is_gone_and_only_those(tmp_path, mo
     reused = c.create_run(exp, run_name="reused", tags={**tracking.owner_tags(), "sentlab.pid_start": "1"}).info.run_id
     other = c.create_run(exp, run_name="other host", tags={**tracking.owner_tags(dead.pid),
                                                            "sentlab.host": "elsewhere"}).info.run_id
-    assert tracking.sweep_orphans() == 2
+    assert tracking_runs.sweep_orphans() == 2
     status = {r: mlflow.tracking.MlflowClient().get_run(r).info.status for r in (live, gone, reused, other)}
     assert status == {live: "RUNNING", gone: "KILLED", reused: "KILLED", other: "RUNNING"}
 
@@ -130,12 +131,13 @@ def test_the_training_sweep_leaves_a_run_a_live_process_holds(tmp_path, monkeypa
     import mlflow
 
     from sentlab import tracking
+    from sentlab import tracking_runs
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     c = tracking.client()
     tags = {"stage": "train", "sentlab.model": "simcse", "sentlab.run_key": "k"}
     live = c.create_run(tracking.experiment_id(), run_name="live", tags={**tags, **tracking.owner_tags()}).info.run_id
-    assert tracking.interrupted_training_run("simcse", "k", resumable=True) is None
+    assert tracking_runs.interrupted_training_run("simcse", "k", resumable=True) is None
     assert mlflow.tracking.MlflowClient().get_run(live).info.status == "RUNNING"
 
 
@@ -146,6 +148,7 @@ def test_make_repros_parent_run_neither_stops_the_pipeline_nor_stays_open(tmp_pa
     import mlflow
 
     from sentlab import tracking
+    from sentlab import tracking_runs
     from sentlab.cli import main
 
     # a store that cannot be written: start-parent warns, prints an empty id and exits 0 (`make repro` goes on)
@@ -161,7 +164,7 @@ def test_make_repros_parent_run_neither_stops_the_pipeline_nor_stays_open(tmp_pa
     dead.wait(timeout=60)
     orphan = tracking.client().create_run(tracking.experiment_id(), run_name="eval/simcse",
                                           tags=tracking.owner_tags(dead.pid)).info.run_id
-    parent = tracking.start_parent("pipeline quick")
+    parent = tracking_runs.start_parent("pipeline quick")
     assert main(["mlflow", "end-parent", parent, "--rc", "0"]) == 0
     c = mlflow.tracking.MlflowClient()
     assert c.get_run(parent).info.status == "FINISHED" and c.get_run(orphan).info.status == "KILLED"

@@ -194,6 +194,7 @@ def exclusive_run(state: Path):
 
 def _run_locked(root: Path, jobs, address, gpus, remote, keep_worktrees, rt, ray, state: Path, targets=None) -> int:
     from .. import tracking
+    from .. import tracking_runs
 
     for sub in ("stages", "logs"):
         shutil.rmtree(state / sub, ignore_errors=True)
@@ -207,7 +208,7 @@ def _run_locked(root: Path, jobs, address, gpus, remote, keep_worktrees, rt, ray
         if own_parent:
             profile = (root / "params.yaml").read_text().split("profile:", 1)[-1].split()[0]
             try:
-                os.environ[tracking.PARENT_ENV] = tracking.start_parent(
+                os.environ[tracking.PARENT_ENV] = tracking_runs.start_parent(
                     params={"profile": profile, "jobs": jobs}, tags={"sentlab.parallel": "ray"})
             except Exception as e:  # noqa: BLE001 - tracking never stops the run
                 tracking.degrade("create the run's parent run", e)
@@ -226,7 +227,7 @@ def _run_locked(root: Path, jobs, address, gpus, remote, keep_worktrees, rt, ray
             if own_parent:
                 status = "KILLED" if rc is None else "FINISHED" if rc == 0 else "FAILED"
                 try:
-                    tracking.end_parent(os.environ.pop(tracking.PARENT_ENV), status)
+                    tracking_runs.end_parent(os.environ.pop(tracking.PARENT_ENV), status)
                 except Exception as e:  # noqa: BLE001 - a side channel: the run's exit status stands
                     tracking.degrade("close the run's parent run", e)
             ended = time.time()

@@ -297,16 +297,17 @@ def environment_lines(metrics: dict[str, dict]) -> list[str]:
 
 
 def log_seed_aggregates(rep: Report, metrics: dict[str, dict]) -> dict[str, str]:
-    """Log, on the MLflow run grouping each model's seeds (:func:`sentlab.tracking.method_parent`),
+    """Log, on the MLflow run grouping each model's seeds (:func:`sentlab.tracking_runs.method_parent`),
     the mean, std and n of every STS column over its evaluated seeds. Returns ``{model: run id}``."""
     import numpy as np
 
     from .. import tracking
+    from .. import tracking_runs
     from .paper_tables import STS7, extract
 
     done = {}
     for model, names in sorted(rep.seed_groups.items()):
-        run_id = tracking.method_parent(model)
+        run_id = tracking_runs.method_parent(model)
         if run_id is None:
             continue
         vals = [extract(metrics[n], "sts")[0] for n in names]
@@ -357,6 +358,7 @@ def log_to_mlflow(rep: Report, parent_run_id: Optional[str] = None) -> dict[str,
     import tempfile
 
     from .. import tracking
+    from .. import tracking_runs
 
     parent_run_id = parent_run_id or os.environ.get(tracking.PARENT_ENV)
     c = tracking.client()
@@ -365,8 +367,8 @@ def log_to_mlflow(rep: Report, parent_run_id: Optional[str] = None) -> dict[str,
                      if r.model and r.evaluated})
     with tempfile.TemporaryDirectory() as tmp:
         for model in models:
-            runs = (tracking.find_runs(model, stage="train", max_results=1)
-                    or tracking.find_runs(model, stage="evaluate", max_results=1))
+            runs = (tracking_runs.find_runs(model, stage="train", max_results=1)
+                    or tracking_runs.find_runs(model, stage="evaluate", max_results=1))
             if not runs:
                 log.warning("MLflow: no run found for %s; its table rows are logged only on the parent run", model)
                 continue
@@ -382,14 +384,14 @@ def log_to_mlflow(rep: Report, parent_run_id: Optional[str] = None) -> dict[str,
             done[model] = run_id
     target = parent_run_id
     if not target:
-        target = tracking.start_parent("report", tags={"sentlab.stage": "report"})
+        target = tracking_runs.start_parent("report", tags={"sentlab.stage": "report"})
     for p in sorted(rep.files):
         f = rep.root / p
         if f.is_file():
             sub = Path(p).parent.relative_to("reports").as_posix() if Path(p).parts[0] == "reports" else ""
             c.log_artifact(target, str(f), artifact_path="report" + (f"/{sub}" if sub not in ("", ".") else ""))
     if not parent_run_id:
-        tracking.end_parent(target)
+        tracking_runs.end_parent(target)
     done["parent"] = target
     done.update({f"seeds:{k}": v for k, v in log_seed_aggregates(rep, profile_metrics(rep.root, rep.models)).items()})
     return done

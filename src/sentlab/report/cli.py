@@ -33,6 +33,7 @@ def cmd_report(args) -> int:
 
 def cmd_start_parent(args) -> int:
     from .. import tracking
+    from .. import tracking_runs
 
     params = {}
     if args.params and os.path.exists(args.params):
@@ -46,8 +47,9 @@ def cmd_start_parent(args) -> int:
         params["profile"] = args.profile
     name = args.name or f"pipeline {params.get('profile', '')}".strip()
     try:   # the recipe's shell owns the run: it closes it after `dvc repro` (the sweep closes it if it dies)
-        run_id = tracking.start_parent(name, params=params, tags={"sentlab.profile": str(params.get("profile", ""))},
-                                       owner_pid=os.getppid())
+        run_id = tracking_runs.start_parent(name, params=params,
+                                            tags={"sentlab.profile": str(params.get("profile", ""))},
+                                            owner_pid=os.getppid())
     except Exception as e:  # noqa: BLE001 - tracking never stops the pipeline: no parent run, stages untracked
         tracking.degrade("create the pipeline's parent run", e)
         run_id = ""
@@ -57,27 +59,29 @@ def cmd_start_parent(args) -> int:
 
 def cmd_end_parent(args) -> int:
     from .. import tracking
+    from .. import tracking_runs
 
     status = args.status or ("FINISHED" if args.rc == 0 else ("KILLED" if args.rc in (130, 137, 143) else "FAILED"))
     if args.run_id:
         try:
-            tracking.end_parent(args.run_id, status)
+            tracking_runs.end_parent(args.run_id, status)
             print(f"mlflow: parent run {args.run_id} {status}", file=sys.stderr)
         except Exception as e:  # noqa: BLE001 - a side channel: the pipeline's exit status stands
             tracking.degrade(f"close the parent run {args.run_id}", e)
-    tracking.sweep_orphans()   # runs of stages killed under it (their process is gone)
+    tracking_runs.sweep_orphans()   # runs of stages killed under it (their process is gone)
     return 0
 
 
 def cmd_wrap(args) -> int:
     """Run a command (no shell) with SENTLAB_PARENT_RUN_ID set to a new parent run; close it with the exit status."""
     from .. import tracking
+    from .. import tracking_runs
     from ..errors import SentlabError
 
     cmd = [c for c in args.cmd if c != "--"]
     if not cmd:
         raise SentlabError("`sentlab mlflow wrap` needs a command after `--`, e.g. `sentlab mlflow wrap -- dvc repro`.")
-    run_id = tracking.start_parent(args.name or " ".join(cmd)[:200])
+    run_id = tracking_runs.start_parent(args.name or " ".join(cmd)[:200])
     env = dict(os.environ, **{tracking.PARENT_ENV: run_id})
     rc = 1
     try:
@@ -85,7 +89,7 @@ def cmd_wrap(args) -> int:
     except KeyboardInterrupt:
         rc = 130
     finally:
-        tracking.end_parent(run_id, "FINISHED" if rc == 0 else ("KILLED" if rc == 130 else "FAILED"))
+        tracking_runs.end_parent(run_id, "FINISHED" if rc == 0 else ("KILLED" if rc == 130 else "FAILED"))
     return rc
 
 

@@ -25,13 +25,12 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 from pydantic import ValidationError
 
-from ..config import Params, _format_validation
-
-from ..yaml_files import deep_merge
-from ..errors import SentlabError
-from ..timing import timed
-from ..methods import get_method
 from .. import distributed as D
+from ..config import Params, _format_validation
+from ..errors import SentlabError
+from ..methods import get_method
+from ..timing import timed
+from ..yaml_files import deep_merge
 from .checkpoint import publish, write_curve, write_marker
 from .data import load_corpus
 from .compiled import check_step_options
@@ -209,6 +208,7 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
 
     if tracking and D.is_main():
         from .. import tracking as T
+        from .. import tracking_runs as R
 
         run_name = T.run_name(method_id, mparams.model_dump(), variant=None if name == method_id else name,
                               train=cfg.model_dump(), keys=cls.run_name_params)
@@ -221,8 +221,8 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
         # a run resuming a checkpoint continues the MLflow run the killed process left open
         resumable = any((ckpt_dir / d / "state.json").is_file() for d in ("last", ".last.old"))
         with T.run(f"{run_name} seed={params.seed}", params=logged, tags=tags,
-                   parent_run_id=T.method_parent(group or name),
-                   resume_run_id=T.interrupted_training_run(name, key, resumable),
+                   parent_run_id=R.method_parent(group or name),
+                   resume_run_id=R.interrupted_training_run(name, key, resumable),
                    system_metrics=True) as mlflow:   # MLflow's system/ metrics (CPU, memory, GPU) while it trains
             T.log_corpus_input(mlflow, root / "data" / "corpus" / f"{corpus_name}.parquet", corpus_name,
                                corpus.fingerprint, len(corpus))
