@@ -72,10 +72,7 @@ def _tensor_bytes(t: torch.Tensor) -> np.ndarray:
 
 def model_fingerprint(model: torch.nn.Module, tokenizer) -> str:
     """sha256 of a model's weights (parameters and buffers), config and tokenizer."""
-    h = hashlib.sha256()
-    for name, t in sorted(model.state_dict().items()):
-        h.update(f"{name}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
-        h.update(_tensor_bytes(t))
+    h = _hash_state(hashlib.sha256(), model)
     config = getattr(model, "config", None)
     h.update((config.to_json_string(use_diff=False) if config is not None else type(model).__name__).encode())
     backend = getattr(tokenizer, "backend_tokenizer", None)
@@ -115,11 +112,15 @@ def _head_fingerprint(head: Optional[torch.nn.Module]) -> Optional[str]:
     backbone with and without its head, or with another head, never shares an entry."""
     if head is None:
         return None
-    h = hashlib.sha256(repr(head).encode())
-    for name, t in sorted(head.state_dict().items()):
+    return _hash_state(hashlib.sha256(repr(head).encode()), head).hexdigest()
+
+
+def _hash_state(h, module: torch.nn.Module):
+    """``h`` updated with every parameter and buffer of ``module`` (name, dtype, shape, bytes, in name order)."""
+    for name, t in sorted(module.state_dict().items()):
         h.update(f"{name}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
         h.update(_tensor_bytes(t))
-    return h.hexdigest()
+    return h
 
 
 @dataclasses.dataclass
