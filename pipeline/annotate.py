@@ -19,7 +19,7 @@ from pathlib import Path
 
 from sentlab.annotate import annotate_file, options_from_params
 from sentlab.io import write_json
-from sentlab.pipeline_util import run_stage
+from sentlab.pipeline.entry import run_stage
 from sentlab.stage_params import stage_params
 
 CORPUS_DIR = Path("data/corpus")

@@ -22,8 +22,8 @@ from sentlab.config import RUNTIME_KEYS
 from sentlab.errors import SentlabError
 from sentlab.hub.card import model_card
 from sentlab.io import atomic_path, independent_copy
-from sentlab.pipeline_util import run_stage
-from sentlab.stage_list import profile_models
+from sentlab.pipeline.entry import run_stage
+from sentlab.pipeline.stage_list import profile_models
 from sentlab.stage_params import stage_params
 
 log = logging.getLogger("export")
@@ -47,7 +47,7 @@ def _copy_tree(src: Path, dest: Path) -> None:
 
 def train_stage(name: str) -> str:
     """The DVC stage that trains ``name`` (models.yaml's entry names its group: train or train_distill)."""
-    from sentlab.stage_list import read_stage_list, train_stage as stage_of
+    from sentlab.pipeline.stage_list import read_stage_list, train_stage as stage_of
 
     return stage_of(name, read_stage_list()["models"][name])
 
@@ -66,6 +66,7 @@ def seed_metrics(name: str, ours: Optional[dict[str, bool]] = None) -> dict:
 
 def export_one(params, folder: Path, dest: Path) -> None:
     from sentlab.methods import registered
+    from sentlab.methods.blocks import method_params
 
     info = _read(folder / "sentlab.json")
     name = folder.name
@@ -74,7 +75,7 @@ def export_one(params, folder: Path, dest: Path) -> None:
     if seeds:
         metrics = dict(metrics, seed_rows=seeds)
     method_id = info["method"]
-    in_force = metrics.get("method") or params.method_params(method_id).model_dump(mode="json")
+    in_force = metrics.get("method") or method_params(params, method_id).model_dump(mode="json")
     train = params.train.model_dump(mode="json", exclude={"methods", *RUNTIME_KEYS})
     cls = registered().get(method_id)
     _copy_tree(folder, dest)
@@ -85,7 +86,7 @@ def export_one(params, folder: Path, dest: Path) -> None:
 
 def main() -> None:
     from sentlab.failures import failed_stages, missing_reason
-    from sentlab.stage_list import read_stage_list
+    from sentlab.pipeline.stage_list import read_stage_list
 
     params = stage_params("export")
     ours = profile_models(params)

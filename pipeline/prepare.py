@@ -17,8 +17,8 @@ from sentlab.data.corpus import stats_dict, write_corpus, write_sample
 from sentlab.data.nli import SOURCES, write_nli
 from sentlab.data.sts import all_sides, write_table
 from sentlab.io import staged_outputs, write_json
-from sentlab.pipeline_util import run_stage
-from sentlab.sources import parse_sources, sha256_file
+from sentlab.pipeline.entry import run_stage
+from sentlab.pipeline.sources import parse_sources, sha256_file
 from sentlab.stage_params import stage_params
 
 def copy_raw(resolved, rel_paths, dest: Path) -> None:

@@ -4,10 +4,10 @@ stage executes -> data/sources/ (``data.json``, ``model.json``, ``transfer.json`
 
 ``always_changed`` in dvc.yaml: DVC cannot see files outside the repository, so this stage looks at
 them at every ``dvc repro``; the stages that read a source depend on its file here, so they re-run
-exactly when a source's bytes change (:mod:`sentlab.sources`). The code files hash the sentlab modules
+exactly when a source's bytes change (:mod:`sentlab.pipeline.sources`). The code files hash the sentlab modules
 each entry point can import, comments and docstrings left out (:mod:`sentlab.provenance`). It runs
 first, so it is also where a stale stage list (models.yaml) stops the run
-(:func:`sentlab.stage_list.check_stage_list`).
+(:func:`sentlab.pipeline.stage_list.check_stage_list`).
 """
 
 from __future__ import annotations
@@ -17,13 +17,14 @@ import sys
 from pathlib import Path
 
 from sentlab.io import sweep_temporaries, write_json
-from sentlab.pipeline_util import run_stage
+from sentlab.pipeline.entry import run_stage
 from sentlab.provenance import stage_code_files
-from sentlab.sources import (data_sources, glue_sources, model_sources, parse_sources, retrieval_sources,
+from sentlab.pipeline.sources import (data_sources, glue_sources, model_sources, parse_sources, retrieval_sources,
                              transfer_sources)
-from sentlab.stage_list import check_stage_list
+from sentlab.methods.blocks import check_blocks
+from sentlab.pipeline.stage_list import check_stage_list
 from sentlab.stage_params import stage_params
-from sentlab.tracking_runs import sweep_orphans
+from sentlab.tracking.runs import sweep_orphans
 
 OUT = Path("data/sources")
 
@@ -34,6 +35,7 @@ def main() -> None:
     still in place: DVC removes a stage's outputs before running it. The outputs here persist (dvc.yaml),
     so the previous hashes are there to compare with and stay when this stage fails."""
     params = stage_params("sources")
+    check_blocks(params)   # every method line and ablation against its method's Params, before any stage does work
     check_stage_list(params)
     data = {"files": data_sources(params.prepare.corpus, params.prepare.nli),
             "checked_with": {"seed": params.seed, "prepare": params.prepare.model_dump(mode="json")}}

@@ -357,7 +357,7 @@ def deepest_layers(values: dict, floor: int = 2) -> int:
     own block: L2P-CSR's perturbed layers, e.g. the paper profile's ``l2p_layers_6`` ablation), at least
     ``floor``: the stand-ins' depth."""
     from sentlab.config import validate
-    from sentlab.stage_list import models_for
+    from sentlab.pipeline.stage_list import models_for
 
     def scan(block) -> int:
         if isinstance(block, dict):

@@ -21,6 +21,7 @@ import mlflow
 import pytest
 import yaml
 
+from sentlab.methods.blocks import method_params
 import sentlab.methods as M
 from sentlab.config import load_params
 from _support.sts_tables import three_score_table as _table
@@ -47,7 +48,7 @@ def with_line(tmp_path: Path, train: bool = False) -> Path:
     """A copy of profiles/ with the one line added to profiles/quick.yaml's ``methods`` (and, with ``train``, the
     method's name in its ``train.methods``), then params.yaml and models.yaml written from it by ``sentlab profile
     quick``; returns the params.yaml."""
-    from sentlab.profiles import set_profile
+    from sentlab.pipeline.profiles import set_profile
 
     shutil.copytree(REPO / "profiles", tmp_path / "profiles")
     quick = tmp_path / "profiles" / "quick.yaml"
@@ -73,7 +74,7 @@ def test_adding_it_touches_only_its_module_its_test_and_a_profile_line(added, tm
     changed = [x for x in difflib.unified_diff(before, after, lineterm="", n=0)
                if x[:1] in "+-" and not x.startswith(("+++", "---"))]
     assert changed == ["+" + PROFILE_LINE]
-    assert load_params(tmp_path / "params.yaml").method_params("mean_simcse").temperature == 0.05
+    assert method_params(load_params(tmp_path / "params.yaml"), "mean_simcse").temperature == 0.05
     named = [p for d in ("src", "pipeline", "profiles") for p in (REPO / d).rglob("*")
              if p.is_file() and p.suffix in (".py", ".yaml", ".json") and "mean_simcse" in p.read_text()]
     named += [REPO / f for f in ("dvc.yaml", "params.yaml", "models.yaml", "Makefile")
@@ -87,8 +88,8 @@ def test_sentlab_methods_and_params_pick_it_up(added, tmp_path, capsys):
     assert main(["methods"]) == 0
     assert "mean_simcse" in capsys.readouterr().out
     params = load_params(with_line(tmp_path))
-    assert params.method_params("mean_simcse").temperature == 0.05
-    from sentlab.stage_list import stage_list_for
+    assert method_params(params, "mean_simcse").temperature == 0.05
+    from sentlab.pipeline.stage_list import stage_list_for
 
     assert "mean_simcse" not in stage_list_for(params)["models"]   # no stage until train.methods lists it
 

@@ -14,7 +14,7 @@ from spacy.tokens import Doc  # noqa: E402
 from conftest import nltk_with
 
 from sentlab.annotate import BackendOptions, get_backend  # noqa: E402
-from sentlab.annotate.base import stopwords_english  # noqa: E402
+from sentlab.nltk_resources import stopwords_english  # noqa: E402
 from sentlab.annotate.spacy_backend import annotate_doc, frames_from_doc  # noqa: E402
 from sentlab.errors import SentlabError  # noqa: E402
 

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sentlab.methods.blocks import method_params
 from sentlab.config import PROFILES, load_params, validate
+from sentlab.methods.blocks import validate_params
 from sentlab.errors import SentlabError
 from sentlab.profile_files import profile_values
 
@@ -31,11 +33,11 @@ def test_every_profile_is_valid(profile):
     p = load_params(REPO / "params.yaml", profile=profile)
     assert p.profile == profile
     for mid in p.trained_ids:
-        p.method_params(mid)
+        method_params(p, mid)
 
 
 def test_the_committed_params_are_the_quick_profile_byte_for_byte():
-    from sentlab.profiles import params_text
+    from sentlab.pipeline.profiles import params_text
 
     assert (REPO / "params.yaml").read_text() == params_text("quick", PROFILES_DIR)
     assert raw()["profile"] == "quick"
@@ -46,7 +48,7 @@ def test_profiles_override_the_base():
     over = yaml.safe_load((PROFILES_DIR / "smoke.yaml").read_text())
     assert smoke["prepare"]["size"] == over["prepare"]["size"] != quick["prepare"]["size"]
     assert smoke["prepare"]["max_words"] == quick["prepare"]["max_words"]   # what the override leaves alone
-    assert validate(profile_values("paper", PROFILES_DIR)).model.backbone == "bert-base-uncased"
+    assert validate_params(profile_values("paper", PROFILES_DIR)).model.backbone == "bert-base-uncased"
 
 
 def test_the_base_profile_sets_every_key_one_layer_of_defaults():
@@ -67,10 +69,10 @@ def test_the_base_profile_sets_every_key_one_layer_of_defaults():
 def test_runtime_keys_live_in_runtime_and_reach_the_loop():
     r = raw()
     r["runtime"]["checkpoint_every"] = 3
-    assert validate(r).train.checkpoint_every == 3
+    assert validate_params(r).train.checkpoint_every == 3
     r["train"]["checkpoint_every"] = 3
     with pytest.raises(SentlabError, match=r"`train.checkpoint_every` belongs to the `runtime` section"):
-        validate(r)
+        validate_params(r)
 
 
 def test_num_threads_is_a_train_key_and_the_old_runtime_line_says_where_it_went():
@@ -78,18 +80,18 @@ def test_num_threads_is_a_train_key_and_the_old_runtime_line_says_where_it_went(
     ``train.num_threads``; a params.yaml from before the move names the new place."""
     r = raw()
     r["train"]["num_threads"] = 3
-    assert validate(r).train.num_threads == 3
+    assert validate_params(r).train.num_threads == 3
     r = raw()
     r["runtime"]["num_threads"] = 3
     with pytest.raises(SentlabError, match=r"`runtime.num_threads` moved to `train.num_threads`"):
-        validate(r)
+        validate_params(r)
 
 
 def test_unknown_key_names_key_and_allowed_keys():
     r = raw()
     r["train"]["learning_rate"] = 1e-3
     with pytest.raises(SentlabError) as e:
-        validate(r)
+        validate_params(r)
     msg = str(e.value)
     assert "`train.learning_rate`: unknown key" in msg and "lr" in msg and "batch_size" in msg
 
@@ -98,19 +100,19 @@ def test_bad_value_names_key_and_allowed_values():
     r = raw()
     r["annotate"]["backend"] = "stanza"
     with pytest.raises(SentlabError) as e:
-        validate(r)
+        validate_params(r)
     assert "`annotate.backend`" in str(e.value) and "'nltk'" in str(e.value) and "'spacy'" in str(e.value)
     r = raw()
     r["train"]["lr"] = -1
     with pytest.raises(SentlabError, match=r"`train.lr`: Input should be greater than 0 \(got -1\)"):
-        validate(r)
+        validate_params(r)
 
 
 def test_unknown_method_is_rejected():
     r = raw()
     r["train"]["methods"] = ["simcse_typo"]
     with pytest.raises(SentlabError, match="simcse_typo"):
-        validate(r)
+        validate_params(r)
 
 
 def test_unknown_profile_and_a_profile_file_naming_its_profile(tmp_path):
@@ -136,7 +138,7 @@ def test_a_method_with_init_from_belongs_in_methods_from():
     r["methods"]["paser_sup"] = r["methods_from"].pop("paser_sup")
     r["methods"]["paser_sup"].pop("from")
     with pytest.raises(SentlabError, match="move its line to `methods_from` as `paser_sup: {from: paser"):
-        validate(r)
+        validate_params(r)
 
 
 def test_method_lines_list_only_what_differs_from_the_defaults():
@@ -152,8 +154,8 @@ def test_method_lines_list_only_what_differs_from_the_defaults():
 
 
 def test_set_profile_writes_params_and_the_stage_list(tmp_path):
-    from sentlab.profiles import set_profile
-    from sentlab.stage_list import read_stage_list
+    from sentlab.pipeline.profiles import set_profile
+    from sentlab.pipeline.stage_list import read_stage_list
 
     p = copy_params(tmp_path)
     before = p.read_text()
@@ -174,7 +176,7 @@ def test_set_profile_writes_params_and_the_stage_list(tmp_path):
 
 
 def test_a_profile_drops_the_comments_of_the_values_it_changes():
-    from sentlab.profiles import params_text
+    from sentlab.pipeline.profiles import params_text
 
     paper = params_text("paper", PROFILES_DIR)
     assert "quick: a CPU-sized slice of the epoch" not in paper and "max_steps: null" in paper
@@ -183,7 +185,7 @@ def test_a_profile_drops_the_comments_of_the_values_it_changes():
 
 
 def test_the_stage_list_follows_the_profile():
-    from sentlab.stage_list import active_models, stage_list_for
+    from sentlab.pipeline.stage_list import active_models, stage_list_for
 
     quick = stage_list_for(load_params(REPO / "params.yaml"))
     assert list(quick["models"]) == ["simcse", "ct", "moco", "moco_srl", "ptbert", "paser", "l2p", "prompt_l2p",
@@ -204,15 +206,15 @@ def test_the_stage_list_follows_the_profile():
 
 
 def test_the_committed_stage_list_is_the_committed_params(tmp_path):
-    from sentlab.stage_list import check_stage_list, stage_list_text
+    from sentlab.pipeline.stage_list import check_stage_list, stage_list_text
 
     assert (REPO / "models.yaml").read_text() == stage_list_text(load_params(REPO / "params.yaml"))
     r = raw()
     r["seeds"]["per_method"]["simcse"] = 2   # edited by hand: the list has two simcse seeds too many
     with pytest.raises(SentlabError, match=r"lists other models than params.yaml makes \(simcse-s44\).*sentlab stages"):
-        check_stage_list(validate(r), REPO / "models.yaml")
+        check_stage_list(validate_params(r), REPO / "models.yaml")
     with pytest.raises(SentlabError, match="is missing"):
-        check_stage_list(validate(r), tmp_path / "models.yaml")
+        check_stage_list(validate_params(r), tmp_path / "models.yaml")
 
 
 def test_cli_reports_invalid_params_with_exit_2(tmp_path, capsys):
@@ -243,7 +245,7 @@ def test_ablation_variant_names_must_be_dvc_safe():
     r = raw()
     r["ablations"]["variants"]["l2p_phi_0.5"] = {"method": "l2p", "set": {"phi": 0.5}}
     with pytest.raises(SentlabError, match=r"l2p_phi_0.5.*0p01"):
-        validate(r)
+        validate_params(r)
 
 
 def test_every_ablation_variant_has_a_valid_method_and_overrides():
@@ -293,3 +295,21 @@ def test_metrics_record_the_models_own_backbone():
         "roberta-base"
     assert metrics_backbone(paper, "trained", {"method": {"id": "simcse", "backbone": None}}) == "bert-base-uncased"
     assert metrics_backbone(paper, "baseline", {"method": {"backbone": "roberta-base"}}) == "bert-base-uncased"
+
+
+def test_config_is_the_schema_and_the_methods_check_their_own_blocks():
+    """#57: ``sentlab.config`` imports no method. It checks the sections; a method's line is checked against the
+    method's own Params by ``sentlab.methods.blocks`` (the profiles, ``sentlab profile`` and the command line go
+    through it, a training through ``method_params``)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, sentlab.config, sentlab.stage_params, sentlab.profile_files; "
+            "print(sorted(m for m in sys.modules if m.startswith('sentlab.methods')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    r = raw()
+    r["methods"]["simcse"] = {"temprature": 0.05}
+    assert validate(r).methods["simcse"] == {"temprature": 0.05}         # the schema: methods.<id> is the method's
+    with pytest.raises(SentlabError, match=r"`methods\.simcse\.temprature`: unknown key; allowed keys here: .*tempera"):
+        validate_params(r)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from sentlab.methods.blocks import method_params
 from sentlab.config import TrainParams
 from sentlab.encoder import pool
 from sentlab.errors import SentlabError
@@ -162,7 +163,7 @@ def test_paper_profile_settings():
     from sentlab.train.run import resolve_train
 
     p = load_params(Path(__file__).resolve().parents[1] / "params.yaml", profile="paper")
-    cfg = resolve_train(p, p.method_params("consert"))
+    cfg = resolve_train(p, method_params(p, "consert"))
     assert (cfg.batch_size, cfg.max_length, cfg.lr, cfg.epochs, cfg.eval_every) == (96, 64, 5e-7, 10, 200)
     assert "consert" in p.train.methods and "consert" in p.transfer.models
 

@@ -4,6 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from sentlab.methods.blocks import method_params
 from sentlab.config import Params, TrainParams
 from sentlab.methods import get_method
 from sentlab.methods.base import Batch
@@ -70,5 +71,5 @@ def test_paper_profile_evaluates_ct_every_250_steps():
     from sentlab.config import load_params
 
     p = load_params(Path(__file__).resolve().parents[1] / "params.yaml", profile="paper")
-    assert resolve_train(p, p.method_params("ct")).eval_every == 250
-    assert resolve_train(p, p.method_params("ptbert")).eval_every == 125
+    assert resolve_train(p, method_params(p, "ct")).eval_every == 250
+    assert resolve_train(p, method_params(p, "ptbert")).eval_every == 125

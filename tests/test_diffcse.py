@@ -65,7 +65,7 @@ def test_the_defaults_are_the_code_behind_the_number_and_the_papers_text_is_an_a
     from sentlab.config import validate
     from sentlab.profile_files import profile_values
     from sentlab.report.ablations import trained_settings
-    from sentlab.stage_list import stage_list_for
+    from sentlab.pipeline.stage_list import stage_list_for
 
     p = get_method("diffcse").Params()
     assert (p.generator_decoding, p.generator_positions, p.rtd_positions) == ("argmax", "all", "all")

@@ -153,3 +153,12 @@ def test_only_the_exports_stay_out_of_the_dvc_cache():
     uncached = sorted(next(iter(out)) for stage in stages.values() for out in stage.get("outs", [])
                       if isinstance(out, dict) and next(iter(out.values()), {}).get("cache") is False)
     assert uncached == ["exports"]
+
+
+def test_provenance_reads_the_registry_from_the_source():
+    """#57: provenance stands below the methods and imports none; the method ids and their modules it reads from
+    the ``@register`` decorators are the registry's."""
+    from sentlab.methods import registered
+    from sentlab.provenance import registered_ids
+
+    assert registered_ids() == {m: cls.__module__ for m, cls in registered().items()}

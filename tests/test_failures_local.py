@@ -12,7 +12,7 @@ import pytest
 
 from sentlab import failures
 from sentlab.errors import SentlabError
-from sentlab.pipeline_util import run_stage
+from sentlab.pipeline.entry import run_stage
 from sentlab.report.build import build_report
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -131,7 +131,7 @@ def test_the_export_leaves_out_what_failed_naming_the_stage(tmp_path, monkeypatc
 
     from conftest import stage_workspace
 
-    from sentlab.pipeline_util import report_errors
+    from sentlab.pipeline.entry import report_errors
 
     work = stage_workspace(tmp_path / "work")
     monkeypatch.chdir(work)
@@ -153,7 +153,7 @@ def test_the_export_after_a_failed_first_stage_has_no_models_folder_and_no_trace
 
     from conftest import stage_workspace
 
-    from sentlab.pipeline_util import report_errors
+    from sentlab.pipeline.entry import report_errors
 
     work = stage_workspace(tmp_path / "work")
     monkeypatch.chdir(work)

@@ -59,7 +59,7 @@ def _repo_copy(tmp_path):
 def test_params_written_from_a_committed_profile_are_not_dirty_but_a_hand_edit_is(tmp_path):
     """Issue #55: `make repro PROFILE=smoke` in a fresh clone rewrites params.yaml and models.yaml from the committed
     profiles/: the run's fingerprint said `sentlab_dirty true`."""
-    from sentlab.profiles import set_profile
+    from sentlab.pipeline.profiles import set_profile
 
     clone = _repo_copy(tmp_path)
     set_profile(clone / "params.yaml", "smoke")                         # what `make repro PROFILE=smoke` does
@@ -67,4 +67,29 @@ def test_params_written_from_a_committed_profile_are_not_dirty_but_a_hand_edit_i
     text = (clone / "params.yaml").read_text()
     (clone / "params.yaml").write_text(text.replace("seed: 42", "seed: 7", 1))   # a hand edit
     assert "seed: 7" in (clone / "params.yaml").read_text()
+    assert git_state(clone)["dirty"] == "true"
+
+
+def test_the_profile_record_does_not_outlive_a_change_of_the_profile_files(tmp_path):
+    """#57: the dirty check no longer writes the profile again (fingerprint imports nothing of the pipeline wing); it
+    compares params.yaml and models.yaml with what `sentlab profile` recorded it wrote. A profile file committed since
+    (the written files no longer what it gives) or a record missing is dirty, never hidden."""
+    import json
+
+    from sentlab.fingerprint import PROFILE_MARK
+    from sentlab.pipeline.profiles import set_profile
+
+    clone = _repo_copy(tmp_path)
+    set_profile(clone / "params.yaml", "smoke")
+    mark = clone / ".git" / PROFILE_MARK
+    recorded = json.loads(mark.read_text())
+    assert set(recorded) == {"commit", "profiles", "params.yaml", "models.yaml"}
+    assert git_state(clone)["dirty"] == "false"
+    smoke = clone / "profiles" / "smoke.yaml"
+    smoke.write_text(smoke.read_text() + "\nseed: 7\n")
+    _git(clone, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "smoke's seed", "profiles/smoke.yaml")
+    assert git_state(clone)["dirty"] == "true"          # params.yaml is the old smoke's
+    set_profile(clone / "params.yaml", "smoke", force=True)
+    assert git_state(clone)["dirty"] == "false"
+    mark.unlink()
     assert git_state(clone)["dirty"] == "true"

@@ -48,7 +48,7 @@ def store(tmp_path, monkeypatch):
     """Write runs into a SQLite store as the pipeline does (tracking.run under a parent, step curves,
     then the report stage attaching its tables and figures)."""
     from sentlab import tracking
-    from sentlab import tracking_runs
+    from sentlab.tracking import runs as tracking_runs
     from sentlab.methods import get_method
     from sentlab.report.build import build_report, log_to_mlflow
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from sentlab.config import Params, TrainParams, load_params
+from sentlab.methods.blocks import load_checked
 from sentlab.data.nli import write_nli
 from sentlab.errors import SentlabError
 from sentlab.methods import get_method
@@ -137,7 +138,7 @@ def test_methods_from_must_name_the_methods_init_from(tmp_path):
     assert "paser_sup: {from: paser," in text
     (tmp_path / "params.yaml").write_text(text.replace("paser_sup: {from: paser,", "paser_sup: {from: simcse,"))
     with pytest.raises(SentlabError, match=r"`paser_sup` starts from the trained model of `paser`.*from: simcse"):
-        load_params(tmp_path / "params.yaml")
+        load_checked(tmp_path / "params.yaml")
 
 
 def test_dvc_paser_sup_stage_reads_models_paser_and_others_do_not():
@@ -173,7 +174,7 @@ def test_training_paser_sup_without_paser_is_refused_when_params_load(tmp_path):
     line = next(ln for ln in text.splitlines() if ln.startswith("  methods: [") and "paser_sup" in ln)
     (tmp_path / "params.yaml").write_text(text.replace(line, line.replace(" paser,", "")))
     with pytest.raises(SentlabError, match=r"paser_sup \(starts from paser\)"):
-        load_params(tmp_path / "params.yaml")
+        load_checked(tmp_path / "params.yaml")
 
 
 def test_paser_sup_tests_without_its_mlp_unless_asked(tok, tmp_path):

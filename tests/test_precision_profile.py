@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from sentlab.config import PROFILES
-from sentlab.profiles import load_all_profiles
+from sentlab.pipeline.profiles import load_all_profiles
 from sentlab.train import loop
 
 

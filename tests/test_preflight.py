@@ -339,7 +339,7 @@ def test_asset_messages_name_the_fetch_command_and_the_standins_are_params_edits
     from sentlab.config import validate
     from sentlab.yaml_files import deep_merge
     from sentlab.preflight.standins import changed_models
-    from sentlab.stage_list import stage_list_for
+    from sentlab.pipeline.stage_list import stage_list_for
 
     assert classify_asset("NLTK resource 'wordnet' (corpora/wordnet) is not installed.") == (
         "NLTK wordnet", "python -m nltk.downloader wordnet")
@@ -396,7 +396,7 @@ def test_every_declared_phase_reaches_an_observer(tmp_path, tok):
     its exception, the training's corpus, plan and optimiser steps, the encoder's passes) must be reported.
     This fails when a phase is no longer declared (the preflight's columns would go blank without a word)."""
     from sentlab.errors import SentlabError
-    from sentlab.pipeline_util import run_stage
+    from sentlab.pipeline.entry import run_stage
     from sentlab.timing import PHASES, observing
 
     def failing_stage():

@@ -227,7 +227,7 @@ def test_the_teachers_are_dvc_deps_of_the_train_stage_and_must_be_trained(tmp_pa
     from sentlab.config import validate
     from sentlab.yaml_files import deep_merge
     from sentlab.profile_files import profile_values
-    from sentlab.stage_list import stage_list_for
+    from sentlab.pipeline.stage_list import stage_list_for
 
     values = profile_values("paper", REPO / "profiles")
     lists = stage_list_for(validate(values))
@@ -246,7 +246,7 @@ def test_the_teachers_are_dvc_deps_of_the_train_stage_and_must_be_trained(tmp_pa
     with pytest.raises(SentlabError, match="add `diffcse` to train.methods"):
         stage_list_for(validate(bad))
     # the training's script names its stage from models.yaml: the stage whose declared params it reads
-    from sentlab.stage_list import write_stage_list
+    from sentlab.pipeline.stage_list import write_stage_list
     from sentlab.train.run import _train_stage
 
     write_stage_list(validate(values), tmp_path / "models.yaml")

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sentlab.config import validate
-from sentlab.profiles import load_all_profiles
+from sentlab.methods.blocks import validate_params
+from sentlab.pipeline.profiles import load_all_profiles
 from sentlab.profile_files import profile_values
 from sentlab.errors import SentlabError
 
@@ -119,14 +119,14 @@ def test_ablation_variants_are_validated(spec, match):
     r = raw()
     r["ablations"]["variants"]["bad"] = spec
     with pytest.raises(SentlabError, match=match):
-        validate(r)
+        validate_params(r)
 
 
 def test_ablations_enabled_must_be_a_real_bool():
     r = raw()
     r["ablations"]["enabled"] = "false"
     with pytest.raises(SentlabError, match=r"ablations\.enabled.*true or false"):
-        validate(r)
+        validate_params(r)
 
 
 # --- MLflow -----------------------------------------------------------------------------------
@@ -177,39 +177,39 @@ def test_runs_carry_the_commit_and_the_dvc_experiment(monkeypatch):
 def test_no_stage_declares_runtime_and_runtime_changes_no_stage_list():
     """`runtime` (threads, device, checkpoint interval) is how a training runs: no stage declares it, so an edit of
     it re-runs nothing; it changes no entry of the stage list either."""
-    from sentlab.stage_list import stage_list_for
+    from sentlab.pipeline.stage_list import stage_list_for
 
     dvc_yaml = yaml.safe_load((REPO / "dvc.yaml").read_text())
     for name, stage in dvc_yaml["stages"].items():
         declared = (stage.get("do") or stage).get("params") or []
         assert not any(str(k).split(".")[0] == "runtime" for k in declared), name
-    base = stage_list_for(validate(raw()))
+    base = stage_list_for(validate_params(raw()))
     for key, value in (("checkpoint_every", 7), ("heap", "system"), ("device", "cpu")):
         r = raw()
         r["runtime"][key] = value
-        assert stage_list_for(validate(r)) == base, key
+        assert stage_list_for(validate_params(r)) == base, key
 
 
 def test_editing_train_methods_changes_only_the_entries_added_or_removed():
-    from sentlab.stage_list import stage_list_for
+    from sentlab.pipeline.stage_list import stage_list_for
 
     r = raw()
-    base = stage_list_for(validate(r))["models"]
+    base = stage_list_for(validate_params(r))["models"]
     r["train"]["methods"] = [m for m in r["train"]["methods"] if m != "simcse"] + ["sg_opt"]
-    changed = stage_list_for(validate(r))["models"]
+    changed = stage_list_for(validate_params(r))["models"]
     assert sorted(set(base) ^ set(changed)) == ["sg_opt", "simcse", "simcse-s43", "simcse-s44"]
     assert all(changed[k] == base[k] for k in set(base) & set(changed))
 
 
 def test_an_ablation_entry_names_its_method_line_and_does_not_depend_on_the_methods_selection():
-    from sentlab.stage_list import stage_list_for
+    from sentlab.pipeline.stage_list import stage_list_for
 
     paper = profile_values("paper", REPO / "profiles")
-    v = stage_list_for(validate(paper))["models"]["ptbert_m64"]
+    v = stage_list_for(validate_params(paper))["models"]["ptbert_m64"]
     assert v == {"method": "ptbert", "seed": 42, "line": "methods.ptbert", "own": "ablations.variants.ptbert_m64",
                  "init": "data/sources/model.json", "train": "train"}
     paper["train"]["methods"].remove("ptbert")
-    assert stage_list_for(validate(paper))["models"]["ptbert_m64"] == v
+    assert stage_list_for(validate_params(paper))["models"]["ptbert_m64"] == v
 
 
 # --- `sentlab train` outside the profile ---------------------------------------------------------
@@ -293,7 +293,7 @@ def test_prepare_on_a_bad_source_names_it_and_leaves_the_outputs_as_they_were(mi
     import runpy
     import shutil
 
-    from sentlab.pipeline_util import report_errors
+    from sentlab.pipeline.entry import report_errors
 
     src = tmp_path / "mirror"
     shutil.copytree(mirror, src)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sentlab.config import validate
+from sentlab.methods.blocks import validate_params
 from sentlab.errors import SentlabError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,7 +33,7 @@ def test_nan_and_infinity_are_refused_naming_the_key(path, value):
         node = node.setdefault(k, {})
     node[path[-1]] = value
     with pytest.raises(SentlabError, match=r"`" + r"\.".join(path) + r"`.*finite"):
-        validate(r)
+        validate_params(r)
 
 
 def test_yaml_nan_in_params_file_exits_2(tmp_path, capsys):
@@ -157,7 +157,7 @@ def test_runtime_settings_keep_the_resume_key_and_result_settings_change_it():
         r = raw()
         for k, v in train.items():
             r["runtime" if k in RUNTIME_KEYS else "train"][k] = v
-        p = validate(r)
+        p = validate_params(r)
         return run_key(p, "simcse", method_params(p, "simcse"), "corpus-fp")
 
     base = key()
@@ -254,8 +254,8 @@ def test_every_file_prepare_reads_is_hashed_by_content_not_by_place(mirror, tmp_
     import runpy
     import shutil
 
-    from sentlab.pipeline_util import report_errors
-    from sentlab.sources import data_sources
+    from sentlab.pipeline.entry import report_errors
+    from sentlab.pipeline.sources import data_sources
 
     src = tmp_path / "mirror"
     shutil.copytree(mirror, src, ignore=shutil.ignore_patterns("models"))
@@ -317,7 +317,7 @@ def test_a_bad_source_fails_in_the_sources_stage_before_prepare_loses_its_output
     import runpy
     import shutil
 
-    from sentlab.pipeline_util import report_errors
+    from sentlab.pipeline.entry import report_errors
 
     src = tmp_path / "mirror"
     shutil.copytree(mirror, src, ignore=shutil.ignore_patterns("models"))
@@ -345,6 +345,25 @@ def test_a_bad_source_fails_in_the_sources_stage_before_prepare_loses_its_output
     assert (work / "data" / "sources" / "data.json").read_bytes() == before   # the previous state, for DVC to compare
 
 
+def test_the_sources_stage_checks_every_method_line_first(mirror, tmp_path, monkeypatch, capsys):
+    """#57: a stage reads params.yaml through the schema (config imports no method); the sources stage, which runs
+    first at every `dvc repro`, checks each method line against its method's Params: one paragraph, exit 2."""
+    import runpy
+
+    from conftest import stage_workspace
+    from sentlab.pipeline.entry import report_errors
+
+    work = stage_workspace(tmp_path / "work", lambda r: r["methods"]["simcse"].update(temprature=0.05))
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(mirror))
+    monkeypatch.setenv("SENTLAB_OFFLINE", "1")
+    main = runpy.run_path(str(REPO / "pipeline" / "sources.py"), run_name="sources")["main"]
+    assert report_errors(main) == 2
+    err = capsys.readouterr().err.strip()
+    assert "`methods.simcse.temprature`: unknown key" in err and "\n" not in err
+    assert not (work / "data" / "sources" / "data.json").exists()
+
+
 # --- code deps follow what each stage executes -------------------------------------------------------
 def test_an_edit_of_the_training_code_is_not_a_dependency_of_the_baselines():
     from sentlab.provenance import stage_code
@@ -366,7 +385,7 @@ def test_a_resumed_training_continues_the_run_the_killed_one_left_running(tmp_pa
     import mlflow
 
     from sentlab import tracking as T
-    from sentlab import tracking_runs as R
+    from sentlab.tracking import runs as R
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     tags = {"stage": "train", "sentlab.model": "simcse", "sentlab.run_key": "K1"}

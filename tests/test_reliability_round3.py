@@ -110,7 +110,7 @@ def test_the_sweep_closes_runs_whose_process_is_gone_and_only_those(tmp_path, mo
     import mlflow
 
     from sentlab import tracking
-    from sentlab import tracking_runs
+    from sentlab.tracking import runs as tracking_runs
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -131,7 +131,7 @@ def test_the_training_sweep_leaves_a_run_a_live_process_holds(tmp_path, monkeypa
     import mlflow
 
     from sentlab import tracking
-    from sentlab import tracking_runs
+    from sentlab.tracking import runs as tracking_runs
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     c = tracking.client()
@@ -148,7 +148,7 @@ def test_make_repros_parent_run_neither_stops_the_pipeline_nor_stays_open(tmp_pa
     import mlflow
 
     from sentlab import tracking
-    from sentlab import tracking_runs
+    from sentlab.tracking import runs as tracking_runs
     from sentlab.cli import main
 
     # a store that cannot be written: start-parent warns, prints an empty id and exits 0 (`make repro` goes on)

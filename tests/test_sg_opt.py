@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from sentlab.methods.blocks import method_params
 from sentlab.errors import SentlabError
 from sentlab.methods.base import Batch
 from sentlab.methods.sg_opt import layer_vectors, sg_opt_loss
@@ -120,7 +121,7 @@ def test_paper_profile_trains_sg_opt_with_the_codes_settings():
 
     p = load_params(Path(__file__).resolve().parents[1] / "params.yaml", profile="paper")
     assert "sg_opt" in p.train.methods
-    mp = p.method_params("sg_opt")
+    mp = method_params(p, "sg_opt")
     cfg = resolve_train(p, mp)
     assert (cfg.batch_size, cfg.lr, cfg.eval_every) == (16, 5e-5, 50)
     assert (mp.temperature, mp.reg_lambda, mp.head_dim) == (0.01, 0.1, 4096)

@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from sentlab.methods.blocks import method_params
 from sentlab.augment import crop, delete, make_augmenter
 from sentlab.config import TrainParams
 from sentlab.errors import SentlabError
@@ -187,13 +188,13 @@ def test_paper_profile_settings():
 
     p = load_params(Path(__file__).resolve().parents[1] / "params.yaml", profile="paper")
     for mid in ("simcse_crop", "simcse_deletion", "simcse_mlm"):
-        cfg = resolve_train(p, p.method_params(mid))
+        cfg = resolve_train(p, method_params(p, mid))
         assert (cfg.eval_every, cfg.batch_size, cfg.lr, cfg.max_length) == (250, 64, 3e-5, 32), mid
         assert mid in p.train.methods
-    mp = p.method_params("simcse_mlm")
+    mp = method_params(p, "simcse_mlm")
     assert (mp.mlm_weight, mp.mlm_prob, mp.lm_head, mp.decoder, mp.temperature) == (0.1, 0.15, "pretrained", "copy",
                                                                                      0.05)
-    assert (p.method_params("simcse_crop").rate, p.method_params("simcse_deletion").words) == (0.1, None)
+    assert (method_params(p, "simcse_crop").rate, method_params(p, "simcse_deletion").words) == (0.1, None)
 
 
 # --- each learns -----------------------------------------------------------------------------------------------

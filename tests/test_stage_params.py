@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from conftest import stage_workspace
 
+from sentlab.methods.blocks import method_params
 from sentlab.stage_params import UndeclaredParam, stage_params
 
 
@@ -23,7 +24,7 @@ def _edit(work, edit):
 def test_a_training_gets_its_declared_values(work):
     p = stage_params("train@moco")
     assert p.model.backbone == "sentence-transformers/all-MiniLM-L6-v2" and p.train.lr == 3e-5
-    assert p.method_params("moco").queue_size == 256 and p.evaluate.batch_size == 128
+    assert method_params(p, "moco").queue_size == 256 and p.evaluate.batch_size == 128
     assert list(p.methods) == ["moco"] and p.methods_from == {}        # its own line, no other
     assert p.train.checkpoint_every is None                            # runtime: read, never declared
     assert p.train.num_threads == 2                                    # declared: the bits depend on it
@@ -45,7 +46,7 @@ def test_an_undeclared_edit_cannot_reach_a_training(work):
     """Edits of keys train@simcse does not declare (another method's line, the evaluation's pairs, the corpus size,
     the ablation registry) leave everything it reads as it was; an edit of its own line reaches it."""
     before = stage_params("train@simcse")
-    seen = (before.method_params("simcse").model_dump(), before.train.model_dump(), before.model.model_dump())
+    seen = (method_params(before, "simcse").model_dump(), before.train.model_dump(), before.model.model_dump())
 
     def others(r):
         r["methods"]["moco"]["queue_size"] = 512
@@ -56,9 +57,9 @@ def test_an_undeclared_edit_cannot_reach_a_training(work):
 
     _edit(work, others)
     after = stage_params("train@simcse")
-    assert (after.method_params("simcse").model_dump(), after.train.model_dump(), after.model.model_dump()) == seen
+    assert (method_params(after, "simcse").model_dump(), after.train.model_dump(), after.model.model_dump()) == seen
     _edit(work, lambda r: r["methods"]["simcse"].update(temperature=0.07))
-    assert stage_params("train@simcse").method_params("simcse").temperature == 0.07
+    assert method_params(stage_params("train@simcse"), "simcse").temperature == 0.07
 
 
 def test_an_ablation_variant_reads_its_method_line_and_its_own(work):

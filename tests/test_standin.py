@@ -125,7 +125,7 @@ def bpe_files(tmp_path_factory):
         pytest.skip(f"needs the data mirror at {MIRROR}")
     import os
 
-    from sentlab.backbones.standin import bpe_standin_files
+    from sentlab.backbones.bpe import bpe_standin_files
 
     old = os.environ.get("SENTLAB_DATA_MIRROR")
     os.environ["SENTLAB_DATA_MIRROR"] = str(MIRROR)

@@ -180,7 +180,7 @@ def test_the_stage_of_a_model_the_profile_does_not_train_does_not_exist(tmp_path
     paragraph naming the fix, exit 2, and nothing written."""
     from conftest import stage_workspace
 
-    from sentlab.pipeline_util import report_errors
+    from sentlab.pipeline.entry import report_errors
 
     monkeypatch.chdir(stage_workspace(tmp_path))
     monkeypatch.delenv("DVC_STAGE", raising=False)

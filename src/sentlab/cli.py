@@ -21,14 +21,15 @@ def _cmd_evaluate(args) -> int:
     import time
     from pathlib import Path
 
-    from .config import EvaluateParams, load_params
+    from .config import EvaluateParams
+    from .methods.blocks import load_checked
     from .data.sts import sts_table
     from .evaluate.sts.protocol import evaluate_table
     from . import tracking
     from .evaluate.sts.runner import build_encoders, precision_record
     from .io import write_json
 
-    params = load_params(args.params) if args.params else None
+    params = load_checked(args.params) if args.params else None
     ep = params.evaluate if params else EvaluateParams()
     tasks = {"sts": ["sts"], "transfer": ["transfer"], "retrieval": ["retrieval"],
              "all": ["sts", "transfer"]}[args.tasks]
@@ -165,13 +166,13 @@ def _print_diagnostics(d: dict) -> None:
 def _cmd_params(args) -> int:
     import yaml
 
-    from .config import load_params
-    from .profiles import load_all_profiles
+    from .methods.blocks import load_checked
+    from .pipeline.profiles import load_all_profiles
     from .profile_files import profiles_dir
 
     if profiles_dir(args.params).is_dir():
         load_all_profiles(profiles_dir(args.params))  # every profile must be valid, not only the one printed
-    p = load_params(args.params, profile=args.profile)
+    p = load_checked(args.params, profile=args.profile)
     print(yaml.safe_dump(p.model_dump(), sort_keys=False))
     return 0
 
@@ -180,8 +181,8 @@ def _cmd_profile(args) -> int:
     from pathlib import Path
 
     from .errors import SentlabError
-    from .pipeline_util import dvc_repro_running
-    from .profiles import set_profile
+    from .pipeline.entry import dvc_repro_running
+    from .pipeline.profiles import set_profile
 
     if dvc_repro_running(Path(args.params).resolve().parent):
         raise SentlabError(f"A `dvc repro` (or another DVC command) holds this workspace's lock "
@@ -222,10 +223,10 @@ def _cmd_train(args) -> int:
 def _cmd_stages(args) -> int:
     from pathlib import Path
 
-    from .config import load_params
-    from .stage_list import stage_list_for, write_stage_list
+    from .methods.blocks import load_checked
+    from .pipeline.stage_list import stage_list_for, write_stage_list
 
-    params = load_params(args.params)
+    params = load_checked(args.params)
     path = Path(args.params).resolve().parent / "models.yaml"
     changed = write_stage_list(params, path)
     lists = stage_list_for(params)
@@ -321,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
-    from .pipeline_util import report_errors
+    from .pipeline.entry import report_errors
 
     return report_errors(lambda: args.func(args))
 

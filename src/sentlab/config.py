@@ -1,7 +1,7 @@
 """Typed params: ``params.yaml`` (the values in force) validated before any stage does work.
 
 ``params.yaml`` holds every value a run uses; ``sentlab profile NAME`` writes it from the profile files
-(``profiles/quick.yaml`` and the overrides of ``profiles/<name>.yaml``, :mod:`sentlab.profiles`), and a
+(``profiles/quick.yaml`` and the overrides of ``profiles/<name>.yaml``, :mod:`sentlab.pipeline.profiles`), and a
 researcher edits it directly (``dvc exp run -S methods.moco.lr=1e-5``). Its sections::
 
     profile: quick            # the profile the values came from (recorded with every output)
@@ -17,9 +17,11 @@ researcher edits it directly (``dvc exp run -S methods.moco.lr=1e-5``). Its sect
     ablations: {enabled: ..., variants: {...}}     # one train + evaluate stage per variant
     seeds: {pool: [...], count: 1, per_method: {...}}   # more seeds per method
 
-The stage list (``models.yaml``, :mod:`sentlab.stage_list`) is made from it; a stage reads only the
+The stage list (``models.yaml``, :mod:`sentlab.pipeline.stage_list`) is made from it; a stage reads only the
 keys it declares (:mod:`sentlab.stage_params`). An unknown key or a bad value raises
-:class:`~sentlab.errors.SentlabError` naming the key and the allowed values.
+:class:`~sentlab.errors.SentlabError` naming the key and the allowed values. This module is the schema and imports no
+method: a method's line (``methods.<id>``) and the ablation variants are checked against the method's own ``Params`` by
+:mod:`sentlab.methods.blocks`.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from .errors import SentlabError
 from .params_schema import (RUNTIME_KEYS, AnnotateParams, EvaluateParams, GlueParams,  # noqa: F401
                             HardSubsetParams, ModelParams, PrepareParams, RetrievalParams, RuntimeParams,
                             SeedsParams, Strict, TrainParams, TransferParams, WhiteningParams)
-from .yaml_files import deep_merge, read_yaml
+from .yaml_files import read_yaml
 
 # The profiles this repository ships (profiles/*.yaml); any other file there is a profile too
 # (:func:`sentlab.profile_files.profile_names` lists them): the tests check these.
@@ -145,19 +147,8 @@ class Params(Strict):
                              f"(a '.' breaks DVC's params key paths; write 0p01 for 0.01)")
         return self
 
-    def method_params(self, method_id: str):
-        """The validated params model of one method (its own ``Params`` class)."""
-        from .methods import get_method
 
-        cls = get_method(method_id)
-        section = "methods_from" if method_id in self.methods_from else "methods"
-        try:
-            return cls.Params(**self.method_block(method_id))
-        except ValidationError as e:
-            raise SentlabError(_format_validation(e, cls.Params, prefix=f"{section}.{method_id}")) from None
-
-
-def _format_validation(e: ValidationError, model: type[BaseModel], prefix: str = "",
+def format_validation(e: ValidationError, model: type[BaseModel], prefix: str = "",
                        source: str = "params.yaml") -> str:
     """One paragraph naming every bad key, with the allowed keys/values."""
     parts = []
@@ -188,74 +179,22 @@ def _allowed_for(model: type[BaseModel], loc: tuple) -> list[str]:
 
 
 def validate(raw: dict, source: str = "params.yaml") -> Params:
-    """Validate a raw params mapping (the profile overrides already merged)."""
+    """Validate a raw params mapping (the profile overrides already merged) against the schema: its sections' keys and
+    values. The methods' blocks are the methods' business (:func:`sentlab.methods.blocks.validate_params` checks them
+    too)."""
     if not isinstance(raw, dict):
         raise SentlabError(f"{source} must be a YAML mapping of sections (prepare, train, ...); "
                            f"got {type(raw).__name__}.")
     try:
         params = Params(**raw)
     except ValidationError as e:
-        raise SentlabError(_format_validation(e, Params, source=source)) from None
-    # Each method block is validated by the method's own Params model.
-    from .methods import registered
-
-    known = registered()
-    for mid in params.trained_ids:
-        if mid not in known:
-            raise SentlabError(
-                f"Invalid params in {source}: method `{mid}` (in methods / methods_from) is not a registered method; "
-                f"allowed: {', '.join(sorted(known))}. Run `sentlab methods` for the list."
-            )
-    for mid in params.trained_ids:
-        init, given = known[mid].init_from, (params.methods_from.get(mid) or {}).get("from")
-        if init != given:
-            where = (f"it is in `methods_from` with from: {given}" if given else "it is in `methods`")
-            fix = (f"move its line to `methods_from` as `{mid}: {{from: {init}, ...}}`" if init else
-                   "move its line to `methods`")
-            raise SentlabError(
-                f"Invalid params in {source}: method `{mid}` starts from "
-                f"{'the trained model of `' + init + '`' if init else 'the backbone'} (its init_from), but {where}; "
-                f"{fix}, so its train stage depends on the right model.")
-        params.method_params(mid)
-    _validate_ablations(params, source)
+        raise SentlabError(format_validation(e, Params, source=source)) from None
     return params
 
 
-def _validate_ablations(params: Params, source: str) -> None:
-    """``ablations.enabled`` is a real bool; each variant names a registered method and only keys of
-    that method's Params, with values it accepts (merged over ``methods.<id>``, as the stage does)."""
-    from .methods import get_method, registered
-
-    enabled = params.ablations.get("enabled", False)
-    if not isinstance(enabled, bool):
-        raise SentlabError(f"Invalid params in {source}: `ablations.enabled` must be true or false, got {enabled!r} "
-                           f"(a quoted 'false' is a string). Write `enabled: false` or `enabled: true`.")
-    unknown = set(params.ablations) - {"enabled", "variants"}
-    if unknown:
-        raise SentlabError(f"Invalid params in {source}: `ablations` has unknown keys {sorted(unknown)}; allowed: "
-                           f"enabled, variants.")
-    for name, spec in (params.ablations.get("variants") or {}).items():
-        key = f"ablations.variants.{name}"
-        if not isinstance(spec, dict) or set(spec) - {"method", "set"} or "method" not in spec:
-            raise SentlabError(f"Invalid params in {source}: `{key}` must be "
-                               f"`{{method: <id>, set: {{<key>: <value>}}}}` "
-                               f"(allowed keys: method, set); got {spec!r}.")
-        if spec["method"] not in registered():
-            raise SentlabError(f"Invalid params in {source}: `{key}.method`: {spec['method']!r} is not a registered "
-                               f"method; allowed: {', '.join(sorted(registered()))}.")
-        overrides = spec.get("set") or {}
-        if not isinstance(overrides, dict):
-            raise SentlabError(f"Invalid params in {source}: `{key}.set` must be a mapping of the method's keys, got "
-                               f"{overrides!r}.")
-        cls = get_method(spec["method"])
-        try:
-            cls.Params(**deep_merge(params.method_block(spec["method"]), overrides))
-        except ValidationError as e:
-            raise SentlabError(_format_validation(e, cls.Params, prefix=f"{key}.set", source=source)) from None
-
-
 def load_params(path: str | os.PathLike = "params.yaml", profile: str | None = None) -> Params:
-    """The values in force (``path``), validated; with ``profile``, that profile's values from the
+    """The values in force (``path``), validated against the schema (:func:`sentlab.methods.blocks.load_checked`
+    checks the methods' blocks too); with ``profile``, that profile's values from the
     profile files beside ``path`` instead (:func:`sentlab.profile_files.profile_values`). Stages read their
     declared keys only (:func:`sentlab.stage_params.stage_params`); this is for tools and tests."""
     if profile is not None:

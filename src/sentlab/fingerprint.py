@@ -26,7 +26,7 @@ PACKAGES = ("torch", "transformers", "tokenizers", "sentence-transformers", "num
 # are ignored by .gitignore and never tracked, so they cannot make a checkout dirty.)
 RUN_WRITTEN = ("dvc.lock",)
 # tracked files `make repro PROFILE=<name>` rewrites from the committed profiles/ (`sentlab profile`): not dirty when
-# they are byte for byte what that writes (:func:`_profile_generated`), dirty when hand-edited
+# they are byte for byte what it last wrote (:func:`record_profile_written`), dirty when hand-edited
 PROFILE_WRITTEN = ("params.yaml", "models.yaml")
 
 
@@ -57,27 +57,54 @@ def git_state(cwd: str | os.PathLike | None = None) -> dict[str, str]:
     return {"commit": commit, "dirty": str(bool(changed)).lower()}
 
 
-def _profile_generated(cwd: Path) -> bool:
-    """Whether params.yaml and models.yaml are exactly what ``sentlab profile <their profile>`` writes from the
-    committed profile files (``make repro PROFILE=smoke`` in a fresh clone): then they are not a dirty tree; a hand
-    edit is. Written into a scratch copy of profiles/ and compared byte for byte."""
-    import shutil
-    import tempfile
+PROFILE_MARK = "sentlab-profile-written.json"  # in the checkout's git folder: never tracked, never a DVC output
 
-    import yaml
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10,
+                          check=True).stdout.strip()
+
+
+def _profile_state(top: Path) -> dict[str, str]:
+    """sha256 of params.yaml, models.yaml and of the profile files (names and bytes) in checkout ``top``, with its
+    commit: what :func:`record_profile_written` records and :func:`_profile_generated` compares."""
+    folder = hashlib.sha256()
+    for f in sorted((top / "profiles").glob("*.yaml")):
+        folder.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    return {"commit": _git(top, "rev-parse", "HEAD"), "profiles": folder.hexdigest(),
+            **{f: hashlib.sha256((top / f).read_bytes()).hexdigest() for f in PROFILE_WRITTEN if (top / f).is_file()}}
+
+
+def _mark_path(top: Path) -> Path:
+    return top / _git(top, "rev-parse", "--git-path", PROFILE_MARK)
+
+
+def record_profile_written(root: str | os.PathLike) -> None:
+    """Record that params.yaml and models.yaml in ``root`` are what ``sentlab profile`` just wrote from the profile
+    files there (called by :func:`sentlab.pipeline.profiles.set_profile`): :func:`git_state` then does not count them
+    as a dirty tree, while a later hand edit (other bytes) or another commit or profile file does. Outside the top of a
+    git checkout nothing is recorded."""
+    import json
+
+    root = Path(root).resolve()
+    try:
+        if Path(_git(root, "rev-parse", "--show-toplevel")).resolve() != root:
+            return
+        _mark_path(root).write_text(json.dumps(_profile_state(root), sort_keys=True), encoding="utf-8")
+    except (OSError, subprocess.SubprocessError):
+        return
+
+
+def _profile_generated(cwd: Path) -> bool:
+    """Whether params.yaml and models.yaml are byte for byte what ``sentlab profile`` last wrote
+    (:func:`record_profile_written`) from the profile files as they are, at this commit (``make repro PROFILE=smoke``
+    in a fresh clone): then they are not a dirty tree; a hand edit is."""
+    import json
 
     try:
-        top = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=cwd, capture_output=True, text=True,
-                                  timeout=10, check=True).stdout.strip())
-        name = (yaml.safe_load((top / "params.yaml").read_text(encoding="utf-8")) or {}).get("profile")
-        if not name or not (top / "profiles").is_dir():
-            return False
-        from .profiles import set_profile
-
-        with tempfile.TemporaryDirectory() as tmp:
-            shutil.copytree(top / "profiles", Path(tmp) / "profiles")
-            set_profile(Path(tmp) / "params.yaml", str(name), force=True)
-            return all((Path(tmp) / f).read_bytes() == (top / f).read_bytes() for f in PROFILE_WRITTEN)
+        top = Path(_git(cwd, "rev-parse", "--show-toplevel"))
+        recorded = json.loads(_mark_path(top).read_text(encoding="utf-8"))
+        return recorded == _profile_state(top)
     except Exception:  # noqa: BLE001 - anything unexpected: count the files as changed (dirty), never hide an edit
         return False
 

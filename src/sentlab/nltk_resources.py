@@ -73,3 +73,15 @@ def require_nltk(resource: str) -> None:
         f"(2) put it in a standard NLTK folder such as "
         f"~/nltk_data; (3) download it with `python -m nltk.downloader {resource}` on a connected machine."
     )
+
+# Penn-Treebank clitics: stopwords for RAKE beside NLTK's English list.
+CLITICS = ("n't", "'s", "'re", "'ll", "'ve", "'d", "'m", "s", "t")
+
+
+def stopwords_english() -> list[str]:
+    """NLTK's English stop words and the clitic pieces (:data:`CLITICS`): RAKE's phrase delimiters
+    (:mod:`sentlab.annotate`) and the words left out of the bag-of-words vocabulary (:mod:`sentlab.data.vocab`)."""
+    require_nltk("stopwords")
+    from nltk.corpus import stopwords
+
+    return list(stopwords.words("english")) + list(CLITICS)

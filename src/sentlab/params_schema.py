@@ -330,7 +330,7 @@ class SeedsParams(Strict):
     ``models/<m>``); a method trains ``n`` seeds in all, where ``n`` is ``per_method[<m>]`` or
     ``count``: ``seed``, then the first ``n - 1`` of ``pool`` (stage ``train@<m>-s<s>`` ->
     ``models/<m>-s<s>``). ``pool`` is the seeds that can have stages, the same in every profile; the
-    ones a profile trains are in its stage list (:mod:`sentlab.stage_list`). Changing ``n`` runs
+    ones a profile trains are in its stage list (:mod:`sentlab.pipeline.stage_list`). Changing ``n`` runs
     or drops only the stages of the seeds it adds or removes."""
     pool: list[int] = Field(default_factory=lambda: [43, 44, 45, 46],
                             description="the extra seeds that have stages (train@<method>-s<seed>)")

@@ -163,7 +163,7 @@ def plan(params) -> dict:
     """``{"tables": {id: (title, Cost)}, "total": Cost, "trainings": {name: Cost}, "cpu": [...]}``."""
     from .report.paper_tables import all_tables
     from .scope import table_scope
-    from .stage_list import stage_list_for, suite_items, suite_stage
+    from .pipeline.stage_list import stage_list_for, suite_items, suite_stage
 
     lists = stage_list_for(params)
     models = lists["models"]
@@ -269,8 +269,8 @@ def register_cli(subparsers) -> None:
 
 
 def _cmd_plan(args) -> int:
-    from .config import load_params
+    from .methods.blocks import load_checked
 
-    params = load_params(args.params, profile=args.profile)
+    params = load_checked(args.params, profile=args.profile)
     print(render(params.profile, plan(params), tuple(int(g) for g in args.gpus.split(","))))
     return 0

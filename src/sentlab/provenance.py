@@ -33,12 +33,13 @@ STAGE_ENTRIES = {"sources": "pipeline/sources.py", "prepare": "pipeline/prepare.
 # The method registry (``sentlab.methods``) imports every method module. What a kind of stage does with
 # them decides which count as its code: a training runs one method (its module and what that module
 # imports: base classes, shared params); the sources stage (the stage list reads each method's Params),
-# the report (a row per method) and the export (each model card's citation) read every method class;
-# the other kinds meet the registry only while validating params.yaml, and nothing they write depends on a
-# method's code (the evaluations write a model's method block, its Params in force, but read the model
-# folder, whose sentlab.json holds the run key: any code change of that training re-runs them). So editing
-# one method's module re-runs that method's trainings and the stages after them, not every training, the
-# corpus and the baselines.
+# the report (a row per method) and the export (each model card's citation) read every method class; the
+# evaluate stage of a trained model meets the registry through the training code (the method block it records)
+# and counts none (it reads the model folder, whose sentlab.json holds the run key: any code change of that
+# training re-runs it); the other kinds never import the registry (config, the schema, imports no method). So
+# editing one method's module re-runs that method's trainings and the stages after them, not every training, the
+# corpus and the baselines. (The ids and their modules are read from the source, :func:`registered_ids`: this
+# module imports no method.)
 READS_EVERY_METHOD = frozenset({"sources", "report", "export"})
 
 
@@ -105,9 +106,32 @@ def method_modules(methods: tuple[str, ...] | None) -> list[str]:
     """The modules defining ``methods`` (ids of registered methods; None: every method module)."""
     if methods is None:
         return [f"sentlab.methods.{p.stem}" for p in sorted((PACKAGE_DIR / "methods").glob("*.py"))]
-    from .methods import get_method
+    known = registered_ids()
+    unknown = sorted(set(methods) - set(known))
+    if unknown:
+        from .errors import SentlabError
 
-    return sorted({get_method(m).__module__ for m in methods})
+        raise SentlabError(f"Unknown method {unknown[0]!r}; allowed: {', '.join(sorted(known))}. "
+                           f"Run `sentlab methods` for one line on each.")
+    return sorted({known[m] for m in methods})
+
+
+@lru_cache(maxsize=None)
+def registered_ids() -> dict[str, str]:
+    """``{method id: the module that registers it}``, read from the ``@register("<id>")`` decorators of
+    ``sentlab/methods/*.py`` without importing them (this module stands below the methods, docs/architecture.md;
+    ``tests/test_dvc_contract.py`` checks it against the registry)."""
+    import ast
+
+    out: dict[str, str] = {}
+    for path in sorted((PACKAGE_DIR / "methods").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            for deco in getattr(node, "decorator_list", ()) if isinstance(node, ast.ClassDef) else ():
+                func = getattr(deco, "func", None)
+                name = getattr(func, "id", None) or getattr(func, "attr", None)
+                if name == "register" and deco.args and isinstance(deco.args[0], ast.Constant):
+                    out[str(deco.args[0].value)] = f"sentlab.methods.{path.stem}"
+    return out
 
 
 def _walk(todo: list[str], methods: tuple[str, ...] | None = None) -> set[str]:
@@ -174,7 +198,5 @@ def training_code_fingerprint(method: str) -> str:
 def stage_code_files(root: str | Path = ".") -> dict[str, dict]:
     """``{"code/<kind>.json": stage_code(kind)}`` for every kind of stage but training, and
     ``{"code/train/<method>.json": ...}`` for every registered method (written by the sources stage)."""
-    from .methods import registered
-
     files = {f"code/{kind}.json": stage_code(kind, root) for kind in STAGE_ENTRIES if kind != "train"}
-    return {**files, **{f"code/train/{m}.json": stage_code("train", root, m) for m in sorted(registered())}}
+    return {**files, **{f"code/train/{m}.json": stage_code("train", root, m) for m in sorted(registered_ids())}}

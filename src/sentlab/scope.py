@@ -38,7 +38,7 @@ def base_name(model: str) -> str:
 
 def table_scope(spec, lists: dict) -> Scope:
     """The stage-list entries (``stage_list_for``'s ``lists``) that fill the rows of the table ``spec``."""
-    from .stage_list import suite_items, suite_stage
+    from .pipeline.stage_list import suite_items, suite_stage
 
     rows = {c.split("/")[0] for r in spec.rows for c in r.models}
     return Scope(models=[n for n in lists["models"] if base_name(n) in rows],
@@ -56,7 +56,7 @@ def tables_by_id(backbone: str) -> dict:
 def table_stages(params, table_ids: list[str]) -> list[str]:
     """The DVC stages (last of each chain) that fill the tables ``table_ids`` in the profile in force; an unknown id
     or a table the profile fills no row of stops with one paragraph."""
-    from .stage_list import stage_list_for
+    from .pipeline.stage_list import stage_list_for
 
     specs = tables_by_id(params.model.backbone)
     lists = stage_list_for(params)

@@ -15,7 +15,7 @@ returns one shared do-nothing context: a declared phase costs a function call an
 
 Phases declared in sentlab (the names an observer can rely on; tests/test_preflight.py checks each):
 
-* ``stage`` — a pipeline stage's ``main`` (:func:`sentlab.pipeline_util.run_stage`); ends with the
+* ``stage`` — a pipeline stage's ``main`` (:func:`sentlab.pipeline.entry.run_stage`); ends with the
   stage's exception when it fails;
 * ``corpus`` — a training's corpus loaded (``name``: train, nli, sts_unlabeled …; recorded: ``sentences``
   it trains on);

@@ -33,8 +33,6 @@ from typing import Callable, Optional, Sequence
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]")
 _HAS_WORD = re.compile(r"\w")
 NEGATIONS = frozenset({"not", "n't", "never", "nt"})
-# Penn-Treebank clitics: stopwords for RAKE beside NLTK's English list.
-CLITICS = ("n't", "'s", "'re", "'ll", "'ve", "'d", "'m", "s", "t")
 
 
 @dataclass(frozen=True)
@@ -154,12 +152,3 @@ class RakeExtractor:
             start, end = spans[a][0], spans[b - 1][1]
             out.append({"text": text[start:end], "score": float(score), "start": start, "end": end})
         return out
-
-
-def stopwords_english() -> list[str]:
-    from ..nltk_resources import require_nltk
-
-    require_nltk("stopwords")
-    from nltk.corpus import stopwords
-
-    return list(stopwords.words("english")) + list(CLITICS)

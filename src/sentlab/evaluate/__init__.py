@@ -7,6 +7,6 @@
 * :mod:`.suites` — the evaluation suites on frozen or fine-tuned encoders (``<suite>@<model>``): SentEval
   transfer, GLUE, QQP/AskUbuntu retrieval.
 
-The packages import nothing on import: a module imports what it uses, so a stage's code files (``sentlab.sources``
-traces them) are only those it runs.
+The packages import nothing on import: a module imports what it uses, so a stage's code files
+(``sentlab.pipeline.sources`` traces them) are only those it runs.
 """

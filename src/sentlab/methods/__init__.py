@@ -34,7 +34,7 @@ def _load_all() -> None:
     if _LOADED:
         return
     for info in pkgutil.iter_modules(__path__):
-        if not info.name.startswith("_") and info.name != "base":
+        if not info.name.startswith("_") and info.name not in ("base", "blocks"):
             importlib.import_module(f"{__name__}.{info.name}")
     _LOADED = True
 

@@ -94,7 +94,7 @@ class MethodParams(BaseModel):
 
     def model_deps(self) -> list[str]:
         """Repository paths of other pipeline outputs this block's training reads (RankCSE's teachers
-        ``models/simcse``): its train stage's DVC deps beside ``init`` (:mod:`sentlab.stage_list`)."""
+        ``models/simcse``): its train stage's DVC deps beside ``init`` (:mod:`sentlab.pipeline.stage_list`)."""
         return []
 
     def standin(self, asset: str) -> dict:

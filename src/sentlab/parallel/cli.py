@@ -12,10 +12,10 @@ def run_targets(args) -> list[str] | None:
         return None
     targets = [t for arg in args.target for t in arg.split(",") if t]
     if args.table:
-        from ..config import load_params
+        from ..methods.blocks import load_checked
         from ..scope import table_stages
 
-        targets += [s for s in table_stages(load_params("params.yaml"), [t for arg in args.table
+        targets += [s for s in table_stages(load_checked("params.yaml"), [t for arg in args.table
                                                                          for t in arg.split(",") if t])
                     if s not in targets]
     return targets

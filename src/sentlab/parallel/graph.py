@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import SentlabError
-from ..stage_list import TRAIN_GROUPS
+from ..pipeline.stage_list import TRAIN_GROUPS
 from . import SHARED
 
 # DVC's words for its lock held by another process (dvc below, worktree's retries)

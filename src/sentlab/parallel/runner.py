@@ -194,7 +194,7 @@ def exclusive_run(state: Path):
 
 def _run_locked(root: Path, jobs, address, gpus, remote, keep_worktrees, rt, ray, state: Path, targets=None) -> int:
     from .. import tracking
-    from .. import tracking_runs
+    from ..tracking import runs as tracking_runs
 
     for sub in ("stages", "logs"):
         shutil.rmtree(state / sub, ignore_errors=True)

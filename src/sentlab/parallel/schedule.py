@@ -53,7 +53,7 @@ def stage_costs(params) -> dict[str, StageCost]:
     from ..methods import get_method  # noqa: F401 - registers the methods plan.training_cost looks up
     from ..plan import _per_sentence, evaluation_cost, training_cost
     from ..preflight.projection import model_params
-    from ..stage_list import stage_list_for, suite_items, suite_stage, train_stage
+    from ..pipeline.stage_list import stage_list_for, suite_items, suite_stage, train_stage
     from ..train.run import resolve_train
 
     lists = stage_list_for(params)
@@ -73,10 +73,10 @@ def stage_costs(params) -> dict[str, StageCost]:
 
 def costs_for(root: str | Path) -> tuple[Optional[dict[str, StageCost]], str]:
     """:func:`stage_costs` of the workspace's params.yaml, or (None, why) when the plan cannot cost it."""
-    from ..config import load_params
+    from ..methods.blocks import load_checked
 
     try:
-        return stage_costs(load_params(Path(root) / "params.yaml")), ""
+        return stage_costs(load_checked(Path(root) / "params.yaml")), ""
     except Exception as e:  # noqa: BLE001 - a pipeline sentlab.plan does not know: DVC order, whole GPUs
         return None, f"{type(e).__name__}: {str(e)[:300]}"
 

@@ -4,7 +4,7 @@ On one machine the run starts ``mlflow server`` over the workspace's store (``ml
 ``MLFLOW_TRACKING_URI`` names) on a free loopback port for the run's duration and points every stage at it
 (``MLFLOW_TRACKING_URI=http://127.0.0.1:PORT``): the server is the store's one writer. A tracking server the
 user names (``MLFLOW_TRACKING_URI=http...``, the cluster case) is used as it is. The experiment is created
-(its artifacts beside the store, :mod:`sentlab.tracking_store`) before the server starts, so workers log their
+(its artifacts beside the store, :mod:`sentlab.tracking.store`) before the server starts, so workers log their
 artifacts straight into ``mlruns/``.
 """
 

@@ -32,7 +32,7 @@ def _sts_counts(scratch: Path) -> dict:
 
 def model_params(real, entry: dict, name: str):
     """The method Params a models.yaml ``entry`` (model ``name``) trains with in the real profile."""
-    from ..train.run import method_params
+    from ..methods.blocks import method_params
 
     overrides = {}
     if str(entry.get("own", "")).startswith("ablations.variants."):
@@ -81,9 +81,9 @@ def _train(row: Row, p: dict, real, sl: dict, entry: Optional[dict], dev_full: i
 
 def project(rows: list[Row], real, sl: dict, scratch: Path, models: Optional[dict] = None) -> None:
     """Fill each row's projection for the full run of the real profile (``real``: its Params; ``models``: its
-    stage list's models, ``sentlab.stage_list.models_for(real)``)."""
+    stage list's models, ``sentlab.pipeline.stage_list.models_for(real)``)."""
     if models is None:
-        from ..stage_list import models_for
+        from ..pipeline.stage_list import models_for
 
         models = models_for(real)
     counts = _sts_counts(scratch)

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from ..config import validate
+from ..methods.blocks import validate_params
 
 from ..yaml_files import deep_merge, read_yaml
 from ..errors import SentlabError
@@ -84,7 +84,7 @@ class Preflight:
 
     def suite_stages(self) -> set[str]:
         """The ``<suite>@<model>`` stages of the scratch copy's stage list as it is now (a stand-in may drop some)."""
-        from ..stage_list import suite_items, suite_stage
+        from ..pipeline.stage_list import suite_items, suite_stage
 
         return {suite_stage(s, m) for s, m in suite_items(read_yaml(self.scratch / "models.yaml") or {})}
 
@@ -168,7 +168,7 @@ def preflight(workspace: Path, profile: Optional[str] = None, *, out: Optional[P
             "workspace": str(workspace)}
     try:
         values = S.apply_profile(scratch, profile)
-        real = validate(values, source=f"profile {profile}")
+        real = validate_params(values, source=f"profile {profile}")
         corpus_sample = corpus_standin(real)
         edits = S.slice_edits(values, sl)
         if corpus_sample:   # the slice trains on the sample; the prepare row says the corpus is missing

@@ -21,7 +21,7 @@ from typing import Optional
 
 import yaml
 
-from ..config import validate
+from ..methods.blocks import validate_params
 
 from ..yaml_files import deep_merge, read_yaml
 from ..errors import SentlabError
@@ -33,7 +33,7 @@ SLICE = {"size": 1200, "steps": 3, "batch_size": 8, "dev_max_pairs": 40, "max_pa
 def apply_profile(scratch: Path, profile: str) -> dict:
     """``sentlab profile <profile>`` in the scratch copy (``--force`` over another profile's params.yaml);
     returns the values in force. A profile that does not validate raises its SentlabError."""
-    from ..profiles import set_profile
+    from ..pipeline.profiles import set_profile
 
     path = scratch / "params.yaml"
     current = read_yaml(path).get("profile") if path.is_file() else None
@@ -44,14 +44,14 @@ def apply_profile(scratch: Path, profile: str) -> dict:
 def write_params(scratch: Path, values: dict, *edits: Optional[dict]) -> dict:
     """params.yaml of the scratch copy = ``values`` with ``edits`` merged in, and its stage list written
     again (what ``sentlab stages`` does); returns the merged values."""
-    from ..stage_list import write_stage_list
+    from ..pipeline.stage_list import write_stage_list
 
     merged = values
     for edit in edits:
         merged = deep_merge(merged, edit or {})
     path = scratch / "params.yaml"
     path.write_text(yaml.safe_dump(merged, sort_keys=False, width=120), encoding="utf-8")
-    write_stage_list(validate(merged, source=f"{path} (preflight slice)"), scratch / "models.yaml")
+    write_stage_list(validate_params(merged, source=f"{path} (preflight slice)"), scratch / "models.yaml")
     return merged
 
 

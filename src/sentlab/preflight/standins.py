@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import SentlabError
+from ..methods.blocks import method_params
 from .slice import method_edits
 
 # Stand-ins of the pipeline's own (not a method's): asset -> (params.yaml edit, description).
@@ -80,7 +81,7 @@ def _here(suite: str, task: str) -> bool:
             glue_files(task)
         else:
             from ..assets import resolve_data
-            from ..sources import RETRIEVAL_ASSETS as BY_TASK
+            from ..pipeline.sources import RETRIEVAL_ASSETS as BY_TASK
 
             for name in BY_TASK[task]:
                 resolve_data(name)
@@ -177,7 +178,7 @@ def method_hub_models(real) -> list[str]:
     a line's own backbone, DiffCSE's generator), each once, in order."""
     out: list[str] = []
     for mid in real.train.methods:
-        for name in real.method_params(mid).hub_models():
+        for name in method_params(real, mid).hub_models():
             if name != real.model.backbone and name not in out:
                 out.append(name)
     return out

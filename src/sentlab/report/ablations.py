@@ -16,7 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from ..config import Params, load_params
+from ..config import Params
+from ..methods.blocks import load_checked
 
 from ..yaml_files import deep_merge
 from ..errors import SentlabError
@@ -27,7 +28,7 @@ REPO_PARAMS = Path(__file__).resolve().parents[3] / "params.yaml"
 def load(path: Optional[Path] = None, profile: Optional[str] = None) -> Params:
     """params.yaml (``path``; else the working directory's, else the repository's) with ``profile`` in force."""
     path = Path(path) if path else (Path("params.yaml") if Path("params.yaml").is_file() else REPO_PARAMS)
-    return load_params(path, profile)
+    return load_checked(path, profile)
 
 
 def variants(params: Params) -> dict[str, tuple[str, dict[str, Any]]]:

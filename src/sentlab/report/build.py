@@ -297,12 +297,12 @@ def environment_lines(metrics: dict[str, dict]) -> list[str]:
 
 
 def log_seed_aggregates(rep: Report, metrics: dict[str, dict]) -> dict[str, str]:
-    """Log, on the MLflow run grouping each model's seeds (:func:`sentlab.tracking_runs.method_parent`),
+    """Log, on the MLflow run grouping each model's seeds (:func:`sentlab.tracking.runs.method_parent`),
     the mean, std and n of every STS column over its evaluated seeds. Returns ``{model: run id}``."""
     import numpy as np
 
     from .. import tracking
-    from .. import tracking_runs
+    from ..tracking import runs as tracking_runs
     from .paper_tables import STS7, extract
 
     done = {}
@@ -358,7 +358,7 @@ def log_to_mlflow(rep: Report, parent_run_id: Optional[str] = None) -> dict[str,
     import tempfile
 
     from .. import tracking
-    from .. import tracking_runs
+    from ..tracking import runs as tracking_runs
 
     parent_run_id = parent_run_id or os.environ.get(tracking.PARENT_ENV)
     c = tracking.client()

@@ -19,10 +19,11 @@ import sys
 
 
 def cmd_report(args) -> int:
-    from ..config import load_params, profile_models
+    from ..config import profile_models
+    from ..methods.blocks import load_checked
     from .build import build_report, log_to_mlflow
 
-    params = load_params(args.params)
+    params = load_checked(args.params)
     rep = build_report(args.root, params.model.backbone, params.profile, profile_models(params))
     print(f"report: {len(rep.files)} files; index: {args.root}/reports/index.md")
     if args.mlflow:
@@ -33,13 +34,13 @@ def cmd_report(args) -> int:
 
 def cmd_start_parent(args) -> int:
     from .. import tracking
-    from .. import tracking_runs
+    from ..tracking import runs as tracking_runs
 
     params = {}
     if args.params and os.path.exists(args.params):
-        from ..config import load_params
+        from ..methods.blocks import load_checked
 
-        p = load_params(args.params)
+        p = load_checked(args.params)
         params = {"profile": p.profile, "backbone": p.model.backbone, "seed": p.seed,
                   "train.methods": ",".join(p.train.methods),
                   "ablations.enabled": bool((p.ablations or {}).get("enabled", False))}
@@ -59,7 +60,7 @@ def cmd_start_parent(args) -> int:
 
 def cmd_end_parent(args) -> int:
     from .. import tracking
-    from .. import tracking_runs
+    from ..tracking import runs as tracking_runs
 
     status = args.status or ("FINISHED" if args.rc == 0 else ("KILLED" if args.rc in (130, 137, 143) else "FAILED"))
     if args.run_id:
@@ -75,7 +76,7 @@ def cmd_end_parent(args) -> int:
 def cmd_wrap(args) -> int:
     """Run a command (no shell) with SENTLAB_PARENT_RUN_ID set to a new parent run; close it with the exit status."""
     from .. import tracking
-    from .. import tracking_runs
+    from ..tracking import runs as tracking_runs
     from ..errors import SentlabError
 
     cmd = [c for c in args.cmd if c != "--"]

@@ -9,11 +9,11 @@ def cmd_train(args, make_dev_eval) -> int:
     """Train one method (``make_dev_eval``: :data:`sentlab.train.run.DevEvalMaker`). It refuses a method (or an
     ablation) the active profile does not train instead of writing a "not run" marker into the tracked
     ``models/`` (the pipeline has no stage for it)."""
-    from ..config import load_params
+    from ..methods.blocks import load_checked
     from ..errors import SentlabError
     from .run import ablation_spec, run_from_args
 
-    params = load_params(args.params)
+    params = load_checked(args.params)
     if args.ablation or args.variant:
         if not (params.ablations or {}).get("enabled", False):
             name = args.ablation or args.variant

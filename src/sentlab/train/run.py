@@ -23,14 +23,13 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 import torch
-from pydantic import ValidationError
 
 from .. import distributed as D
-from ..config import Params, _format_validation
+from ..config import Params
 from ..errors import SentlabError
 from ..methods import get_method
+from ..methods.blocks import method_params
 from ..timing import timed
-from ..yaml_files import deep_merge
 from .checkpoint import publish, write_curve, write_marker
 from .data import load_corpus
 from .compiled import check_step_options
@@ -47,16 +46,6 @@ log = logging.getLogger(__name__)
 DevEvalMaker = Callable[[Path, Optional[int], int, Any], DevEval]
 
 NOT_RUN = "not run in this profile"
-
-
-def method_params(params: Params, method_id: str, overrides: Optional[dict] = None):
-    cls = get_method(method_id)
-    raw = deep_merge(params.method_block(method_id), overrides or {})
-    try:
-        return cls.Params(**raw)
-    except ValidationError as e:
-        section = "methods_from" if method_id in params.methods_from else "methods"
-        raise SentlabError(_format_validation(e, cls.Params, prefix=f"{section}.{method_id}")) from None
 
 
 def resolve_train(params: Params, mparams):
@@ -208,7 +197,7 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
 
     if tracking and D.is_main():
         from .. import tracking as T
-        from .. import tracking_runs as R
+        from ..tracking import runs as R
 
         run_name = T.run_name(method_id, mparams.model_dump(), variant=None if name == method_id else name,
                               train=cfg.model_dump(), keys=cls.run_name_params)

@@ -12,7 +12,8 @@ def trained_method_block(params, name: str, method_id: str) -> dict:
     ablation variant's ``set`` when ``name`` is a variant. These are the params lines its train stage
     declared (models.yaml's ``line`` and ``own``), which the evaluate stage declares too, so DVC ties them
     to the model it evaluates."""
-    from ...train.run import ablation_spec, method_params
+    from ...methods.blocks import method_params
+    from ...train.run import ablation_spec
 
     overrides = ablation_spec(params, name)[1] if name in ((params.ablations or {}).get("variants") or {}) else {}
     return method_params(params, method_id, overrides).model_dump(mode="json")

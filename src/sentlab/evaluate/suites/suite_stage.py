@@ -1,9 +1,8 @@
 """What the evaluation-suite stages share (dvc.yaml's ``transfer``, ``glue`` and ``retrieval`` groups,
-:data:`sentlab.stage_list.SUITES`): ``<suite>@<name>`` evaluates one model of the stage list (``models/<name>``)
-or the backbone (``base-<pooling>``), writes ``reports/metrics/<suite>/<name>.json`` (a temporary file renamed
-into place) and logs its numbers to MLflow: a run ``<suite>/<name>``, and as ``<suite>.*`` beside the dev curve of
-the run that trained the model.
-"""
+:data:`sentlab.pipeline.stage_list.SUITES`): ``<suite>@<name>`` evaluates one model of the stage list
+(``models/<name>``) or the backbone (``base-<pooling>``), writes ``reports/metrics/<suite>/<name>.json`` (a temporary
+file renamed into place) and logs its numbers to MLflow: a run ``<suite>/<name>``, and as ``<suite>.*`` beside the
+dev curve of the run that trained the model."""
 
 from __future__ import annotations
 

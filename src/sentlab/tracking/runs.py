@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import tracking as T
+from .. import tracking as T
 
 
 def owner_alive(tags: Mapping[str, str]) -> bool | None:

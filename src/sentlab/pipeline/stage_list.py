@@ -31,8 +31,8 @@ from typing import Any
 
 import yaml
 
-from .config import Params
-from .errors import SentlabError
+from ..config import Params
+from ..errors import SentlabError
 
 STAGE_LIST = "models.yaml"
 BACKBONE_DEP = "data/sources/model.json"
@@ -52,8 +52,8 @@ def _entry(method: str, seed: int, line: str, own: str | None = None, init: str 
         raise SentlabError(
             f"{own or line} reads the pipeline models {', '.join(deps)}; dvc.yaml's `train_distill` group, the one "
             f"for trainings that read other models, depends on {', '.join(DISTILL_TEACHERS)} (named there, and in "
-            f"sentlab.stage_list.DISTILL_TEACHERS). Name those teachers in the block, give the others as folders "
-            f"outside models/, or add a train group to dvc.yaml that depends on exactly these models.")
+            f"sentlab.pipeline.stage_list.DISTILL_TEACHERS). Name those teachers in the block, give the others as "
+            f"folders outside models/, or add a train group to dvc.yaml that depends on exactly these models.")
     return {"method": method, "seed": seed, "line": line, "own": own or line, "init": init,
             "train": TRAIN_GROUPS[1] if deps else TRAIN_GROUPS[0]}
 
@@ -66,8 +66,8 @@ def train_stage(name: str, entry: dict) -> str:
 
 def _model_deps(params: Params, method: str, variant: dict | None = None) -> tuple[str, ...]:
     """The method block's ``model_deps`` (its line, with an ablation variant's ``set`` on top)."""
-    from .yaml_files import deep_merge
-    from .methods import get_method
+    from ..yaml_files import deep_merge
+    from ..methods import get_method
 
     block = {k: v for k, v in params.method_block(method).items() if k != "from"}
     return tuple(get_method(method).Params(**deep_merge(block, variant or {})).model_deps())
@@ -185,7 +185,7 @@ def stage_list_text(params: Params) -> str:
 
 def write_stage_list(params: Params, path: str | os.PathLike = STAGE_LIST) -> bool:
     """Write the stage list of ``params``; returns whether the file changed."""
-    from .io import write_text
+    from ..io import write_text
 
     path = Path(path)
     text = stage_list_text(params)

@@ -1,5 +1,12 @@
-"""MLflow in one place: the store, the stage runs and their names (the pipeline's parent runs, the lookups of
-earlier runs and the sweep of orphaned ones: :mod:`sentlab.tracking_runs`).
+"""MLflow in one place: the store, the stage runs and their names. The package's modules:
+
+* this module — the client, the store, a stage's run (:func:`run`) and the runs view a researcher compares in;
+* :mod:`sentlab.tracking.runs` — the runs around the stage runs: the pipeline's parent runs, each model's method run,
+  the lookups of earlier runs and the sweep of orphaned ones;
+* :mod:`sentlab.tracking.store` — where a SQLite store keeps its artifacts.
+
+Its floor: above the data (the runs view names the STS tasks of :mod:`sentlab.data.sts`), beside the methods, under
+the training and the evaluations that log to it (docs/architecture.md).
 
 Default store: an embedded SQLite file ``mlflow.db`` in the working directory
 (the repository root when DVC runs a stage); ``MLFLOW_TRACKING_URI`` overrides
@@ -31,7 +38,7 @@ RUNS_VIEW_TAG = f"mlflow.sharedViewState.{RUNS_VIEW_KEY}"
 def runs_view() -> dict:
     """The training runs, flat (each seed its own row), ranked by test.Avg, with the seven STS results, Avg and the
     best dev as columns."""
-    from .data.sts import TASKS
+    from ..data.sts import TASKS
 
     return {"searchFilter": "tags.stage = 'train'", "orderByKey": "metrics.`test.Avg`", "orderByAsc": False,
             "startTime": "ALL", "lifecycleFilter": "Active", "datasetsFilter": [], "modelVersionFilter": "All Runs",
@@ -76,7 +83,7 @@ def provenance_tags() -> dict[str, str]:
     """Tags tying a run to the code and the DVC experiment that produced it: the git commit and
     dirty flag of the repository, and DVC's experiment name and baseline commit when run by
     ``dvc exp run``."""
-    from .fingerprint import git_state
+    from ..fingerprint import git_state
 
     tags: dict[str, str] = {}
     root = store_root()
@@ -129,7 +136,7 @@ def degrade(what: str, e: BaseException) -> None:
 
 def owner_tags(pid: int | None = None) -> dict[str, str]:
     """Who holds a run open: this host, the process id and its start time (a reused pid is not the same owner).
-    :func:`sentlab.tracking_runs.sweep_orphans` closes a RUNNING run whose owner is gone, and only such a run."""
+    :func:`sentlab.tracking.runs.sweep_orphans` closes a RUNNING run whose owner is gone, and only such a run."""
     import socket
 
     pid = pid or os.getpid()
@@ -153,7 +160,7 @@ def _mlflow():
     import mlflow
 
     mlflow.set_tracking_uri(tracking_uri())
-    from .tracking_store import create_experiment_beside_store, keep_artifacts_with_store
+    from .store import create_experiment_beside_store, keep_artifacts_with_store
 
     create_experiment_beside_store(mlflow, EXPERIMENT, tracking_uri())
     exp = mlflow.set_experiment(EXPERIMENT)
@@ -190,7 +197,7 @@ def run(name: str, params: Mapping[str, Any] | None = None, tags: Mapping[str, s
         parent_run_id: str | None = None, resume_run_id: str | None = None,
         system_metrics: bool = False) -> Iterator[_Run]:
     """Start an MLflow run named ``name``; params are flattened (``train.lr``). ``resume_run_id``
-    (:func:`sentlab.tracking_runs.interrupted_training_run`) continues that run instead: the params it already has
+    (:func:`sentlab.tracking.runs.interrupted_training_run`) continues that run instead: the params it already has
     stay, a runtime setting that differs now is tagged ``sentlab.resumed_with.<key>``. The run is tagged with its
     owner process (:func:`owner_tags`). A failure to start, log or end the run is one warning and the body
     runs on (:func:`degrade`): tracking never costs a result. The run ends FINISHED, FAILED (an exception in

@@ -7,8 +7,8 @@ import os
 import sys
 from typing import Callable
 
-from .errors import SentlabError
-from .timing import timed
+from ..errors import SentlabError
+from ..timing import timed
 
 
 def run_stage(main: Callable[[], object]) -> int:
@@ -24,7 +24,7 @@ def run_stage(main: Callable[[], object]) -> int:
     stage = os.environ.get("DVC_STAGE")   # set by DVC for the stage it runs: its failure is recorded (#54 §5)
     if not stage:
         return report_errors(observed)
-    from . import failures
+    from .. import failures
 
     failures.clear_failure(stage)
     said: list[str] = []

@@ -6,7 +6,7 @@ profile it changes (``extends: <name>``, default ``quick``) and only what it cha
 ``paper`` extend ``quick``, ``paper-lite`` extends ``paper``; a chain of ``extends`` is applied in order, from
 the base out. ``sentlab profile NAME`` writes the merged values to ``params.yaml`` (the
 values in force, with the base file's comments) and the stage list (``models.yaml``,
-:mod:`sentlab.stage_list`). After that, params.yaml is the one place a run's values come from: stages
+:mod:`sentlab.pipeline.stage_list`). After that, params.yaml is the one place a run's values come from: stages
 declare its keys directly, so ``dvc status`` sees an edit at once, and ``dvc exp run -S key=value``
 works as DVC documents it. Switching profiles would drop hand edits, so it is refused while
 params.yaml differs from the profile it was made from (``--force`` overwrites).
@@ -21,11 +21,12 @@ from typing import Any
 
 import yaml
 
-from .config import validate
+from ..methods.blocks import validate_params
 
-from .yaml_files import read_yaml
-from .errors import SentlabError
-from .profile_files import BASE, EXTENDS, chain, profile_names, profile_values, profiles_dir
+from ..yaml_files import read_yaml
+from ..errors import SentlabError
+from ..fingerprint import record_profile_written
+from ..profile_files import BASE, EXTENDS, chain, profile_names, profile_values, profiles_dir
 
 HEADER = ("# params.yaml: the values in force (profile {name}), written by `sentlab profile {name}` from {files}.\n"
           "# Edit it freely (stages declare its keys: `dvc status` shows what an edit re-runs);\n"
@@ -36,7 +37,7 @@ HEADER = ("# params.yaml: the values in force (profile {name}), written by `sent
 def load_all_profiles(folder: str | os.PathLike = "profiles") -> dict:
     """Every profile validated (not just the one in force): a typo in profiles/paper.yaml is found on a
     quick run, before a GPU day is spent on it."""
-    return {p: validate(profile_values(p, folder), source=f"{Path(folder) / p}.yaml (profile {p})")
+    return {p: validate_params(profile_values(p, folder), source=f"{Path(folder) / p}.yaml (profile {p})")
             for p in profile_names(folder)}
 
 
@@ -47,7 +48,7 @@ def params_text(name: str, folder: str | os.PathLike = "profiles") -> str:
 
     folder = Path(folder)
     values = profile_values(name, folder)
-    validate(values, source=f"{folder / name}.yaml")
+    validate_params(values, source=f"{folder / name}.yaml")
     rt = YAML()
     rt.width = 120
     rt.preserve_quotes = True  # `compile: "off"` stays quoted: PyYAML (YAML 1.1) and DVC (1.2) both read "off"
@@ -106,7 +107,7 @@ def set_profile(params_path: str | os.PathLike, name: str, force: bool = False) 
     """Write params.yaml from profile ``name`` and the stage list beside it. The same profile again
     keeps params.yaml (hand edits included) and only refreshes the stage list; another profile is
     refused while params.yaml has hand edits, unless ``force``. Returns whether params.yaml changed."""
-    from .io import write_text
+    from ..io import write_text
     from .stage_list import write_stage_list
 
     path = Path(params_path)
@@ -124,6 +125,7 @@ def set_profile(params_path: str | os.PathLike, name: str, force: bool = False) 
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
             write_text(path, text)
             changed = True
-    write_stage_list(validate(yaml.safe_load(path.read_text(encoding="utf-8")), source=str(path)),
+    write_stage_list(validate_params(yaml.safe_load(path.read_text(encoding="utf-8")), source=str(path)),
                      path.parent / "models.yaml")
+    record_profile_written(path.parent)
     return changed

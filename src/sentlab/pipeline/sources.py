@@ -24,7 +24,7 @@ import logging
 from pathlib import Path
 from types import SimpleNamespace
 
-from .assets import ASSETS, resolve_data, resolve_model
+from ..assets import ASSETS, resolve_data, resolve_model
 
 log = logging.getLogger("prepare")
 _CHUNK = 1 << 20
@@ -40,7 +40,7 @@ def sha256_file(path: Path) -> str:
 
 def data_sources(corpus: str, nli_mode: str) -> dict:
     """``{asset: {path inside the asset: sha256}}`` of what ``prepare`` reads with these settings."""
-    from .data.nli import choose_source
+    from ..data.nli import choose_source
 
     out: dict = {}
     for name in ("senteval_sts", "sick"):
@@ -59,7 +59,7 @@ def transfer_sources(tasks, models, previous: dict | None = None) -> dict:
     """``{asset: {path inside the asset: sha256}}`` of the transfer tasks ``tasks`` ({} without ``models``);
     a task whose hashes differ from ``previous`` (the last run's) is parsed and its record counts checked here,
     so a bad copy fails before the transfer stages run (one paragraph naming the file)."""
-    from .evaluate.suites.transfer_data import load_task
+    from ..evaluate.suites.transfer_data import load_task
 
     out: dict = {}
     for task in tasks if models else ():
@@ -74,7 +74,7 @@ def transfer_sources(tasks, models, previous: dict | None = None) -> dict:
 def _missing(name: str, e: Exception) -> dict:
     """The record of data that is not here: the stage that reads it fails naming the fetch command; once fetched,
     its hashes replace this record and the stage runs."""
-    from .assets import data_fetch_command
+    from ..assets import data_fetch_command
 
     return {"missing": data_fetch_command(name) if name in ASSETS else str(e)}
 
@@ -82,8 +82,8 @@ def _missing(name: str, e: Exception) -> dict:
 def glue_sources(tasks, models) -> dict:
     """``{asset: {path inside the asset: sha256}}`` of the GLUE tasks' files (GLUE's own, else the copy of SST-2 /
     STS-B the mirror holds; ``{}`` without ``models``); a task whose data is not here: ``{"missing": fetch}``."""
-    from .errors import AssetMissingError
-    from .evaluate.suites.glue import asset_name, glue_files
+    from ..errors import AssetMissingError
+    from ..evaluate.suites.glue import asset_name, glue_files
 
     out: dict = {}
     for task in tasks if models else ():
@@ -102,8 +102,8 @@ RETRIEVAL_ASSETS = {"QQP": ("qqp",), "AskUbuntu": ("askubuntu_text", "askubuntu_
 def retrieval_sources(tasks, models) -> dict:
     """``{asset: {path inside the asset: sha256}}`` of the retrieval tasks' files (``{}`` without ``models``); an
     asset that is not here: ``{"missing": fetch}``."""
-    from .errors import AssetMissingError
-    from .evaluate.suites import retrieval  # noqa: F401 - registers the qqp / askubuntu assets
+    from ..errors import AssetMissingError
+    from ..evaluate.suites import retrieval  # noqa: F401 - registers the qqp / askubuntu assets
 
     out: dict = {}
     for name in (a for task in (tasks if models else ()) for a in RETRIEVAL_ASSETS[task]):
@@ -129,10 +129,10 @@ def parse_sources(params) -> SimpleNamespace:
     naming it (in the mirror or cache, not a copy). ``prepare`` builds its outputs from the result; the
     ``sources`` stage calls it when a source's bytes changed, so a bad source fails there, before DVC
     removes prepare's outputs to run it."""
-    from .data.corpus import select_corpus
-    from .data.nli import SICK_TRAIN, choose_source, parse_nli
-    from .data.sts import language_warnings, parse_all
-    from .errors import SentlabError
+    from ..data.corpus import select_corpus
+    from ..data.nli import SICK_TRAIN, choose_source, parse_nli
+    from ..data.sts import language_warnings, parse_all
+    from ..errors import SentlabError
 
     p = params.prepare
     sts, sick, corpus = resolve_data("senteval_sts"), resolve_data("sick"), resolve_data(p.corpus)

@@ -1,0 +1,110 @@
+"""The methods' blocks of params.yaml, each checked against its method's own ``Params``.
+
+:mod:`sentlab.config` is the schema of params.yaml and imports no method: it checks the sections' keys and values.
+What a ``methods`` / ``methods_from`` line or an ablation variant may hold is the method's business, so it is checked
+here, one floor up, by the registry that knows the methods:
+
+* :func:`method_params` — one method's Params in force (its line, an ablation's overrides merged in);
+* :func:`check_blocks` — every line names a registered method, in the right section (``init_from``), with keys and
+  values its Params accepts; every ablation variant too;
+* :func:`validate_params` / :func:`load_checked` — :func:`sentlab.config.validate` / :func:`~sentlab.config.load_params`
+  followed by :func:`check_blocks`: what the profile files, ``sentlab profile`` and the command line use.
+
+A stage reads its declared keys through :mod:`sentlab.stage_params` (the schema); the stage that uses a method's
+block (a training, its evaluation) builds it through :func:`method_params`, which names the bad key.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from pydantic import ValidationError
+
+from ..config import Params, format_validation, load_params, validate
+from ..errors import SentlabError
+from ..yaml_files import deep_merge
+from . import get_method, registered
+
+
+def method_params(params: Params, method_id: str, overrides: Optional[dict] = None):
+    """The validated Params of ``method_id``: its params.yaml line with ``overrides`` (an ablation's ``set``) merged
+    over it."""
+    cls = get_method(method_id)
+    raw = deep_merge(params.method_block(method_id), overrides or {})
+    try:
+        return cls.Params(**raw)
+    except ValidationError as e:
+        section = "methods_from" if method_id in params.methods_from else "methods"
+        raise SentlabError(format_validation(e, cls.Params, prefix=f"{section}.{method_id}")) from None
+
+
+def check_blocks(params: Params, source: str = "params.yaml") -> Params:
+    """Each method line and ablation variant of ``params`` checked against its method (see the module docstring);
+    returns ``params``. The error names the key, the allowed values and the fix."""
+    known = registered()
+    for mid in params.trained_ids:
+        if mid not in known:
+            raise SentlabError(
+                f"Invalid params in {source}: method `{mid}` (in methods / methods_from) is not a registered method; "
+                f"allowed: {', '.join(sorted(known))}. Run `sentlab methods` for the list."
+            )
+    for mid in params.trained_ids:
+        init, given = known[mid].init_from, (params.methods_from.get(mid) or {}).get("from")
+        if init != given:
+            where = (f"it is in `methods_from` with from: {given}" if given else "it is in `methods`")
+            fix = (f"move its line to `methods_from` as `{mid}: {{from: {init}, ...}}`" if init else
+                   "move its line to `methods`")
+            raise SentlabError(
+                f"Invalid params in {source}: method `{mid}` starts from "
+                f"{'the trained model of `' + init + '`' if init else 'the backbone'} (its init_from), but {where}; "
+                f"{fix}, so its train stage depends on the right model.")
+        cls = known[mid]
+        section = "methods_from" if mid in params.methods_from else "methods"
+        try:
+            cls.Params(**params.method_block(mid))
+        except ValidationError as e:
+            raise SentlabError(format_validation(e, cls.Params, prefix=f"{section}.{mid}", source=source)) from None
+    _check_ablations(params, source)
+    return params
+
+
+def _check_ablations(params: Params, source: str) -> None:
+    """``ablations.enabled`` is a real bool; each variant names a registered method and only keys of
+    that method's Params, with values it accepts (merged over ``methods.<id>``, as the stage does)."""
+    enabled = params.ablations.get("enabled", False)
+    if not isinstance(enabled, bool):
+        raise SentlabError(f"Invalid params in {source}: `ablations.enabled` must be true or false, got {enabled!r} "
+                           f"(a quoted 'false' is a string). Write `enabled: false` or `enabled: true`.")
+    unknown = set(params.ablations) - {"enabled", "variants"}
+    if unknown:
+        raise SentlabError(f"Invalid params in {source}: `ablations` has unknown keys {sorted(unknown)}; allowed: "
+                           f"enabled, variants.")
+    for name, spec in (params.ablations.get("variants") or {}).items():
+        key = f"ablations.variants.{name}"
+        if not isinstance(spec, dict) or set(spec) - {"method", "set"} or "method" not in spec:
+            raise SentlabError(f"Invalid params in {source}: `{key}` must be "
+                               f"`{{method: <id>, set: {{<key>: <value>}}}}` "
+                               f"(allowed keys: method, set); got {spec!r}.")
+        if spec["method"] not in registered():
+            raise SentlabError(f"Invalid params in {source}: `{key}.method`: {spec['method']!r} is not a registered "
+                               f"method; allowed: {', '.join(sorted(registered()))}.")
+        overrides = spec.get("set") or {}
+        if not isinstance(overrides, dict):
+            raise SentlabError(f"Invalid params in {source}: `{key}.set` must be a mapping of the method's keys, got "
+                               f"{overrides!r}.")
+        cls = get_method(spec["method"])
+        try:
+            cls.Params(**deep_merge(params.method_block(spec["method"]), overrides))
+        except ValidationError as e:
+            raise SentlabError(format_validation(e, cls.Params, prefix=f"{key}.set", source=source)) from None
+
+
+def validate_params(raw: dict, source: str = "params.yaml") -> Params:
+    """A raw params mapping validated whole: the schema (:func:`sentlab.config.validate`), then every method block."""
+    return check_blocks(validate(raw, source), source)
+
+
+def load_checked(path: str | os.PathLike = "params.yaml", profile: Optional[str] = None) -> Params:
+    """:func:`sentlab.config.load_params` followed by :func:`check_blocks`."""
+    return check_blocks(load_params(path, profile), f"profile {profile}" if profile is not None else str(path))
