@@ -101,7 +101,7 @@ def merged_estimates(paths: list[str]) -> dict[str, float | None]:
 
 def paper_chains(est: dict[str, float | None]) -> tuple[dict, dict, float, float]:
     """(chain -> hours, chain -> the chain it waits for, shared hours, final hours) of the paper profile."""
-    from sentlab.profile_files import profile_values
+    from sentlab.config.profile_files import profile_values
     from sentlab.config import validate
     from sentlab.pipeline.stage_list import stage_list_for
 

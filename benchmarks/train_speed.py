@@ -93,7 +93,7 @@ def profile_block(method_id: str, profile: str | None) -> dict:
     if not profile:
         return {}
     from sentlab.methods import get_method
-    from sentlab.profile_files import profile_values
+    from sentlab.config.profile_files import profile_values
 
     block = (profile_values(profile, REPO / "profiles").get("methods") or {}).get(method_id) or {}
     fields = get_method(method_id).Params.model_fields

@@ -20,7 +20,7 @@ from pathlib import Path
 from sentlab.annotate import annotate_file, options_from_params
 from sentlab.io import write_json
 from sentlab.pipeline.entry import run_stage
-from sentlab.stage_params import stage_params
+from sentlab.config.stage_params import stage_params
 
 CORPUS_DIR = Path("data/corpus")
 OUT = Path("data/annotations")

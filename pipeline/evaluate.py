@@ -35,7 +35,7 @@ def main() -> None:
     from sentlab.evaluate.sts.figures import note_figure
     from sentlab.evaluate.sts.runner import evaluate_and_record, read_model_info
     from sentlab.evaluate.sts.trained import missing_model_error, trained_method_block
-    from sentlab.stage_params import stage_params
+    from sentlab.config.stage_params import stage_params
 
     ap = argparse.ArgumentParser()
     ap.add_argument("name", help="the model (models.yaml): models/<name>")

@@ -24,7 +24,7 @@ from sentlab.hub.card import model_card
 from sentlab.io import atomic_path, independent_copy
 from sentlab.pipeline.entry import run_stage
 from sentlab.pipeline.stage_list import profile_models
-from sentlab.stage_params import stage_params
+from sentlab.config.stage_params import stage_params
 
 log = logging.getLogger("export")
 MODELS, METRICS, OUT = Path("models"), Path("reports/metrics"), Path("exports")
@@ -85,7 +85,7 @@ def export_one(params, folder: Path, dest: Path) -> None:
 
 
 def main() -> None:
-    from sentlab.failures import failed_stages, missing_reason
+    from sentlab.provenance.failures import failed_stages, missing_reason
     from sentlab.pipeline.stage_list import read_stage_list
 
     params = stage_params("export")

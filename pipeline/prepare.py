@@ -19,7 +19,7 @@ from sentlab.data.sts import all_sides, write_table
 from sentlab.io import staged_outputs, write_json
 from sentlab.pipeline.entry import run_stage
 from sentlab.pipeline.sources import parse_sources, sha256_file
-from sentlab.stage_params import stage_params
+from sentlab.config.stage_params import stage_params
 
 def copy_raw(resolved, rel_paths, dest: Path) -> None:
     for rel in rel_paths:

@@ -5,7 +5,7 @@ stage executes -> data/sources/ (``data.json``, ``model.json``, ``transfer.json`
 ``always_changed`` in dvc.yaml: DVC cannot see files outside the repository, so this stage looks at
 them at every ``dvc repro``; the stages that read a source depend on its file here, so they re-run
 exactly when a source's bytes change (:mod:`sentlab.pipeline.sources`). The code files hash the sentlab modules
-each entry point can import, comments and docstrings left out (:mod:`sentlab.provenance`). It runs
+each entry point can import, comments and docstrings left out (:mod:`sentlab.provenance.code`). It runs
 first, so it is also where a stale stage list (models.yaml) stops the run
 (:func:`sentlab.pipeline.stage_list.check_stage_list`).
 """
@@ -18,12 +18,12 @@ from pathlib import Path
 
 from sentlab.io import sweep_temporaries, write_json
 from sentlab.pipeline.entry import run_stage
-from sentlab.provenance import stage_code_files
+from sentlab.provenance.code import stage_code_files
 from sentlab.pipeline.sources import (data_sources, glue_sources, model_sources, parse_sources, retrieval_sources,
                              transfer_sources)
 from sentlab.methods.blocks import check_blocks
 from sentlab.pipeline.stage_list import check_stage_list
-from sentlab.stage_params import stage_params
+from sentlab.config.stage_params import stage_params
 from sentlab.tracking.runs import sweep_orphans
 
 OUT = Path("data/sources")

@@ -21,7 +21,7 @@ TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelat
 
 def profiles_training(root: Path) -> dict[str, list[str]]:
     """method id -> the profiles whose params train it (``sentlab profile`` resolves each file's extends)."""
-    from sentlab.profile_files import profile_values
+    from sentlab.config.profile_files import profile_values
 
     out: dict[str, list[str]] = {}
     for f in sorted((root / "profiles").glob("*.yaml")):

@@ -122,7 +122,7 @@ def tiny_bert(tok):
 def stage_workspace(work: Path, edit=None) -> Path:
     """A folder where a stage's script runs as under `dvc repro`: dvc.yaml, models.yaml, pipeline/ and params.yaml (the
     committed values, ``edit(raw)`` applied) of the repository, and `dvc init`; what the script reads is what its stage
-    declares there (sentlab.stage_params)."""
+    declares there (sentlab.config.stage_params)."""
     import shutil
     import subprocess
     import sys

@@ -336,7 +336,7 @@ def prepare_workdir(workspace: Path, scratch: Path, up, *, base: str = "paper-li
     in its NLTK folder (:func:`install_nltk`); returns the stages' environment."""
     from sentlab.config import validate
     from sentlab.preflight.scratch import make_scratch
-    from sentlab.profile_files import profile_values
+    from sentlab.config.profile_files import profile_values
 
     make_scratch(workspace, scratch)
     values = profile_values(base, scratch / "profiles")

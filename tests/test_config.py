@@ -12,7 +12,7 @@ from sentlab.methods.blocks import method_params
 from sentlab.config import PROFILES, load_params, validate
 from sentlab.methods.blocks import validate_params
 from sentlab.errors import SentlabError
-from sentlab.profile_files import profile_values
+from sentlab.config.profile_files import profile_values
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILES_DIR = REPO / "profiles"
@@ -304,7 +304,7 @@ def test_config_is_the_schema_and_the_methods_check_their_own_blocks():
     import subprocess
     import sys
 
-    code = ("import sys, sentlab.config, sentlab.stage_params, sentlab.profile_files; "
+    code = ("import sys, sentlab.config, sentlab.config.stage_params, sentlab.config.profile_files; "
             "print(sorted(m for m in sys.modules if m.startswith('sentlab.methods')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -15,7 +15,7 @@ from sentlab import assets
 from sentlab.config import validate
 from sentlab.data.corpus import sample_corpus
 from sentlab.errors import AssetMissingError, SentlabError
-from sentlab.profile_files import profile_values
+from sentlab.config.profile_files import profile_values
 
 REPO = Path(__file__).resolve().parents[1]
 HEAD_SHA256 = "626175d8bf7d77e323f6d74bed023563abe2123b1b7990ccfcd958880ea71f5b"   # the mirror's wiki/wiki1m_head.txt

@@ -63,7 +63,7 @@ def test_the_defaults_are_the_code_behind_the_number_and_the_papers_text_is_an_a
     the real tokens) is the paper profile's ablation variant diffcse_paper_text (issue #53 §3.2)."""
     from conftest import REPO
     from sentlab.config import validate
-    from sentlab.profile_files import profile_values
+    from sentlab.config.profile_files import profile_values
     from sentlab.report.ablations import trained_settings
     from sentlab.pipeline.stage_list import stage_list_for
 
@@ -280,7 +280,7 @@ def test_the_preflight_has_a_generator_standin(tok, tmp_path, monkeypatch, mirro
     from sentlab import assets, backbones
     from sentlab.config import validate
     from sentlab.preflight.standins import hub_standins, method_hub_models
-    from sentlab.profile_files import profile_values
+    from sentlab.config.profile_files import profile_values
 
     from conftest import REPO
 

@@ -2,8 +2,8 @@
 entry point (every import, module-level or inside a function, followed transitively) must each be
 covered by one of the stage's deps — the file itself, a folder holding it, or the stage kind's
 code file ``data/sources/code/<kind>.json`` or ``code/train/<method>.json`` (the ``sources`` stage writes the
-sha256 of every file that kind executes, found by :mod:`sentlab.provenance`; this test walks the imports on its
-own, with the same rule for the method registry: :data:`sentlab.provenance.READS_EVERY_METHOD`)."""
+sha256 of every file that kind executes, found by :mod:`sentlab.provenance.code`; this test walks the imports on its
+own, with the same rule for the method registry: :data:`sentlab.provenance.code.READS_EVERY_METHOD`)."""
 
 from __future__ import annotations
 
@@ -55,10 +55,10 @@ def _imports(path: Path, modname: str) -> set[str]:
 def executed_files(entry: str, method: str | None = None) -> frozenset[str]:
     """Repository-relative paths of the entry script and every sentlab module it can import.
     ``sentlab.methods`` imports every method module through its registry (pkgutil): a training counts its
-    method's module, the kinds of :data:`~sentlab.provenance.READS_EVERY_METHOD` every method module, the others
+    method's module, the kinds of :data:`~sentlab.provenance.code.READS_EVERY_METHOD` every method module, the others
     none (they meet the registry only validating params)."""
     from sentlab.methods import get_method
-    from sentlab.provenance import READS_EVERY_METHOD
+    from sentlab.provenance.code import READS_EVERY_METHOD
 
     if method:
         registry = [get_method(method).__module__]
@@ -98,7 +98,7 @@ STAGES = list(_stages())
 def code_file_lists() -> dict[str, tuple[str, frozenset[str]]]:
     """``{"data/sources/code/<kind>.json" or ".../code/train/<method>.json": (entry, files it hashes)}`` as the
     sources stage writes them."""
-    from sentlab.provenance import stage_code_files
+    from sentlab.provenance.code import stage_code_files
 
     return {f"data/sources/{rel}": (c["entry"], frozenset(c["files"])) for rel, c in stage_code_files(REPO).items()}
 
@@ -133,7 +133,7 @@ def test_a_code_file_changes_exactly_when_a_module_its_stage_runs_changes():
     files' code without comments and docstrings (a comment re-runs nothing)."""
     import hashlib
 
-    from sentlab import provenance
+    from sentlab.provenance import code as provenance
 
     assert "src/sentlab/report/build.py" in code_file_lists()["data/sources/code/report.json"][1]
     assert "src/sentlab/report/build.py" not in code_file_lists()["data/sources/code/train/simcse.json"][1]
@@ -159,6 +159,6 @@ def test_provenance_reads_the_registry_from_the_source():
     """#57: provenance stands below the methods and imports none; the method ids and their modules it reads from
     the ``@register`` decorators are the registry's."""
     from sentlab.methods import registered
-    from sentlab.provenance import registered_ids
+    from sentlab.provenance.code import registered_ids
 
     assert registered_ids() == {m: cls.__module__ for m, cls in registered().items()}

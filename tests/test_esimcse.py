@@ -218,7 +218,7 @@ def test_momentum_init_random_is_the_released_runs_fresh_bert_after_one_update(t
 def test_paper_profile_starts_the_momentum_encoder_as_the_released_run(tok):
     from pathlib import Path
 
-    from sentlab.profile_files import profile_values
+    from sentlab.config.profile_files import profile_values
 
     profiles = Path(__file__).resolve().parents[1] / "profiles"
     paper = profile_values("paper", profiles)["methods"]["esimcse"]

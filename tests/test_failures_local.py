@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sentlab import failures
+from sentlab.provenance import failures
 from sentlab.errors import SentlabError
 from sentlab.pipeline.entry import run_stage
 from sentlab.report.build import build_report

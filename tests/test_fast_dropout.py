@@ -137,7 +137,7 @@ def test_the_fingerprint_records_the_threads_a_batch_ran_on_not_the_processs(tin
     """A serial stage (2 intra-op threads: 2 single-threaded workers) and a ``--jobs 2`` task's (1 thread, 1 worker)
     encode each batch on one thread: the same bits, and the metrics' fingerprint says so (it recorded the process's
     2 against 1, so the two runs' metrics files differed in that one field)."""
-    from sentlab.fingerprint import environment_fingerprint
+    from sentlab.provenance.environment import environment_fingerprint
 
     model, tok = tiny_bert
     texts = sentences(120, seed=5)

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from sentlab.fingerprint import git_state
+from sentlab.provenance.environment import git_state
 
 
 def _git(cwd, *args):
@@ -76,7 +76,7 @@ def test_the_profile_record_does_not_outlive_a_change_of_the_profile_files(tmp_p
     (the written files no longer what it gives) or a record missing is dirty, never hidden."""
     import json
 
-    from sentlab.fingerprint import PROFILE_MARK
+    from sentlab.provenance.environment import PROFILE_MARK
     from sentlab.pipeline.profiles import set_profile
 
     clone = _repo_copy(tmp_path)

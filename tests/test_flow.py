@@ -8,7 +8,7 @@ import torch
 
 from sentlab.errors import SentlabError
 from sentlab.evaluate.baselines.flow import ActNorm, Coupling, Flow, Glow, InvertibleLU, flow_lookup
-from sentlab.params_schema import FlowParams
+from sentlab.config.sections import FlowParams
 
 from _support.sts_tables import nli_corpus as _nli
 
@@ -161,9 +161,9 @@ def test_the_preflight_slice_caps_the_flow_fit():
 
     from sentlab.config import validate
 
-    from sentlab.yaml_files import deep_merge
+    from sentlab.config.yaml_files import deep_merge
     from sentlab.preflight import slice_edits
-    from sentlab.profile_files import profile_values
+    from sentlab.config.profile_files import profile_values
 
     sl = {"size": 600, "steps": 3, "batch_size": 8, "dev_max_pairs": 16, "max_pairs": 10}
     paper = profile_values("paper", Path(__file__).resolve().parents[1] / "profiles")
@@ -180,7 +180,7 @@ def test_sentlab_methods_lists_the_baselines_the_schema_allows(capsys):
 
     from sentlab.evaluate.baselines.stage import DESCRIPTIONS
     from sentlab.cli import main
-    from sentlab.params_schema import EvaluateParams
+    from sentlab.config.sections import EvaluateParams
 
     assert main(["methods"]) == 0
     out = capsys.readouterr().out

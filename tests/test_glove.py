@@ -113,7 +113,7 @@ def test_the_preflight_goes_on_without_the_vectors(tmp_path):
     from sentlab.preflight import standin_for
     from sentlab.preflight.run import Preflight
     from sentlab.preflight.table import Row
-    from sentlab.profile_files import profile_values
+    from sentlab.config.profile_files import profile_values
 
     paper = profile_values("paper", Path(__file__).resolve().parents[1] / "profiles")
     edit, desc = standin_for("glove", paper)

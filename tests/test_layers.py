@@ -49,10 +49,10 @@ def test_no_new_circles(graph):
     ("sentlab.annotate.base", "sentlab.annotate.nltk_backend"),
     ("sentlab.annotate.base", "sentlab.annotate.spacy_backend"),
     ("sentlab.config", "sentlab.pipeline.profiles"),
-    ("sentlab.profile_files", "sentlab.config"),
+    ("sentlab.config.profile_files", "sentlab.config"),
     ("sentlab.backbones", "sentlab.backbones.standin"),
     ("sentlab.config", "sentlab.methods"),
-    ("sentlab.fingerprint", "sentlab.pipeline.profiles"),
+    ("sentlab.provenance.environment", "sentlab.pipeline.profiles"),
 ])
 def test_broken_circles_stay_broken(graph, importer, imported):
     """The circles #57 names, broken by moving a function (evaluate_dev to diagnostics, LOCK_ERRORS to graph,

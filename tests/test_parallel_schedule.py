@@ -16,7 +16,7 @@ from sentlab.errors import SentlabError
 from sentlab.parallel import runner, schedule
 from sentlab.parallel.graph import Chain, Plan, plan
 from sentlab.parallel.schedule import StageCost, chain_gpus, check_nproc, share_of_step, submission_order
-from sentlab.params_schema import RuntimeParams
+from sentlab.config.sections import RuntimeParams
 
 ROOT = Path(__file__).parents[1]
 SHARED = ["sources", "prepare", "annotate"]

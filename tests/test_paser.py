@@ -1002,7 +1002,7 @@ def test_paper_profile_is_the_released_codes_setting():
     collator's long-sentence rule; paser_sup reads paser's head, so it has the same matrix."""
     from pathlib import Path
 
-    from sentlab.profile_files import profile_values
+    from sentlab.config.profile_files import profile_values
 
     values = profile_values("paper", Path(__file__).resolve().parents[1] / "profiles")
     p = values["methods"]["paser"]

@@ -52,7 +52,7 @@ def _child_env() -> dict:
 
 
 def _values(profile: str) -> dict:
-    from sentlab.profile_files import profile_values
+    from sentlab.config.profile_files import profile_values
 
     return profile_values(profile, REPO / "profiles")
 
@@ -75,7 +75,7 @@ def workspace(tmp_path, mirror, monkeypatch):
 
 
 def _edit_profile(ws: Path, name: str, edit: dict) -> None:
-    from sentlab.yaml_files import deep_merge
+    from sentlab.config.yaml_files import deep_merge
 
     path = ws / "profiles" / f"{name}.yaml"
     path.write_text(yaml.safe_dump(deep_merge(yaml.safe_load(path.read_text()), edit), sort_keys=False))
@@ -245,7 +245,7 @@ def test_slice_caps_are_declared_by_each_method_and_reach_its_training():
     that are a method's own come from its Params (CT: a batch of 1 + negatives; L2P-CSR: max_sentences within
     the slice's corpus; PaSeR: its reconstruction check at 40 / 200); the profile's other values stay."""
     from sentlab.config import validate
-    from sentlab.yaml_files import deep_merge
+    from sentlab.config.yaml_files import deep_merge
     from sentlab.methods.ct import CTParams
     from sentlab.methods.l2p import L2PParams
     from sentlab.methods._paser_params import PaSeRParams
@@ -284,7 +284,7 @@ def test_slice_batch_zero_keeps_the_profiles_batch_sizes():
     """``--batch-size 0``: steps and corpus are the slice's, every batch the profile's own (a GPU preflight
     measures step time and memory at the paper's batch: L2P-CSR 512, SimCSE 64, CT 1 + its negatives)."""
     from sentlab.config import validate
-    from sentlab.yaml_files import deep_merge
+    from sentlab.config.yaml_files import deep_merge
     from sentlab.methods.ct import CTParams
     from sentlab.preflight import slice_edits
     from sentlab.train.run import method_params, resolve_train
@@ -337,7 +337,7 @@ def test_the_nli_standin_gives_the_whitening_stage_its_pairs_back():
 def test_asset_messages_name_the_fetch_command_and_the_standins_are_params_edits():
     from sentlab.preflight import classify_asset, standin_for
     from sentlab.config import validate
-    from sentlab.yaml_files import deep_merge
+    from sentlab.config.yaml_files import deep_merge
     from sentlab.preflight.standins import changed_models
     from sentlab.pipeline.stage_list import stage_list_for
 

@@ -14,7 +14,7 @@ from sentlab import cli
 from sentlab.config import load_params, validate
 from sentlab.errors import SentlabError
 from sentlab.pipeline.profiles import params_text
-from sentlab.profile_files import profile_names, profile_values
+from sentlab.config.profile_files import profile_names, profile_values
 from sentlab.pipeline.stage_list import models_for
 
 REPO = Path(__file__).resolve().parents[1]

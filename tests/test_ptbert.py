@@ -86,7 +86,7 @@ def test_paper_profile_runs_the_released_codes_settings():
     """Paper profile = Namco0816/PT-BERT's run: online key attention, 5 batches (320) queued, random key start,
     max length 64 (re-produce_result.sh's max_len);
     Table 5b's Q-192 / Q-320 rows = the code's queue_size 3 / 5 (256 / 384 candidates)."""
-    from sentlab.profile_files import profile_values
+    from sentlab.config.profile_files import profile_values
 
     values = profile_values("paper", REPO / "profiles")
     p = values["methods"]["ptbert"]

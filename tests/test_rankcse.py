@@ -225,8 +225,8 @@ def test_the_teachers_are_dvc_deps_of_the_train_stage_and_must_be_trained(tmp_pa
     import yaml
     from conftest import REPO
     from sentlab.config import validate
-    from sentlab.yaml_files import deep_merge
-    from sentlab.profile_files import profile_values
+    from sentlab.config.yaml_files import deep_merge
+    from sentlab.config.profile_files import profile_values
     from sentlab.pipeline.stage_list import stage_list_for
 
     values = profile_values("paper", REPO / "profiles")
@@ -268,7 +268,7 @@ def test_the_paper_profile_runs_listmle_and_listnet_is_its_ablation_row():
     variant rankcse_listnet, with everything else the same (issue #53 §3.3)."""
     from conftest import REPO
     from sentlab.config import validate
-    from sentlab.profile_files import profile_values
+    from sentlab.config.profile_files import profile_values
     from sentlab.report.ablations import trained_settings
 
     paper = validate(profile_values("paper", REPO / "profiles"))
@@ -288,7 +288,7 @@ def test_the_rankcse_and_diffcse_lines_named_in_the_profiles_and_docs_exist():
 
     from conftest import REPO
     from sentlab.config import validate
-    from sentlab.profile_files import profile_values
+    from sentlab.config.profile_files import profile_values
 
     variants = set(validate(profile_values("paper", REPO / "profiles")).ablations["variants"])
     for f in ("profiles/paper.yaml", "profiles/quick.yaml", "docs/methods.md"):

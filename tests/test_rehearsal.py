@@ -77,7 +77,7 @@ def test_the_stand_ins_are_as_deep_as_the_deepest_l2p_line_the_profile_trains():
     """The paper profile's ablation l2p_layers_6 perturbs 6 encoder layers: a 2-layer stand-in stopped it
     (``methods.l2p.layers = 4 exceeds the encoder's 2 transformer layers``, the paper rehearsal); paper-lite trains
     no such line and keeps the 2-layer stand-ins."""
-    from sentlab.profile_files import profile_values
+    from sentlab.config.profile_files import profile_values
 
     profiles = Path(__file__).resolve().parents[1] / "profiles"
     assert su.deepest_layers(profile_values("paper", profiles)) == 6

@@ -14,7 +14,7 @@ import yaml
 
 from sentlab.methods.blocks import validate_params
 from sentlab.pipeline.profiles import load_all_profiles
-from sentlab.profile_files import profile_values
+from sentlab.config.profile_files import profile_values
 from sentlab.errors import SentlabError
 
 REPO = Path(__file__).resolve().parents[1]

@@ -169,7 +169,7 @@ def test_runtime_settings_keep_the_resume_key_and_result_settings_change_it():
 
 
 def test_the_training_code_fingerprint_ignores_comments_and_docstrings_not_code(tmp_path):
-    from sentlab.provenance import _semantic_source
+    from sentlab.provenance.code import _semantic_source
 
     f = tmp_path / "m.py"
     f.write_text('"""Doc."""\nimport os\n\n\ndef f(x):\n    """Doc."""\n    return x + 1  # one\n')
@@ -181,7 +181,7 @@ def test_the_training_code_fingerprint_ignores_comments_and_docstrings_not_code(
 
 
 def test_the_training_code_fingerprint_covers_what_trains_and_not_the_report():
-    import sentlab.provenance as prov
+    import sentlab.provenance.code as prov
 
     files = {p.relative_to(prov.PACKAGE_DIR).as_posix()
              for p in prov.executed_modules(REPO / "pipeline" / "train.py", ("simcse",))}
@@ -366,7 +366,7 @@ def test_the_sources_stage_checks_every_method_line_first(mirror, tmp_path, monk
 
 # --- code deps follow what each stage executes -------------------------------------------------------
 def test_an_edit_of_the_training_code_is_not_a_dependency_of_the_baselines():
-    from sentlab.provenance import stage_code
+    from sentlab.provenance.code import stage_code
 
     baseline = set(stage_code("evaluate_baseline", REPO)["files"])
     trained = set(stage_code("evaluate", REPO)["files"])
@@ -492,8 +492,8 @@ def test_a_comment_in_the_training_code_changes_no_code_file(tmp_path, monkeypat
     of train/loop.py leaves it as it was (no training re-runs), a code edit changes it."""
     import shutil
 
-    from sentlab import provenance
-    from sentlab.provenance import stage_code
+    from sentlab.provenance import code as provenance
+    from sentlab.provenance.code import stage_code
 
     root = tmp_path / "repo"
     shutil.copytree(REPO / "src", root / "src")
@@ -515,8 +515,8 @@ def test_editing_one_method_module_changes_the_code_files_of_its_trainings_only(
     stay up to date."""
     import shutil
 
-    from sentlab import provenance
-    from sentlab.provenance import stage_code_files
+    from sentlab.provenance import code as provenance
+    from sentlab.provenance.code import stage_code_files
 
     root = tmp_path / "repo"
     shutil.copytree(REPO / "src", root / "src")
@@ -539,9 +539,9 @@ def test_code_files_name_modules_as_the_repository_does_whichever_checkout_runs(
     imports them from (the run that wrote a dvc.lock from such a copy left it stale for every clone)."""
     import shutil
 
-    from sentlab.provenance import stage_code
+    from sentlab.provenance.code import stage_code
 
     shutil.copytree(REPO / "pipeline", tmp_path / "pipeline")
     here, there = stage_code("prepare", REPO), stage_code("prepare", tmp_path)
     assert there == here
-    assert "src/sentlab/stage_params.py" in there["files"] and "pipeline/prepare.py" in there["files"]
+    assert "src/sentlab/config/stage_params.py" in there["files"] and "pipeline/prepare.py" in there["files"]

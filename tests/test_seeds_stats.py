@@ -155,7 +155,7 @@ def test_bad_seed_params_are_refused(seeds, msg):
 
 
 def test_a_profile_cannot_change_the_seed_pool():
-    from sentlab.profile_files import check_overrides
+    from sentlab.config.profile_files import check_overrides
 
     with pytest.raises(SentlabError, match="seeds.pool"):
         check_overrides(_raw(), {"seeds": {"pool": [7, 8]}}, "profiles/smoke.yaml")

@@ -1,5 +1,5 @@
-"""A stage reads exactly the params.yaml keys its dvc.yaml entry declares (sentlab.stage_params): an edit DVC does not
-see cannot reach it, and a read of an undeclared key fails, naming the key to declare."""
+"""A stage reads exactly the params.yaml keys its dvc.yaml entry declares (sentlab.config.stage_params): an edit DVC
+does not see cannot reach it, and a read of an undeclared key fails, naming the key to declare."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from conftest import stage_workspace
 
 from sentlab.methods.blocks import method_params
-from sentlab.stage_params import UndeclaredParam, stage_params
+from sentlab.config.stage_params import UndeclaredParam, stage_params
 
 
 @pytest.fixture

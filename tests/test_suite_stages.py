@@ -13,14 +13,14 @@ import yaml
 from conftest import REPO, stage_workspace, mirror_with
 
 from sentlab.errors import AssetMissingError
-from sentlab.stage_params import UndeclaredParam, stage_params
+from sentlab.config.stage_params import UndeclaredParam, stage_params
 
 BACKBONE = "data/sources/model.json"
 
 
 def _lists(profile: str) -> dict:
     from sentlab.config import validate
-    from sentlab.profile_files import profile_values
+    from sentlab.config.profile_files import profile_values
     from sentlab.pipeline.stage_list import stage_list_for
 
     return stage_list_for(validate(profile_values(profile, REPO / "profiles")))
@@ -38,7 +38,7 @@ def test_quick_runs_transfer_and_the_glue_slice_paper_every_suite():
                                          "paser_sup": {"dep": "models/paser_sup"}}
 
     from sentlab.config import validate
-    from sentlab.profile_files import profile_values
+    from sentlab.config.profile_files import profile_values
 
     q, p = validate(profile_values("quick", REPO / "profiles")), validate(profile_values("paper", REPO / "profiles"))
     assert q.glue.tasks == ["SST-2", "STS-B"] and q.glue.finetune.max_steps <= 300 and q.glue.finetune.max_dev
@@ -50,7 +50,7 @@ def test_quick_runs_transfer_and_the_glue_slice_paper_every_suite():
 def test_a_suite_lists_only_what_it_can_evaluate():
     from sentlab.config import validate
     from sentlab.errors import SentlabError
-    from sentlab.profile_files import profile_values
+    from sentlab.config.profile_files import profile_values
     from sentlab.pipeline.stage_list import stage_list_for
 
     values = profile_values("quick", REPO / "profiles")
@@ -101,7 +101,7 @@ def _record_reads(monkeypatch) -> set[str]:
     ``model_dump()`` (the settings a suite logs to MLflow: whatever it declares) is not a read: a key declared only
     to be logged would re-run the stage for nothing."""
     from sentlab.config import RUNTIME_KEYS
-    from sentlab.stage_params import Declared, SectionView
+    from sentlab.config.stage_params import Declared, SectionView
 
     reads: set[str] = set()
     section_get, declared_get = SectionView.__getattr__, Declared.__getattr__
@@ -281,7 +281,7 @@ def test_the_paper_preflight_goes_on_without_the_suites_data(tmp_path, monkeypat
     from sentlab.preflight.run import Preflight
     from sentlab.preflight.slice import slice_edits
     from sentlab.preflight.table import Row
-    from sentlab.profile_files import profile_values
+    from sentlab.config.profile_files import profile_values
 
     mirror_with(monkeypatch, "SST/binary", "STS/STSBenchmark")
     monkeypatch.setenv("SENTLAB_CACHE", str(tmp_path / "cache"))
@@ -315,7 +315,7 @@ def test_the_preflight_projects_no_full_run_from_a_glue_slice(tmp_path):
     from sentlab.config import validate
     from sentlab.preflight.projection import project
     from sentlab.preflight.table import Row
-    from sentlab.profile_files import profile_values
+    from sentlab.config.profile_files import profile_values
 
     real = validate(profile_values("paper", REPO / "profiles"))
     sl = {"size": 600, "steps": 3, "batch_size": 8, "dev_max_pairs": 16, "max_pairs": 10}

@@ -316,7 +316,7 @@ def test_quick_step_budgets_follow_encoder_passes_with_two_dev_points():
 
 
 def test_run_key_includes_the_code_fingerprint(monkeypatch):
-    import sentlab.provenance as prov
+    import sentlab.provenance.code as prov
     from sentlab.train.run import method_params, run_key
 
     p = params()

@@ -35,7 +35,7 @@ def test_subsample_is_seeded_capped_and_keeps_senteval_order():
 
 def _params(**transfer):
     from sentlab.config import validate
-    from sentlab.profile_files import profile_values
+    from sentlab.config.profile_files import profile_values
 
     values = profile_values("quick")
     values["transfer"] = {**values["transfer"], **transfer}

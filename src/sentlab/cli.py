@@ -128,7 +128,7 @@ def _retrieval_metrics(enc, batch: int) -> dict:
     Table 6's examples at their defaults (params.yaml ``retrieval.examples``)."""
     from .evaluate.suites.retrieval import load_askubuntu, load_qqp
     from .evaluate.suites.retrieval_stage import retrieval_metrics
-    from .params_schema import RetrievalExamplesParams
+    from .config.sections import RetrievalExamplesParams
 
     data = {"QQP": load_qqp(), "AskUbuntu": load_askubuntu()}
     return retrieval_metrics(enc, ("QQP", "AskUbuntu"), data, batch, examples=RetrievalExamplesParams())
@@ -168,7 +168,7 @@ def _cmd_params(args) -> int:
 
     from .methods.blocks import load_checked
     from .pipeline.profiles import load_all_profiles
-    from .profile_files import profiles_dir
+    from .config.profile_files import profiles_dir
 
     if profiles_dir(args.params).is_dir():
         load_all_profiles(profiles_dir(args.params))  # every profile must be valid, not only the one printed

@@ -10,7 +10,7 @@ here, one floor up, by the registry that knows the methods:
 * :func:`validate_params` / :func:`load_checked` — :func:`sentlab.config.validate` / :func:`~sentlab.config.load_params`
   followed by :func:`check_blocks`: what the profile files, ``sentlab profile`` and the command line use.
 
-A stage reads its declared keys through :mod:`sentlab.stage_params` (the schema); the stage that uses a method's
+A stage reads its declared keys through :mod:`sentlab.config.stage_params` (the schema); the stage that uses a method's
 block (a training, its evaluation) builds it through :func:`method_params`, which names the bad key.
 """
 
@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from ..config import Params, format_validation, load_params, validate
 from ..errors import SentlabError
-from ..yaml_files import deep_merge
+from ..config.yaml_files import deep_merge
 from . import get_method, registered
 
 

@@ -155,7 +155,7 @@ def run(root: str | Path = ".", jobs: int = 2, address: str | None = None, gpus:
         remote: bool = False, keep_worktrees: bool = False, targets: list[str] | None = None) -> int:
     """The pipeline in parallel (see the module docstring); returns the exit status. ``targets``: only those stages
     and what they need, then the report from what exists (``sentlab run --table``)."""
-    from ..stage_params import runtime_params, training_threads
+    from ..config.stage_params import runtime_params, training_threads
 
     root = Path(root).resolve()
     rt = runtime_params(root)
@@ -306,9 +306,9 @@ def _run(ray, root: Path, jobs, address, gpus, remote, keep, rt, state: Path, ru
 
 
 def partial_outputs(root: Path, final: list[str], logs: Path, env: dict) -> dict[str, int]:
-    """Run the final stages' commands (``report``, ``export``: dvc.yaml's ``cmd``) in the workspace outside DVC,
-    whose dependencies include the failed stages' outputs: they build from what finished and name each failed
-    stage with its log (:mod:`sentlab.failures`, which reads this run's stage states). Returns stage -> exit."""
+    """Run the final stages' commands (``report``, ``export``: dvc.yaml's ``cmd``) in the workspace outside DVC, whose
+    dependencies include the failed stages' outputs: they build from what finished and name each failed stage with its
+    log (:mod:`sentlab.provenance.failures`, which reads this run's stage states). Returns stage -> exit."""
     import subprocess
 
     import yaml

@@ -1,6 +1,6 @@
 """``sentlab status``: every stage of the profile in force, up to date / stale / queued / running / failed,
 with its log (a stage that failed under a plain ``dvc repro --keep-going`` too: its own record,
-:mod:`sentlab.failures`).
+:mod:`sentlab.provenance.failures`).
 
 Up to date and stale come from DVC (``dvc status --json``, closed downstream: a stage below a stale one runs
 again too); queued, running, failed and skipped from the state the tasks of the last ``sentlab run`` wrote
@@ -62,7 +62,7 @@ def stage_status(root: str | Path = ".") -> tuple[list[dict], dict]:
             st = json.loads(f.read_text()) if f.is_file() else {}
         except ValueError:   # written while the writer was killed
             st = {"status": "unknown", "reason": f"{f} is unreadable (a killed writer's)"}
-        own = recorded.get(s)   # a failure the stage recorded itself under `dvc repro` (sentlab.failures)
+        own = recorded.get(s)   # a failure the stage recorded itself under `dvc repro` (sentlab.provenance.failures)
         if own and (not st or st.get("updated", 0) < own.get("time", 0)):
             last = (own.get("reason") or "").strip().splitlines()[-1:] or [""]
             st = {"status": "failed", "log": own.get("log"), "reason": last[0][:300]}

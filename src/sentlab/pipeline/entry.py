@@ -24,7 +24,7 @@ def run_stage(main: Callable[[], object]) -> int:
     stage = os.environ.get("DVC_STAGE")   # set by DVC for the stage it runs: its failure is recorded (#54 §5)
     if not stage:
         return report_errors(observed)
-    from .. import failures
+    from ..provenance import failures
 
     failures.clear_failure(stage)
     said: list[str] = []

@@ -1,4 +1,5 @@
-"""Profiles: override files that ``sentlab profile NAME`` applies to params.yaml (read by :mod:`sentlab.profile_files`).
+"""Profiles: override files that ``sentlab profile NAME`` applies to params.yaml (read by
+:mod:`sentlab.config.profile_files`).
 
 Every ``profiles/<name>.yaml`` is a profile (found by listing the folder: a researcher's ``profiles/mine.yaml``
 works without touching code). ``profiles/quick.yaml`` holds every value (the base); any other file states the
@@ -23,10 +24,10 @@ import yaml
 
 from ..methods.blocks import validate_params
 
-from ..yaml_files import read_yaml
+from ..config.yaml_files import read_yaml
 from ..errors import SentlabError
-from ..fingerprint import record_profile_written
-from ..profile_files import BASE, EXTENDS, chain, profile_names, profile_values, profiles_dir
+from ..provenance.environment import record_profile_written
+from ..config.profile_files import BASE, EXTENDS, chain, profile_names, profile_values, profiles_dir
 
 HEADER = ("# params.yaml: the values in force (profile {name}), written by `sentlab profile {name}` from {files}.\n"
           "# Edit it freely (stages declare its keys: `dvc status` shows what an edit re-runs);\n"

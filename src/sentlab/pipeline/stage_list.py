@@ -66,7 +66,7 @@ def train_stage(name: str, entry: dict) -> str:
 
 def _model_deps(params: Params, method: str, variant: dict | None = None) -> tuple[str, ...]:
     """The method block's ``model_deps`` (its line, with an ablation variant's ``set`` on top)."""
-    from ..yaml_files import deep_merge
+    from ..config.yaml_files import deep_merge
     from ..methods import get_method
 
     block = {k: v for k, v in params.method_block(method).items() if k != "from"}

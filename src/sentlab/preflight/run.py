@@ -12,7 +12,7 @@ from typing import Optional
 
 from ..methods.blocks import validate_params
 
-from ..yaml_files import deep_merge, read_yaml
+from ..config.yaml_files import deep_merge, read_yaml
 from ..errors import SentlabError
 from . import slice as S
 from .projection import project

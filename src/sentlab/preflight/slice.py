@@ -23,7 +23,7 @@ import yaml
 
 from ..methods.blocks import validate_params
 
-from ..yaml_files import deep_merge, read_yaml
+from ..config.yaml_files import deep_merge, read_yaml
 from ..errors import SentlabError
 
 # The slice (CLI flags change them; ``batch_size`` 0 keeps the profile's batch sizes).

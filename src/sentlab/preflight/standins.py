@@ -109,7 +109,7 @@ def _line_edits(edit: dict) -> list[tuple[str, dict]]:
 def model_block(values: dict, entry: dict, name: str) -> dict:
     """The method block a models.yaml ``entry`` (model ``name``) trains with under ``values``: its line, with an
     ablation variant's ``set`` on top."""
-    from ..yaml_files import deep_merge
+    from ..config.yaml_files import deep_merge
 
     section, _, mid = str(entry.get("line", "")).partition(".")
     block = dict((values.get(section) or {}).get(mid) or {})

@@ -19,7 +19,7 @@ from typing import Any, Optional
 from ..config import Params
 from ..methods.blocks import load_checked
 
-from ..yaml_files import deep_merge
+from ..config.yaml_files import deep_merge
 from ..errors import SentlabError
 
 REPO_PARAMS = Path(__file__).resolve().parents[3] / "params.yaml"

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..io import write_text
-from ..markers import NOT_RUN
+from ..provenance.markers import NOT_RUN
 from . import diagnostics_tables, examples, figures, protocol_table, retrieval_examples, significance
 from .paper_tables import (EVALUATED, Resolved, TableSpec, all_tables, load_metrics, models_in_tables, rank,
                            render_rows, to_csv, to_latex, to_markdown)
@@ -49,9 +49,9 @@ def profile_metrics(root: Path, models: Optional[dict[str, bool]] = None,
     """``reports/metrics`` as :func:`load_metrics` reads it, restricted to the active profile when
     ``models`` is given: its models and the baselines; a known model it does not train is
     ``{"status": "not run in this profile"}``; files of other models are left out. A model (or baseline) of the
-    profile without metrics whose stage failed (``failures``, :func:`sentlab.failures.failed_stages`) is
+    profile without metrics whose stage failed (``failures``, :func:`sentlab.provenance.failures.failed_stages`) is
     ``{"status": "failed: <stage>, log <path>"}``: its rows name the stage and the log (issue #54 §5)."""
-    from ..failures import missing_reason
+    from ..provenance.failures import missing_reason
 
     metrics = load_metrics(Path(root) / "reports/metrics")
     if models is None:
@@ -125,8 +125,8 @@ def _filled(rows: list[Resolved]) -> str:
 def build_report(root: Path | str = ".", backbone: str = "", profile: str = "",
                  models: Optional[dict[str, bool]] = None, failures: Optional[dict[str, dict]] = None) -> Report:
     """Every table, figure and the index from what is there; ``failures`` (default: the recorded ones,
-    :func:`sentlab.failures.failed_stages`) name the failed stage of each missing row."""
-    from ..failures import failed_stages
+    :func:`sentlab.provenance.failures.failed_stages`) name the failed stage of each missing row."""
+    from ..provenance.failures import failed_stages
 
     root = Path(root)
     failures = failed_stages(root) if failures is None else failures

@@ -83,7 +83,7 @@ def provenance_tags() -> dict[str, str]:
     """Tags tying a run to the code and the DVC experiment that produced it: the git commit and
     dirty flag of the repository, and DVC's experiment name and baseline commit when run by
     ``dvc exp run``."""
-    from ..fingerprint import git_state
+    from ..provenance.environment import git_state
 
     tags: dict[str, str] = {}
     root = store_root()

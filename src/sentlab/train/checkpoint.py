@@ -29,7 +29,7 @@ import torch
 
 from ..io import atomic_path
 
-from ..markers import CURVE_COLUMNS, write_curve, write_marker  # noqa: F401 - re-exported (train loop, run)
+from ..provenance.markers import CURVE_COLUMNS, write_curve, write_marker  # noqa: F401 - re-exported (train loop, run)
 
 
 # --- RNG ---------------------------------------------------------------------

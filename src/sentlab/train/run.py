@@ -70,9 +70,9 @@ def backbone_of(params: Params, mparams) -> str:
 def run_key(params: Params, method_id: str, mparams, corpus_fingerprint: str) -> str:
     """Hash of what determines the trained result: method, its params, the resolved train block minus
     :data:`RUNTIME_KEYS`, seed, backbone, corpus content and the code a train stage executes
-    (:func:`sentlab.provenance.training_code_fingerprint`, comments and docstrings left out: a fixed bug
+    (:func:`sentlab.provenance.code.training_code_fingerprint`, comments and docstrings left out: a fixed bug
     does not resume a checkpoint of the code before the fix; a comment does not cost the checkpoint)."""
-    from .. import provenance
+    from ..provenance import code as provenance
 
     train = resolve_train(params, mparams).model_dump()
     for k in RUNTIME_KEYS:
@@ -170,7 +170,7 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
     ckpt_dir = root / "checkpoints" / name / key
     if D.is_main():
         stale_checkpoints(ckpt_dir)
-    from ..fingerprint import environment_fingerprint
+    from ..provenance.environment import environment_fingerprint
 
     precision = resolve_precision(cfg.precision, device)  # `auto` resolved: what the loop uses
     if precision == "bf16" and device.type == "cpu" and D.is_main() and not cpu_has_native_bf16():
@@ -201,7 +201,7 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
 
         run_name = T.run_name(method_id, mparams.model_dump(), variant=None if name == method_id else name,
                               train=cfg.model_dump(), keys=cls.run_name_params)
-        from ..fingerprint import fingerprint_tags
+        from ..provenance.environment import fingerprint_tags
 
         tags = {"stage": "train", "method": method_id, "profile": params.profile, "sentlab.model": name,
                 "sentlab.group": group or name, "sentlab.run_key": key, "sentlab.seed": str(params.seed),
@@ -236,8 +236,8 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
 def _train_stage(name: str) -> str:
     """The dvc.yaml stage that trains ``name``: models.yaml's entry names its group (``train``, or ``train_distill``
     for a training that reads other models); a name it does not list makes ``train@<name>``, which DVC then names as
-    missing (:func:`sentlab.stage_params.declared_params`)."""
-    from ..yaml_files import read_yaml
+    missing (:func:`sentlab.config.stage_params.declared_params`)."""
+    from ..config.yaml_files import read_yaml
 
     listed = ((read_yaml("models.yaml") or {}).get("models") or {}) if Path("models.yaml").is_file() else {}
     return f"{listed[name]['train'] if name in listed else 'train'}@{name}"
@@ -245,13 +245,13 @@ def _train_stage(name: str) -> str:
 
 def stage_main(argv: Optional[Sequence[str]] = None, prog: str = "pipeline/train.py", *,
                make_dev_eval: DevEvalMaker) -> int:
-    """``pipeline/train.py NAME --method M --seed S``: the DVC stage ``train@NAME`` or ``train_distill@NAME``
-    (dvc.yaml; the model's entry in models.yaml). It reads exactly the params the stage declares
-    (:mod:`sentlab.stage_params`): the model's params lines (its method's, and an ablation variant's ``set``), the
-    train keys, the backbone."""
+    """``pipeline/train.py NAME --method M --seed S``: the DVC stage ``train@NAME`` or ``train_distill@NAME`` (dvc.yaml;
+    the model's entry in models.yaml). It reads exactly the params the stage declares
+    (:mod:`sentlab.config.stage_params`): the model's params lines (its method's, and an ablation variant's ``set``),
+    the train keys, the backbone."""
     import argparse
 
-    from ..stage_params import stage_params
+    from ..config.stage_params import stage_params
 
     ap = argparse.ArgumentParser(prog=prog, description="Train one model of the stage list (DVC stage train@NAME, "
                                                         "or train_distill@NAME for one that reads other models).")

@@ -235,7 +235,7 @@ class Flow:
 
     @classmethod
     def fit(cls, x: np.ndarray, params, seed: int, progress: bool = False) -> "Flow":
-        """Maximum likelihood on ``x`` (n × d) with ``params`` (:class:`~sentlab.params_schema.FlowParams`)."""
+        """Maximum likelihood on ``x`` (n × d) with ``params`` (:class:`~sentlab.config.sections.FlowParams`)."""
         from tqdm.auto import tqdm
 
         xt = torch.as_tensor(np.asarray(x, dtype=np.float32))

@@ -29,7 +29,7 @@ def run_baseline_stage(name: str) -> None:
     from ...data.sts import read_sts_table
     from ...errors import SentlabError
     from ..sts.cache import embedding_cache
-    from ...stage_params import stage_params
+    from ...config.stage_params import stage_params
     from ..sts.figures import note_figure
 
     if name not in BASELINES:

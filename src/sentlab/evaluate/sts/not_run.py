@@ -1,5 +1,5 @@
 """The evaluate stage's outputs for a model the active profile does not train (its train stage's are
-:mod:`sentlab.markers`'): the metrics JSON with the reason, a placeholder figure, empty per-pair cosines and
+:mod:`sentlab.provenance.markers`'): the metrics JSON with the reason, a placeholder figure, empty per-pair cosines and
 bootstrap tables, an MTEB results folder saying why it is empty. Written when ``pipeline/evaluate.py`` is run by
 hand for such a model (dvc.yaml's loops evaluate only the models the profile trains).
 """

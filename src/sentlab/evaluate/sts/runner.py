@@ -194,7 +194,7 @@ def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, t
     from .protocol import TASKS
 
     intervals = bootstrap_intervals(frame, [*TASKS, "STSBenchmark-dev"], seed=params.seed)
-    from ...fingerprint import environment_fingerprint
+    from ...provenance.environment import environment_fingerprint
 
     metrics = {"model": name, "kind": kind, "backbone": metrics_backbone(params, kind, extra_metrics),
                "profile": params.profile,
@@ -222,7 +222,7 @@ def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, t
                              else out_path.parent / "mteb", max_pairs=params.evaluate.max_pairs)
     write_json(out_path, metrics)
     # the outputs first: tracking is a side channel that may fail or wait (sentlab.tracking.degrade)
-    from ...fingerprint import fingerprint_tags
+    from ...provenance.environment import fingerprint_tags
 
     with tracking.run(f"eval/{name}", params=run_params, tags={"sentlab.stage": "evaluate", "sentlab.model": name,
                                                                 **fingerprint_tags(metrics["fingerprint"])}) as ml:

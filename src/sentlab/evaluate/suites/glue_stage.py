@@ -48,7 +48,7 @@ def slice_of(cfg) -> str:
 
 def run_glue_stage(name: str) -> dict:
     """``glue@<name>`` in the repository's working directory; returns the metrics written."""
-    from ...stage_params import stage_params
+    from ...config.stage_params import stage_params
     from .glue import GlueConfig, load_glue
     from ..sts.runner import resolve_device_precision
     from .suite_stage import missing_data, record, stage_of, suite_model, use_training_threads

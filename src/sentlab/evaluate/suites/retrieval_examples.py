@@ -28,7 +28,7 @@ from typing import Sequence
 import numpy as np
 
 from ...errors import SentlabError
-from ...params_schema import RetrievalExamplesParams as ExampleSettings   # k, paper, n_seeded, seed, queries, show
+from ...config.sections import RetrievalExamplesParams as ExampleSettings   # k, paper, n_seeded, seed, queries, show
 
 
 # PaSeR Table 6 (§5.1): QQP retrieval examples, as printed: for two queries, the top 3 questions each model

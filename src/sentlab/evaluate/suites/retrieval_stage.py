@@ -41,7 +41,7 @@ def retrieval_metrics(enc, tasks, data: dict, batch_size: int, map_at: int = 100
 
 def run_retrieval_stage(name: str) -> dict:
     """``retrieval@<name>`` in the repository's working directory; returns the metrics written."""
-    from ...stage_params import stage_params
+    from ...config.stage_params import stage_params
     from .retrieval import load_askubuntu, load_qqp
     from .suite_stage import frozen_encoder, missing_data, record, stage_of, suite_model
 

@@ -43,7 +43,7 @@ def transfer_metrics(enc, tasks, batch_size: int, max_examples=None, progress: b
 
 def run_transfer_stage(name: str) -> dict:
     """``transfer@<name>`` in the repository's working directory; returns the metrics written."""
-    from ...stage_params import stage_params
+    from ...config.stage_params import stage_params
     from .suite_stage import frozen_encoder, record, stage_of, use_training_threads
 
     params = stage_params(stage_of("transfer", name))

@@ -18,10 +18,10 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
-from .config import Params, validate
+from . import Params, validate
 
 from .yaml_files import read_yaml
-from .errors import SentlabError
+from ..errors import SentlabError
 
 DICT_SECTIONS = ("methods", "methods_from", "ablations")
 
@@ -126,7 +126,7 @@ def stage_params(stage: Optional[str] = None, root: str | os.PathLike = ".") -> 
 
 def declared_view(raw: dict, stage: str) -> Declared:
     """Validate the declared ``raw`` params and wrap them; the train block also carries the runtime keys."""
-    from .config import RUNTIME_KEYS
+    from . import RUNTIME_KEYS
 
     params = validate(raw, source=f"params.yaml (the keys stage `{stage}` declares)")
     paths = _key_paths({k: v for k, v in raw.items() if k != "runtime"})

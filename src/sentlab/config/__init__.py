@@ -18,10 +18,16 @@ researcher edits it directly (``dvc exp run -S methods.moco.lr=1e-5``). Its sect
     seeds: {pool: [...], count: 1, per_method: {...}}   # more seeds per method
 
 The stage list (``models.yaml``, :mod:`sentlab.pipeline.stage_list`) is made from it; a stage reads only the
-keys it declares (:mod:`sentlab.stage_params`). An unknown key or a bad value raises
+keys it declares (:mod:`sentlab.config.stage_params`). An unknown key or a bad value raises
 :class:`~sentlab.errors.SentlabError` naming the key and the allowed values. This module is the schema and imports no
 method: a method's line (``methods.<id>``) and the ablation variants are checked against the method's own ``Params`` by
 :mod:`sentlab.methods.blocks`.
+
+The package's modules: this one (:class:`Params`, :func:`validate`, :func:`load_params`: the schema);
+:mod:`.sections` (the models of each section: ``train``, ``evaluate``, ...); :mod:`.profile_files` (the profile files
+read, a profile's ``extends`` chain merged); :mod:`.stage_params` (the keys one stage declares in dvc.yaml, and
+nothing else, as it reads them); :mod:`.yaml_files` (YAML read and merged). Writing params.yaml and the stage list from
+a profile is the pipeline wing's (:mod:`sentlab.pipeline`).
 """
 
 from __future__ import annotations
@@ -33,14 +39,14 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from .errors import SentlabError
-from .params_schema import (RUNTIME_KEYS, AnnotateParams, EvaluateParams, GlueParams,  # noqa: F401
+from ..errors import SentlabError
+from .sections import (RUNTIME_KEYS, AnnotateParams, EvaluateParams, GlueParams,  # noqa: F401
                             HardSubsetParams, ModelParams, PrepareParams, RetrievalParams, RuntimeParams,
                             SeedsParams, Strict, TrainParams, TransferParams, WhiteningParams)
 from .yaml_files import read_yaml
 
 # The profiles this repository ships (profiles/*.yaml); any other file there is a profile too
-# (:func:`sentlab.profile_files.profile_names` lists them): the tests check these.
+# (:func:`sentlab.config.profile_files.profile_names` lists them): the tests check these.
 PROFILES = ("quick", "smoke", "paper", "paper-lite")
 
 
@@ -195,8 +201,8 @@ def validate(raw: dict, source: str = "params.yaml") -> Params:
 def load_params(path: str | os.PathLike = "params.yaml", profile: str | None = None) -> Params:
     """The values in force (``path``), validated against the schema (:func:`sentlab.methods.blocks.load_checked`
     checks the methods' blocks too); with ``profile``, that profile's values from the
-    profile files beside ``path`` instead (:func:`sentlab.profile_files.profile_values`). Stages read their
-    declared keys only (:func:`sentlab.stage_params.stage_params`); this is for tools and tests."""
+    profile files beside ``path`` instead (:func:`sentlab.config.profile_files.profile_values`). Stages read their
+    declared keys only (:func:`sentlab.config.stage_params.stage_params`); this is for tools and tests."""
     if profile is not None:
         from .profile_files import profile_values
 

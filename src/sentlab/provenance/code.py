@@ -9,10 +9,11 @@ a comment, or an edit of a module training never runs, keeps the checkpoint.
 from __future__ import annotations
 
 import hashlib
+import sys
 from functools import lru_cache
 from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]   # src/sentlab
 
 
 # --- the code each pipeline stage executes ----------------------------------------------------
@@ -109,28 +110,35 @@ def method_modules(methods: tuple[str, ...] | None) -> list[str]:
     known = registered_ids()
     unknown = sorted(set(methods) - set(known))
     if unknown:
-        from .errors import SentlabError
+        from ..errors import SentlabError
 
         raise SentlabError(f"Unknown method {unknown[0]!r}; allowed: {', '.join(sorted(known))}. "
                            f"Run `sentlab methods` for one line on each.")
     return sorted({known[m] for m in methods})
 
 
-@lru_cache(maxsize=None)
 def registered_ids() -> dict[str, str]:
-    """``{method id: the module that registers it}``, read from the ``@register("<id>")`` decorators of
-    ``sentlab/methods/*.py`` without importing them (this module stands below the methods, docs/architecture.md;
-    ``tests/test_dvc_contract.py`` checks it against the registry)."""
+    """``{method id: the module that registers it}``, read from the ``@register("<id>")`` decorators of the method
+    modules without importing them (this module stands below the methods, docs/architecture.md;
+    ``tests/test_dvc_contract.py`` checks it against the registry). The modules are those of the registry's search
+    path: ``sentlab.methods.__path__`` when the registry is loaded (read from ``sys.modules``, not imported), else
+    ``src/sentlab/methods``."""
+    loaded = sys.modules.get("sentlab.methods")
+    return _registered_in(tuple(getattr(loaded, "__path__", None) or [str(PACKAGE_DIR / "methods")]))
+
+
+@lru_cache(maxsize=None)
+def _registered_in(folders: tuple[str, ...]) -> dict[str, str]:
     import ast
 
     out: dict[str, str] = {}
-    for path in sorted((PACKAGE_DIR / "methods").glob("*.py")):
+    for path in sorted(p for folder in folders for p in Path(folder).glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             for deco in getattr(node, "decorator_list", ()) if isinstance(node, ast.ClassDef) else ():
                 func = getattr(deco, "func", None)
                 name = getattr(func, "id", None) or getattr(func, "attr", None)
                 if name == "register" and deco.args and isinstance(deco.args[0], ast.Constant):
-                    out[str(deco.args[0].value)] = f"sentlab.methods.{path.stem}"
+                    out.setdefault(str(deco.args[0].value), f"sentlab.methods.{path.stem}")
     return out
 
 

@@ -1,7 +1,7 @@
 """The YAML files of a run's params (params.yaml, the profile files) read strictly, and merged: a key given twice in
 one mapping is an error (PyYAML keeps the last), a missing or malformed file one paragraph naming it. Core: imports
 nothing of sentlab's but its errors, so the schema (:mod:`sentlab.config`) and the profile files
-(:mod:`sentlab.profile_files`) both read through it."""
+(:mod:`sentlab.config.profile_files`) both read through it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from .errors import SentlabError
+from ..errors import SentlabError
 
 
 def deep_merge(base: dict, override: dict) -> dict:

@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import SentlabError
-from .params_schema import SeedsParams
+from ..errors import SentlabError
+from .sections import SeedsParams
 from .yaml_files import deep_merge, read_yaml
 
 BASE = "quick"
