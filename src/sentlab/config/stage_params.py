@@ -93,7 +93,7 @@ class Declared:
     def __getattr__(self, name: str):
         p = self._params
         if name not in type(p).model_fields:
-            return getattr(p, name)  # methods: method_block, method_params, trained_ids
+            return getattr(p, name)  # methods: method_block, trained_ids
         if name in DICT_SECTIONS or (name,) in self._paths:
             keys = {path[1] for path in self._paths if len(path) == 2 and path[0] == name}
             if keys:
