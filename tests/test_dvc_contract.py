@@ -56,7 +56,8 @@ def executed_files(entry: str, method: str | None = None) -> frozenset[str]:
     """Repository-relative paths of the entry script and every sentlab module it can import.
     ``sentlab.methods`` imports every method module through its registry (pkgutil): a training counts its
     method's module, the kinds of :data:`~sentlab.provenance.code.READS_EVERY_METHOD` every method module, the others
-    none (they meet the registry only validating params)."""
+    none (the evaluate stage meets the registry through the training code; the rest never import it). The walk is
+    this test's own, on purpose: the expected files do not come from the code under test."""
     from sentlab.methods import get_method
     from sentlab.provenance.code import READS_EVERY_METHOD
 
