@@ -13,6 +13,7 @@ import pkgutil
 from ..errors import SentlabError
 
 _REGISTRY: dict[str, type] = {}
+NOT_METHODS = ("base", "blocks")   # the modules here that define no method: the base class, the params check
 _LOADED = False
 
 
@@ -34,7 +35,7 @@ def _load_all() -> None:
     if _LOADED:
         return
     for info in pkgutil.iter_modules(__path__):
-        if not info.name.startswith("_") and info.name not in ("base", "blocks"):
+        if not info.name.startswith("_") and info.name not in NOT_METHODS:
             importlib.import_module(f"{__name__}.{info.name}")
     _LOADED = True
 

@@ -27,16 +27,20 @@ from ..config.yaml_files import deep_merge
 from . import get_method, registered
 
 
-def method_params(params: Params, method_id: str, overrides: Optional[dict] = None):
+def method_params(params: Params, method_id: str, overrides: Optional[dict] = None, source: str = "params.yaml"):
     """The validated Params of ``method_id``: its params.yaml line with ``overrides`` (an ablation's ``set``) merged
     over it."""
-    cls = get_method(method_id)
-    raw = deep_merge(params.method_block(method_id), overrides or {})
+    section = "methods_from" if method_id in params.methods_from else "methods"
+    return _validated(get_method(method_id), deep_merge(params.method_block(method_id), overrides or {}),
+                      f"{section}.{method_id}", source)
+
+
+def _validated(cls, raw: dict, prefix: str, source: str):
+    """``cls.Params(**raw)``; a bad key or value becomes one paragraph naming it as ``<prefix>.<key>``."""
     try:
         return cls.Params(**raw)
     except ValidationError as e:
-        section = "methods_from" if method_id in params.methods_from else "methods"
-        raise SentlabError(format_validation(e, cls.Params, prefix=f"{section}.{method_id}")) from None
+        raise SentlabError(format_validation(e, cls.Params, prefix=prefix, source=source)) from None
 
 
 def check_blocks(params: Params, source: str = "params.yaml") -> Params:
@@ -59,18 +63,13 @@ def check_blocks(params: Params, source: str = "params.yaml") -> Params:
                 f"Invalid params in {source}: method `{mid}` starts from "
                 f"{'the trained model of `' + init + '`' if init else 'the backbone'} (its init_from), but {where}; "
                 f"{fix}, so its train stage depends on the right model.")
-        cls = known[mid]
-        section = "methods_from" if mid in params.methods_from else "methods"
-        try:
-            cls.Params(**params.method_block(mid))
-        except ValidationError as e:
-            raise SentlabError(format_validation(e, cls.Params, prefix=f"{section}.{mid}", source=source)) from None
-    _check_ablations(params, source)
+        method_params(params, mid, source=source)
+    _check_ablations(params, known, source)
     return params
 
 
-def _check_ablations(params: Params, source: str) -> None:
-    """``ablations.enabled`` is a real bool; each variant names a registered method and only keys of
+def _check_ablations(params: Params, known: dict[str, type], source: str) -> None:
+    """``ablations.enabled`` is a real bool; each variant names a registered method (``known``) and only keys of
     that method's Params, with values it accepts (merged over ``methods.<id>``, as the stage does)."""
     enabled = params.ablations.get("enabled", False)
     if not isinstance(enabled, bool):
@@ -86,18 +85,15 @@ def _check_ablations(params: Params, source: str) -> None:
             raise SentlabError(f"Invalid params in {source}: `{key}` must be "
                                f"`{{method: <id>, set: {{<key>: <value>}}}}` "
                                f"(allowed keys: method, set); got {spec!r}.")
-        if spec["method"] not in registered():
+        if spec["method"] not in known:
             raise SentlabError(f"Invalid params in {source}: `{key}.method`: {spec['method']!r} is not a registered "
-                               f"method; allowed: {', '.join(sorted(registered()))}.")
+                               f"method; allowed: {', '.join(sorted(known))}.")
         overrides = spec.get("set") or {}
         if not isinstance(overrides, dict):
             raise SentlabError(f"Invalid params in {source}: `{key}.set` must be a mapping of the method's keys, got "
                                f"{overrides!r}.")
-        cls = get_method(spec["method"])
-        try:
-            cls.Params(**deep_merge(params.method_block(spec["method"]), overrides))
-        except ValidationError as e:
-            raise SentlabError(format_validation(e, cls.Params, prefix=f"{key}.set", source=source)) from None
+        _validated(known[spec["method"]], deep_merge(params.method_block(spec["method"]), overrides), f"{key}.set",
+                   source)
 
 
 def validate_params(raw: dict, source: str = "params.yaml") -> Params:

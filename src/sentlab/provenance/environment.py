@@ -52,7 +52,7 @@ def git_state(cwd: str | os.PathLike | None = None) -> dict[str, str]:
     except (OSError, subprocess.SubprocessError):
         return {"commit": "unknown (not a git checkout)", "dirty": "unknown"}
     changed = [p for p in _changed_paths(dirty) if p not in RUN_WRITTEN]
-    if changed and set(changed) <= set(PROFILE_WRITTEN) and _profile_generated(cwd):
+    if changed and set(changed) <= set(PROFILE_WRITTEN) and _profile_generated(cwd, commit):
         changed = []
     return {"commit": commit, "dirty": str(bool(changed)).lower()}
 
@@ -65,13 +65,13 @@ def _git(cwd: Path, *args: str) -> str:
                           check=True).stdout.strip()
 
 
-def _profile_state(top: Path) -> dict[str, str]:
+def _profile_state(top: Path, commit: str) -> dict[str, str]:
     """sha256 of params.yaml, models.yaml and of the profile files (names and bytes) in checkout ``top``, with its
-    commit: what :func:`record_profile_written` records and :func:`_profile_generated` compares."""
+    ``commit``: what :func:`record_profile_written` records and :func:`_profile_generated` compares."""
     folder = hashlib.sha256()
     for f in sorted((top / "profiles").glob("*.yaml")):
         folder.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
-    return {"commit": _git(top, "rev-parse", "HEAD"), "profiles": folder.hexdigest(),
+    return {"commit": commit, "profiles": folder.hexdigest(),
             **{f: hashlib.sha256((top / f).read_bytes()).hexdigest() for f in PROFILE_WRITTEN if (top / f).is_file()}}
 
 
@@ -90,12 +90,13 @@ def record_profile_written(root: str | os.PathLike) -> None:
     try:
         if Path(_git(root, "rev-parse", "--show-toplevel")).resolve() != root:
             return
-        _mark_path(root).write_text(json.dumps(_profile_state(root), sort_keys=True), encoding="utf-8")
+        state = _profile_state(root, _git(root, "rev-parse", "HEAD"))
+        _mark_path(root).write_text(json.dumps(state, sort_keys=True), encoding="utf-8")
     except (OSError, subprocess.SubprocessError):
         return
 
 
-def _profile_generated(cwd: Path) -> bool:
+def _profile_generated(cwd: Path, commit: str) -> bool:
     """Whether params.yaml and models.yaml are byte for byte what ``sentlab profile`` last wrote
     (:func:`record_profile_written`) from the profile files as they are, at this commit (``make repro PROFILE=smoke``
     in a fresh clone): then they are not a dirty tree; a hand edit is."""
@@ -104,7 +105,7 @@ def _profile_generated(cwd: Path) -> bool:
     try:
         top = Path(_git(cwd, "rev-parse", "--show-toplevel"))
         recorded = json.loads(_mark_path(top).read_text(encoding="utf-8"))
-        return recorded == _profile_state(top)
+        return recorded == _profile_state(top, commit)
     except Exception:  # noqa: BLE001 - anything unexpected: count the files as changed (dirty), never hide an edit
         return False
 
