@@ -307,8 +307,9 @@ def rehearsal_profile(values: dict, base: str, slice_overrides: dict | None = No
 
     from sentlab.preflight import SLICE, slice_edits
 
-    edits = slice_edits(values, {**SLICE, **(slice_overrides or {})})
+    edits = slice_edits(values, {**SLICE, **(slice_overrides or {})}, device="cpu")
     return (f"# the dress rehearsal's profile (benchmarks/rehearsal.py, issue #54 §8): {base} on a CPU slice\n"
+            f"# runtime.device: cpu, stated: {base} asks for cuda, the stand-ins train on the CPU on purpose\n"
             + yaml.safe_dump({"extends": base, **edits}, sort_keys=False, width=120))
 
 

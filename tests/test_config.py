@@ -281,10 +281,12 @@ def test_a_method_line_sets_its_own_backbone(monkeypatch, tmp_path):
         raise Loaded(name)
 
     monkeypatch.setattr("sentlab.assets.load_model", load_model)
+    # the paper profile says runtime.device: cuda; here it runs on the CPU, stated (else it stops: sentlab.device)
+    on_cpu = paper.model_copy(update={"train": paper.train.model_copy(update={"device": "cpu"})})
     with pytest.raises(Loaded, match="^roberta-base$"):
-        train_method(paper, "posbow_adv", root=tmp_path, dev_eval=lambda enc: {}, tracking=False, progress=False)
+        train_method(on_cpu, "posbow_adv", root=tmp_path, dev_eval=lambda enc: {}, tracking=False, progress=False)
     with pytest.raises(Loaded, match="^bert-base-uncased$"):
-        train_method(paper, "simcse", root=tmp_path, dev_eval=lambda enc: {}, tracking=False, progress=False)
+        train_method(on_cpu, "simcse", root=tmp_path, dev_eval=lambda enc: {}, tracking=False, progress=False)
 
 
 def test_metrics_record_the_models_own_backbone():

@@ -75,24 +75,3 @@ def test_the_train_stage_applies_and_records_the_resolved_heap(tmp_path, tok, mo
     assert applied == ["retain"] and info["heap"] == "retain"
     saved = json.loads((tmp_path / "models" / "simcse" / "sentlab.json").read_text())
     assert saved["heap"] == "retain"
-
-
-@pytest.mark.parametrize("native", [False, True])
-def test_bf16_on_a_cpu_without_native_bf16_says_it_is_emulated(tmp_path, tok, monkeypatch, caplog, native):
-    """The quick profile states bf16 (its numbers are the same either way); on a CPU without AVX-512 BF16 / AMX
-    the autocast is emulated and its trainings run several times slower (benchmarks/RESULTS.md): the training
-    says so and names the faster setting. Precision itself is never chosen from the CPU."""
-    from _support.training import factory, fake_dev_eval, make_root, params
-
-    from sentlab.train import run
-
-    monkeypatch.setattr(run, "cpu_has_native_bf16", lambda: native)
-    monkeypatch.setattr(run, "apply_heap", lambda heap: None)
-    with caplog.at_level("WARNING", logger="sentlab.train.run"):
-        info = run.train_method(params(max_steps=1, eval_every=1, precision="bf16"), "simcse",
-                                root=make_root(tmp_path), dev_eval=fake_dev_eval(), encoder_factory=factory(tok),
-                                tracking=False, progress=False)
-    warned = [r.getMessage() for r in caplog.records if "without native bf16" in r.getMessage()]
-    assert len(warned) == (0 if native else 1) and info["status"] == "trained"
-    if not native:
-        assert "train.precision: fp32" in warned[0]

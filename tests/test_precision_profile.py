@@ -13,9 +13,21 @@ from sentlab.train import loop
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_profile_states_its_training_precision(profile):
+    """A CPU profile states fp32 (issue #69: bf16 is emulated on most CPUs, ~30x a step; it is never the default);
+    a GPU profile (runtime.device: cuda) says auto: bf16 on a GPU that has it, fp16 with a scaler on one without,
+    the resolved value recorded."""
     p = load_all_profiles("profiles")[profile]
-    assert p.train.precision in ("fp32", "bf16"), f"profile {profile}: train.precision {p.train.precision!r}"
+    wanted = "auto" if p.runtime.device == "cuda" else "fp32"
+    assert p.train.precision == wanted, f"profile {profile}: train.precision {p.train.precision!r}"
     assert p.evaluate.precision in ("auto", "fp32")                      # exact evaluation
+
+
+@pytest.mark.parametrize("profile, device", [("quick", "auto"), ("smoke", "auto"), ("paper", "cuda"),
+                                             ("paper-lite", "cuda")])
+def test_a_gpu_profile_says_so(profile, device):
+    """Issue #65 §1: paper and paper-lite state `runtime.device: cuda` (a node where torch sees no GPU stops
+    instead of training on its CPU); the CPU profiles leave it to the machine."""
+    assert load_all_profiles("profiles")[profile].runtime.device == device
 
 
 @pytest.mark.parametrize("native", [True, False])

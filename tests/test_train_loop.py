@@ -92,10 +92,13 @@ def test_resume_equals_uninterrupted(tmp_path, tok, method_id, checkpoint_every,
 
 
 def test_grad_accum_and_bf16_autocast_on_cpu(tmp_path, tok):
+    """bf16 autocast on whatever CPU runs the test (emulated where it has no AVX-512 BF16 / AMX: asked for with
+    runtime.emulated_precision, so the training does not stop: sentlab.device)."""
     root = make_root(tmp_path)
-    info = train_method(params(grad_accum=2, batch_size=4, precision="bf16", max_steps=2, eval_every=2), "ct",
-                        overrides={"negatives": 3}, root=root, dev_eval=fake_dev_eval(), encoder_factory=factory(tok),
-                        tracking=False, progress=False)
+    p = params(grad_accum=2, batch_size=4, precision="bf16", max_steps=2, eval_every=2)
+    p = p.model_copy(update={"runtime": p.runtime.model_copy(update={"emulated_precision": "allow"})})
+    info = train_method(p, "ct", overrides={"negatives": 3}, root=root, dev_eval=fake_dev_eval(),
+                        encoder_factory=factory(tok), tracking=False, progress=False)
     assert info["steps"] == 2 and info["status"] == "trained" and info["exported_copy"] == "second"
 
 
@@ -103,8 +106,12 @@ def test_grad_accum_and_bf16_autocast_on_cpu(tmp_path, tok):
                                            ("fpu avx512f avx512bw", False), (None, False)])
 def test_precision_never_depends_on_the_cpu(tmp_path, monkeypatch, flags, native):
     """Issue #35 (was issue 15's `auto` = bf16 on CPUs with AVX-512 BF16/AMX): the CPU's bf16 support is still
-    detected (benchmarks, messages) but `auto` is fp32 on every CPU and bf16 on CUDA; an explicit value is kept."""
+    detected (benchmarks, messages) but `auto` is fp32 on every CPU and bf16 on CUDA (on a GPU with bf16: the
+    GPU's capability decides, tests/test_device.py); an explicit value is kept."""
+    from sentlab import device
     from sentlab.train import loop
+
+    monkeypatch.setattr(device, "gpu_bf16", lambda: True)
 
     info = tmp_path / "cpuinfo"
     if flags is not None:

@@ -177,6 +177,16 @@ def _cmd_params(args) -> int:
     return 0
 
 
+def _cmd_doctor(args) -> int:
+    """``sentlab doctor``: what this machine has and whether the profile in force runs here (exit 1 where not)."""
+    from .config import load_params
+    from .device import doctor
+
+    text, ok = doctor(load_params(args.params, profile=args.profile))
+    print(text)
+    return 0 if ok else 1
+
+
 def _cmd_profile(args) -> int:
     from pathlib import Path
 
@@ -294,6 +304,12 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--params", default="params.yaml")
     pr.add_argument("--profile", default=None, help="a profile: profiles/<name>.yaml")
     pr.set_defaults(func=_cmd_params)
+
+    dr = sub.add_parser("doctor", help="torch, its CUDA build, the NVIDIA driver, the GPUs, the CPU's flags, and "
+                                       "whether the profile in force (device, precision) runs here: exit 1 where not")
+    dr.add_argument("--params", default="params.yaml")
+    dr.add_argument("--profile", default=None, help="a profile's values (profiles/<name>.yaml) instead of params.yaml")
+    dr.set_defaults(func=_cmd_doctor)
 
     pf = sub.add_parser("profile", help="write params.yaml from profiles/<name>.yaml and its stage list (models.yaml)")
     pf.add_argument("name", help="a profile: the name of a file profiles/<name>.yaml (quick, smoke, paper, "

@@ -125,9 +125,10 @@ def single_threaded_ops():
 
 
 def autocast(device: torch.device, precision: str):
-    """bf16 autocast context on CPU or CUDA, or a no-op for fp32."""
-    if precision == "bf16":
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    """bf16 (or fp16: training on a GPU without bf16, with a gradient scaler) autocast context on CPU or CUDA, or a
+    no-op for fp32."""
+    if precision in ("bf16", "fp16"):
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
     return contextlib.nullcontext()
 
 

@@ -251,9 +251,12 @@ class TrainParams(Strict):
                                "a bert-base checkpoint (1.31 GB) took <= 8.4 s to write, <= 1.4 % of 10 minutes "
                                "(docs/training.md#resume)")
     dev_max_pairs: Optional[int] = Field(None, gt=0, description="None: all 1500 STS-B dev pairs")
-    precision: Literal["auto", "fp32", "bf16"] = Field(
-        "auto", description="the profile's choice, never the CPU's: auto = bf16 autocast on CUDA, fp32 on CPU; "
-                            "logits and losses stay fp32; evaluation precision is evaluate.precision")
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
+        "auto", description="the profile's choice, never the CPU's: auto = fp32 on CPU; on CUDA bf16 autocast where "
+                            "the GPU computes bf16 natively, else fp16 autocast with a gradient scaler (V100, T4); "
+                            "the resolved value is recorded. bf16/fp16 where they would be emulated (a CPU without "
+                            "AVX-512 BF16/AMX) stop the run unless runtime.emulated_precision is allow "
+                            "(sentlab.device); logits and losses stay fp32; evaluation precision is evaluate.precision")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     attention: Literal["auto", "eager", "sdpa"] = Field(
         "auto", description="the backbone's attention kernel while training: auto = eager on CPU (PyTorch's CPU SDPA "
@@ -323,6 +326,10 @@ class RuntimeParams(Strict):
     gpus_per_task: Union[Literal["auto"], Annotated[float, Field(ge=0)]] = 1.0
     cpus_per_task: float = Field(1.0, gt=0)
     task_retries: int = Field(2, ge=0)
+    # bf16/fp16 autocast where it would be emulated (a CPU without AVX-512 BF16/AMX: ~30x slower a step): refuse =
+    # the stage stops before any work naming train.precision: fp32; allow = run it all the same, recorded in the
+    # run (sentlab.device.check_precision). Not a TrainParams key: it changes no number, only whether it runs.
+    emulated_precision: Literal["refuse", "allow"] = "refuse"
 
 
 class SeedsParams(Strict):

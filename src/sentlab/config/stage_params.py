@@ -92,8 +92,8 @@ class Declared:
 
     def __getattr__(self, name: str):
         p = self._params
-        if name not in type(p).model_fields:
-            return getattr(p, name)  # methods: method_block, trained_ids
+        if name not in type(p).model_fields or name == "runtime":
+            return getattr(p, name)  # methods: method_block, trained_ids; `runtime`: every stage reads it
         if name in DICT_SECTIONS or (name,) in self._paths:
             keys = {path[1] for path in self._paths if len(path) == 2 and path[0] == name}
             if keys:
@@ -121,7 +121,37 @@ def stage_params(stage: Optional[str] = None, root: str | os.PathLike = ".") -> 
     stage = stage_name(stage)
     raw = declared_params(stage, root)
     raw["runtime"] = read_yaml(Path(root) / "params.yaml").get("runtime") or {}
-    return declared_view(raw, stage)
+    params = declared_view(raw, stage)
+    check_machine(params, stage)
+    return params
+
+
+def check_machine(params: Declared, stage: str) -> list[str]:
+    """Whether this machine can run ``stage`` as the profile asks, before it does any work
+    (:func:`sentlab.device.check_profile`): a stage that declares ``train.precision`` (the trainings; ``sources``,
+    which checks the whole profile at the start of every ``dvc repro``) checks the training's device
+    (``runtime.device``: ``cuda`` where torch sees no CUDA GPU stops) and precision (bf16 where it would be emulated
+    stops unless ``runtime.emulated_precision: allow``); one that declares ``evaluate.device`` (the encodings) the
+    same for ``runtime.device`` and ``evaluate.device`` / ``evaluate.precision``. Returns what ``allow`` let run
+    emulated (logged). ``sources`` checks nothing in a job of the CPU stages only
+    (:data:`sentlab.device.CPU_STAGES_ENV`)."""
+    import logging
+
+    from ..device import check_profile, cpu_stages_only
+
+    paths = params._paths
+    trains, encodes = ("train", "precision") in paths, ("evaluate", "device") in paths
+    if not (trains or encodes) or (stage == "sources" and cpu_stages_only()):
+        return []
+    runtime = params.runtime
+    records = check_profile(
+        device=runtime.device, train_precision=params.train.precision if trains else None,
+        evaluate_device=params.evaluate.device if encodes else None,
+        evaluate_precision=params.evaluate.precision if ("evaluate", "precision") in paths else None,
+        allow=runtime.emulated_precision)
+    for line in records:
+        logging.getLogger(__name__).warning("%s: %s", stage, line)
+    return records
 
 
 def declared_view(raw: dict, stage: str) -> Declared:

@@ -66,7 +66,7 @@ class Preflight:
     def __init__(self, scratch: Path, profile: str, sl: dict, values: dict, runner: StageRunner, how: str):
         self.scratch, self.profile, self.sl, self.values, self.runner, self.how = \
             scratch, profile, sl, values, runner, how
-        self.slice = S.slice_edits(values, sl)
+        self.slice = S.slice_edits(values, sl, S.slice_device(values)[0])
         self.whitening_pairs = S.whitening_min_pairs(values)
         self.standin_edits: list[dict] = []
         self.affected: dict[str, tuple[str, str, str]] = {}   # model -> (asset, fetch, description)
@@ -170,7 +170,10 @@ def preflight(workspace: Path, profile: Optional[str] = None, *, out: Optional[P
         values = S.apply_profile(scratch, profile)
         real = validate_params(values, source=f"profile {profile}")
         corpus_sample = corpus_standin(real)
-        edits = S.slice_edits(values, sl)
+        device, meta["device_note"] = S.slice_device(values)
+        if not quiet:
+            print(f"preflight: {meta['device_note']}", file=sys.stderr, flush=True)
+        edits = S.slice_edits(values, sl, device)
         if corpus_sample:   # the slice trains on the sample; the prepare row says the corpus is missing
             edits = deep_merge(edits, {"prepare": {"corpus": corpus_sample}})
         S.write_params(scratch, values, edits)

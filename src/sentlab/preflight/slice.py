@@ -91,8 +91,10 @@ def method_edits(values: dict, edit_of) -> dict:
     return out
 
 
-def slice_edits(values: dict, sl: dict) -> dict:
-    """The params.yaml edits of the slice ``sl`` for the values in force ``values``."""
+def slice_edits(values: dict, sl: dict, device: str = "cpu") -> dict:
+    """The params.yaml edits of the slice ``sl`` for the values in force ``values``, on ``device``
+    (``runtime.device``, stated: a GPU profile's slice runs on the CPU only where it says so, as the rehearsal's
+    stand-ins do; the preflight passes the device it finds: :func:`slice_device`)."""
     size = min(sl["size"], int((values.get("prepare") or {}).get("size", sl["size"])))
     steps = sl["steps"]
     train = {"max_steps": steps, "eval_every": steps, "grad_accum": 1, "dev_max_pairs": sl["dev_max_pairs"],
@@ -101,7 +103,7 @@ def slice_edits(values: dict, sl: dict) -> dict:
         train["batch_size"] = sl["batch_size"]
     edits = {"prepare": {"size": size}, "train": train,
              "evaluate": {"max_pairs": sl["max_pairs"]},
-             "runtime": {"nproc": 1}}
+             "runtime": {"nproc": 1, "device": device}}
     if "bert_flow" in ((values.get("evaluate") or {}).get("baselines") or []):
         edits["evaluate"]["bert_flow"] = {"steps": steps}   # the BERT-flow fit: the slice's step budget, not an epoch
     glue = values.get("glue") or {}
@@ -112,6 +114,21 @@ def slice_edits(values: dict, sl: dict) -> dict:
                                       "batch_size": batch}}
     caps = {"steps": steps, "batch_size": sl["batch_size"], "sentences": size}
     return deep_merge(edits, method_edits(values, lambda p: p.slice_caps(**caps)))
+
+
+def slice_device(values: dict) -> tuple[str, str]:
+    """(the preflight's ``runtime.device``, the line that says so): CUDA where torch sees a GPU, else the CPU; a
+    profile that asks for ``cuda`` and runs its slice on the CPU here is told so (its full run here would stop:
+    ``sentlab doctor``)."""
+    from ..device import check_device
+
+    here = check_device("auto")
+    asked = (values.get("runtime") or {}).get("device", "auto")
+    note = f"runtime.device: {here} (the profile's: {asked})"
+    if asked == "cuda" and here == "cpu":
+        note += ("; torch sees no CUDA GPU here, so the slice runs on the CPU by this override, and the projected "
+                 "times are CPU times; the full run stops here until it does (`sentlab doctor`)")
+    return here, note
 
 
 WHITENING_STAGE = "evaluate_baseline@whitening"

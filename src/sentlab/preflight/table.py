@@ -71,7 +71,8 @@ def markdown(rows: list[Row], meta: dict) -> str:
     cuda = meta.get("projected_cuda_mb")
     lines = [f"# Preflight: profile `{meta['profile']}`", "",
              (f"**Partial: {meta['partial']}.** " if meta.get("partial") else "") +
-             f"{ok}/{len(rows)} stages ok. Backbone: {meta['backbone']}. Device: {meta['device']}. "
+             f"{ok}/{len(rows)} stages ok. Backbone: {meta['backbone']}. Device: {meta['device']}"
+             + (f", {meta['device_note']}" if meta.get("device_note") else "") + ". "
              f"Slice: {meta['slice']}. Scratch: `{meta['scratch']}`.", "",
              f"Projected full run on this device: **{_hms(meta['projected_total_s'])}** (sum of the stages, one "
              f"after another), peak RSS **{_fmt(meta['projected_peak_mb'], 0)} MB**"

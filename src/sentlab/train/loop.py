@@ -38,8 +38,11 @@
   resumes with its own RNG state;
 * precision: chosen by the profile (``train.precision``), never by detecting the CPU: the same profile gives
   the same numbers on a CPU with native bf16 (AVX-512 BF16/AMX) and on one without (issue #35,
-  ``benchmarks/precision_isa.py``). ``auto`` = bf16 autocast on CUDA, fp32 on every CPU; ``fp32``/``bf16``
-  force it. Logits and losses stay fp32 under autocast (docs/methods.md); evaluation is fp32 whatever training used;
+  ``benchmarks/precision_isa.py``). ``auto`` = fp32 on every CPU; on CUDA bf16 autocast where the GPU has it,
+  else fp16 autocast with a gradient scaler (``torch.amp.GradScaler``: the loss scaled, the gradients unscaled
+  before clipping, the step skipped on inf/NaN; its state in the resume checkpoint); ``fp32``/``bf16``/``fp16``
+  force it (the train stage refuses an emulated one first: :mod:`sentlab.device`). Logits and losses stay fp32
+  under autocast (docs/methods.md); evaluation is fp32 whatever training used;
 * dropout: ``train.dropout_kernel`` ``auto`` = on CPU the same inverted dropout with a mask from fewer random
   numbers (:mod:`sentlab.train.dropout`), PyTorch's elsewhere; ``train.compile``/``pad_buckets``: :mod:`.compiled`;
 * several processes under ``torchrun`` (``runtime.nproc``): DDP, rank r takes rows
@@ -60,6 +63,8 @@ import numpy as np
 import torch
 from transformers import get_linear_schedule_with_warmup, set_seed
 
+from ..device import check_device, cpu_flags, cpu_native
+from ..device import resolve_precision as resolve_device_precision
 from ..encoder import autocast
 from ..errors import SentlabError
 from ..io import recover_replaced
@@ -91,33 +96,25 @@ class TrainResult:
 
 
 def resolve_device(device: str) -> torch.device:
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda":
-        if not torch.cuda.is_available():
-            raise SentlabError("runtime.device is `cuda` but no CUDA device is available; "
-                               "set runtime.device: auto or cpu.")
+    """``runtime.device``: ``auto`` = CUDA when torch sees a GPU, else the CPU; ``cuda`` where torch sees none stops
+    with the paragraph of :func:`sentlab.device.check_device` (torch's CUDA build, the driver, the install line)."""
+    if check_device(device) == "cuda":
         return torch.device("cuda", D.local_rank())
     return torch.device("cpu")
 
 
-def cpu_has_native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+def cpu_has_native_bf16(cpuinfo: Optional[Path] = None) -> bool:
     """Whether this CPU computes bf16 natively (AVX-512 BF16 or AMX-BF16 in /proc/cpuinfo's flags); elsewhere
-    (other OSes, older CPUs) bf16 autocast is emulated and slower than fp32. Informational only: precision is
-    never chosen from it (:func:`resolve_precision`)."""
-    try:
-        flags = cpuinfo.read_text(errors="replace")
-    except OSError:
-        return False
-    return any(f in flags.split() for f in ("avx512_bf16", "amx_bf16"))
+    (other OSes, older CPUs) bf16 autocast is emulated, ~30x slower a step than fp32 (:mod:`sentlab.device` refuses
+    it unless asked for). Precision is never chosen from it (:func:`resolve_precision`)."""
+    return cpu_native("bf16", cpu_flags(cpuinfo))
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:
-    """``auto``: bf16 on CUDA, fp32 on CPU — by the device type only, never by the CPU's instruction set
-    (:func:`cpu_has_native_bf16` is for benchmarks and messages): numbers must not depend on which CPU ran it."""
-    if precision == "auto":
-        return "bf16" if device.type == "cuda" else "fp32"
-    return precision
+    """``auto``: fp32 on every CPU — never by the CPU's instruction set (numbers must not depend on which CPU ran
+    it); on CUDA bf16 where the GPU computes it natively, else fp16 with a gradient scaler
+    (:func:`sentlab.device.resolve_precision`). An explicit value is kept."""
+    return resolve_device_precision(precision, device.type)
 
 
 def seed_everything(seed: int) -> None:
@@ -169,6 +166,12 @@ def resolve_attention(setting: str, device: torch.device) -> str:
     if setting == "auto":
         return "eager" if device.type == "cpu" else "sdpa"
     return setting
+
+
+def loss_scaler(precision: str, device: torch.device) -> Optional[torch.amp.GradScaler]:
+    """fp16 autocast's gradient scaler (``torch.amp.GradScaler`` of the device: fp16 gradients underflow without
+    it); None for fp32 and bf16, whose range needs none."""
+    return torch.amp.GradScaler(device.type) if precision == "fp16" else None
 
 
 def clip_gradients(optimizer: torch.optim.Optimizer, max_norm: float, mode: str = "per_group") -> None:
@@ -223,6 +226,7 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
         phase.record(steps_per_epoch=steps_per_epoch, total_steps=total_steps)
     optimizer = make_optimizer(method, train_cfg, device)
     scheduler = linear_schedule(optimizer, total_steps, method.warmup_steps(total_steps))
+    scaler = loss_scaler(precision, device)   # fp16 only: the loss scaled, the gradients unscaled before clipping
     model = method
     if D.is_dist():
         from torch.nn.parallel import DistributedDataParallel as DDP
@@ -242,6 +246,8 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
                                f"{meta.get('total_steps')} steps, "
                                f"this run for {total_steps}; delete {ckpt_dir} to start afresh.")
         step, best_score, best_step, curve = meta["step"], meta["best_score"], meta["best_step"], meta["curve"]
+        if scaler is not None and meta.get("scaler"):
+            scaler.load_state_dict(meta["scaler"])
         best_score = -math.inf if best_score is None else best_score
         resumed_from = step
         if log_metrics is not None and rank == 0:
@@ -301,15 +307,21 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
                         with autocast(device, precision), dropout_kernel(kernel):
                             out = forward(batch)
                         loss = out["loss"].float() / grad_accum
-                        loss.backward()
+                        (loss if scaler is None else scaler.scale(loss)).backward()
                     step_loss += loss.detach()
                     for k, v in out.items():
                         if k != "loss":
                             extras[k] = torch.as_tensor(v).detach().float()
                     n_sent += len(batch) * world
+                if scaler is not None:
+                    scaler.unscale_(optimizer)   # clipping sees the true gradients
                 if max_grad_norm:  # per group by default: a head's large gradient does not shrink the encoder's step
                     clip_gradients(optimizer, max_grad_norm, getattr(method, "grad_clip", "per_group"))
-                optimizer.step()
+                if scaler is None:
+                    optimizer.step()
+                else:   # skips the step when a gradient is inf/NaN, then adapts the scale
+                    scaler.step(optimizer)
+                    scaler.update()
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
                 method.after_optimizer_step()
@@ -355,7 +367,8 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
                 read_pending()
                 save_resume(ckpt_dir / "last", method, optimizer, scheduler,
                             {"step": step, "total_steps": total_steps, "best_score": best_score if best_step else None,
-                             "best_step": best_step, "curve": curve, "window_losses": window_losses})
+                             "best_step": best_step, "curve": curve, "window_losses": window_losses,
+                             "scaler": scaler.state_dict() if scaler is not None else None})
                 D.barrier()
             for cb in callbacks:
                 cb(step, record)

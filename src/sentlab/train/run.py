@@ -35,8 +35,8 @@ from .data import load_corpus
 from .compiled import check_step_options
 from .dropout import resolve_kernel
 from .heap import apply_heap, resolve_heap
-from .loop import (DevEval, cpu_has_native_bf16, resolve_attention, resolve_device, resolve_precision, seed_everything,
-                   train_loop)
+from ..device import check_precision
+from .loop import DevEval, resolve_attention, resolve_device, resolve_precision, seed_everything, train_loop
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +142,9 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)
     device = resolve_device(cfg.device)
+    precision = resolve_precision(cfg.precision, device)  # `auto` resolved: what the loop uses
+    # before any work: an emulated bf16 stops here (sentlab.device), unless runtime.emulated_precision allows it
+    emulated = check_precision(precision, device.type, "train.precision", params.runtime.emulated_precision)
     heap = resolve_heap(cfg.heap, device)
     apply_heap(heap)  # before the model's first allocation
     D.init(device.type)
@@ -172,11 +175,6 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
         stale_checkpoints(ckpt_dir)
     from ..provenance.environment import environment_fingerprint
 
-    precision = resolve_precision(cfg.precision, device)  # `auto` resolved: what the loop uses
-    if precision == "bf16" and device.type == "cpu" and D.is_main() and not cpu_has_native_bf16():
-        log.warning("%s: train.precision bf16 on a CPU without native bf16 (no AVX-512 BF16 / AMX): autocast is "
-                    "emulated, several times slower; train.precision: fp32 gives the same numbers within 0.005 "
-                    "faster here (benchmarks/RESULTS.md, precision with and without native bf16).", name)
     dropout = resolve_kernel(cfg.dropout_kernel, device, cfg.compile)
     info = dict(method.export_info(), name=name, status="trained", seed=params.seed, init=method.init_sources(),
                 backbone=backbone,
@@ -188,6 +186,9 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
               "train": cfg.model_dump(), "precision": precision, "attention": attention, "dropout_kernel": dropout,
               "heap": heap, "method": {"id": method_id, **mparams.model_dump()}, "run_key": key, "init": info["init"],
               "corpus": {"name": corpus_name, "sentences": len(corpus)}}
+    if emulated:   # asked for (runtime.emulated_precision: allow): said in the log, sentlab.json and MLflow
+        log.warning("%s: %s", name, emulated)
+        info["emulated_precision"] = logged["emulated_precision"] = emulated
 
     def _train(log_fn):
         return train_loop(method, corpus, cfg, seed=params.seed, dev_eval=dev_eval, ckpt_dir=ckpt_dir,
