@@ -22,7 +22,9 @@ Every difference from paper-lite (``profiles/rehearsal.yaml`` is ``extends: pape
   ``prepare.size`` 1,200 sentences drawn from the 1,000,000 lines (the download refuses any other line count for
   wiki1m, so the corpus is whole and no ``prepare.accept_size`` is needed), 3 training steps with one dev
   evaluation, batch 8, 40 STS-B dev pairs, 40 pairs per evaluation task, one process, each method line's own caps
-  (its ``slice_caps``), GLUE at one seed and as many steps, the BERT-flow fit's steps;
+  (its ``slice_caps``), GLUE at one seed and as many steps, the BERT-flow fit's steps, and ``runtime.device:
+  cpu`` (paper-lite states ``cuda``: the stand-ins train on the CPU, said so in the profile file; without it every
+  stage would stop, as a GPU profile does where torch sees no GPU: :mod:`sentlab.device`);
 - the synthetic data's sizes: 60 pairs per STS/SICK file, 200 rows per GLUE split, 400 QQP rows, 20 AskUbuntu
   queries, 2,000 NLI triples, GloVe vectors for 5,000 words.
 

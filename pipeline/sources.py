@@ -7,7 +7,9 @@ them at every ``dvc repro``; the stages that read a source depend on its file he
 exactly when a source's bytes change (:mod:`sentlab.pipeline.sources`). The code files hash the sentlab modules
 each entry point can import, comments and docstrings left out (:mod:`sentlab.provenance.code`). It runs
 first, so it is also where a stale stage list (models.yaml) stops the run
-(:func:`sentlab.pipeline.stage_list.check_stage_list`).
+(:func:`sentlab.pipeline.stage_list.check_stage_list`), and where a machine that cannot run the profile as it asks
+stops it before any stage works (:func:`sentlab.config.stage_params.check_machine`: a ``runtime.device: cuda``
+profile where torch sees no GPU, bf16 where it would be emulated).
 """
 
 from __future__ import annotations

@@ -150,6 +150,16 @@ def test_a_cuda_profile_where_torch_sees_no_gpu_names_driver_gpus_and_the_instal
             and "\n" not in msg)
 
 
+def test_the_train_stage_of_a_cuda_profile_stops_before_any_work(tmp_path, tok, monkeypatch):
+    """Before: a one-line error without the facts (and paper/paper-lite said `auto`: they trained on the CPU)."""
+    seen = facts(driver="535.104.05", driver_cuda="12.2", nvml_gpus=("NVIDIA A100-SXM4-80GB",), probe="NVML")
+    monkeypatch.setattr(dev, "probe_gpus", lambda driver=True: seen)
+    with pytest.raises(SentlabError) as e:
+        _train(tmp_path, tok, train={"device": "cuda"})
+    assert "NVIDIA driver 535.104.05" in str(e.value) and "whl/cu126" in str(e.value)
+    assert not (tmp_path / "models").exists() and not (tmp_path / "checkpoints").exists()
+
+
 @pytest.mark.parametrize("driver, cuda, wanted", [
     ("580.65.06", "13.0", "whl/cu130"), ("570.133.20", "12.8", "whl/cu128"), ("560.35.03", "12.6", "whl/cu126"),
     ("550.54.15", "12.4", "whl/cu126"),          # CUDA 12's minor-version compatibility: the oldest 12.x build
@@ -178,7 +188,8 @@ def test_nvidia_smi_is_asked_without_a_shell_when_nvml_is_not_installed(tmp_path
     smi = tmp_path / "nvidia-smi"
     smi.write_text("#!/bin/sh\nif [ \"$1\" = \"--query-gpu=name,driver_version\" ]; then\n"
                    "  echo 'Tesla V100-SXM2-32GB, 535.183.01'; echo 'Tesla V100-SXM2-32GB, 535.183.01'\n"
-                   "else\n  echo '| NVIDIA-SMI 535.183.01   Driver Version: 535.183.01   CUDA Version: 12.2     |'\nfi\n")
+                   "else\n  echo '| NVIDIA-SMI 535.183.01   Driver Version: 535.183.01   CUDA Version: 12.2 |'\n"
+                   "fi\n")
     smi.chmod(0o755)
     monkeypatch.setitem(sys.modules, "pynvml", None)    # `import pynvml` raises ImportError
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")

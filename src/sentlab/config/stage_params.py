@@ -8,8 +8,11 @@ cannot reach a stage, and a stage that reads a key it does not declare fails lou
 add) instead of running on a value DVC never compared.
 
 The one exception is params.yaml ``runtime`` (threads, device, checkpoint interval, loader workers,
-heap, processes): how a training runs, never what it computes, so no stage declares it and editing it
-re-runs nothing (:data:`sentlab.config.RUNTIME_KEYS`).
+heap, processes): how a training runs, never what it computes, so no stage declares it, every stage may read it
+(``params.runtime``), and editing it re-runs nothing (:data:`sentlab.config.RUNTIME_KEYS`).
+
+Before a stage gets its params, :func:`check_machine` checks that this machine runs what they ask (a GPU the
+profile states, bf16 not emulated): a stage that cannot run here stops before any work.
 """
 
 from __future__ import annotations
