@@ -219,6 +219,8 @@ def test_explicit_bf16_on_a_gpu_without_it_is_refused_naming_auto():
         dev.check_profile(device="cuda", train_precision="bf16", facts=v100)
     assert "Tesla V100-SXM2-32GB" in str(e.value) and "`train.precision: auto` (fp16 autocast" in str(e.value)
     assert dev.check_profile(device="cuda", train_precision="auto", facts=v100) == []   # fp16: native on a GPU
+    with pytest.raises(SentlabError, match=r"`evaluate.precision: auto` \(exact fp32\)"):
+        dev.check_profile(device="cuda", evaluate_device="auto", evaluate_precision="bf16", facts=v100)
 
 
 def test_an_fp16_step_goes_through_the_gradient_scaler(tmp_path, tok, cpu, monkeypatch):

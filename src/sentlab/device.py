@@ -277,7 +277,8 @@ def check_precision(precision: str, device_type: str, key: str, allow: str = "re
     if device_type == "cuda":
         gpus = (facts or probe_gpus(driver=False)).torch_gpus
         seen = f"the GPU ({gpus[0] if gpus else 'unknown'}) has no native bf16 (a GPU before Ampere: V100, T4)"
-        fix = (f"`{key}: auto` (fp16 autocast with a gradient scaler on such a GPU) or `{key}: fp32`")
+        fix = (f"`{key}: auto` (fp16 autocast with a gradient scaler on such a GPU) or `{key}: fp32`"
+               if key.startswith("train.") else f"`{key}: auto` (exact fp32)")
         cost = "emulated bf16 runs several times slower than fp16 or fp32 there"
     else:
         want = " / ".join(NATIVE[precision])
