@@ -292,3 +292,33 @@ def test_doctor_prints_the_facts_and_fails_where_the_profile_cannot_run(monkeypa
         assert "whl/cu126" in out
     else:
         assert "verdict:  runs here: training on cpu in fp32" in out
+
+
+# --- the preflight and the rehearsal run a GPU profile on the CPU by saying so ----------------------------------
+
+def test_the_preflight_states_the_device_it_runs_a_gpu_profiles_slice_on(monkeypatch):
+    from conftest import REPO
+
+    from sentlab.config.profile_files import profile_values
+    from sentlab.preflight import slice as S
+
+    paper = profile_values("paper", REPO / "profiles")
+    monkeypatch.setattr(dev, "probe_gpus", lambda driver=True: facts(torch_gpus=()))
+    here, note = S.slice_device(paper)
+    assert here == "cpu" and note.startswith("runtime.device: cpu (the profile's: cuda)")
+    assert "the projected times are CPU times" in note
+    assert S.slice_edits(paper, S.SLICE, here)["runtime"] == {"nproc": 1, "device": "cpu"}
+    monkeypatch.setattr(dev, "probe_gpus", lambda driver=True: facts(torch_gpus=("NVIDIA H100",)))
+    assert S.slice_device(paper) == ("cuda", "runtime.device: cuda (the profile's: cuda)")
+
+
+def test_the_rehearsal_profile_says_it_trains_on_the_cpu():
+    import yaml
+    from conftest import REPO
+    from synthetic_upstream import rehearsal_profile
+
+    from sentlab.config.profile_files import profile_values
+
+    text = rehearsal_profile(profile_values("paper-lite", REPO / "profiles"), "paper-lite")
+    assert "runtime.device: cpu, stated" in text
+    assert yaml.safe_load(text)["runtime"]["device"] == "cpu"
