@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import runpy
+import shutil
 import sys
 
 import pytest
@@ -262,6 +263,30 @@ def test_an_fp16_step_goes_through_the_gradient_scaler(tmp_path, tok, cpu, monke
     # scaled gradients overflowed in fp16)
     assert state["step"] == 1 and state["scaler"]["scale"] == scales[0] and scales[0] in (2.0 ** 16, 2.0 ** 15)
     assert state["scaler"]["growth_interval"] == 2000
+
+
+def test_a_resumed_fp16_run_continues_its_scaler(tmp_path, tok, cpu, monkeypatch):
+    from _support.training import Interrupt
+
+    loaded = []
+
+    class Spy(torch.amp.GradScaler):
+        def load_state_dict(self, state):
+            loaded.append(dict(state))
+            return super().load_state_dict(state)
+
+    def stop(step, record):
+        if step == 1:
+            raise Interrupt
+    monkeypatch.setattr(torch.amp, "GradScaler", Spy)
+    cpu(AVX2_ONLY)
+    kw = dict(train={"precision": "fp16", "batch_size": 4}, runtime={"emulated_precision": "allow"})
+    with pytest.raises(Interrupt):
+        _train(tmp_path, tok, callbacks=[stop], keep_checkpoint=True, **kw)
+    saved = json.loads(next((tmp_path / "checkpoints" / "simcse").glob("*/last/state.json")).read_text())["scaler"]
+    shutil.rmtree(tmp_path / "data")   # _train's make_root writes the same corpus again
+    info, _ = _train(tmp_path, tok, **kw)
+    assert info["resumed_from_step"] == 1 and loaded == [saved]
 
 
 def test_bf16_and_fp32_have_no_scaler():
