@@ -70,3 +70,45 @@ def test_the_readme_projection_is_the_plans(paper):
         want = (f"| {t.trainings} | {t.gpu_s / 3600:.1f} ({t.measured_s / 3600:.1f} + {t.estimated_s / 3600:.1f}) | "
                 + " | ".join(f"{makespan(p['tasks'], n) / 3600:.1f} h" for n in (1, 4, 8)) + " |")
         assert row.endswith(want), (row, want)
+
+
+def _changes(cost, method: str) -> set[str]:
+    from sentlab.plan import CHANGED
+
+    return {e.split(CHANGED, 1)[1] for e in cost.estimated if e.startswith(f"{method}{CHANGED}")}
+
+
+def test_a_step_measured_with_other_settings_counts_as_estimated(paper):
+    """#65 §5: each step time names its source (the commit the H100 checklist ran at, the values it ran with); since
+    then PT-BERT's max length went 32 -> 64, PaSeR ran RD where the profile says SR (no WordNet on the device),
+    paser_sup read the SICK stand-in's triples, L2P-CSR's perturbation settings changed: those steps are estimated,
+    each change named; SimCSE, CT, MoCo and MoCo-SRL run as measured and stay measured."""
+    tr = paper["trainings"]
+    dev = (15_625 // 250 + 1) * 4.7 * 1_500 / 31_099
+    for m in ("simcse", "ct", "moco", "moco_srl"):
+        assert _changes(tr[m], m) == set() and tr[m].measured_s > tr[m].steps * 0.04, m
+    assert {"max_length 32 -> 64", "key_second_attention 'momentum' -> 'online'"} <= _changes(tr["ptbert"], "ptbert")
+    assert "eda 'rd' -> 'sr'" in _changes(tr["paser"], "paser")
+    assert "prepare.nli 'sick_standin' -> 'simcse'" in _changes(tr["paser_sup"], "paser_sup")
+    assert "token_norm 'vector' -> 'element'" in _changes(tr["l2p"], "l2p")
+    assert tr["ptbert"].measured_s == pytest.approx((15_625 // 125 + 1) * 4.7 * 1_500 / 31_099 + 4.7)   # dev + STS
+    assert tr["ptbert"].estimated_s == pytest.approx(15_625 * 0.10 + 20.0 + 20.0)   # the training, two starts
+    assert tr["simcse"].measured_s == pytest.approx(15_625 * 0.04 + dev + 4.7)
+
+
+def test_editing_a_measured_methods_settings_makes_its_step_estimated():
+    from sentlab.config import validate
+    from sentlab.config.profile_files import profile_values
+    from sentlab.pipeline.stage_list import stage_list_for
+    from sentlab.plan import training_cost
+
+    values = profile_values("paper-lite", REPO / "profiles")
+    assert not [x for x in render("paper-lite", plan(validate(values))).splitlines() if x.startswith("- simcse:")]
+    values["methods"]["simcse"]["max_length"] = 64
+    params = validate(values)
+    cost = training_cost(params, "simcse", stage_list_for(params)["models"]["simcse"])
+    assert _changes(cost, "simcse") == {"max_length 32 -> 64"}
+    assert cost.measured_s == pytest.approx((15_625 // 250 + 1) * 4.7 * 1_500 / 31_099)   # the dev evaluations only
+    assert [x for x in render("paper-lite", plan(params)).splitlines() if x.startswith("- simcse:")] == [
+        "- simcse: step time measured at fd5a861 with other values (measured -> this profile), so estimated: "
+        "max_length 32 -> 64"]
