@@ -9,7 +9,7 @@ variants are small subclasses (and carry their own params: the rate).
 from __future__ import annotations
 
 import copy
-from typing import ClassVar, Optional
+from typing import ClassVar, Literal, Optional
 
 import torch
 from pydantic import Field
@@ -27,6 +27,10 @@ class MoCoParams(ContrastiveParams):
     momentum: float = Field(0.885, ge=0.0, le=1.0, description="λ in θk ← λθk + (1−λ)θq (PT-BERT Sec. 4.2)")
     queue_size: int = Field(
         256, gt=0, description="M: candidates per query, the current (global) batch's keys included")
+    optimizer: Literal["adamw", "adamw_transformers"] = Field(
+        "adamw", description="adamw: torch's AdamW | adamw_transformers: the HF Trainer's AdamW of the releases "
+                             "(transformers 4.2: ε added to √v before the bias correction, sentlab.optim.AdamWLegacy"
+                             "(correct_bias=True); smaller steps where √v̂ ~ ε; the paper profile of esimcse/ptbert)")
     key_dropout: bool = Field(True, description="the momentum key encoder (the backbone copy) in train mode, dropout "
                                                 "on, while it encodes keys; false: eval mode. That copy only: the key "
                                                 "MLP has no dropout, PT-BERT's key attention keeps attn_dropout")
@@ -145,6 +149,16 @@ Embeddings},
     def _load_from_state_dict(self, *args, **kwargs):
         super()._load_from_state_dict(*args, **kwargs)
         self._filled = self._blocks = None
+
+    def configure_optimizers(self, *, weight_decay: float = 0.0, fused: bool = False) -> torch.optim.Optimizer:
+        """``optimizer: adamw`` — torch's AdamW (the base class's); ``adamw_transformers`` — the AdamW of the HF
+        Trainer the releases ran (transformers 4.2, ``correct_bias=True``, ε 1e-8, the decay after the step)."""
+        if self.params.optimizer == "adamw":
+            return super().configure_optimizers(weight_decay=weight_decay, fused=fused)
+        from ..optim import AdamWLegacy
+
+        return AdamWLegacy(list(self.trainable_parameters()), lr=self.params.lr, eps=1e-8,
+                           weight_decay=weight_decay, correct_bias=True)
 
     # --- the mechanisms --------------------------------------------------------
     def _momentum_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
