@@ -16,23 +16,29 @@ its model code imports unchanged. One shim, :func:`_shimmed`: a subclass that ca
 ``BertForCL.__init__`` (transformers 5's ``from_pretrained`` reads ``all_tied_weights_keys``, set there; the
 class, written for transformers 4.2, calls only ``init_weights()``).
 
-The setting at which the two agree (one training step on the harness's batch of 8, MiniLM):
+The setting at which the two agree: **four optimiser steps** (issue #66), batch 8 (the harness's sentences, then
+8 new ones a step), MiniLM, each side running its own loop:
 
-* dropout off on both (the harness's ``no_dropout``), attention dropout included;
-* the same word-repetition views: sentlab's ``prepare`` (``dup_len_rule: code``, the release's count) draws them
-  once; the release gets them as its collator lays them out, ``input_ids[i] = [x_i, x⁺_i]`` padded together;
-* the same queue: 160 fixed hard negatives (the run's ``neg_size``; :func:`_queue`) in sentlab's queue (newest
-  first) and in the trainer's ``pre_z1`` (oldest first; the candidates' order does not change the loss);
-* the same MLP weights (a fixed N(0, 0.02) draw);
-* the momentum encoder: sentlab's ``momentum_init: random`` draws BERT's init from seed 0 and applies the
-  release's first update (θm ← 0.995 θm + 0.005 θe) at construction; the release gets the same draw as its
-  ``momentum_model`` (which its ``from_pretrained`` leaves at the random init) and updates it in its forward.
-  Their keys are compared as extras (``keys_*``: the batch's momentum keys that enter the queue).
+* the release: ``compute_loss`` (its ``cl_forward`` moves the momentum encoder before the keys; the queue
+  ``pre_z1`` starts empty and keeps ``cat((pre_z1, eval_z))[-neg_size:]``), ``loss.backward()``, its trainer's
+  ``clip_grad_norm_(model.parameters(), 1.0)``, transformers 4.2's AdamW (``sentlab.optim.AdamWLegacy
+  (correct_bias=True)``, the rule of the AdamW its HF Trainer builds; weight decay 0 as run.sh leaves it);
+* sentlab: the method's forward and backward, the loop's ``clip_gradients``, ``configure_optimizers()`` with
+  ``optimizer: adamw_transformers``, ``after_optimizer_step()``; ``momentum_update: forward`` (the release's);
+* ``neg_size`` = ``queue_size`` = 20: the queue fills at step 3 in the middle of a batch, so the rows it keeps
+  show (issue #66 §1: sentlab kept the oldest batch's first rows, the release its last);
+* dropout off (``no_dropout``), the same repetition views (sentlab's ``prepare``, ``dup_len_rule: code``, drawn
+  once per step), the same MLP weights (a fixed N(0, 0.02) draw), the momentum encoder a copy of the pretrained
+  encoder on both sides (the keys are then hard negatives, so the queue weighs in the loss; the release's random
+  start is compared value for value with transformers 4.2.1's init in ``_fed_to_both.py``), a constant learning
+  rate 1e-4 on both.
 
-Gradients: every encoder tensor (the backbone's own names) and ``mlp.dense.*``; BERT's pooler has none on either
-side (the [CLS] vector is read before it), the attention key biases are exactly zero (skipped).
+Each step compares the loss, every gradient (the backbone's names and ``mlp.dense.*``; attention key biases are
+exactly zero, skipped), the momentum encoder that made the step's keys and the queue after the step as a set of
+rows. Mutation control: sentlab's queue rule before #66.
 
-The paper profile: ``momentum_init: random`` and ``dup_len_rule: code`` (the released run), the rest as here.
+The paper profile: ``momentum_init: random``, ``dup_len_rule: code``, ``momentum_update: forward``,
+``queue_reset: epoch``, ``optimizer: adamw_transformers`` (the released run).
 """
 
 from __future__ import annotations

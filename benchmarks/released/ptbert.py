@@ -15,8 +15,14 @@ nn.Embedding init, which is what the released code's P gets: it is created after
 and transformers 4.2.1's ``from_pretrained`` does not re-initialise missing weights), the attention (W_Q, W_K,
 W_V: nn.Linear's init), the MLP (N(0, 0.02), zero bias); the momentum copies (key encoder, P_k, attention_k,
 MLP_k) = the online ones plus a fixed perturbation, as after some momentum steps, so that which module each
-branch uses shows in the loss; the momentum queue = two earlier batches of keys (newest first), i.e. the
-released list ``momentum_queue`` and sentlab's FIFO buffer hold the same 16 keys in the same order.
+branch uses shows in the loss. Then **four optimiser steps** (issue #66), each side its own loop from an empty
+queue: the release's forward (its list ``momentum_queue``, ``queue_size`` 2: three batches of candidates),
+``clip_grad_norm_(model.parameters(), 1.0)``, transformers 4.2's AdamW (``sentlab.optim.AdamWLegacy
+(correct_bias=True)``) and ``mocotrainers.py``'s ``update_average`` (β = 0.885, compiled from the checkout);
+sentlab's forward, ``clip_gradients``, ``configure_optimizers()`` (``optimizer: adamw_transformers``) and
+``after_optimizer_step()``. Each step compares the loss, the gradients, the momentum weights that made the keys
+and the queue carried to the next step (as a set of rows; the release keeps whole batches, so its queue cannot
+wrap inside one). Mutation control: the momentum update's weights swapped.
 
 The setting at which they agree (loss and every gradient): ``attend_to: cls``, ``num_heads: null`` (the
 encoder's heads), ``key_second_attention: online`` (the key's second mapping reuses the online attention, as
@@ -136,10 +142,6 @@ def _zero_analytic(grads: dict) -> dict:
                 raise AssertionError(f"{n}: gradient {float(g.norm()):.3g}, expected 0 analytically")
             g.zero_()
     return grads
-
-
-def _batch(tok):
-    return dict(tok(SENTENCES, padding=True, truncation=True, max_length=MAX_LEN, return_tensors="pt"))
 
 
 STEPS, STEP_LR, CLIP = 4, 1e-4, 1.0
