@@ -375,3 +375,28 @@ def test_micro_batches_know_their_pass():
 
     mb = MicroBatches(n=24, batch_size=4, grad_accum=2, steps_per_epoch=3, seed=0, rank=0, world=1)
     assert [mb.epoch(t) for t in range(14)] == [0] * 6 + [1] * 6 + [2] * 2
+
+
+@pytest.mark.parametrize("method_id", ["esimcse", "ptbert", "moco"])
+def test_optimizer_adamw_transformers_takes_the_releases_first_step(tok, method_id):
+    """``optimizer: adamw_transformers``: the HF Trainer's AdamW of the releases (transformers 4.2), whose first
+    step is lr · √(1−β₂)/(1−β₁) · m / (√v + ε) with m = (1−β₁)g, v = (1−β₂)g² — ε added before the bias correction,
+    unlike torch's AdamW (written out here by hand; a gradient near ε shows the difference)."""
+    extra = {"pseudo_len": 4} if method_id == "ptbert" else {}
+    m = tiny_method(method_id, tok, optimizer="adamw_transformers", lr=1e-3, queue_size=16, **extra)
+    opt = m.configure_optimizers()
+    p = next(iter(m.trainable_parameters()))
+    g = torch.full_like(p, 3e-8)
+    g.view(-1)[0] = 0.5
+    before = p.detach().clone().double()
+    for q in m.trainable_parameters():
+        q.grad = torch.zeros_like(q)
+    p.grad = g.clone()
+    opt.step()
+    b1, b2, eps, lr = 0.9, 0.999, 1e-8, 1e-3
+    gd = g.double()
+    want = before - lr * math.sqrt(1 - b2) / (1 - b1) * ((1 - b1) * gd) / (((1 - b2) * gd * gd).sqrt() + eps)
+    assert torch.allclose(p.detach().double(), want, rtol=0, atol=1e-9)
+    torch_step = lr * float(g.view(-1)[1]) / (abs(float(g.view(-1)[1])) + eps)   # torch's AdamW: ≈ lr·sign(g)
+    assert abs(float(before.view(-1)[1] - p.detach().double().view(-1)[1]) - torch_step) > 1e-4
+    assert type(tiny_method(method_id, tok, queue_size=16, **extra).configure_optimizers()) is torch.optim.AdamW
