@@ -396,7 +396,7 @@ def test_optimizer_adamw_transformers_takes_the_releases_first_step(tok, method_
     b1, b2, eps, lr = 0.9, 0.999, 1e-8, 1e-3
     gd = g.double()
     want = before - lr * math.sqrt(1 - b2) / (1 - b1) * ((1 - b1) * gd) / (((1 - b2) * gd * gd).sqrt() + eps)
-    assert torch.allclose(p.detach().double(), want, rtol=0, atol=1e-9)
+    assert torch.allclose(p.detach().double(), want, rtol=0, atol=1e-7)   # fp32 weights
     torch_step = lr * float(g.view(-1)[1]) / (abs(float(g.view(-1)[1])) + eps)   # torch's AdamW: ≈ lr·sign(g)
     assert abs(float(before.view(-1)[1] - p.detach().double().view(-1)[1]) - torch_step) > 1e-4
     assert type(tiny_method(method_id, tok, queue_size=16, **extra).configure_optimizers()) is torch.optim.AdamW
