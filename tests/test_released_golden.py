@@ -5,7 +5,7 @@ recorded the released code's loss and a few gradient norms on the harness's fixe
 ``tests/fixtures/released_golden/<case>.json`` (each file names its repository, commit, setting and the command
 that regenerates it). Here sentlab's side of every case (the same module's ``sentlab_outputs``) must give the
 same numbers: loss within 1e-5 relative, each named gradient norm within 1e-4 relative. A case that carries state
-(ESimCSE, PT-BERT: issue #66) records every optimiser step — loss, gradient norms, a projection of momentum
+(ESimCSE, PT-BERT, MoCo-BERT: issue #66) records every optimiser step — loss, gradient norms, a projection of momentum
 weights, order-free statistics of the queue — and every step is checked (after the first, loss and gradients
 within the harness's ``LATER_RTOL``, 1e-3). A change that breaks a method's equivalence with the code behind its
 paper's number fails here. The comparison itself: benchmarks/RESULTS.md, "sentlab against the released code".
@@ -86,7 +86,7 @@ def test_sentlab_equals_the_released_code_on_the_golden_batch(golden, one_thread
 
 def test_multi_step_cases_are_recorded_over_three_steps_or_more():
     """The stateful cases compare several optimiser steps (issue #66 §2), and CI checks each of them."""
-    for name in ("esimcse", "ptbert"):
+    for name in ("esimcse", "ptbert", "moco"):
         rec = json.loads((REPO / "tests" / "fixtures" / "released_golden" / f"{name}.json").read_text())
         assert len(rec.get("steps", [])) >= 3, name
         assert all("queue" in s and s.get("momentum_proj") for s in rec["steps"]), name

@@ -109,7 +109,8 @@ class ESimCSE(MoCo):
       ``ESimCSE/logs/bert-base-uncased.log``, lists every ``momentum_model.*``
       as "newly initialized"); its first forward then updates it once with the
       pretrained weights before the first keys: here that update is done at
-      construction (:func:`bert_init_`, then θm ← λθm + (1−λ)θe);
+      construction (:func:`bert_init_`, then θm ← λθm + (1−λ)θe), or by the
+      first forward under ``momentum_update: forward``;
     * ``momentum_update``: after the optimiser step (``optimizer_step``,
       default) or at the start of each training forward, before the keys
       (``forward``, the code's ``cl_forward``; the paper profile): the same
