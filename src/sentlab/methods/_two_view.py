@@ -105,8 +105,10 @@ class TwoViewContrastive(Method):
     def template_bias(self, views: dict[str, torch.Tensor]) -> torch.Tensor:
         """PromptBERT's template denoising (its ``get_delta``): for each row of the doubled batch, the last-layer
         [MASK] vector of the row's template *without* the sentence, its tokens after the sentence slot at the
-        positions they have in the row (position ids shifted by the sentence's token count), no attention mask,
-        in train mode (dropout as the main pass) and with the gradient. ``(2N, d)``.
+        positions they have in the row (position ids shifted by the sentence's token count), every token attending
+        every token (the code passes no mask; sentlab an all-ones one, which is the same up to transformers 5.24
+        and stays so after: docs/methods.md#promptbert), in train mode (dropout as the main pass) and with the
+        gradient. ``(2N, d)``.
 
         One empty-template row per sentence length 0 … the widest the batch allows (the code: 50 rows), indexed
         by each row's sentence length = its real tokens − the template's (no host sync). The position ids are
@@ -129,7 +131,10 @@ class TwoViewContrastive(Method):
                                 else len(before))
             pos[:, slot:] += lengths.unsqueeze(-1)
             with self.unperturbed():
-                last = self.encoder(input_ids=d_ids, position_ids=pos, return_dict=True).last_hidden_state
+                # an all-ones mask, as "no mask" meant up to transformers 5.24: from 5.25 on, ids that jump with
+                # no mask are read as packed sequences and the template's attention is split (docs/methods.md)
+                last = self.encoder(input_ids=d_ids, attention_mask=torch.ones_like(d_ids), position_ids=pos,
+                                    return_dict=True).last_hidden_state
             at = ids.tolist().index(self.tokenizer.mask_token_id)
             sent_len = (mask[rows].sum(-1) - len(ids)).clamp(0, len(lengths) - 1)
             out.append(last[:, at][sent_len])
