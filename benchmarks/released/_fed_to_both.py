@@ -22,10 +22,11 @@ there. Here each is run against the released function itself:
 Each has a control (a deliberate change of sentlab's side: the init's std × 1.5; masks at 75/15/10) that must be
 reported as different (``control_caught``).
 
-Not here: L2P-CSR's random start (Eq. 4) is two ``torch.rand`` draws on both sides, U(0, 1) of the same counts; only
-the layout differs (the release's ``(3, N, 2, L)`` against sentlab's ``(3, 2N, L)``) and sentlab's padding
-positions, which the release draws and then masks out with ``attend_padding`` — equal by construction, so the case
-feeds one draw to both. PromptBERT's template-2 position shift: ``denoise_shift`` (tests/test_prompt_denoise_shift.py).
+Not here: L2P-CSR's random start (Eq. 4) is ``torch.rand`` on both sides, U(0, 1) over the same positions (under
+``attend_padding: true``, the paper profile, sentlab draws the padding positions too, as the release, whose noise
+covers the padded grid); only the layout of the draw differs (the release's ``(3, N, 2, L)`` against sentlab's
+``(3, 2N, L)``), so the case feeds one draw to both. PromptBERT's template-2 position shift: ``denoise_shift``
+(tests/test_prompt_denoise_shift.py).
 """
 
 from __future__ import annotations
