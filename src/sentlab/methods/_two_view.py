@@ -118,6 +118,7 @@ class TwoViewContrastive(Method):
         n = mask.size(0) // 2
         device = mask.device
         out = []
+        first_before = self._template_pieces(self.templates[0])[0]
         for rows, template in ((slice(0, n), self.templates[0]), (slice(n, None), self.templates[1])):
             before, after = self._template_pieces(template)
             head, tail = self._special_tokens()
@@ -125,7 +126,10 @@ class TwoViewContrastive(Method):
             lengths = torch.arange(max(1, width - len(ids) + 1), device=device)
             d_ids = ids.unsqueeze(0).expand(len(lengths), -1)
             pos = torch.arange(len(ids), device=device).unsqueeze(0).repeat(len(lengths), 1)
-            pos[:, len(head) + len(before):] += lengths.unsqueeze(-1)
+            # the shift starts at the sentence slot: the row's own, or template 1's (denoise_shift: template1)
+            slot = len(head) + (len(first_before) if getattr(self.params, "denoise_shift", "own") == "template1"
+                                else len(before))
+            pos[:, slot:] += lengths.unsqueeze(-1)
             with self.unperturbed():
                 # an all-ones mask, as "no mask" meant up to transformers 5.24: from 5.25 on, ids that jump with
                 # no mask are read as packed sequences and the template's attention is split (docs/methods.md)
