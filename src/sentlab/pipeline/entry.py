@@ -20,9 +20,18 @@ def run_stage(main: Callable[[], object]) -> int:
 
     warn_outside_lock(logging.getLogger("sentlab.lock"))   # installed versions other than the lock's (#68)
 
+    from ..config.stage_params import forget_reads
+
+    forget_reads()   # only what this stage reads is compared at its end
+
     def observed():  # the `stage` phase (sentlab.timing): a tool observing it sees the stage's exception
         with timed("stage", script=sys.argv[0] if sys.argv else ""):
-            return main()
+            rc = main()
+        if not rc:   # a params.yaml edit while it ran: fail rather than let DVC label the outputs with it
+            from ..config.stage_params import check_unchanged
+
+            check_unchanged()
+        return rc
 
     stage = os.environ.get("DVC_STAGE")   # set by DVC for the stage it runs: its failure is recorded (#54 §5)
     if not stage:
