@@ -61,13 +61,23 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     run = subprocess.run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
 
-    # Baseline metrics: the seven tasks + Avg, as numbers in range.
+    # Baseline metrics: each of the seven tasks is 100 x Spearman of its test pairs' cosines (reports/cosines) with
+    # their gold scores, those of data/sts (the "all" setting: one Spearman over the task's pairs), and Avg their mean
+    import pandas as pd
+    from scipy.stats import spearmanr
+
+    sts = pd.read_parquet(repo / "data/sts/sts.parquet")
     for base in ("cls", "mean"):
         m = json.loads((repo / f"reports/metrics/base-{base}.json").read_text())
+        cosines = pd.read_parquet(repo / f"reports/cosines/base-{base}.parquet")
         assert m["status"] == "evaluated"
-        for k in TASKS:
-            assert -100 <= m[k] <= 100, (base, k)
+        for k in TASKS[:-1]:
+            pairs = cosines[cosines.task == k]
+            gold = sts[(sts.task == k) & (sts.split == "test")].score
+            assert len(pairs) == len(gold) > 0 and pairs.gold.sum() == pytest.approx(gold.sum()), (base, k)
+            assert m[k] == pytest.approx(100 * spearmanr(pairs.cos, pairs.gold).statistic, abs=1e-3), (base, k)
         assert m["Avg"] == pytest.approx(sum(m[k] for k in TASKS[:-1]) / 7, abs=1e-3)
+    assert m["STS12"] != json.loads((repo / "reports/metrics/base-cls.json").read_text())["STS12"]   # two poolings
     table = (repo / "reports/tables/ptbert_table3.md").read_text()
     assert "base-mean" in table and "PT-BERTbase" in table and "/ 77.74" in table
     assert (repo / "data/corpus/train.parquet").is_file()
