@@ -26,7 +26,7 @@ from ..errors import SentlabError
 
 GRACE_S = 30.0        # after the interrupt, the stage is killed if still running
 POLL_S = 1.0
-SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "busybox"}
+SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "csh", "tcsh", "busybox"}   # DVC's cmd runs in $SHELL
 WRITERS = Path(".dvc/tmp/sentlab/writers")
 
 
