@@ -534,3 +534,26 @@ def test_sentlab_profile_does_not_rewrite_params_under_a_running_coordinator(tmp
     err = capsys.readouterr().err
     assert f"A `sentlab run` (make repro JOBS=N; pid {holder.pid}) is running in this workspace" in err
     assert "Traceback" not in err and params.read_text() == before                     # untouched
+
+
+def test_a_server_that_stops_answering_after_the_probe_is_skipped_by_the_stages_after(monkeypatch):
+    import json
+    import os
+    import time
+
+    from sentlab import tracking
+
+    uri = "http://tracking.example.org:5000"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    from sentlab.tracking import budget
+
+    marker = budget.marker_path()
+    assert marker == __import__("pathlib").Path(os.environ["SENTLAB_TRACKING_MARKER"])
+    marker.write_text(json.dumps({"uri": uri, "reachable": True, "why": "", "checked": time.time()}))
+    assert not tracking.degraded()                                        # the probe said it answers
+    tracking.degrade("log params", RuntimeError("INVALID_PARAMETER_VALUE: too long"))   # an answer, not a silence
+    tracking._DEGRADED.clear()                                            # the next stage
+    assert not tracking.degraded()
+    tracking.degrade("log metrics at step 4", RuntimeError("Max retries exceeded with url: ... Read timed out"))
+    tracking._DEGRADED.clear()                                            # the next stage: skips it, asks nothing
+    assert tracking.degraded() and "Read timed out" in json.loads(marker.read_text())["why"]

@@ -125,7 +125,7 @@ def degrade(what: str, e: BaseException, share: bool = True) -> None:
         if share:
             from .budget import remember_unreachable
 
-            remember_unreachable(f"{what}: {type(e).__name__}: {str(e)[:200]}")
+            remember_unreachable(f"{what}: {type(e).__name__}: {str(e)[:200]}", e)
         logging.getLogger(__name__).warning(
             "MLflow could not %s (%s: %s). The stage goes on without tracking: its outputs are written as usual, "
             "later MLflow calls of this process are skipped. Check the tracking store (%s).", what,

@@ -27,6 +27,7 @@ from typing import Optional
 
 PROBE_S = 10.0   # the one request of a probe: connect and first answer
 MARKER_ENV = "SENTLAB_TRACKING_MARKER"
+_PROBED: dict[str, Optional[str]] = {}   # this process's probes: asked once per URI where no marker can be kept
 
 
 def is_server(uri: str) -> bool:
@@ -92,6 +93,7 @@ def probe(uri: Optional[str] = None, max_age_s: float = 0.0) -> Optional[str]:
     except Exception as e:  # noqa: BLE001 - no answer in time, refused, unresolvable: all "unreachable"
         why = f"no answer from {uri} within {PROBE_S:.0f} s ({type(e).__name__}: {str(e)[:120]})"
     _write(uri, why is None, why or "")
+    _PROBED[uri] = why
     return why
 
 
@@ -105,14 +107,23 @@ def shared_verdict() -> Optional[str]:
         return None
     verdict = _read(uri)
     if verdict is None:
-        return probe(uri)
+        return _PROBED[uri] if uri in _PROBED else probe(uri)
     return None if verdict.get("reachable") else (verdict.get("why") or f"{uri} did not answer")
 
 
-def remember_unreachable(why: str) -> None:
-    """A call on the server failed in this process: the stages after it skip tracking too."""
+UNREACHABLE = ("Max retries exceeded", "timed out", "Connection refused", "ConnectionError", "Failed to establish",
+               "Name or service not known", "RemoteDisconnected")
+
+
+def remember_unreachable(why: str, e: Optional[BaseException] = None) -> None:
+    """A call on the server failed in this process: when it failed for want of an answer (a timeout, a refused or
+    dropped connection; not an error the server answered with), the stages after it skip tracking too."""
     from .uri import tracking_uri
 
     uri = tracking_uri()
-    if is_server(uri):
-        _write(uri, False, why)
+    if not is_server(uri):
+        return
+    if e is not None and not isinstance(e, (ConnectionError, TimeoutError)) and not any(
+            m in f"{type(e).__name__}: {e}" for m in UNREACHABLE):
+        return
+    _write(uri, False, why)
