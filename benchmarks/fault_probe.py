@@ -196,16 +196,19 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
 
 
-def run_probe(work: Path, only_round4: bool = False) -> list[dict]:
+def run_probe(work: Path, only_round4: bool = False, reuse: bool = False) -> list[dict]:
     mirror = work.parent / "mirror"
-    shutil.copytree(os.environ.get("SENTLAB_DATA_MIRROR", REPO.parent / "shared" / "data"), mirror)
-    copy_worktree(work)
+    if not reuse:   # reuse: a copy an earlier probe made (its first run cut short by the row's time limit)
+        shutil.copytree(os.environ.get("SENTLAB_DATA_MIRROR", REPO.parent / "shared" / "data"), mirror)
+        copy_worktree(work)
     P = Probe(work, mirror)
-    P.sh([sys.executable, "-m", "sentlab.cli", "profile", "smoke"])
-    # a resume checkpoint at every dev evaluation (the profile's 10 minutes apart: none in a smoke training, so the
-    # train kills below would wait for a checkpoint that never comes)
-    P.edit(work / "params.yaml", "  checkpoint_minutes: 10 ", "  checkpoint_minutes: 0 ")
-    rc, out = P.row("none (first run)", P.dvc("repro"))
+    if not reuse:
+        P.sh([sys.executable, "-m", "sentlab.cli", "profile", "smoke"])
+        # a resume checkpoint at every dev evaluation (the profile's 10 minutes apart: none in a smoke training, so
+        # the train kills below would wait for a checkpoint that never comes)
+        P.edit(work / "params.yaml", "  checkpoint_minutes: 10 ", "  checkpoint_minutes: 0 ")
+    rc, out = P.row("none (first run)" if not reuse else "none (the first run, completed)", P.dvc("repro"),
+                    timeout=3600)
     if rc:
         print(out[-4000:])
         raise SystemExit("the smoke run failed: no faults injected")
@@ -430,12 +433,14 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
     ap.add_argument("--only-round4", action="store_true", help="the first smoke run and issue #64's rows only")
+    ap.add_argument("--reuse", action="store_true", help="--workdir holds an earlier probe's copy: complete its "
+                                                         "first run there instead of copying again")
     args = ap.parse_args(argv)
     base = args.workdir or Path(tempfile.mkdtemp(prefix="sentlab-faults-"))
     work = base / "repo"
-    work.mkdir(parents=True, exist_ok=False)
+    work.mkdir(parents=True, exist_ok=args.reuse)
     try:
-        rows, summary = run_probe(work, args.only_round4)
+        rows, summary = run_probe(work, args.only_round4, args.reuse)
     finally:
         if not args.keep and args.workdir is None:
             shutil.rmtree(base, ignore_errors=True)
