@@ -33,6 +33,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 WATCHED = ("data", "models", "reports", "exports", "checkpoints", ".sentlab_cache")
+STORE = "sqlite:///{}/mlflow.db"   # the copy's MLflow store
 
 
 def copy_worktree(dest: Path) -> None:
@@ -97,7 +98,7 @@ class Probe:
         bindir = str(Path(sys.executable).parent)
         self.env = dict(os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", ""),
                         PYTHONPATH=str(work / "src"), SENTLAB_DATA_MIRROR=str(mirror), HF_HUB_OFFLINE="1",
-                        SENTLAB_LOG="WARNING", MLFLOW_TRACKING_URI=f"sqlite:///{work / 'mlflow.db'}")
+                        SENTLAB_LOG="WARNING", MLFLOW_TRACKING_URI=STORE.format(work))
         self.env.pop("SENTLAB_PARENT_RUN_ID", None)
 
     def sh(self, argv: list[str], timeout: float = 1800) -> tuple[int, str]:
@@ -148,10 +149,12 @@ class Probe:
         return text
 
     def mlflow_states(self, where: str = "tags.stage = 'train'") -> str:
-        code = ("import mlflow,collections;c=mlflow.MlflowClient();e=c.get_experiment_by_name('sentlab');"
+        """The probe's own store (its SQLite file), whatever MLFLOW_TRACKING_URI a row points its stages at."""
+        code = (f"import mlflow,collections;c=mlflow.MlflowClient({STORE!r}.format({str(self.work)!r}));"
+                "e=c.get_experiment_by_name('sentlab');"
                 "print(dict(collections.Counter(r.info.status for r in c.search_runs([e.experiment_id],"
                 f"{where!r}))) if e else {{}})")
-        return self.sh([sys.executable, "-c", code])[1].strip().splitlines()[-1]
+        return (self.sh([sys.executable, "-c", code], timeout=600)[1].strip().splitlines() or ["?"])[-1]
 
     def summary(self) -> dict:
         """What the whole probe left: MLflow runs by status (every stage), temporary files (``*.tmp``) anywhere in the
