@@ -356,13 +356,16 @@ def round4_rows(P: Probe, work: Path) -> None:
         time.sleep(0.2)
     params.write_text(text.replace(f"\n  lr: {lr}", "\n  lr: 5.0e-5", 1), encoding="utf-8")
     out = p.communicate(timeout=1800)[0]
-    lock = (work / "dvc.lock").read_text(encoding="utf-8") if (work / "dvc.lock").is_file() else ""
+    import yaml
+
+    lock = yaml.safe_load((work / "dvc.lock").read_text(encoding="utf-8")) if (work / "dvc.lock").is_file() else {}
+    locked = (((lock.get("stages") or {}).get("train@simcse") or {}).get("params") or {}).get("params.yaml", {})
     P.rows.append({"fault": f"params.yaml `train.lr` {lr} -> 5.0e-5 while train@simcse runs",
                    "command": "dvc repro -f -s train@simcse", "exit": p.returncode,
                    "message": message(out) if p.returncode else "", "ran": ", ".join(ran(out)),
                    "disk": disk_change(before, snapshot(work)), "seconds": round(time.time() - t0, 1),
-                   "note": f"models/simcse exists: {(work / 'models/simcse').exists()}; dvc.lock records lr 5e-05 "
-                           f"for it: {'lr: 5e-05' in lock}", "traceback": "Traceback" in out,
+                   "note": f"models/simcse exists: {(work / 'models/simcse').exists()}; dvc.lock's train@simcse "
+                           f"train.lr: {locked.get('train.lr')}", "traceback": "Traceback" in out,
                    "mlflow": P.mlflow_states("")})
     params.write_text(text, encoding="utf-8")
     P.row("params restored: `dvc repro`", P.dvc("repro"))
