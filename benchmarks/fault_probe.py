@@ -10,7 +10,8 @@ params change, two ``dvc repro`` at once. Each row: the command, its exit status
 one paragraph or DVC's error, shortened), what changed on disk under data/, models/, reports/,
 exports/, checkpoints/ and .sentlab_cache/ (files added / removed / changed, by folder), what ran, and the MLflow
 runs of every stage by status afterwards. A closing line counts what the whole probe left: runs still RUNNING,
-temporary files (``*.tmp``) anywhere in the copy, rows whose output held a traceback.
+temporary files (``*.tmp``, ``.*.old``) anywhere in the copy, rows whose output held a traceback. Issue #64's rows
+(:func:`round4_rows`) close the probe; ``--only-round4`` runs the first smoke run and those rows alone.
 The table is printed as Markdown (and written as JSON with ``--json``). The smoke run takes a few minutes
 on 2 cores; the whole probe about 15-25 minutes. Nothing outside the scratch folder is touched.
 """
@@ -32,6 +33,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 WATCHED = ("data", "models", "reports", "exports", "checkpoints", ".sentlab_cache")
+STORE = "sqlite:///{}/mlflow.db"   # the copy's MLflow store
 
 
 def copy_worktree(dest: Path) -> None:
@@ -96,7 +98,7 @@ class Probe:
         bindir = str(Path(sys.executable).parent)
         self.env = dict(os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", ""),
                         PYTHONPATH=str(work / "src"), SENTLAB_DATA_MIRROR=str(mirror), HF_HUB_OFFLINE="1",
-                        SENTLAB_LOG="WARNING", MLFLOW_TRACKING_URI=f"sqlite:///{work / 'mlflow.db'}")
+                        SENTLAB_LOG="WARNING", MLFLOW_TRACKING_URI=STORE.format(work))
         self.env.pop("SENTLAB_PARENT_RUN_ID", None)
 
     def sh(self, argv: list[str], timeout: float = 1800) -> tuple[int, str]:
@@ -147,16 +149,18 @@ class Probe:
         return text
 
     def mlflow_states(self, where: str = "tags.stage = 'train'") -> str:
-        code = ("import mlflow,collections;c=mlflow.MlflowClient();e=c.get_experiment_by_name('sentlab');"
+        """The probe's own store (its SQLite file), whatever MLFLOW_TRACKING_URI a row points its stages at."""
+        code = (f"import mlflow,collections;c=mlflow.MlflowClient({STORE!r}.format({str(self.work)!r}));"
+                "e=c.get_experiment_by_name('sentlab');"
                 "print(dict(collections.Counter(r.info.status for r in c.search_runs([e.experiment_id],"
                 f"{where!r}))) if e else {{}})")
-        return self.sh([sys.executable, "-c", code])[1].strip().splitlines()[-1]
+        return (self.sh([sys.executable, "-c", code], timeout=600)[1].strip().splitlines() or ["?"])[-1]
 
     def summary(self) -> dict:
         """What the whole probe left: MLflow runs by status (every stage), temporary files (``*.tmp``) anywhere in the
         copy outside .git/.dvc, and the rows whose output held a Python traceback."""
-        temps = sorted(p.relative_to(self.work).as_posix() for p in self.work.rglob("*.tmp")
-                       if p.relative_to(self.work).parts[0] not in (".git", ".dvc"))
+        temps = sorted(p.relative_to(self.work).as_posix() for pattern in ("*.tmp", ".*.old")
+                       for p in self.work.rglob(pattern) if p.relative_to(self.work).parts[0] not in (".git", ".dvc"))
         return {"mlflow_runs": self.mlflow_states(""), "temp_files": temps,
                 "tracebacks": [r["fault"] for r in self.rows if r["traceback"]]}
 
@@ -195,19 +199,25 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
 
 
-def run_probe(work: Path) -> list[dict]:
+def run_probe(work: Path, only_round4: bool = False, reuse: bool = False) -> list[dict]:
     mirror = work.parent / "mirror"
-    shutil.copytree(os.environ.get("SENTLAB_DATA_MIRROR", REPO.parent / "shared" / "data"), mirror)
-    copy_worktree(work)
+    if not reuse:   # reuse: a copy an earlier probe made (its first run cut short by the row's time limit)
+        shutil.copytree(os.environ.get("SENTLAB_DATA_MIRROR", REPO.parent / "shared" / "data"), mirror)
+        copy_worktree(work)
     P = Probe(work, mirror)
-    P.sh([sys.executable, "-m", "sentlab.cli", "profile", "smoke"])
-    # a resume checkpoint at every dev evaluation (the profile's 10 minutes apart: none in a smoke training, so the
-    # train kills below would wait for a checkpoint that never comes)
-    P.edit(work / "params.yaml", "  checkpoint_minutes: 10 ", "  checkpoint_minutes: 0 ")
-    rc, out = P.row("none (first run)", P.dvc("repro"))
+    if not reuse:
+        P.sh([sys.executable, "-m", "sentlab.cli", "profile", "smoke"])
+        # a resume checkpoint at every dev evaluation (the profile's 10 minutes apart: none in a smoke training, so
+        # the train kills below would wait for a checkpoint that never comes)
+        P.edit(work / "params.yaml", "  checkpoint_minutes: 10 ", "  checkpoint_minutes: 0 ")
+    rc, out = P.row("none (first run)" if not reuse else "none (the first run, completed)", P.dvc("repro"),
+                    timeout=3600)
     if rc:
         print(out[-4000:])
         raise SystemExit("the smoke run failed: no faults injected")
+    if only_round4:
+        round4_rows(P, work)
+        return P.rows, P.summary()
     P.row("none (no-op re-run)", P.dvc("repro"))
 
     # two runs at once: the second is refused by DVC's lock
@@ -302,7 +312,115 @@ def run_probe(work: Path) -> list[dict]:
     P.row("annotate.jobs 2 -> 1", P.dvc("repro"))
     params.write_text(text, encoding="utf-8")
     P.row("annotate.jobs back to 2", P.dvc("repro"))
+    round4_rows(P, work)
     return P.rows, P.summary()
+
+
+def _hung_server():
+    """A TCP server on 127.0.0.1 that accepts and never answers (a hung tracking server); (uri, accepted, stop)."""
+    import socket
+    import threading
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    sock.settimeout(0.2)
+    accepted, held, stop = [0], [], threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            try:
+                held.append(sock.accept()[0])
+                accepted[0] += 1
+            except socket.timeout:
+                continue
+        for c in held:
+            c.close()
+        sock.close()
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{sock.getsockname()[1]}", accepted, stop
+
+
+def round4_rows(P: Probe, work: Path) -> None:
+    """Issue #64's faults: a params edit while a stage runs, a SIGTERM to `dvc repro`, a hung tracking server, a
+    cache that cannot be written, an export cut between its renames, `sentlab push .`."""
+    params = work / "params.yaml"
+    text = params.read_text(encoding="utf-8")
+    lr = re.search(r"\n  lr: (\S+)", text).group(1)
+
+    before, t0 = snapshot(work), time.time()
+    p = subprocess.Popen(P.dvc("repro", "-f", "-s", "train@simcse"), cwd=work, env=P.env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    started = script_running(work, "pipeline/train.py", min_age=8.0)   # its params read
+    while p.poll() is None and not started() and time.time() - t0 < 600:
+        time.sleep(0.2)
+    params.write_text(text.replace(f"\n  lr: {lr}", "\n  lr: 5.0e-5", 1), encoding="utf-8")
+    out = p.communicate(timeout=1800)[0]
+    import yaml
+
+    lock = yaml.safe_load((work / "dvc.lock").read_text(encoding="utf-8")) if (work / "dvc.lock").is_file() else {}
+    locked = (((lock.get("stages") or {}).get("train@simcse") or {}).get("params") or {}).get("params.yaml", {})
+    P.rows.append({"fault": f"params.yaml `train.lr` {lr} -> 5.0e-5 while train@simcse runs",
+                   "command": "dvc repro -f -s train@simcse", "exit": p.returncode,
+                   "message": message(out) if p.returncode else "", "ran": ", ".join(ran(out)),
+                   "disk": disk_change(before, snapshot(work)), "seconds": round(time.time() - t0, 1),
+                   "note": f"models/simcse exists: {(work / 'models/simcse').exists()}; dvc.lock's train@simcse "
+                           f"train.lr: {locked.get('train.lr')}", "traceback": "Traceback" in out,
+                   "mlflow": P.mlflow_states("")})
+    params.write_text(text, encoding="utf-8")
+    P.row("params restored: `dvc repro`", P.dvc("repro"))
+
+    # SIGTERM to `dvc repro` (not its group): the stage must end with it
+    p = subprocess.Popen(P.dvc("repro", "-f", "-s", "train@simcse"), cwd=work, env=P.env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    running = script_running(work, "pipeline/train.py", min_age=5.0)
+    t0 = time.time()
+    while p.poll() is None and not running() and time.time() - t0 < 600:
+        time.sleep(0.2)
+    p.terminate()
+    p.wait(timeout=60)
+    time.sleep(10)
+    left = script_running(work, "pipeline/train.py", min_age=0.0)()
+    P.rows.append({"fault": "SIGTERM to `dvc repro` during train@simcse", "command": "kill -TERM <dvc pid>",
+                   "exit": p.returncode, "message": "", "ran": "train@simcse", "disk": "", "seconds": 0,
+                   "note": f"the stage still runs 10 s later: {left}", "traceback": False,
+                   "mlflow": P.mlflow_states("")})
+    P.row("re-run after the SIGTERM", P.dvc("repro"))
+
+    # a hung tracking server: one bounded probe per pipeline run
+    uri, accepted, stop = _hung_server()
+    saved = P.env.get("MLFLOW_TRACKING_URI")
+    P.env["MLFLOW_TRACKING_URI"] = uri
+    try:
+        P.row("hung tracking server (accepts, never answers): `sentlab mlflow wrap -- dvc repro -f` of simcse",
+              [sys.executable, "-m", "sentlab.cli", "mlflow", "wrap", "--", sys.executable, "-m", "dvc", "repro", "-f",
+               "-s", "train@simcse", "evaluate@simcse"])
+        P.rows[-1]["note"] = f"connections the server accepted: {accepted[0]}"
+    finally:
+        stop.set()
+        P.env["MLFLOW_TRACKING_URI"] = saved
+    P.row("tracking store back: `dvc repro`", P.dvc("repro"))
+
+    # the embedding cache cannot be written (a file where its folder should be)
+    cache = work / ".sentlab_cache" / "embeddings"
+    shutil.rmtree(cache, ignore_errors=True)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text("not a folder")
+    rc, out = P.row("embedding cache not writable", P.dvc("repro", "-f", "-s", "evaluate@simcse"))
+    P.rows[-1]["note"] = f"warned: {'could not store an entry' in out}"
+    cache.unlink()
+
+    # an export cut between its renames: exports/ moved aside, the new one complete but not renamed in
+    (work / "exports").rename(work / ".exports.old")
+    shutil.copytree(work / ".exports.old", work / ".exports.9999.tmp")
+    P.row("export cut between its renames (.exports.old + .exports.*.tmp, no exports/)", P.dvc("repro"))
+    P.rows[-1]["note"] = (f"exports/ back: {(work / 'exports' / 'index.md').is_file()}; .exports.old left: "
+                          f"{(work / '.exports.old').exists()}")
+
+    # `sentlab push .` in the workspace
+    P.row("`sentlab push .` (the workspace)", [sys.executable, "-m", "sentlab.cli", "push", ".", "--repo-id",
+                                                "my-lab/x", "--dry-run"])
+    P.status("state after the round-4 faults")
 
 
 def table(rows: list[dict]) -> str:
@@ -320,12 +438,15 @@ def main(argv=None) -> int:
     ap.add_argument("--workdir", type=Path, help="scratch folder (default: a new temporary one)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    ap.add_argument("--only-round4", action="store_true", help="the first smoke run and issue #64's rows only")
+    ap.add_argument("--reuse", action="store_true", help="--workdir holds an earlier probe's copy: complete its "
+                                                         "first run there instead of copying again")
     args = ap.parse_args(argv)
     base = args.workdir or Path(tempfile.mkdtemp(prefix="sentlab-faults-"))
     work = base / "repo"
-    work.mkdir(parents=True, exist_ok=False)
+    work.mkdir(parents=True, exist_ok=args.reuse)
     try:
-        rows, summary = run_probe(work)
+        rows, summary = run_probe(work, args.only_round4, args.reuse)
     finally:
         if not args.keep and args.workdir is None:
             shutil.rmtree(base, ignore_errors=True)

@@ -34,22 +34,24 @@ def main() -> None:
     from sentlab.evaluate.sts.cache import embedding_cache
     from sentlab.evaluate.sts.figures import note_figure
     from sentlab.evaluate.sts.runner import evaluate_and_record, read_model_info
-    from sentlab.evaluate.sts.trained import missing_model_error, trained_method_block
+    from sentlab.evaluate.sts.trained import check_trained_with, missing_model_error, trained_method_block
     from sentlab.config.stage_params import stage_params
 
     ap = argparse.ArgumentParser()
     ap.add_argument("name", help="the model (models.yaml): models/<name>")
     args = ap.parse_args()
     params = stage_params(f"evaluate@{args.name}")
+    model_dir = Path("models") / args.name
+    info = read_model_info(model_dir)
+    if info is None:
+        raise missing_model_error(args.name, model_dir)
+    if info.get("status") == "trained":   # refused before anything is written
+        check_trained_with(info, params, args.name, info["method"])
     table = read_sts_table("data/sts/sts.parquet")
     figures = FIGURES if params.evaluate.diagnostics else None
     if not params.evaluate.diagnostics:
         # the stage's declared figure output must exist: say why it has no plot
         note_figure(FIGURES / f"{args.name}_density.png", args.name, "evaluate.diagnostics is false")
-    model_dir = Path("models") / args.name
-    info = read_model_info(model_dir)
-    if info is None:
-        raise missing_model_error(args.name, model_dir)
     out = Path(f"reports/metrics/{args.name}.json")
     if info.get("status") != "trained":
         eval_not_run(args.name, info.get("status", "not trained"), params.model.backbone, params.profile)

@@ -20,12 +20,14 @@ from pathlib import Path
 
 from sentlab.io import sweep_temporaries, write_json
 from sentlab.pipeline.entry import run_stage
+from sentlab.pipeline.writers import check_no_live_writer
 from sentlab.provenance.code import stage_code_files
 from sentlab.pipeline.sources import (data_sources, glue_sources, model_sources, parse_sources, retrieval_sources,
                              transfer_sources)
 from sentlab.methods.blocks import check_blocks
 from sentlab.pipeline.stage_list import check_stage_list
 from sentlab.config.stage_params import stage_params
+from sentlab.tracking.budget import probe
 from sentlab.tracking.runs import sweep_orphans
 
 OUT = Path("data/sources")
@@ -37,6 +39,8 @@ def main() -> None:
     still in place: DVC removes a stage's outputs before running it. The outputs here persist (dvc.yaml),
     so the previous hashes are there to compare with and stay when this stage fails."""
     params = stage_params("sources")
+    check_no_live_writer()   # a stage a stopped `dvc repro` left running: its temporary files are not swept
+    probe(max_age_s=600)   # the first stage of every `dvc repro`: the pipeline run's one wait on a tracking server
     check_blocks(params)   # every method line and ablation against its method's Params, before any stage does work
     check_stage_list(params)
     data = {"files": data_sources(params.prepare.corpus, params.prepare.nli),

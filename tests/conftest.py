@@ -37,12 +37,22 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
-def _tracking_not_degraded(request):
+def _tracking_not_degraded(request, tmp_path_factory):
     """A test whose tracking store fails degrades tracking for its process (sentlab.tracking.degrade): undo it, so
-    the next test on this worker tracks again. An MLflow run a test leaves active in this process (a stage's process
-    would end it by exiting) is ended with a warning naming the test: the next test's ``start_run`` would fail on it
-    (seen once in CI, order-dependent, leaker not yet found)."""
+    the next test on this worker tracks again; the verdict a test's tracking server gets is shared (through
+    sentlab.tracking.budget's marker) only within that test. An MLflow run a test leaves active in this process (a
+    stage's process would end it by exiting) is ended with a warning naming the test: the next test's ``start_run``
+    would fail on it (seen once in CI, order-dependent, leaker not yet found)."""
+    import os
+
+    # set by hand, not with the test's own monkeypatch (undone only after this fixture's teardown)
+    before = os.environ.get("SENTLAB_TRACKING_MARKER")
+    os.environ["SENTLAB_TRACKING_MARKER"] = str(tmp_path_factory.mktemp("tracking") / "tracking.json")
     yield
+    if before is None:
+        os.environ.pop("SENTLAB_TRACKING_MARKER", None)
+    else:
+        os.environ["SENTLAB_TRACKING_MARKER"] = before
     import sys
     import warnings
 

@@ -189,7 +189,7 @@ def test_cache_bound_from_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("SENTLAB_EMBEDDING_CACHE_MAX_GB", "lots")
     with pytest.raises(SentlabError, match="SENTLAB_EMBEDDING_CACHE_MAX_GB='lots'"):
         max_cache_bytes()
-    for raw in ("inf", "nan", "-1"):                                        # a paragraph, never a traceback
+    for raw in ("inf", "nan", "-1", "1e300"):                               # a paragraph, never a traceback
         monkeypatch.setenv("SENTLAB_EMBEDDING_CACHE_MAX_GB", raw)
         with pytest.raises(SentlabError, match=f"SENTLAB_EMBEDDING_CACHE_MAX_GB='{raw}' is not a size"):
             max_cache_bytes()
@@ -214,3 +214,25 @@ def test_a_temporary_file_left_by_a_killed_write_is_removed_by_the_next_store(mo
     os.utime(old_json, (t, t))
     cache.embed(_enc(model), SENTS[:4], batch_size=8)
     assert not old.exists() and not old_json.exists() and young.exists()
+
+
+@pytest.mark.parametrize("fault", ["full disk", "not a folder"])
+def test_a_cache_write_that_fails_warns_and_the_evaluation_goes_on(model, tmp_path, monkeypatch, caplog, fault):
+    import errno
+
+    root = tmp_path / "cache"
+    if fault == "full disk":
+        def full(*a, **kw):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        monkeypatch.setattr(np, "save", full)
+    else:
+        root.write_text("a file where the cache folder should be")   # mkdir fails (as a read-only folder would)
+    fresh = _enc(model, "mean").encode(SENTS, batch_size=8)
+    cache = EmbeddingCache(root, share_poolings=SHARED)
+    with caplog.at_level("WARNING"):
+        got = cache.embed(_enc(model, "mean"), SENTS, batch_size=8)
+    np.testing.assert_array_equal(got, fresh)                              # the numbers, as without a cache
+    warned = [r.getMessage() for r in caplog.records if "could not store an entry" in r.getMessage()]
+    assert len(warned) == 1 and "goes on without storing" in warned[0]     # once, not once per pooling
+    if root.is_dir():
+        assert not list(root.iterdir())                                    # no entry, no temporary file

@@ -83,14 +83,30 @@ def test_glove_stage_encoder_and_the_report_row(tmp_path, monkeypatch):
     words = sorted({w for s in (*table.sentence1, *table.sentence2) for w in s.split()})
     rng = np.random.default_rng(0)
     (tmp_path / "glove").mkdir()
+    vectors = {}
     with open(tmp_path / "glove" / "glove.840B.300d.txt", "w", encoding="utf-8") as f:
         for w in [*words[:-3], "."]:   # three words left out of vocabulary
-            f.write(w + " " + " ".join(f"{v:.4f}" for v in rng.normal(size=4)) + "\n")
+            text = [f"{v:.4f}" for v in rng.normal(size=4)]
+            vectors[w] = np.array([float(v) for v in text])
+            f.write(w + " " + " ".join(text) + "\n")
     monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(tmp_path))
     enc, embeddings, info = glove_encoder(Params(), table)
     assert embeddings is None and info["dim"] == 4 and info["found"] == len(words) - 3 + 1
     res = evaluate_table(enc, table)
-    assert np.isfinite(res["Avg"])
+    # SentEval's bag of GloVe vectors, computed here: a sentence is the mean of its in-vocabulary tokens' vectors
+    # (whitespace split, case kept); per test task 100 x Spearman of the pairs' cosines with the gold scores
+    from scipy.stats import spearmanr
+
+    def mean_vector(s):
+        return np.mean([vectors[w] for w in s.split() if w in vectors], axis=0)
+
+    expected = {}
+    for task, g in table[table.split == "test"].groupby("task"):
+        a, b = (np.stack([mean_vector(s) for s in col]) for col in (g.sentence1, g.sentence2))
+        cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+        expected[task] = 100 * spearmanr(cos, g.score).statistic
+    assert {t: res[t] for t in expected} == pytest.approx(expected, abs=1e-4)   # the table rounds to 4 places
+    assert res["Avg"] == pytest.approx(np.mean(list(expected.values())), abs=1e-4)
     row = next(r for r in paser.table1_rows() if r.label == "GloVe embeddings")
     assert row.models == ("base-glove",)
     metrics = {"base-glove": {"model": "base-glove", "status": "evaluated", "backbone": "glove.840B.300d",

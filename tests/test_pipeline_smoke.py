@@ -13,6 +13,14 @@ import pytest
 from ruamel.yaml import YAML
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def _run(*args, **kw):
+    """subprocess.run with a timeout: a hung stage fails this test with the command named, not at the suite's limit."""
+    kw.setdefault("timeout", 1800)
+    return subprocess.run(*args, **kw)
+
+
 TASKS = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness", "Avg"]
 
 
@@ -49,25 +57,37 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     _copy_repo(repo)
     env = _env(mirror, tmp_path)
     dvc = [sys.executable, "-m", "dvc"]
-    subprocess.run([sys.executable, "-m", "sentlab.cli", "profile", "smoke"], cwd=repo, env=env, check=True)
+    _run([sys.executable, "-m", "sentlab.cli", "profile", "smoke"], cwd=repo, env=env, check=True)
     # the smoke profile's own stages only: its 3 methods, simcse's second seed, the 3 baselines (no "not run" stages),
     # the suite stages (transfer: base-mean, simcse; GLUE: base-cls) and `sources`, which hashes the files outside
     # the repository
-    stages = subprocess.run(dvc + ["stage", "list", "--name-only"], cwd=repo, env=env, capture_output=True, text=True,
+    stages = _run(dvc + ["stage", "list", "--name-only"], cwd=repo, env=env, capture_output=True, text=True,
                             check=True).stdout.split()
     assert len(stages) == 19 and "sources" in stages, stages
     assert {"transfer@base-mean", "transfer@simcse", "glue@base-cls"} <= set(stages), stages
     assert "train@simcse-s43" in stages and "train@ct" not in stages, stages
-    run = subprocess.run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
+    run = _run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
 
-    # Baseline metrics: the seven tasks + Avg, as numbers in range.
+    # Baseline metrics: each of the seven tasks is 100 x Spearman of its scored pairs' cosines (reports/cosines: the
+    # smoke profile's evaluate.max_pairs sample of the task's test pairs) with their gold scores, those of data/sts
+    # (the "all" setting: one Spearman over the task's pairs), and Avg their mean
+    import pandas as pd
+    from scipy.stats import spearmanr
+
+    sts = pd.read_parquet(repo / "data/sts/sts.parquet")
     for base in ("cls", "mean"):
         m = json.loads((repo / f"reports/metrics/base-{base}.json").read_text())
+        cosines = pd.read_parquet(repo / f"reports/cosines/base-{base}.parquet")
         assert m["status"] == "evaluated"
-        for k in TASKS:
-            assert -100 <= m[k] <= 100, (base, k)
+        for k in TASKS[:-1]:
+            pairs = cosines[cosines.task == k]
+            gold = sts[(sts.task == k) & (sts.split == "test")].score
+            assert len(pairs) == min(m["subsampled_pairs_per_task"], len(gold)) > 0, (base, k)
+            assert set(pairs.gold) <= set(gold), (base, k)                      # scores of that task's test pairs
+            assert m[k] == pytest.approx(100 * spearmanr(pairs.cos, pairs.gold).statistic, abs=1e-3), (base, k)
         assert m["Avg"] == pytest.approx(sum(m[k] for k in TASKS[:-1]) / 7, abs=1e-3)
+    assert m["STS12"] != json.loads((repo / "reports/metrics/base-cls.json").read_text())["STS12"]   # two poolings
     table = (repo / "reports/tables/ptbert_table3.md").read_text()
     assert "base-mean" in table and "PT-BERTbase" in table and "/ 77.74" in table
     assert (repo / "data/corpus/train.parquet").is_file()
@@ -118,7 +138,7 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     cache = repo / ".sentlab_cache/embeddings"
     entries = {f.name: f.stat().st_ino for f in cache.glob("*.npy")}   # a miss would replace a file (a new inode)
     assert "simcse" in {json.loads(f.read_text())["name"] for f in cache.glob("*.json")}
-    rerun = subprocess.run([sys.executable, "pipeline/evaluate.py", "simcse"], cwd=repo,
+    rerun = _run([sys.executable, "pipeline/evaluate.py", "simcse"], cwd=repo,
                            env={**env, "SENTLAB_LOG": "INFO"}, capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert "embedding cache hit: simcse" in rerun.stderr, rerun.stderr[-3000:]
@@ -126,7 +146,7 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     assert json.loads((repo / "reports/metrics/simcse.json").read_text())["Avg"] == simcse["Avg"]
 
     # A second repro does nothing but look at the sources again (always_changed), which re-runs nothing.
-    again = subprocess.run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
+    again = _run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
     assert again.returncode == 0
     assert [ln for ln in again.stdout.splitlines() if ln.startswith("Running stage")] == \
         ["Running stage 'sources':"], again.stdout
@@ -138,17 +158,17 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     original = params_file.read_text()
     assert "checkpoint_every: null" in original
     params_file.write_text(original.replace("checkpoint_every: null", "checkpoint_every: 1", 1))
-    edited = subprocess.run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
+    edited = _run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
     assert edited.returncode == 0, edited.stdout[-3000:] + edited.stderr[-3000:]
     ran = [ln for ln in edited.stdout.splitlines() if ln.startswith("Running stage")]
     assert ran == ["Running stage 'sources':"], edited.stdout[-3000:]
     params_file.write_text(edited_params(original, lambda raw: raw["methods"].__setitem__("simcse",
                                                                                           {"temperature": 0.07})))
-    status = subprocess.run(dvc + ["status", "--json"], cwd=repo, env=env, capture_output=True, text=True, check=True)
+    status = _run(dvc + ["status", "--json"], cwd=repo, env=env, capture_output=True, text=True, check=True)
     assert set(json.loads(status.stdout)) - {"sources"} == {"train@simcse", "train@simcse-s43", "evaluate@simcse",
                                                              "evaluate@simcse-s43", "report", "export"}, status.stdout
     params_file.write_text(original)
-    shown = subprocess.run(dvc + ["metrics", "show"], cwd=repo, env=env, capture_output=True, text=True)
+    shown = _run(dvc + ["metrics", "show"], cwd=repo, env=env, capture_output=True, text=True)
     assert "base-mean.json" in shown.stdout and "STS12" in shown.stdout
 
     # Adding a seed changes the stage list: the `sources` stage refuses to run on the stale models.yaml (nothing
@@ -156,11 +176,11 @@ def test_smoke_pipeline_end_to_end(mirror, tmp_path):
     # stages, the report and the export (they read every model). Not run here: the seed stages already ran above
     # (simcse-s43), and a third seed would add about 80 s to CI.
     params_file.write_text(edited_params(original, lambda raw: raw["seeds"]["per_method"].__setitem__("simcse", 3)))
-    stale = subprocess.run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
+    stale = _run(dvc + ["repro"], cwd=repo, env=env, capture_output=True, text=True)
     assert stale.returncode != 0 and "sentlab stages" in stale.stdout + stale.stderr, stale.stdout[-3000:]
     assert [ln for ln in stale.stdout.splitlines() if ln.startswith("Running stage")] == \
         ["Running stage 'sources':"], stale.stdout[-3000:]
-    subprocess.run([sys.executable, "-m", "sentlab.cli", "stages"], cwd=repo, env=env, check=True)
-    status = subprocess.run(dvc + ["status", "--json"], cwd=repo, env=env, capture_output=True, text=True, check=True)
+    _run([sys.executable, "-m", "sentlab.cli", "stages"], cwd=repo, env=env, check=True)
+    status = _run(dvc + ["status", "--json"], cwd=repo, env=env, capture_output=True, text=True, check=True)
     assert set(json.loads(status.stdout)) == {"sources", "train@simcse-s44", "evaluate@simcse-s44", "report",
                                               "export"}, status.stdout

@@ -163,14 +163,29 @@ def test_a_failing_metric_log_warns_once_and_stops_calling_the_store(monkeypatch
     assert sum("could not log metrics" in r.getMessage() for r in caplog.records) == 1
 
 
-def test_runs_carry_the_commit_and_the_dvc_experiment(monkeypatch):
+def test_runs_carry_the_commit_and_the_dvc_experiment(monkeypatch, tmp_path):
+    import subprocess
+
     from sentlab import tracking
 
-    monkeypatch.chdir(REPO)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(git + ["init", "-q"], cwd=repo, check=True, timeout=60)
+    (repo / "params.yaml").write_text("seed: 1\n")
+    subprocess.run(git + ["add", "params.yaml"], cwd=repo, check=True, timeout=60)
+    subprocess.run(git + ["commit", "-qm", "x"], cwd=repo, check=True, timeout=60)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True,
+                            timeout=60).stdout.strip()
+    monkeypatch.chdir(repo)
+    monkeypatch.delenv("DVC_ROOT", raising=False)
     monkeypatch.setenv("DVC_EXP_NAME", "ptbert-m64")
     tags = tracking.provenance_tags()
-    assert len(tags["sentlab.git_commit"]) == 40 and tags["sentlab.git_dirty"] in ("true", "false")
-    assert tags["sentlab.dvc_exp_name"] == "ptbert-m64"
+    assert tags["sentlab.git_commit"] == tags["mlflow.source.git.commit"] == commit
+    assert tags["sentlab.git_dirty"] == "false" and tags["sentlab.dvc_exp_name"] == "ptbert-m64"
+    assert tags["sentlab.repo_root"] == str(repo.resolve())
+    (repo / "params.yaml").write_text("seed: 2\n")                     # a tracked file edited: the run says so
+    assert tracking.provenance_tags()["sentlab.git_dirty"] == "true"
 
 
 # --- DVC: what a stage declares is what it reads -------------------------------------------------

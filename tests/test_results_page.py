@@ -338,7 +338,6 @@ def test_screenshot_script_names_the_missing_browser(tmp_path):
 def test_mlflow_links_from_a_store(tree, tmp_path, monkeypatch):
     """A SQLite store holding simcse's training run (tagged with the run_key its sentlab.json records): the page
     links that run; ptbert (no run in the store) gets no link."""
-    pytest.importorskip("mlflow")
     from sentlab import tracking
     from sentlab.report import html_page
 

@@ -3,7 +3,8 @@
 Tiny models go through the real export path (``export_model`` then ``publish``, as a train stage
 does) for each pooling, template and channel; ``SentenceTransformer(path)`` must then agree with
 :class:`SentenceEncoder` to 1e-5 on the STS-B dev sentences. A second test does the same for the
-trained models under ``models/`` when a pipeline has produced them.
+model trained here by the training code, and for the trained models under ``models/`` when a pipeline has produced
+them.
 """
 
 from __future__ import annotations
@@ -152,12 +153,18 @@ def _trained_models() -> list[Path]:
 
 
 @pytest.mark.slow
-def test_every_trained_model_loads_with_sentence_transformers(dev_sentences):
-    """Every trained model under models/ (the quick profile's after `make repro`) gives sentlab's
+def test_every_trained_model_loads_with_sentence_transformers(dev_sentences, tmp_path, tok, one_thread):
+    """A model trained here by the training code (`train_method`: the loop, the export, the publish a train stage
+    runs), and every trained model under models/ (the quick profile's after `make repro`), give sentlab's
     embeddings through `SentenceTransformer(path)`."""
-    models = _trained_models()
-    if not models:
-        pytest.skip(f"needs trained models under {REPO / 'models'} (run `make repro`)")
+    from _support.training import factory, fake_dev_eval, make_root, params
+
+    from sentlab.train.run import train_method
+
+    root = make_root(tmp_path)
+    train_method(params(), "simcse", root=root, dev_eval=fake_dev_eval(), encoder_factory=factory(tok),
+                 tracking=False, progress=False)
+    models = [root / "models" / "simcse", *_trained_models()]   # a fresh clone has no models/: the first is there
     sample = dev_sentences[:300]
     bad = {}
     for folder in models:

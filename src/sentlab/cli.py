@@ -199,6 +199,14 @@ def _cmd_profile(args) -> int:
                            f"({Path(args.params).resolve().parent / '.dvc/tmp/lock'}): {args.params} is not rewritten "
                            f"while a pipeline may be reading it. Wait for it to finish (`sentlab status`), or run the "
                            f"other profile in a clone of the repository.")
+    from .pipeline.entry import coordinator_running
+
+    pid = coordinator_running(Path(args.params).resolve().parent)
+    if pid is not None:   # it holds DVC's lock only in its shared and final phases: its own lock says it runs
+        raise SentlabError(f"A `sentlab run` (make repro JOBS=N; pid {pid or 'unknown'}) is running in this "
+                           f"workspace: {args.params} is not rewritten while its stages and its final `dvc repro` "
+                           f"read it. Wait for it to finish (`sentlab status`), or run the other profile in a clone "
+                           f"of the repository.")
     changed = set_profile(args.params, args.name, force=args.force)
     print(f"{args.params}: profile {args.name}" + (" (written from profiles/)" if changed else " (kept)")
           + "; models.yaml: its stage list")

@@ -57,6 +57,8 @@ def recover_replaced(path: str | os.PathLike) -> Path:
     old = path.with_name(f".{path.name}.old")
     if not path.exists() and old.is_dir():
         old.rename(path)
+    elif path.is_dir() and old.is_dir():   # killed after the second rename: the new folder is in place
+        shutil.rmtree(old, ignore_errors=True)
     return path
 
 
@@ -67,17 +69,20 @@ TEMP_DIRS = ("models", "data", "reports", "checkpoints")
 def sweep_temporaries(root: str | os.PathLike = ".") -> list[Path]:
     """Remove what killed writers left: ``.<name>.*.tmp`` files and folders of :func:`atomic_path`,
     :func:`staged_outputs` and the annotation's parts, under :data:`TEMP_DIRS` and in ``root`` itself (an export's
-    ``.exports.*.tmp``); a folder cut between :func:`atomic_path`'s renames is recovered first. Call it only where
+    ``.exports.*.tmp``); a folder cut between :func:`atomic_path`'s renames (``.<name>.old``, there too: an export's
+    ``.exports.old``) is recovered first: put back when the new one never arrived, else removed. Call it only where
     no writer of the workspace runs: the sources stage runs under ``dvc repro``'s lock. Returns what it removed."""
     root = Path(root)
     removed = []
     candidates = [p for p in root.glob(".*.tmp")]
+    olds = [p for p in root.glob(".*.old")]   # an export cut between its renames: `.exports.old`
     for d in TEMP_DIRS:
         if (root / d).is_dir():
             candidates += [p for p in (root / d).rglob(".*.tmp")]
-            for old in (root / d).rglob(".*.old"):
-                if old.is_dir():
-                    recover_replaced(old.with_name(old.name[1:-len(".old")]))
+            olds += [p for p in (root / d).rglob(".*.old")]
+    for old in olds:
+        if old.is_dir() and not old.is_symlink():
+            recover_replaced(old.with_name(old.name[1:-len(".old")]))
     for p in sorted(set(candidates), key=lambda p: len(p.parts), reverse=True):
         if p.is_dir() and not p.is_symlink():
             shutil.rmtree(p, ignore_errors=True)

@@ -123,10 +123,18 @@ def stage_name(default: Optional[str] = None) -> str:
     return name
 
 
+# What this process's stage read (stage -> (root, the declared values)): compared with params.yaml when the stage
+# ends (:func:`check_unchanged`, called by sentlab.pipeline.entry.run_stage).
+_READ: dict[str, tuple[Path, dict]] = {}
+
+
 def stage_params(stage: Optional[str] = None, root: str | os.PathLike = ".") -> Declared:
     """The params ``stage`` declares (default: :func:`stage_name`), validated, plus ``runtime`` and :data:`RECORDS`."""
+    import copy
+
     stage = stage_name(stage)
     raw = declared_params(stage, root)
+    _READ[stage] = (Path(root), copy.deepcopy(raw))
     doc = read_yaml(Path(root) / "params.yaml")
     raw["runtime"] = doc.get("runtime") or {}
     raw.update({k: doc.get(k, Params.model_fields[k].default) for k in RECORDS})
@@ -181,3 +189,65 @@ def training_threads(root: str | os.PathLike = ".") -> Optional[int]:
     """params.yaml ``train.num_threads``, validated: the threads each training stage of the profile runs on."""
     train = read_yaml(Path(root) / "params.yaml").get("train") or {}
     return validate({"train": {"num_threads": train.get("num_threads")}}).train.num_threads
+
+
+def forget_reads() -> None:
+    """Start a stage afresh: :func:`check_unchanged` compares only what is read after this."""
+    _READ.clear()
+
+
+def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(tree, dict) and tree:
+        out: dict[str, Any] = {}
+        for k, v in tree.items():
+            out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: tree}
+
+
+def params_changed(stage: str, root: str | os.PathLike, before: dict) -> dict[str, tuple[Any, Any]]:
+    """``{key: (read, now)}`` of the keys ``stage`` declares whose value in params.yaml differs from ``before``."""
+    old, new = _flat(before), _flat(declared_params(stage, root))
+    return {k: (old.get(k), new.get(k)) for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)}
+
+
+def check_unchanged() -> None:
+    """Fail when a params key a stage of this process declares changed in params.yaml while it ran.
+
+    DVC hashes a stage's params after its command ends and the stage reads them at its start: an edit in between
+    would label the outputs, in dvc.lock and DVC's run cache, with values they were not made with. The stage's
+    outputs (all but ``persist`` ones) are removed first, so nothing made with the old values is left to commit."""
+    for stage, (root, before) in list(_READ.items()):
+        changed = params_changed(stage, root, before)
+        if not changed:
+            continue
+        removed = remove_outputs(stage, root)
+        what = "; ".join(f"`{k}` {old!r} -> {new!r}" for k, (old, new) in changed.items())
+        raise SentlabError(f"params.yaml changed while stage `{stage}` ran: {what} (read at its start -> in the file "
+                           f"now). Its outputs were made with the values read at the start, which DVC would have "
+                           f"recorded as the new ones, so the stage fails"
+                           f"{' and its outputs were removed (' + ', '.join(removed) + ')' if removed else ''}. "
+                           f"Re-run it with the values now in params.yaml: `dvc repro {stage}` (edit params.yaml "
+                           f"only while no stage that declares the key runs).")
+
+
+def remove_outputs(stage: str, root: str | os.PathLike = ".") -> list[str]:
+    """Remove the outputs (outs, metrics, plots) ``stage`` declares in dvc.yaml, except ``persist`` ones (DVC keeps
+    those across runs); returns their paths as dvc.yaml names them."""
+    import shutil
+
+    from dvc.repo import Repo
+
+    removed = []
+    with Repo(str(root)) as repo:
+        for st in repo.stage.collect(stage):
+            for out in st.outs:
+                path = Path(root) / str(out.def_path)
+                if out.persist or not (path.exists() or path.is_symlink()):
+                    continue
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path, ignore_errors=True)   # ranks of one training may race here
+                else:
+                    path.unlink(missing_ok=True)
+                removed.append(str(out.def_path))
+    return removed

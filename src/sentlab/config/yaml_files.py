@@ -32,6 +32,10 @@ def read_yaml(path: str | os.PathLike) -> dict:
                            f"pass --params PATH.")
     try:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
+    except _UnhashableKey as e:
+        raise SentlabError(f"Params file {path} has a key that is a {e.kind} at line {e.line} (`? [a, b]`-style, or "
+                           f"`{{a: 1}}: x`); a params key is a name. Write it as a plain name (e.g. `a_b:`) and run "
+                           f"again.") from None
     except _DuplicateKey as e:
         raise SentlabError(f"Params file {path} sets `{e.key}` twice in one mapping (lines {e.first} and {e.second}); "
                            f"YAML would silently keep the last one. Keep one of the two lines and run again.") from None
@@ -46,6 +50,12 @@ class _DuplicateKey(yaml.YAMLError):
         self.key, self.first, self.second = key, first, second
 
 
+class _UnhashableKey(yaml.YAMLError):
+    def __init__(self, kind: str, line: int):
+        super().__init__(f"a {kind} as a key at line {line}")
+        self.kind, self.line = kind, line
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     """PyYAML's SafeLoader, except that a key given twice in one mapping is an error (PyYAML keeps the last)."""
 
@@ -54,6 +64,10 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
+            try:
+                hash(key)
+            except TypeError:
+                raise _UnhashableKey("list" if isinstance(key, list) else type(key).__name__, line) from None
             if key in seen:
                 raise _DuplicateKey(key, seen[key], line)
             seen[key] = line

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ..errors import SentlabError
 from ..io import write_json
+from ..pipeline.entry import COORDINATOR_LOCK
 from . import SHARED, STATE_DIR
 from .graph import Plan, plan_for, stage_names
 from . import gpus as placement
@@ -54,9 +55,34 @@ def import_ray():
 
 
 def task_env(local: bool) -> dict[str, str]:
-    """What a worker's stages need of this environment (all of it that matters on one machine)."""
+    """What a worker's stages need of this environment: all of it that matters on one machine; for a node of a
+    cluster (``local`` false) the credentials only where its stages use them (:func:`needed_remotely`)."""
     keys = [k for k in os.environ if k.startswith(ENV_PREFIXES)] + ["PYTHONPATH"] + ["PATH"] * local
-    return {k: os.environ[k] for k in keys if k in os.environ}
+    env = {k: os.environ[k] for k in keys if k in os.environ}
+    return env if local else {k: v for k, v in env.items() if needed_remotely(k, env)}
+
+
+HUB_TOKENS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_TOKEN")
+MLFLOW_SETTINGS = ("MLFLOW_TRACKING_URI", "MLFLOW_HTTP_REQUEST_", "MLFLOW_EXPERIMENT_NAME")   # no credential in them
+
+
+def needed_remotely(key: str, env: dict[str, str]) -> bool:
+    """Whether a remote node's stages need ``key``: the Hub's token only when they may download (``HF_HUB_OFFLINE``
+    unset: with it they read the mirror and the HF cache only); MLflow's credentials (``MLFLOW_TRACKING_TOKEN``,
+    ``_USERNAME``, ``_PASSWORD``, ...) only when the tracking store is a server another machine reaches (not this
+    machine's loopback) and it answered this run's probe (:mod:`sentlab.tracking.budget`)."""
+    if key in HUB_TOKENS:
+        return env.get("HF_HUB_OFFLINE", "").strip().lower() not in ("1", "true", "yes", "on")
+    if key.startswith("MLFLOW_") and not key.startswith(MLFLOW_SETTINGS):
+        from urllib.parse import urlparse
+
+        from ..tracking.budget import is_server, shared_verdict
+
+        uri = env.get("MLFLOW_TRACKING_URI", "")
+        host = urlparse(uri).hostname or ""
+        return (is_server(uri) and host not in ("localhost", "127.0.0.1", "::1")
+                and shared_verdict() is None)
+    return True
 
 
 def oversubscribed(jobs: int, threads: int | None, address: str | None) -> bool:
@@ -213,7 +239,7 @@ def exclusive_run(state: Path):
     second coordinator in the same workspace stops with one paragraph naming the first."""
     import fcntl
 
-    fh = open(state / "coordinator.lock", "a+")
+    fh = open(state / COORDINATOR_LOCK, "a+")   # what `sentlab profile` looks at (pipeline.entry.coordinator_running)
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -241,6 +267,9 @@ def _run_locked(root: Path, jobs, address, gpus, remote, keep_worktrees, rt, ray
             "remote": remote}
     write_json(state / "run.json", info)
     with tracking_server(root, state / "logs" / "mlflow-server.log") as uri:
+        from ..tracking.budget import probe
+
+        probe()   # this run's one wait on the tracking server: every stage reads the verdict (tracking.budget)
         own_parent = not os.environ.get(tracking.PARENT_ENV)
         if own_parent:
             profile = (root / "params.yaml").read_text().split("profile:", 1)[-1].split()[0]

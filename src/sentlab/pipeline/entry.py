@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import Callable
 
 from ..errors import SentlabError
@@ -20,19 +21,38 @@ def run_stage(main: Callable[[], object]) -> int:
 
     warn_outside_lock(logging.getLogger("sentlab.lock"))   # installed versions other than the lock's (#68)
 
+    from ..config.stage_params import forget_reads
+
+    forget_reads()   # only what this stage reads is compared at its end
+
     def observed():  # the `stage` phase (sentlab.timing): a tool observing it sees the stage's exception
         with timed("stage", script=sys.argv[0] if sys.argv else ""):
-            return main()
+            rc = main()
+        if not rc:   # a params.yaml edit while it ran: fail rather than let DVC label the outputs with it
+            from ..config.stage_params import check_unchanged
+
+            check_unchanged()
+        return rc
 
     stage = os.environ.get("DVC_STAGE")   # set by DVC for the stage it runs: its failure is recorded (#54 §5)
     if not stage:
         return report_errors(observed)
     from ..provenance import failures
+    from . import writers
 
     failures.clear_failure(stage)
     said: list[str] = []
+    lock = None
+    stop = writers.start_lifeline()   # the stage ends with the `dvc repro` that started it
+
+    def guarded():   # never beside a live writer of the same outputs (a stage a stopped `dvc repro` left)
+        nonlocal lock
+        if Path(".dvc").is_dir():
+            lock = writers.claim(stage)
+        return observed()
+
     try:
-        rc = report_errors(observed, on_error=said.append)
+        rc = report_errors(guarded, on_error=said.append)
         if rc not in (0, 130):   # 130: interrupted, not a failure of the stage
             failures.record_failure(stage, rc, said[0] if said else f"{stage} exited with status {rc}")
     except BaseException as e:
@@ -41,6 +61,10 @@ def run_stage(main: Callable[[], object]) -> int:
 
             failures.record_failure(stage, 1, traceback.format_exc())
         raise
+    finally:
+        stop.set()
+        if lock is not None:
+            writers.release(lock)
     return rc
 
 
@@ -63,8 +87,6 @@ def report_errors(fn: Callable[[], object], on_error: Callable[[str], object] | 
 def dvc_repro_running(root: str | os.PathLike) -> bool:
     """Whether a DVC command holds the workspace's lock (``.dvc/tmp/lock``, which ``dvc repro`` holds for its whole
     run): tried without waiting, released at once when free."""
-    from pathlib import Path
-
     import zc.lockfile
 
     lock = Path(root) / ".dvc" / "tmp" / "lock"
@@ -76,3 +98,28 @@ def dvc_repro_running(root: str | os.PathLike) -> bool:
         return True
     held.close()
     return False
+
+
+COORDINATOR_LOCK = "coordinator.lock"   # in .dvc/tmp/sentlab (sentlab.parallel.STATE_DIR), held by `sentlab run`
+
+
+def coordinator_running(root: str | os.PathLike) -> int | None:
+    """Whether a ``sentlab run`` coordinator holds ``root``'s coordinator lock (``sentlab.parallel.runner.
+    exclusive_run``: for its whole run, its shared and final ``dvc repro`` and the phase between them): its pid
+    (0 when unknown), else None."""
+    import fcntl
+    import json
+
+    state = Path(root) / ".dvc" / "tmp" / "sentlab"
+    if not (state / COORDINATOR_LOCK).is_file():
+        return None
+    with open(state / COORDINATOR_LOCK, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                return int(json.loads((state / "run.json").read_text()).get("pid") or 0)
+            except (OSError, ValueError, TypeError, AttributeError):
+                return 0
+        fcntl.flock(fh, fcntl.LOCK_UN)
+    return None

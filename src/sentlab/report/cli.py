@@ -47,6 +47,9 @@ def cmd_start_parent(args) -> int:
     if args.profile:
         params["profile"] = args.profile
     name = args.name or f"pipeline {params.get('profile', '')}".strip()
+    from ..tracking.budget import probe
+
+    probe()   # this pipeline run's one wait on a tracking server: its stages read the verdict
     try:   # the recipe's shell owns the run: it closes it after `dvc repro` (the sweep closes it if it dies)
         run_id = tracking_runs.start_parent(name, params=params,
                                             tags={"sentlab.profile": str(params.get("profile", ""))},
@@ -82,15 +85,26 @@ def cmd_wrap(args) -> int:
     cmd = [c for c in args.cmd if c != "--"]
     if not cmd:
         raise SentlabError("`sentlab mlflow wrap` needs a command after `--`, e.g. `sentlab mlflow wrap -- dvc repro`.")
-    run_id = tracking_runs.start_parent(args.name or " ".join(cmd)[:200])
-    env = dict(os.environ, **{tracking.PARENT_ENV: run_id})
+    from ..tracking.budget import probe
+
+    probe()   # this pipeline run's one wait on a tracking server: its stages read the verdict
+    try:
+        run_id = tracking_runs.start_parent(args.name or " ".join(cmd)[:200])
+    except Exception as e:  # noqa: BLE001 - tracking never stops the command: it runs without a parent run
+        tracking.degrade("create the parent run", e)
+        run_id = ""
+    env = dict(os.environ, **({tracking.PARENT_ENV: run_id} if run_id else {}))
     rc = 1
     try:
         rc = subprocess.call(cmd, env=env)
     except KeyboardInterrupt:
         rc = 130
     finally:
-        tracking_runs.end_parent(run_id, "FINISHED" if rc == 0 else ("KILLED" if rc == 130 else "FAILED"))
+        if run_id:
+            try:
+                tracking_runs.end_parent(run_id, "FINISHED" if rc == 0 else ("KILLED" if rc == 130 else "FAILED"))
+            except Exception as e:  # noqa: BLE001 - the command's exit status stands
+                tracking.degrade(f"close the parent run {run_id}", e)
     return rc
 
 

@@ -3,7 +3,9 @@
 * this module — the client, the store, a stage's run (:func:`run`) and the runs view a researcher compares in;
 * :mod:`sentlab.tracking.runs` — the runs around the stage runs: the pipeline's parent runs, each model's method run,
   the lookups of earlier runs and the sweep of orphaned ones;
-* :mod:`sentlab.tracking.store` — where a SQLite store keeps its artifacts.
+* :mod:`sentlab.tracking.store` — where a SQLite store keeps its artifacts;
+* :mod:`sentlab.tracking.budget` — one wait on a tracking server per pipeline run, shared by its stages;
+* :mod:`sentlab.tracking.names` — run names; :mod:`sentlab.tracking.uri` — where the store is.
 
 Its floor: above the data (the runs view names the STS tasks of :mod:`sentlab.data.sts`), beside the methods, under
 the training and the evaluations that log to it (docs/architecture.md).
@@ -23,6 +25,9 @@ import logging
 import os
 from pathlib import Path
 from typing import Any, Iterator, Mapping
+
+from .names import TRAIN_KEYS, run_name  # noqa: F401 - part of this module's interface
+from .uri import store_root, tracking_uri  # noqa: F401 - part of this module's interface
 
 EXPERIMENT = os.environ.get("SENTLAB_MLFLOW_EXPERIMENT", "sentlab")
 # MLflow 3's experiment-kind tag: model training, so the UI lands on the runs table
@@ -58,25 +63,6 @@ def ui_link(server: str = "http://127.0.0.1:5000") -> str:
     the experiment's tags first, so a store written by an older sentlab opens the same way."""
     mlflow = _mlflow()
     return server.rstrip("/") + runs_view_path(mlflow.get_experiment_by_name(EXPERIMENT).experiment_id)
-
-
-def store_root(cwd: str | os.PathLike | None = None) -> Path:
-    """The folder of the default store: the user's repository root, as an absolute path.
-
-    ``dvc exp run --temp`` / ``--queue`` run a stage in a copy of the repository under
-    ``<repo>/.dvc/tmp/exps/…`` (``DVC_ROOT`` names the copy): their runs must land in the user's
-    ``<repo>/mlflow.db``, not in a store deleted with the copy.
-    """
-    here = Path(cwd or os.environ.get("DVC_ROOT") or Path.cwd()).resolve()
-    parts = here.parts
-    for i in range(len(parts) - 3):
-        if parts[i: i + 3] == (".dvc", "tmp", "exps"):
-            return Path(*parts[:i])
-    return here
-
-
-def tracking_uri() -> str:
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{store_root() / 'mlflow.db'}"
 
 
 def provenance_tags() -> dict[str, str]:
@@ -119,15 +105,27 @@ _DEGRADED: list[str] = []   # the first failure's description, once tracking fai
 
 
 def degraded() -> bool:
-    """True once a tracking call failed in this process: later calls are skipped (the wait stays bounded)."""
+    """True once a tracking call failed in this process, or this pipeline run's tracking server was found
+    unreachable (:mod:`sentlab.tracking.budget`): later calls are skipped (the wait stays bounded)."""
+    if not _DEGRADED:
+        from .budget import shared_verdict
+
+        why = shared_verdict()
+        if why:
+            degrade("reach the tracking server (this pipeline run's probe)", ConnectionError(why), share=False)
     return bool(_DEGRADED)
 
 
-def degrade(what: str, e: BaseException) -> None:
-    """Tracking failed: one warning, and no further MLflow call from this process. The stage's outputs (model,
-    metrics file) never depend on tracking: they are written as if MLflow were off."""
+def degrade(what: str, e: BaseException, share: bool = True) -> None:
+    """Tracking failed: one warning, and no further MLflow call from this process; on a tracking server, the
+    stages after this one skip it too (``share``: :func:`sentlab.tracking.budget.remember_unreachable`). The
+    stage's outputs (model, metrics file) never depend on tracking: they are written as if MLflow were off."""
     if not _DEGRADED:
         _DEGRADED.append(f"{what}: {type(e).__name__}: {str(e)[:200]}")
+        if share:
+            from .budget import remember_unreachable
+
+            remember_unreachable(f"{what}: {type(e).__name__}: {str(e)[:200]}", e)
         logging.getLogger(__name__).warning(
             "MLflow could not %s (%s: %s). The stage goes on without tracking: its outputs are written as usual, "
             "later MLflow calls of this process are skipped. Check the tracking store (%s).", what,
@@ -281,13 +279,15 @@ def log_metrics(metrics: Mapping[str, Any], step: int | None = None) -> None:
 def find_training_run(model: str, run_key: str) -> str | None:
     """The id of the newest training run of ``model`` tagged with ``run_key`` (the key its
     ``sentlab.json`` records), or None (another store, a run deleted, tracking unreachable)."""
+    if degraded():
+        return None
     try:
         found = client().search_runs(
             [experiment_id()], f"tags.stage = 'train' and tags.`sentlab.model` = '{model}' and "
                                f"tags.`sentlab.run_key` = '{run_key}'", order_by=["attributes.start_time DESC"],
             max_results=1)
     except Exception as e:  # noqa: BLE001 - the store is a side channel
-        logging.getLogger(__name__).warning("MLflow: could not look up the training run of %s (%s)", model, e)
+        degrade(f"look up the training run of {model}", e)
         return None
     return found[0].info.run_id if found else None
 
@@ -344,37 +344,6 @@ def log_to_run(run_id: str, metrics: Mapping[str, Any], prefix: str = "test.") -
             "MLflow run %s (the training run of this model) could not be reached (%s: %s); test results are "
             "logged on the eval run only.", run_id, type(e).__name__, str(e)[:200])
         return False
-
-# --- run names -------------------------------------------------------------------------------
-# The params that tell runs of one method apart (ablation axes) are the method's own: its class's
-# ``run_name_params`` (sentlab.methods.base.Method), handed to run_name as ``keys``.
-TRAIN_KEYS = ("batch_size", "lr")
-
-
-def _short(v: Any) -> str:
-    if isinstance(v, bool):
-        return "T" if v else "F"
-    if isinstance(v, float):
-        return f"{v:g}"
-    return "null" if v is None else str(v)
-
-
-def run_name(method: str, params: Mapping[str, Any] | None = None, *, variant: str | None = None,
-             train: Mapping[str, Any] | None = None, keys: tuple[str, ...] = ()) -> str:
-    """A run name carrying the method and its key params, e.g.
-    ``ptbert[m64] pseudo_len=64 queue_size=256 bs=64 lr=3e-05``.
-
-    ``params`` is the method's params (``methods.<method>`` validated, as a dict); ``keys`` the ones named, in
-    order (the method class's ``run_name_params``); ``train`` adds batch size and learning rate. At most 250
-    characters (MLflow's limit).
-    """
-    params = dict(params or {})
-    head = method + (f"[{variant}]" if variant else "")
-    parts = [f"{k}={_short(params[k])}" for k in keys if k in params]
-    if train:
-        abbrev = {"batch_size": "bs", "lr": "lr"}
-        parts += [f"{abbrev[k]}={_short(train[k])}" for k in TRAIN_KEYS if k in train]
-    return " ".join([head, *parts])[:250]
 
 
 # --- parent run per pipeline run -----------------------------------------------------------------

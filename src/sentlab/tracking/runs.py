@@ -37,6 +37,8 @@ def sweep_orphans() -> int:
     sources stage (every ``dvc repro``) and ``sentlab mlflow end-parent``. Returns how many it closed; 0 when no
     store exists yet or it cannot be reached (a side channel)."""
     uri = T.tracking_uri()
+    if T.degraded():   # this process, or this pipeline run's probe, found the store unreachable
+        return 0
     if uri.startswith("sqlite:///"):   # a look without importing MLflow (seconds at every dvc repro)
         import sqlite3
 
@@ -74,6 +76,8 @@ def start_parent(name: str | None = None, params: Mapping[str, Any] | None = Non
     """
     import time
 
+    if T.degraded():
+        raise RuntimeError(f"tracking is off for this pipeline run: {T._DEGRADED[0]}")
     c = T.client()
     name = name or time.strftime("pipeline %Y-%m-%d %H:%M:%S")
     tags = {**T.provenance_tags(), **T.owner_tags(owner_pid), "sentlab.stage": "pipeline", **(tags or {})}
@@ -89,6 +93,8 @@ def method_parent(model: str) -> str | None:
     the pipeline's parent run when there is one; created on first use. The seeds' training runs nest
     under it and the report logs the seed aggregate (mean, std, n per task) on it. None when the store
     cannot be reached (a side channel: training goes on)."""
+    if T.degraded():
+        return None
     parent = os.environ.get(T.PARENT_ENV)
     query = f"tags.`sentlab.stage` = 'method' and tags.`sentlab.model` = '{model}'"
     if parent:
@@ -103,7 +109,7 @@ def method_parent(model: str) -> str | None:
         c.set_terminated(run.info.run_id)
         return run.info.run_id
     except Exception as e:  # noqa: BLE001 - the store is a side channel
-        logging.getLogger(__name__).warning("MLflow: could not find or create the method run of %s (%s)", model, e)
+        T.degrade(f"find or create the method run of {model}", e)
         return None
 
 
@@ -113,25 +119,27 @@ def interrupted_training_run(model: str, run_key: str, resumable: bool) -> str |
     continued (its id returned), so the dev curve before and after the kill is one run; every other
     RUNNING one is marked KILLED. None when there is none, or the store cannot be reached."""
     log = logging.getLogger(__name__)
-    try:
+    if T.degraded():
+        return None
+    keep = None
+    try:   # every call on the store, the writes included (a write-locked store): the training goes on untracked
         c = T.client()
         query = f"tags.stage = 'train' and tags.`sentlab.model` = '{model}'"
         runs = [r for r in c.search_runs([T.experiment_id()], query, order_by=["attributes.start_time DESC"])
                 if r.info.status in ("RUNNING", "FAILED")]
+        for r in runs:
+            if r.info.status == "RUNNING" and owner_alive(r.data.tags):
+                continue   # a live process holds it (the same model trained elsewhere): neither resumed nor killed
+            if keep is None and resumable and r.data.tags.get("sentlab.run_key") == run_key:
+                keep = r.info.run_id
+                log.info("MLflow: resuming run %s of %s (interrupted)", keep, model)
+            elif r.info.status == "RUNNING":
+                log.warning("MLflow: marking run %s of %s KILLED (left RUNNING by an interrupted training)",
+                            r.info.run_id, model)
+                c.set_terminated(r.info.run_id, status="KILLED")
     except Exception as e:  # noqa: BLE001 - the store is a side channel
-        log.warning("MLflow: could not look for interrupted runs of %s (%s)", model, e)
+        T.degrade(f"look for or close interrupted runs of {model}", e)
         return None
-    keep = None
-    for r in runs:
-        if r.info.status == "RUNNING" and owner_alive(r.data.tags):
-            continue   # a live process holds it (the same model trained elsewhere): neither resumed nor killed
-        if keep is None and resumable and r.data.tags.get("sentlab.run_key") == run_key:
-            keep = r.info.run_id
-            log.info("MLflow: resuming run %s of %s (interrupted)", keep, model)
-        elif r.info.status == "RUNNING":
-            log.warning("MLflow: marking run %s of %s KILLED (left RUNNING by an interrupted training)",
-                        r.info.run_id, model)
-            c.set_terminated(r.info.run_id, status="KILLED")
     return keep
 
 
@@ -139,6 +147,8 @@ def end_parent(run_id: str, status: str = "FINISHED") -> None:
     """Close the parent run (``FINISHED`` | ``FAILED`` | ``KILLED``)."""
     if status not in ("FINISHED", "FAILED", "KILLED"):
         raise ValueError(f"status must be FINISHED, FAILED or KILLED, got {status!r}")
+    if T.degraded():
+        raise RuntimeError(f"tracking is off for this pipeline run: {T._DEGRADED[0]}")
     T.client().set_terminated(run_id, status=status)
 
 

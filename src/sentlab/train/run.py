@@ -72,15 +72,26 @@ def run_key(params: Params, method_id: str, mparams, corpus_fingerprint: str) ->
     :data:`RUNTIME_KEYS`, seed, backbone, corpus content and the code a train stage executes
     (:func:`sentlab.provenance.code.training_code_fingerprint`, comments and docstrings left out: a fixed bug
     does not resume a checkpoint of the code before the fix; a comment does not cost the checkpoint)."""
+    return key_of(run_key_inputs(params, method_id, mparams, corpus_fingerprint))
+
+
+def run_key_inputs(params: Params, method_id: str, mparams, corpus_fingerprint: str) -> dict:
+    """What :func:`run_key` hashes, as JSON values: sentlab.json records it beside the key, so the evaluate stage
+    compares the params a model is labelled with against those it was trained with (evaluate/sts/trained.py)."""
     from ..provenance import code as provenance
 
     train = resolve_train(params, mparams).model_dump()
     for k in RUNTIME_KEYS:
         train.pop(k, None)
-    blob = json.dumps({"method": method_id, "method_params": mparams.model_dump(), "train": train, "seed": params.seed,
-                       "backbone": backbone_of(params, mparams), "corpus": corpus_fingerprint,
-                       "code": provenance.training_code_fingerprint(method_id)}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    inputs = {"method": method_id, "method_params": mparams.model_dump(), "train": train, "seed": params.seed,
+              "backbone": backbone_of(params, mparams), "corpus": corpus_fingerprint,
+              "code": provenance.training_code_fingerprint(method_id)}
+    return json.loads(json.dumps(inputs, default=str))
+
+
+def key_of(inputs: dict) -> str:
+    """The run key of :func:`run_key_inputs`' record."""
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def stale_checkpoints(ckpt_dir: Path) -> list[Path]:
@@ -169,7 +180,8 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
     if dev_eval is None:
         dev_eval = make_dev_eval(root / "data" / "sts" / "sts.parquet", cfg.dev_max_pairs,
                                  params.evaluate.batch_size, params.evaluate.workers)
-    key = run_key(params, method_id, mparams, corpus.fingerprint)
+    key_inputs = run_key_inputs(params, method_id, mparams, corpus.fingerprint)
+    key = key_of(key_inputs)
     ckpt_dir = root / "checkpoints" / name / key
     if D.is_main():
         stale_checkpoints(ckpt_dir)
@@ -223,7 +235,7 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
         result = _train(None)
 
     final = dict(info, best_stsb_dev=result.best_score, best_step=result.best_step, steps=result.steps,
-                 resumed_from_step=result.resumed_from, run_key=key)
+                 resumed_from_step=result.resumed_from, run_key=key, run_key_inputs=key_inputs)
     if D.is_main():
         method.export_artifacts(result.best_dir, root)
         publish(result.best_dir, models_dir / name, final)

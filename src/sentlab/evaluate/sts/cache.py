@@ -133,6 +133,7 @@ class EmbeddingCache:
     max_bytes: Optional[int] = None   # None: no bound (embedding_cache() sets it from $SENTLAB_EMBEDDING_CACHE_MAX_GB)
     hits: int = 0
     misses: int = 0
+    write_failed: bool = False   # a store failed (full disk, permissions): no more stores here
 
     def key(self, encoder: SentenceEncoder, sentences: Sequence[str], batch_size: int,
             model_hash: Optional[str] = None, sentences_hash: Optional[str] = None) -> str:
@@ -158,7 +159,9 @@ class EmbeddingCache:
             computed = encoder.encode_poolings(sentences, poolings, batch_size=batch_size, show_progress_bar=True)
             for p, emb in computed.items():
                 other = dataclasses.replace(encoder, pooling=p, post=None)
-                self._store(self.key(other, sentences, batch_size, model_hash, sent_hash), emb, other, batch_size)
+                if not self._store_or_warn(self.key(other, sentences, batch_size, model_hash, sent_hash), emb, other,
+                                           batch_size):
+                    break
             raw = computed[encoder.pooling]
         else:
             self.hits += 1
@@ -193,6 +196,24 @@ class EmbeddingCache:
         with contextlib.suppress(OSError):
             os.utime(path)  # a use: the least recently used entries go first when the folder is over its bound
         return arr
+
+    def _store_or_warn(self, key: str, emb: np.ndarray, encoder: SentenceEncoder, batch_size: int) -> bool:
+        """:meth:`_store`; a write that fails (a full disk, a folder it may not write) is one warning and the
+        evaluation goes on with the embeddings it computed: the cache is optional. Returns whether it stored."""
+        if self.write_failed:
+            return False
+        try:
+            self._store(key, emb, encoder, batch_size)
+            return True
+        except OSError as e:
+            self.write_failed = True
+            for f in (self._path(key), self._path(key).with_suffix(".json")):   # never an entry without its record
+                with contextlib.suppress(OSError):
+                    f.unlink(missing_ok=True)
+            log.warning("embedding cache: could not store an entry in %s (%s: %s); the evaluation goes on without "
+                        "storing (its numbers are the same). Free disk or fix the folder's permissions, or set "
+                        "%s=off.", self.root, type(e).__name__, e, ENV)
+            return False
 
     def _store(self, key: str, emb: np.ndarray, encoder: SentenceEncoder, batch_size: int) -> None:
         root = Path(self.root)
@@ -256,7 +277,7 @@ def max_cache_bytes() -> int:
         gb = float(raw) if raw else DEFAULT_MAX_GB
     except ValueError:
         gb = -1.0
-    if not (gb >= 0 and gb != float("inf")):
+    if not (gb >= 0 and gb * 1e9 < 2**63):   # nan, inf and a byte count beyond any disk are refused
         raise SentlabError(f"{MAX_GB_ENV}={raw!r} is not a size in GB; set it to a finite number >= 0 (e.g. 10; a "
                            f"large one such as 100000 for no practical bound), or unset it "
                            f"for the default {DEFAULT_MAX_GB:g} GB ({ENV}=off turns the embedding cache off).")
