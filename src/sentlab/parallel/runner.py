@@ -123,7 +123,13 @@ def fan_out(ray, root: Path, p: Plan, rt, state: Path, resources: dict, remote: 
     results: dict[str, dict] = {}
     pending = list(by_ref)
     while pending:
-        done, pending = ray.wait(pending, num_returns=1)
+        try:
+            done, pending = ray.wait(pending, num_returns=1, timeout=1.0)
+        except BaseException:   # SIGTERM (a scheduler's time limit) or Ctrl-C: the trainings checkpoint first
+            stop_chains(ray, pending, by_ref)
+            raise
+        if not done:
+            continue
         c = by_ref[done[0]]
         try:
             res = ray.get(done[0])
@@ -149,6 +155,19 @@ def fan_out(ray, root: Path, p: Plan, rt, state: Path, resources: dict, remote: 
             f"CUDA_VISIBLE_DEVICES={res.get('cuda_visible_devices')}"
             + (f" -- {res['failed']} failed, log {res['log']}" if res["status"] == "failed" else ""))
     return results
+
+
+def stop_chains(ray, pending: list, by_ref: dict) -> None:
+    """Cancel the chains still queued or running and wait for them: a running one's ``dvc`` gets SIGTERM through its
+    guard (:func:`.worktree.run_stoppable`), its training writes a resume checkpoint after its current step
+    (:mod:`sentlab.train.preempt`) and the next run resumes it in the same worktree (kept: it did not finish)."""
+    from .guard import GRACE_S
+
+    say(f"stopping: {len(pending)} chain(s) cancelled, their trainings write a resume checkpoint "
+        f"(waiting up to {GRACE_S + 30:.0f} s): " + ", ".join(by_ref[r].id for r in pending))
+    for r in pending:
+        ray.cancel(r, force=False)
+    ray.wait(pending, num_returns=len(pending), timeout=GRACE_S + 30)
 
 
 def run(root: str | Path = ".", jobs: int = 2, address: str | None = None, gpus: float | None = None,
@@ -196,11 +215,19 @@ def _run_locked(root: Path, jobs, address, gpus, remote, keep_worktrees, rt, ray
     from .. import tracking
     from ..tracking import runs as tracking_runs
 
+    import socket
+
+    from ..tracking import process_start_time
+
+    if (state / "logs").is_dir():   # the last run's logs (a killed or requeued one's) stay readable: logs.previous
+        shutil.rmtree(state / "logs.previous", ignore_errors=True)
+        (state / "logs").rename(state / "logs.previous")
     for sub in ("stages", "logs"):
         shutil.rmtree(state / sub, ignore_errors=True)
         (state / sub).mkdir(parents=True)
     run_id = time.strftime("%Y%m%d-%H%M%S")
-    info = {"run_id": run_id, "pid": os.getpid(), "started": time.time(), "jobs": jobs, "address": address,
+    info = {"run_id": run_id, "pid": os.getpid(), "host": socket.gethostname(),   # status elsewhere: not our pid
+            "pid_start": process_start_time(os.getpid()), "started": time.time(), "jobs": jobs, "address": address,
             "remote": remote}
     write_json(state / "run.json", info)
     with tracking_server(root, state / "logs" / "mlflow-server.log") as uri:
