@@ -171,9 +171,12 @@ def stop_chains(ray, pending: list, by_ref: dict) -> None:
 
 
 def run(root: str | Path = ".", jobs: int = 2, address: str | None = None, gpus: float | None = None,
-        remote: bool = False, keep_worktrees: bool = False, targets: list[str] | None = None) -> int:
+        remote: bool = False, keep_worktrees: bool = False, targets: list[str] | None = None,
+        final: bool = True) -> int:
     """The pipeline in parallel (see the module docstring); returns the exit status. ``targets``: only those stages
-    and what they need, then the report from what exists (``sentlab run --table``)."""
+    and what they need, then the report from what exists (``sentlab run --table``). ``final`` False (``--no-final``):
+    the chains only, in DVC's run cache; a later ``dvc repro`` (a CPU job after a GPU one) restores them and runs
+    ``report`` and ``export``."""
     from ..config.stage_params import runtime_params, training_threads
 
     root = Path(root).resolve()
@@ -186,7 +189,7 @@ def run(root: str | Path = ".", jobs: int = 2, address: str | None = None, gpus:
     state = root / STATE_DIR
     state.mkdir(parents=True, exist_ok=True)
     with exclusive_run(state):   # a second `sentlab run` here would delete this one's logs and reuse its worktrees
-        return _run_locked(root, jobs, address, gpus, remote, keep_worktrees, rt, ray, state, targets)
+        return _run_locked(root, jobs, address, gpus, remote, keep_worktrees, rt, ray, state, targets, final)
 
 
 @contextlib.contextmanager
@@ -211,7 +214,8 @@ def exclusive_run(state: Path):
         fh.close()
 
 
-def _run_locked(root: Path, jobs, address, gpus, remote, keep_worktrees, rt, ray, state: Path, targets=None) -> int:
+def _run_locked(root: Path, jobs, address, gpus, remote, keep_worktrees, rt, ray, state: Path, targets=None,
+                final=True) -> int:
     from .. import tracking
     from ..tracking import runs as tracking_runs
 
@@ -247,7 +251,7 @@ def _run_locked(root: Path, jobs, address, gpus, remote, keep_worktrees, rt, ray
                 "tracking server every node reaches) for a cluster")
         rc = None
         try:
-            rc = _run(ray, root, jobs, address, gpus, remote, keep_worktrees, rt, state, run_id, targets)
+            rc = _run(ray, root, jobs, address, gpus, remote, keep_worktrees, rt, state, run_id, targets, final)
         finally:
             if ray.is_initialized():
                 ray.shutdown()
@@ -263,7 +267,8 @@ def _run_locked(root: Path, jobs, address, gpus, remote, keep_worktrees, rt, ray
     return rc
 
 
-def _run(ray, root: Path, jobs, address, gpus, remote, keep, rt, state: Path, run_id: str, targets=None) -> int:
+def _run(ray, root: Path, jobs, address, gpus, remote, keep, rt, state: Path, run_id: str, targets=None,
+         final=True) -> int:
     logs = state / "logs"
     env = node_env({}, None)
     shared = [s for s in SHARED if s in stage_names(root)]
@@ -296,6 +301,12 @@ def _run(ray, root: Path, jobs, address, gpus, remote, keep, rt, state: Path, ru
     failed = {r["failed"]: r for r in results.values() if r["status"] == "failed"}
     skipped = [s for r in results.values() if r["status"] != "done" for s, v in r["stages"].items()
                if v.get("status") == "skipped"]
+    if not final:   # --no-final: the chains' outputs stay in the run cache for a later `dvc repro`
+        for s, r in failed.items():
+            say(f"FAILED: {s}, log {r['log']}" + (f" ({r['reason']})" if r.get("reason") else ""))
+        say(f"{len(done)} stages in parallel, in DVC's run cache (--no-final): `dvc repro` in this workspace restores "
+            f"them (none runs again) and runs {', '.join(p.final) or 'nothing else'}")
+        return 1 if failed else 0
     final_log = logs / "final.log"
     if failed:
         repro = done
