@@ -99,7 +99,8 @@ def strip(x, keys):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workdir", type=Path, required=True, help="the SLURM run's workspace (a clone; made if absent)")
-    ap.add_argument("--reference", type=Path, help="a serial run's workspace on the same params (made if absent)")
+    ap.add_argument("--reference", type=Path, help="a serial run's workspace on the same params (made and run when "
+                                                   "absent)")
     ap.add_argument("--json", type=Path, help="write the results here too")
     ap.add_argument("--keep-slurm", action="store_true", help="leave the local SLURM running afterwards")
     args = ap.parse_args()
@@ -114,7 +115,7 @@ def main() -> int:
     wenv = {**env_for(ws), "SLURM_CONF": env["SLURM_CONF"]}
     workspace(ws, wenv)
     ref = (args.reference or ws.with_name(ws.name + "-serial")).resolve()
-    if not (ref / "reports" / "metrics").is_dir():
+    if not ref.exists():   # an existing one is used as it is (it may still be running: compared at the end)
         workspace(ref, env_for(ref))
         t0 = time.time()
         sh(["nice", "-n", "10", sys.executable, "-m", "dvc", "repro"], cwd=ref, env=env_for(ref))
