@@ -22,5 +22,6 @@ gpu_args=(--nodes="$NODES" --cpus-per-task="$CPUS_PER_NODE" --time="$TIME" --sig
 (( GPUS_PER_NODE > 0 )) && gpu_args+=(--gpus-per-node="$GPUS_PER_NODE")
 cpu=$(sbatch --parsable "$@" "${cpu_args[@]}" "$here/cpu.sbatch")
 gpu=$(sbatch --parsable "$@" "${gpu_args[@]}" --dependency=afterok:"$cpu" "$here/gpu.sbatch")
-final=$(sbatch --parsable "$@" "${cpu_args[@]}" --dependency=afterok:"$gpu" "$here/final.sbatch")
+final=$(sbatch --parsable "$@" "${cpu_args[@]}" --dependency=afterok:"$gpu" --kill-on-invalid-dep=yes \
+    "$here/final.sbatch")
 echo "$cpu $gpu $final"
