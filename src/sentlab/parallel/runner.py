@@ -71,7 +71,22 @@ def oversubscribed(jobs: int, threads: int | None, address: str | None) -> bool:
     return True
 
 
+def on_sigterm() -> None:
+    """A SIGTERM (a scheduler ending the job) unwinds like Ctrl-C: the chains are stopped (their trainings write a
+    resume checkpoint), the tracking server stops, the parent run is KILLED. Installed again after ``ray.init``,
+    whose fatal-signal handler in the driver would otherwise log a stack and abort the process on SIGTERM, in the
+    middle of stopping the chains (seen under SLURM: issue #65 §3)."""
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+
+
 def start_ray(ray, jobs: int, address: str | None, gpus: float | None, cpus_per_task: float) -> dict:
+    try:
+        return _start_ray(ray, jobs, address, gpus, cpus_per_task)
+    finally:
+        on_sigterm()
+
+
+def _start_ray(ray, jobs, address, gpus, cpus_per_task) -> dict:
     if address:
         ray.init(address=address, log_to_driver=False)
     else:
@@ -184,8 +199,7 @@ def run(root: str | Path = ".", jobs: int = 2, address: str | None = None, gpus:
     check_nproc(rt)   # before anything runs: DDP ranks need a GPU each in the task that holds the training
     oversubscribed(jobs, training_threads(root), address)
     ray = import_ray()
-    # a SIGTERM (a scheduler ending the job) unwinds like Ctrl-C: the tracking server stops, the parent run is KILLED
-    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+    on_sigterm()
     state = root / STATE_DIR
     state.mkdir(parents=True, exist_ok=True)
     with exclusive_run(state):   # a second `sentlab run` here would delete this one's logs and reuse its worktrees
