@@ -21,7 +21,8 @@ by its trap; the training stopped at step K by SIGTERM and the second start resu
 (``models/<m>/sentlab.json``: ``resumed_from_step``); no training or evaluation ran again in the final job; ``dvc
 status`` clean; every metrics file (``reports/metrics/**.json``) equal to the serial reference's (``--reference``: a
 workspace where ``dvc repro`` ran on the same params; without it, one is made and run here), the commit id and dirty
-flag of the code excepted when the two workspaces are at different commits. The jobs' times are printed.
+flag of the code (``fingerprint.sentlab_commit``, ``sentlab_dirty``) excepted when the two workspaces are at different
+commits. The jobs' times are printed. ``--attach CPU,GPU,FINAL`` follows and checks a submission already made.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 NEEDS = ("sbatch", "scontrol", "squeue", "slurmctld", "slurmd", "munged")
 LONG = ("ptbert", "  ptbert: {}", "  ptbert: {epochs: 4, max_steps: 100, eval_every: 50}")
-PROVENANCE_KEYS = {"commit", "dirty", "git_commit", "git_dirty"}
+PROVENANCE_KEYS = {"sentlab_commit", "sentlab_dirty"}   # fingerprint: the code's commit, uncommitted changes
 
 
 def missing_resources() -> list[str]:
@@ -103,6 +104,8 @@ def main() -> int:
                                                    "absent)")
     ap.add_argument("--json", type=Path, help="write the results here too")
     ap.add_argument("--keep-slurm", action="store_true", help="leave the local SLURM running afterwards")
+    ap.add_argument("--attach", metavar="CPU,GPU,FINAL", help="the job ids of a submission of --workdir already made: "
+                                                             "follow and check them instead of submitting")
     args = ap.parse_args()
     miss = missing_resources()
     if miss:
@@ -129,7 +132,8 @@ def main() -> int:
            "CPU_JOB_CPUS": str(os.cpu_count()), "TIME": "60", "SIGNAL_S": "120", "RAY_PORT": "6391",
            "MLFLOW_PORT": "5091"}
     t_submit = time.time()
-    cpu, gpu, final = sh(["nice", "-n", "10", "scripts/slurm/submit.sh"], cwd=ws, env=sub).split()
+    cpu, gpu, final = args.attach.split(",") if args.attach else \
+        sh(["nice", "-n", "10", "scripts/slurm/submit.sh"], cwd=ws, env=sub).split()
     print(f"submitted: cpu {cpu}, gpu {gpu} (afterok:{cpu}), final {final} (afterok:{gpu})", flush=True)
     log = ws / ".dvc/tmp/sentlab/logs" / f"train@{LONG[0]}.log"
     limited = restored = None
@@ -174,7 +178,8 @@ def main() -> int:
         "training_stopped_by_sigterm": bool(stopped),
         "resumed_from_that_step": bool(stopped) and info.get("resumed_from_step") == int(stopped.group(1)),
         "nothing_trained_again_in_final": not re.search(r"^Running stage '(train|evaluate)", final_log, re.M),
-        "dvc_status_clean": "up to date" in sh([sys.executable, "-m", "dvc", "status"], cwd=ws, env=wenv),
+        "dvc_status_clean": all(v == ["always changed"] for v in json.loads(    # sources: always_changed
+            sh([sys.executable, "-m", "dvc", "status", "--json"], cwd=ws, env=wenv) or "{}").values()),
         "metrics_equal_to_serial": bool(a) and not differ,
     }
     out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "workdir": str(ws), "reference": str(ref),
