@@ -18,18 +18,35 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 export HF_HUB_DISABLE_TELEMETRY = 1
 export TOKENIZERS_PARALLELISM = false
 
-.PHONY: env repro status test smoke clean-env bench mlflow-ui preflight
+.PHONY: env lock lock-check repro status test smoke clean-env bench mlflow-ui preflight
 
 env: $(VENV)/.installed
 
-# torch's CPU build is installed first and pinned: a later `pip install` of a
-# package that needs torch then finds it satisfied and never pulls CUDA wheels.
-$(VENV)/.installed: pyproject.toml
+# torch first: TORCH_SPEC (default torch==2.13.0: the CPU build on this project's machines, which find it on disk;
+# from the public index the CUDA 13 build, which needs an NVIDIA driver >= 580: a GPU node names the build its
+# driver runs, README "Install"). A CUDA torch already in the venv is kept, unless TORCH_SPEC is given.
+# Then exactly requirements/lock.txt (every other package, the test and ray extras included, checked against its
+# hashes, nothing resolved), sentlab itself, and `pip check`. `make lock` re-resolves the lock.
+TORCH_SPEC ?= torch==2.13.0
+UV_SPEC    ?= uv==0.13.9
+$(VENV)/.installed: requirements/lock.txt pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip wheel
-	$(PY) -m pip install -q "torch==2.13.0"
-	$(PY) -m pip install -q -e ".[test,ray]"   # ray: the parallel runner's tests (tests/test_parallel_toy.py)
+	$(PY) scripts/lock.py keep-torch "$(TORCH_SPEC)" $(if $(filter command line environment,$(origin TORCH_SPEC)),--explicit) \
+	  || $(PY) -m pip install -q $(TORCH_SPEC)
+	$(PY) -m pip install -q --require-hashes --no-deps -r requirements/lock.txt
+	$(PY) -m pip install -q --no-deps -e .
+	$(PY) -m pip check
 	touch $@
+
+# requirements/lock.txt re-resolved from pyproject.toml and requirements/pins.txt (uv; then make env, make test and
+# the quick profile decide whether it lands); lock-check: what the newest releases would move, the lock untouched
+lock: env
+	$(PY) -m pip install -q "$(UV_SPEC)"
+	$(PY) scripts/lock.py write
+
+lock-check: env
+	$(PY) -m pip install -q "$(UV_SPEC)"
+	$(PY) scripts/lock.py check
 
 # params.yaml from profiles/$(PROFILE).yaml (kept as it is when it is that profile already, hand edits included;
 # FORCE=1 switches profiles over hand edits) and its stage list (models.yaml). A parent MLflow run groups the

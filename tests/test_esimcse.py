@@ -128,18 +128,44 @@ def test_loss_is_info_nce_over_in_batch_positives_and_queued_negatives_by_hand(t
     assert torch.allclose(m.queue[:4], keys, atol=1e-6) and torch.equal(m.queue[4:9], old)
 
 
-def test_queue_keeps_the_last_queue_size_keys(tok):
-    m = build(tok, batch_size=8, queue_size=20)
-    assert m.queue.shape == (20, 32)                         # queued keys only: the batch is not counted in
-    seen = []
-    for t in range(4):
-        b = Batch(sentences(8, seed=t), draw=t)
-        out = m(b)
-        assert out["candidates"] == 8.0 + min(20, 8 * t)
-        with torch.no_grad():
-            seen.append(m.queue[:8].clone())
-    assert int(m.queue_len) == 20
-    assert torch.equal(m.queue, torch.cat([seen[3], seen[2], seen[1][:4]]))
+def _rows(t: torch.Tensor) -> list[tuple[float, ...]]:
+    """A queue as a sorted list of its rows: the set of keys, whatever their order."""
+    return sorted(tuple(r) for r in t.tolist())
+
+
+@pytest.mark.parametrize("batch, queue", [(8, 20), (4, 10), (4, 6)])
+def test_queue_keeps_the_newest_keys_as_the_release_does(tok, batch, queue):
+    """A queue that is not a whole number of batches (run.sh: 160 at batch 64) keeps, at every step, the set the
+    release keeps: ``torch.cat((pre_z1, eval_z))[-neg_size:]`` (caskcsg/sentemb ESimCSE/esimcse/trainers.py:636),
+    i.e. the newest ``queue`` keys in the order they were made — written here by hand from every batch's keys
+    (issue #66: sentlab kept the oldest batch's first rows instead of its last). A queue smaller than the batch
+    differs at step 1 only: the release stores the whole first batch (``pre_z1 = eval_z.clone()``) and cuts from
+    step 2; sentlab keeps ``queue_size`` from the start (docs/methods.md#esimcse)."""
+    m = build(tok, batch_size=batch, queue_size=queue)
+    assert m.queue.shape == (queue, 32)                      # queued keys only: the batch is not counted in
+    made, release = [], None                                 # every key in the order made; the release's pre_z1
+    key = m._key
+
+    def spy(enc):
+        k = key(enc)
+        made.append(k.clone())
+        return k
+
+    m._key = spy
+    for t in range(5):
+        out = m(Batch(sentences(batch, seed=t), draw=t))
+        assert out["candidates"] == batch + min(queue, batch * t)
+        release = made[-1] if release is None else torch.cat((release, made[-1]), 0)[-queue:]
+        newest = torch.cat(made)[-queue:]                    # the newest `queue` keys, oldest first
+        assert torch.equal(newest, release)
+        assert int(m.queue_len) == min(queue, batch * (t + 1))
+        assert _rows(m.queue[: int(m.queue_len)]) == _rows(newest), t
+    assert torch.equal(m.queue[:batch], made[-1])            # the newest batch leads, in its row order
+    resumed = build(tok, batch_size=batch, queue_size=queue)  # a resume: the queue's batches read back from its keys
+    resumed.load_state_dict(m.state_dict())
+    nxt = Batch(sentences(batch, seed=9), draw=9)
+    m(nxt), resumed(nxt)
+    assert torch.equal(resumed.queue, m.queue) and _rows(m.queue) == _rows(torch.cat(made)[-queue:])
 
 
 def test_keys_come_from_the_dropout_off_momentum_encoder_and_the_online_mlp(tok):
@@ -277,10 +303,100 @@ def test_params_caps_and_errors(tok):
                                                                      "queue_size": 16}
     assert "queue_size" not in P().slice_caps(steps=3, batch_size=0, sentences=600)
     for bad in ({"dup_rate": 1.5}, {"queue_size": -1}, {"dup_len_rule": "words"}, {"key_mlp": "none"},
-                {"momentum_init": "pretrained"}):
+                {"momentum_init": "pretrained"}, {"momentum_update": "before"}, {"queue_reset": "step"}):
         with pytest.raises(ValidationError):
             P(**bad)
     m = build(tok, queue_size=0)
     assert m(Batch(sentences(8)))["candidates"] == 8.0       # no queue: repetition SimCSE
     assert m.export_info() == {"method": "esimcse", "pooling": "cls", "dup_rate": 0.32, "dup_len_rule": "paper",
-                               "queue_size": 0, "momentum": 0.995, "momentum_init": "copy"}
+                               "queue_size": 0, "momentum": 0.995, "momentum_init": "copy",
+                               "momentum_update": "optimizer_step", "queue_reset": "never"}
+
+
+# --- the release's momentum timing and its per-epoch queue (issue #66) -------------------------------------
+def test_momentum_update_forward_moves_once_per_micro_batch_as_the_release(tok):
+    """``momentum_update: forward`` (the release's cl_forward): every training forward moves θm before its keys,
+    so two micro-batches of one optimiser step give θm ← λ²θm + (1 − λ²)θe; the step itself moves nothing."""
+    m = build(tok, momentum_update="forward")
+    with torch.no_grad():
+        for p in m.encoder.parameters():
+            p.add_(torch.randn_like(p))
+    before = [p.detach().clone().double() for p in m.key_encoder.parameters()]
+    m.train()
+    for t in range(2):
+        m(Batch(sentences(8, seed=t), draw=t))
+    m.after_optimizer_step()
+    lam2 = 0.995 ** 2
+    for p_k, b, p_q in zip(m.key_encoder.parameters(), before, m.encoder.parameters()):
+        assert torch.allclose(p_k.double(), lam2 * b + (1 - lam2) * p_q.double(), rtol=0, atol=1e-6)
+    with torch.no_grad():                                    # an eval-mode forward (no training) moves nothing
+        m.eval()(Batch(sentences(8, seed=5), draw=5))
+    assert all(torch.allclose(p.double(), lam2 * b + (1 - lam2) * q.double(), rtol=0, atol=1e-6)
+               for p, b, q in zip(m.key_encoder.parameters(), before, m.encoder.parameters()))
+
+
+@pytest.mark.parametrize("init", ["random", "copy"])
+def test_both_momentum_timings_give_the_same_steps_at_one_micro_batch(tok, init):
+    """At grad_accum 1 the release's timing (before the keys) and MoCo's (after the step; ``random`` then applies
+    the first update at construction) encode every key with the same θm: the same losses and queues."""
+    runs = []
+    for when in ("optimizer_step", "forward"):
+        torch.manual_seed(0)
+        m = build(tok, momentum_init=init, momentum_update=when, queue_size=12).train()
+        for mod in m.modules():                              # dropout off, training mode
+            if isinstance(mod, torch.nn.Dropout):
+                mod.p = 0.0
+        losses, _ = train(m, 3)
+        runs.append((losses, m.queue.clone(), [p.clone() for p in m.key_encoder.parameters()]))
+    (l1, q1, k1), (l2, q2, k2) = runs
+    assert l1 == pytest.approx(l2, rel=1e-6) and torch.allclose(q1, q2, atol=1e-6)
+    # the key encoders differ by exactly the update the forward timing has not yet applied
+    assert not all(torch.equal(a, b) for a, b in zip(k1, k2))
+
+
+def test_queue_reset_epoch_empties_the_queue_at_a_new_pass(tok):
+    """``queue_reset: epoch`` (the release's ``self.pre_z1 = None`` at each epoch): the first micro-batch of a
+    new pass sees only its own batch; ``never`` keeps the keys; a resume keeps the pass the keys came from."""
+    for reset, expected in (("epoch", [8.0, 16.0, 8.0, 16.0]), ("never", [8.0, 16.0, 24.0, 24.0])):
+        m = build(tok, queue_size=16, queue_reset=reset).train()
+        got = []
+        for t, epoch in enumerate([0, 0, 1, 1]):
+            got.append(m(Batch(sentences(8, seed=t), draw=t, epoch=epoch))["candidates"])
+            if reset == "epoch" and t == 2:
+                resumed = build(tok, queue_size=16, queue_reset=reset).train()
+                resumed.load_state_dict(m.state_dict())
+                assert int(resumed.queue_epoch) == 1
+                assert resumed(Batch(sentences(8, seed=3), draw=3, epoch=1))["candidates"] == 16.0
+        assert got == expected, reset
+
+
+def test_micro_batches_know_their_pass():
+    from sentlab.train.batches import MicroBatches
+
+    mb = MicroBatches(n=24, batch_size=4, grad_accum=2, steps_per_epoch=3, seed=0, rank=0, world=1)
+    assert [mb.epoch(t) for t in range(14)] == [0] * 6 + [1] * 6 + [2] * 2
+
+
+@pytest.mark.parametrize("method_id", ["esimcse", "ptbert", "moco"])
+def test_optimizer_adamw_transformers_takes_the_releases_first_step(tok, method_id):
+    """``optimizer: adamw_transformers``: the HF Trainer's AdamW of the releases (transformers 4.2), whose first
+    step is lr · √(1−β₂)/(1−β₁) · m / (√v + ε) with m = (1−β₁)g, v = (1−β₂)g² — ε added before the bias correction,
+    unlike torch's AdamW (written out here by hand; a gradient near ε shows the difference)."""
+    extra = {"pseudo_len": 4} if method_id == "ptbert" else {}
+    m = tiny_method(method_id, tok, optimizer="adamw_transformers", lr=1e-3, queue_size=16, **extra)
+    opt = m.configure_optimizers()
+    p = next(iter(m.trainable_parameters()))
+    g = torch.full_like(p, 3e-8)
+    g.view(-1)[0] = 0.5
+    before = p.detach().clone().double()
+    for q in m.trainable_parameters():
+        q.grad = torch.zeros_like(q)
+    p.grad = g.clone()
+    opt.step()
+    b1, b2, eps, lr = 0.9, 0.999, 1e-8, 1e-3
+    gd = g.double()
+    want = before - lr * math.sqrt(1 - b2) / (1 - b1) * ((1 - b1) * gd) / (((1 - b2) * gd * gd).sqrt() + eps)
+    assert torch.allclose(p.detach().double(), want, rtol=0, atol=1e-7)   # fp32 weights
+    torch_step = lr * float(g.view(-1)[1]) / (abs(float(g.view(-1)[1])) + eps)   # torch's AdamW: ≈ lr·sign(g)
+    assert abs(float(before.view(-1)[1] - p.detach().double().view(-1)[1]) - torch_step) > 1e-4
+    assert type(tiny_method(method_id, tok, queue_size=16, **extra).configure_optimizers()) is torch.optim.AdamW

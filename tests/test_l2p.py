@@ -328,7 +328,8 @@ def test_template_denoising_subtracts_the_empty_templates_mask_vector(tiny_bert)
             sent = tok(SENTS[row % n], add_special_tokens=False)["input_ids"]
             empty = [tok.cls_token_id] + pre + post + [tok.sep_token_id]
             pos = list(range(1 + len(pre))) + [1 + len(pre) + len(sent) + j for j in range(len(post) + 1)]
-            h = m.encoder(input_ids=torch.tensor([empty]), position_ids=torch.tensor([pos])).last_hidden_state[0]
+            h = m.encoder(input_ids=torch.tensor([empty]), attention_mask=torch.ones(1, len(empty), dtype=torch.long),
+                          position_ids=torch.tensor([pos])).last_hidden_state[0]   # every token attends every token
             ids = views["input_ids"][row]
             at = int((ids == tok.mask_token_id).nonzero()[0])
             assert at == pos[empty.index(tok.mask_token_id)]      # the [MASK] sits where the empty one is placed
@@ -342,6 +343,39 @@ def test_template_denoising_subtracts_the_empty_templates_mask_vector(tiny_bert)
     assert bias.requires_grad
     # and the test encoder: the first template, the plain [MASK] vector (the unsup. evaluation: no denoising)
     assert m.export_info()["template"] == m.params.template
+
+
+def _read_as_packed(position_ids: torch.Tensor) -> bool:
+    """transformers >= 5.25's rule (masking_utils.find_packed_sequence_indices), written out: with no attention mask,
+    a row whose position ids step by anything but +1 holds several packed sequences, and each token attends only
+    to its own."""
+    first = position_ids[:, :1] - 1
+    return bool((torch.diff(position_ids, prepend=first, dim=-1) != 1).any())
+
+
+def test_template_denoising_passes_a_mask_so_no_transformers_reads_its_positions_as_packed(tiny_bert, monkeypatch):
+    """Issue #68: transformers 5.25 passes ``position_ids`` to ``create_bidirectional_mask``, which, when the attention
+    mask is None, reads ids that jump (the empty template's, shifted past the sentence slot) as packed sequences
+    and splits the template's attention in two: the golden PromptBERT loss went 0.00348 -> 0.70460. The empty
+    template pass gives an all-ones mask, so the whole template attends to itself under every version (the
+    release ran on transformers 4, where position ids never shaped the mask)."""
+    m = make(tiny_bert, "prompt")
+    views = m.encode_views(SENTS[:3])
+    calls = []
+    forward = m.encoder.forward
+
+    def spy(*args, **kw):
+        calls.append(kw)
+        return forward(*args, **kw)
+
+    monkeypatch.setattr(m.encoder, "forward", spy)
+    m.template_bias(views)
+    with_positions = [kw for kw in calls if kw.get("position_ids") is not None]
+    assert len(with_positions) == 2                                   # one empty-template pass per template
+    for kw in with_positions:
+        assert _read_as_packed(kw["position_ids"])                    # the ids jump: the hazard is real
+        mask = kw.get("attention_mask")
+        assert mask is not None and mask.shape == kw["input_ids"].shape and bool((mask == 1).all())
 
 
 def test_prompt_test_input_ends_with_a_period_as_promptberts_evaluation(tiny_bert):

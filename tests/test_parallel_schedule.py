@@ -15,6 +15,7 @@ import pytest
 from sentlab.errors import SentlabError
 from sentlab.parallel import runner, schedule
 from sentlab.parallel.graph import Chain, Plan, plan
+from sentlab.parallel.gpus import slot_resources
 from sentlab.parallel.schedule import StageCost, chain_gpus, check_nproc, share_of_step, submission_order
 from sentlab.config.sections import RuntimeParams
 
@@ -98,7 +99,7 @@ class FakeRay:
     """Ray's calls fan_out makes; a task's result is what ``results`` says, returned in submission order."""
 
     def __init__(self, results: dict[str, str], events: list):
-        self.results, self.events, self.submitted = results, events, []
+        self.results, self.events, self.submitted, self.placed = results, events, [], {}
 
     def put(self, x):
         return x
@@ -111,11 +112,12 @@ class FakeRay:
                 class Call:
                     def remote(self, spec, *deps):
                         ray.submitted.append((spec["id"], kw["num_gpus"]))
+                        ray.placed[spec["id"]] = (kw.get("resources") or {}, spec.get("gpu_slots"))
                         return spec["id"]
                 return Call()
         return Fn()
 
-    def wait(self, pending, num_returns=1):
+    def wait(self, pending, num_returns=1, timeout=None):   # the runner waits at most 1 s (a SIGTERM is seen)
         return pending[:1], pending[1:]
 
     def get(self, ref):
@@ -124,19 +126,21 @@ class FakeRay:
         return {"chain": ref, "status": status, "stages": {}, "host": "h", "failed": f"train@{ref}", "log": "x"}
 
 
-def _fan_out(tmp_path, monkeypatch, keep: bool, gpus_per_task="auto"):
+def _fan_out(tmp_path, monkeypatch, keep: bool, gpus_per_task="auto", chains=None, costs=None, resources=None):
     events: list = []
     monkeypatch.setattr(runner, "make_worktree", lambda root, dest, cache=None: Path(dest).mkdir(parents=True))
     monkeypatch.setattr(runner, "remove_worktree", lambda root, dest: events.append(("removed", Path(dest).name)))
     monkeypatch.setattr(runner, "cache_dir", lambda root: str(tmp_path / "cache"))
-    chains = [Chain("short", ["train@short"]), Chain("long", ["train@long"]), Chain("mid", ["train@mid"])]
-    costs = {"train@short": StageCost(10.0, 0.25, True), "train@long": StageCost(1000.0, 1.0, True),
-             "train@mid": StageCost(100.0, 0.5, True)}
-    ray = FakeRay({"long": "done", "mid": "failed", "short": "done"}, events)
+    chains = chains or [Chain("short", ["train@short"]), Chain("long", ["train@long"]), Chain("mid", ["train@mid"])]
+    costs = costs or {"train@short": StageCost(10.0, 0.25, True), "train@long": StageCost(1000.0, 1.0, True),
+                      "train@mid": StageCost(100.0, 0.5, True)}
+    ray = FakeRay({c.id: "failed" if c.id == "mid" else "done" for c in chains}, events)
     rt = SimpleNamespace(gpus_per_task=gpus_per_task, cpus_per_task=1.0, task_retries=0, nproc=1)
     state = tmp_path / "state"
     (state / "logs").mkdir(parents=True)
-    res = runner.fan_out(ray, tmp_path, Plan([], chains, [], [], []), rt, state, {"GPU": 2.0, "CPU": 4.0},
+    # a local Ray of 2 GPUs: runner.start_ray declares a slot per GPU (sentlab.parallel.gpus)
+    resources = resources or {"GPU": 2.0, "CPU": 4.0, **slot_resources(2)}
+    res = runner.fan_out(ray, tmp_path, Plan([], chains, [], [], []), rt, state, resources,
                          False, "r", costs=costs, keep_worktrees=keep)
     return ray, events, res
 
@@ -144,7 +148,10 @@ def _fan_out(tmp_path, monkeypatch, keep: bool, gpus_per_task="auto"):
 def test_fan_out_submits_longest_first_with_each_chains_share_and_removes_a_worktree_as_its_chain_ends(
         tmp_path, monkeypatch):
     ray, events, res = _fan_out(tmp_path, monkeypatch, keep=False)
-    assert ray.submitted == [("long", 1.0), ("mid", 0.5), ("short", 0.25)]
+    assert [s[0] for s in ray.submitted] == ["long", "mid", "short"]
+    # each share on the GPU with the most room left: the whole GPU 0 for long, then GPU 1 shared
+    assert ray.placed == {"long": ({"sentlab_gpu_0": 1.0}, [0]), "mid": ({"sentlab_gpu_1": 0.5}, [1]),
+                          "short": ({"sentlab_gpu_1": 0.25}, [1])}
     # each finished chain's copy goes before the next chain's result is read; the failed one's stays
     assert events == [("finished", "long"), ("removed", "long"), ("finished", "mid"), ("finished", "short"),
                       ("removed", "short")]
@@ -153,8 +160,43 @@ def test_fan_out_submits_longest_first_with_each_chains_share_and_removes_a_work
 
 def test_keep_worktrees_keeps_them_and_a_number_keeps_todays_share(tmp_path, monkeypatch):
     ray, events, _ = _fan_out(tmp_path, monkeypatch, keep=True, gpus_per_task=1.0)
-    assert ray.submitted == [("long", 1.0), ("mid", 1.0), ("short", 1.0)]
-    assert [e for e in events if e[0] == "removed"] == []
+    assert [s[0] for s in ray.submitted] == ["long", "mid", "short"]
+    # a whole GPU each: short waits for a free GPU and gets the one long gave back
+    assert ray.placed == {"long": ({"sentlab_gpu_0": 1.0}, [0]), "mid": ({"sentlab_gpu_1": 1.0}, [1]),
+                          "short": ({"sentlab_gpu_0": 1.0}, [0])}
+    assert events[0] == ("finished", "long") and [e for e in events if e[0] == "removed"] == []
+
+
+def test_four_quarter_shares_go_to_four_gpus_first(tmp_path, monkeypatch):
+    """Issue #65 §4: Ray alone puts four 0.25-GPU tasks on GPU 0 of four; the coordinator spreads them, then doubles
+    up from GPU 0 again."""
+    chains = [Chain(f"m{i}", [f"train@m{i}"]) for i in range(6)]
+    costs = {f"train@m{i}": StageCost(100.0 - i, 0.25, True) for i in range(6)}
+    ray, _, _ = _fan_out(tmp_path, monkeypatch, keep=True, chains=chains, costs=costs,
+                         resources={"GPU": 4.0, "CPU": 8.0, **slot_resources(4)})
+    assert {c: placed[1] for c, placed in ray.placed.items()} == {"m0": [0], "m1": [1], "m2": [2], "m3": [3],
+                                                                  "m4": [0], "m5": [1]}
+    assert all(n == 0 for _, n in ray.submitted)   # no GPU of Ray's (it would choose GPU 0 for each)
+
+
+def test_at_most_the_tasks_the_cpus_hold_are_placed_at_once(tmp_path, monkeypatch):
+    """runtime.cpus_per_task caps how many chains run at once (CPU / cpus_per_task): the third chain is placed
+    when the first ends, against the GPUs' room then (GPU 0 free again: the lowest of the empty ones)."""
+    chains = [Chain(f"m{i}", [f"train@m{i}"]) for i in range(3)]
+    costs = {f"train@m{i}": StageCost(100.0 - i, 0.25, True) for i in range(3)}
+    ray, _, _ = _fan_out(tmp_path, monkeypatch, keep=True, chains=chains, costs=costs,
+                         resources={"GPU": 4.0, "CPU": 2.0, **slot_resources(4)})
+    assert {c: placed[1] for c, placed in ray.placed.items()} == {"m0": [0], "m1": [1], "m2": [0]}
+
+
+def test_a_cluster_without_slots(tmp_path, monkeypatch):
+    """Nodes started without sentlab's slots: whole GPUs through Ray's own GPU resource; a fraction is refused,
+    naming the `ray start` flag (Ray would pack every fraction onto GPU 0)."""
+    ray, _, _ = _fan_out(tmp_path / "whole", monkeypatch, keep=True, gpus_per_task=1.0,
+                         resources={"GPU": 2.0, "CPU": 4.0})
+    assert ray.submitted == [("long", 1.0), ("mid", 1.0), ("short", 1.0)] and ray.placed["long"] == ({}, None)
+    with pytest.raises(SentlabError, match=r"sentlab_gpu_0.*ray start|ray start.*sentlab_gpu_0"):
+        _fan_out(tmp_path / "frac", monkeypatch, keep=True, resources={"GPU": 2.0, "CPU": 4.0})
 
 
 def test_runtime_gpus_per_task_accepts_auto_or_a_number():

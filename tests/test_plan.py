@@ -19,6 +19,23 @@ def paper():
     return plan(load_params(REPO / "params.yaml", profile="paper"))
 
 
+def _values(profile: str, **train) -> dict:
+    from sentlab.config.profile_files import profile_values
+
+    values = profile_values(profile, REPO / "profiles")
+    values["train"].update(train)
+    return values
+
+
+@pytest.fixture(scope="module")
+def as_measured():
+    """The paper profile at the precision its H100 step times were measured with (bf16 autocast): a profile that
+    trains otherwise counts every step as estimated (test_editing_a_measured_methods_settings_makes_its_step_...)."""
+    from sentlab.config import validate
+
+    return plan(validate(_values("paper", precision="bf16")))
+
+
 def test_steps_follow_the_paper_corpora_and_batches(paper):
     tr = paper["trainings"]
     assert tr["simcse"].steps == 1_000_000 // 64 == 15_625          # wiki1m, batch 64, one epoch
@@ -28,8 +45,8 @@ def test_steps_follow_the_paper_corpora_and_batches(paper):
     assert tr["consert"].steps == 89_192 // 96 * 10                 # ConSERT: batch 96, 10 epochs, its code's corpus
 
 
-def test_measured_and_estimated_seconds(paper):
-    simcse = paper["trainings"]["simcse"]
+def test_measured_and_estimated_seconds(paper, as_measured):
+    simcse = as_measured["trainings"]["simcse"]
     evals = 15_625 // 250 + 1                                       # dev every 250 steps, and once at the start
     dev = evals * 4.7 * 1_500 / 31_099                              # STS-B dev at the H100's measured STS rate
     assert simcse.measured_s == pytest.approx(15_625 * 0.04 + dev + 4.7)
@@ -70,3 +87,50 @@ def test_the_readme_projection_is_the_plans(paper):
         want = (f"| {t.trainings} | {t.gpu_s / 3600:.1f} ({t.measured_s / 3600:.1f} + {t.estimated_s / 3600:.1f}) | "
                 + " | ".join(f"{makespan(p['tasks'], n) / 3600:.1f} h" for n in (1, 4, 8)) + " |")
         assert row.endswith(want), (row, want)
+
+
+def _changes(cost, method: str) -> set[str]:
+    from sentlab.plan import CHANGED
+
+    return {e.split(CHANGED, 1)[1] for e in cost.estimated if e.startswith(f"{method}{CHANGED}")}
+
+
+def test_a_step_measured_with_other_settings_counts_as_estimated(as_measured):
+    """#65 §5: each step time names its source (the commit the H100 checklist ran at, the values it ran with); since
+    then PT-BERT's max length went 32 -> 64, PaSeR ran RD where the profile says SR (no WordNet on the device),
+    paser_sup read the SICK stand-in's triples, L2P-CSR's perturbation settings changed: those steps are estimated,
+    each change named; SimCSE, CT, MoCo and MoCo-SRL run as measured and stay measured."""
+    tr = as_measured["trainings"]
+    dev = (15_625 // 250 + 1) * 4.7 * 1_500 / 31_099
+    for m in ("simcse", "ct", "moco", "moco_srl"):
+        assert _changes(tr[m], m) == set() and tr[m].measured_s > tr[m].steps * 0.04, m
+    assert {"max_length 32 -> 64", "key_second_attention 'momentum' -> 'online'"} <= _changes(tr["ptbert"], "ptbert")
+    assert "eda 'rd' -> 'sr'" in _changes(tr["paser"], "paser")
+    assert "prepare.nli 'sick_standin' -> 'simcse'" in _changes(tr["paser_sup"], "paser_sup")
+    assert "token_norm 'vector' -> 'element'" in _changes(tr["l2p"], "l2p")
+    assert tr["ptbert"].measured_s == pytest.approx((15_625 // 125 + 1) * 4.7 * 1_500 / 31_099 + 4.7)   # dev + STS
+    assert tr["ptbert"].estimated_s == pytest.approx(15_625 * 0.10 + 20.0 + 20.0)   # the training, two starts
+    assert tr["simcse"].measured_s == pytest.approx(15_625 * 0.04 + dev + 4.7)
+
+
+def test_editing_a_measured_methods_settings_makes_its_step_estimated():
+    from sentlab.config import validate
+    from sentlab.pipeline.stage_list import stage_list_for
+    from sentlab.plan import training_cost
+
+    def simcse(values):
+        params = validate(values)
+        return training_cost(params, "simcse", stage_list_for(params)["models"]["simcse"])
+
+    values = _values("paper-lite", precision="bf16")
+    assert not [x for x in render("paper-lite", plan(validate(values))).splitlines() if x.startswith("- simcse:")]
+    assert _changes(simcse(_values("paper-lite", precision="fp32")), "simcse") == {"precision 'bf16' -> 'fp32'"}
+    assert _changes(simcse(_values("paper-lite", precision="auto")), "simcse") == set()   # auto: bf16 on an H100
+    values["methods"]["simcse"]["max_length"] = 64
+    params = validate(values)
+    cost = simcse(values)
+    assert _changes(cost, "simcse") == {"max_length 32 -> 64"}
+    assert cost.measured_s == pytest.approx((15_625 // 250 + 1) * 4.7 * 1_500 / 31_099)   # the dev evaluations only
+    assert [x for x in render("paper-lite", plan(params)).splitlines() if x.startswith("- simcse:")] == [
+        "- simcse: step time measured at fd5a861 with other values (measured -> this profile), so estimated: "
+        "max_length 32 -> 64"]

@@ -345,8 +345,9 @@ def test_asset_messages_name_the_fetch_command_and_the_standins_are_params_edits
         "NLTK wordnet", "python -m nltk.downloader wordnet")
     asset, cmd = classify_asset("Data asset 'nli' (SimCSE's NLI triples) was not found")
     assert asset == "nli" and cmd.startswith("curl -L") and "nli_for_simcse.csv" in cmd
-    assert classify_asset("Model 'roberta-base' was not found") == ("hub model roberta-base",
-                                                                   "huggingface-cli download roberta-base")
+    assert classify_asset("Model 'roberta-base' was not found") == (
+        "hub model roberta-base", "hf download roberta-base --include '*.json' --include '*.txt' --include '*.model' "
+                                  "--include '*.safetensors'")
     # the paper profile whitens on the NLI sentences: the SICK stand-in's 318 cannot whiten 768 dimensions
     assert standin_for("nli", _values("paper"))[0] == {"prepare": {"nli": "sick_standin"},
                                                        "evaluate": {"whitening": {"fit_on": "sts_pool"}}}
@@ -508,7 +509,7 @@ def test_backbone_configs_and_random_init(tmp_path):
     assert (c.model_type, c.hidden_size, c.num_hidden_layers, c.vocab_size, c.max_position_embeddings) == (
         "roberta", 768, 12, 50265, 514)
     assert backbones.spec("roberta-base")["tokenizer"]["standin"] is True
-    with pytest.raises(AssetMissingError, match="huggingface-cli download roberta-large"):
+    with pytest.raises(AssetMissingError, match="`hf download roberta-large --include"):
         backbones.build_tokenizer("roberta-large")
     b = backbones.architecture_config("bert-base-uncased")
     assert (b.hidden_size, b.num_hidden_layers, b.num_attention_heads, b.intermediate_size, b.vocab_size) == (

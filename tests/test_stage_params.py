@@ -118,3 +118,9 @@ def test_a_trainings_thread_count_changes_its_bits():
     finally:
         torch.set_num_threads(before)
     assert sums[0] != sums[1]
+
+
+def test_the_profile_name_is_read_though_no_stage_declares_it(work):
+    """#65 §2: the profile's name is a label every stage records (sentlab.config.stage_params.RECORDS), not a param
+    DVC compares: renaming or widening a profile re-runs nothing that ran (tests/test_widening.py)."""
+    assert stage_params("train@simcse").profile == "quick" and stage_params("evaluate@simcse").profile == "quick"

@@ -45,7 +45,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import (step_norm, SENTENCES, Outputs, grads_of, load_backbone, main, minilm_path,  # noqa: E402, F401
+from _harness import (patched, step_norm, SENTENCES, Outputs, grads_of, load_backbone, main, minilm_path,  # noqa: E402, F401
                       no_dropout, on_path, set_determinism)
 
 CASE = "consert"
@@ -187,8 +187,18 @@ def released_outputs(checkout: Path) -> Outputs:
     return Outputs(loss=float(loss.detach()), grads=grads, extra={"step_norm": step})
 
 
+def _control():
+    import sentlab.methods.consert as mod
+
+    orig = mod.nt_xent
+    return patched(mod, "nt_xent", lambda z1, z2, t: orig(z1, z2.roll(1, 0), t))
+
+
+CONTROL = ("positives shifted by one row (a wrong order)", _control)
+
+
 if __name__ == "__main__":
     sys.exit(main(CASE, repository=REPOSITORY, commit=COMMIT, setting=SETTING,
                   golden_grads=["embeddings.word_embeddings.weight", "encoder.layer.2.attention.self.query.weight",
                                 "encoder.layer.5.output.dense.weight", "encoder.layer.5.output.LayerNorm.weight"],
-                  sentlab_outputs=sentlab_outputs, released_outputs=released_outputs))
+                  sentlab_outputs=sentlab_outputs, released_outputs=released_outputs, control=CONTROL))

@@ -49,7 +49,7 @@ from types import SimpleNamespace
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import (SENTENCES, Outputs, bert_standin, grads_of, load_backbone, main, minilm_path,  # noqa: E402
+from _harness import (patched, SENTENCES, Outputs, bert_standin, grads_of, load_backbone, main, minilm_path,  # noqa: E402
                       no_dropout, on_path, set_determinism)
 
 CASE = "diffcse"
@@ -211,10 +211,20 @@ def sentlab_outputs() -> Outputs:
     return Outputs(loss=float(out["loss"].detach()), grads=zero_analytic(grads))
 
 
+def _control():
+    from sentlab.methods.diffcse import DiffCSE
+
+    orig = DiffCSE.rtd_loss
+    return patched(DiffCSE, "rtd_loss", lambda self, *a, **k: 0.0 * orig(self, *a, **k))
+
+
+CONTROL = ("the RTD term dropped", _control)
+
+
 if __name__ == "__main__":
     set_determinism()
     sys.exit(main(CASE, repository=REPOSITORY, commit=COMMIT, setting=SETTING,
                   golden_grads=["embeddings.word_embeddings.weight", "encoder.layer.3.attention.self.query.weight",
                                 "projector.net.0.weight", "discriminator.encoder.layer.5.output.dense.weight",
                                 "rtd_head.weight"],
-                  sentlab_outputs=sentlab_outputs, released_outputs=released_outputs))
+                  sentlab_outputs=sentlab_outputs, released_outputs=released_outputs, control=CONTROL))

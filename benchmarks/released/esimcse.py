@@ -16,29 +16,34 @@ its model code imports unchanged. One shim, :func:`_shimmed`: a subclass that ca
 ``BertForCL.__init__`` (transformers 5's ``from_pretrained`` reads ``all_tied_weights_keys``, set there; the
 class, written for transformers 4.2, calls only ``init_weights()``).
 
-The setting at which the two agree (one training step on the harness's batch of 8, MiniLM):
+The setting at which the two agree: **four optimiser steps** (issue #66), batch 8 (the harness's sentences, then
+8 new ones a step), MiniLM, each side running its own loop:
 
-* dropout off on both (the harness's ``no_dropout``), attention dropout included;
-* the same word-repetition views: sentlab's ``prepare`` (``dup_len_rule: code``, the release's count) draws them
-  once; the release gets them as its collator lays them out, ``input_ids[i] = [x_i, x⁺_i]`` padded together;
-* the same queue: 160 fixed hard negatives (the run's ``neg_size``; :func:`_queue`) in sentlab's queue (newest
-  first) and in the trainer's ``pre_z1`` (oldest first; the candidates' order does not change the loss);
-* the same MLP weights (a fixed N(0, 0.02) draw);
-* the momentum encoder: sentlab's ``momentum_init: random`` draws BERT's init from seed 0 and applies the
-  release's first update (θm ← 0.995 θm + 0.005 θe) at construction; the release gets the same draw as its
-  ``momentum_model`` (which its ``from_pretrained`` leaves at the random init) and updates it in its forward.
-  Their keys are compared as extras (``keys_*``: the batch's momentum keys that enter the queue).
+* the release: ``compute_loss`` (its ``cl_forward`` moves the momentum encoder before the keys; the queue
+  ``pre_z1`` starts empty and keeps ``cat((pre_z1, eval_z))[-neg_size:]``), ``loss.backward()``, its trainer's
+  ``clip_grad_norm_(model.parameters(), 1.0)``, transformers 4.2's AdamW (``sentlab.optim.AdamWLegacy
+  (correct_bias=True)``, the rule of the AdamW its HF Trainer builds; weight decay 0 as run.sh leaves it);
+* sentlab: the method's forward and backward, the loop's ``clip_gradients``, ``configure_optimizers()`` with
+  ``optimizer: adamw_transformers``, ``after_optimizer_step()``; ``momentum_update: forward`` (the release's);
+* ``neg_size`` = ``queue_size`` = 20: the queue fills at step 3 in the middle of a batch, so the rows it keeps
+  show (issue #66 §1: sentlab kept the oldest batch's first rows, the release its last);
+* dropout off (``no_dropout``), the same repetition views (sentlab's ``prepare``, ``dup_len_rule: code``, drawn
+  once per step), the same MLP weights (a fixed N(0, 0.02) draw), the momentum encoder a copy of the pretrained
+  encoder on both sides (the keys are then hard negatives, so the queue weighs in the loss; the release's random
+  start is compared value for value with transformers 4.2.1's init in ``_fed_to_both.py``), a constant learning
+  rate 1e-4 on both.
 
-Gradients: every encoder tensor (the backbone's own names) and ``mlp.dense.*``; BERT's pooler has none on either
-side (the [CLS] vector is read before it), the attention key biases are exactly zero (skipped).
+Each step compares the loss, every gradient (the backbone's names and ``mlp.dense.*``; attention key biases are
+exactly zero, skipped), the momentum encoder that made the step's keys and the queue after the step as a set of
+rows. Mutation control: sentlab's queue rule before #66.
 
-The paper profile: ``momentum_init: random`` and ``dup_len_rule: code`` (the released run), the rest as here.
+The paper profile: ``momentum_init: random``, ``dup_len_rule: code``, ``momentum_update: forward``,
+``queue_reset: epoch``, ``optimizer: adamw_transformers`` (the released run).
 """
 
 from __future__ import annotations
 
 import ast
-import copy
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -47,27 +52,30 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import (SENTENCES, Outputs, grads_of, import_released, load_backbone, main, minilm_path,  # noqa: E402
-                      no_dropout, on_path, set_determinism)
+                      no_dropout, on_path, patched, set_determinism, step_sentences)
 
 __all__ = ["set_determinism", "sentlab_outputs", "released_outputs"]   # set_determinism: tests/test_released_golden.py
 
 CASE = "esimcse"
 REPOSITORY = "caskcsg/sentemb"
 COMMIT = "5eeec55103c1da738761bf8c6a9c085c6ad1c9a1"
-SETTING = ("dropout off; sentlab's repetition views (dup_len_rule code) fed to both; a fixed queue of 160; "
-           "momentum_init random (the same BERT-init draw, one update before the keys)")
+SETTING = ("4 steps of batch 8 from an empty queue of 20 (wraps inside a batch at step 3), each side its own "
+           "AdamW (lr 1e-4; sentlab's optimizer adamw_transformers) and clipping at 1, momentum_update forward, "
+           "momentum copy of the encoder, dropout off, sentlab's repetition views (dup_len_rule code) fed to both")
 MOMENTUM, QUEUE, TEMP, MAX_LEN = 0.995, 160, 0.05, 32
+STEPS, STEP_QUEUE, STEP_LR, CLIP = 4, 20, 1e-4, 1.0
 GOLDEN_GRADS = ["embeddings.word_embeddings.weight", "encoder.layer.2.attention.self.query.weight",
                 "encoder.layer.5.output.dense.weight", "mlp.dense.weight"]
 
 
-def _method(encoder, tok):
+def _method(encoder, tok, queue: int = QUEUE, **kw):
     from sentlab.config import TrainParams
     from sentlab.methods import get_method
 
     cls = get_method("esimcse")
-    params = cls.Params(momentum_init="random", dup_len_rule="code", queue_size=QUEUE, momentum=MOMENTUM,
-                        temperature=TEMP).resolved(TrainParams(batch_size=len(SENTENCES), max_length=MAX_LEN, lr=3e-5))
+    params = cls.Params(momentum_init="copy", dup_len_rule="code", queue_size=queue, momentum=MOMENTUM,
+                        temperature=TEMP, **kw).resolved(TrainParams(batch_size=len(SENTENCES), max_length=MAX_LEN,
+                                                                     lr=STEP_LR))
     return cls(encoder, tok, params, seed=0)
 
 
@@ -76,64 +84,10 @@ def _mlp_state(hidden: int) -> dict[str, torch.Tensor]:
     return {"dense.weight": torch.randn(hidden, hidden, generator=g) * 0.02, "dense.bias": torch.zeros(hidden)}
 
 
-def _queue(hidden: int) -> torch.Tensor:
-    """160 queued keys, oldest first, that are hard negatives (else exp(cos/τ) of a random vector is ~e⁻²⁰ of the
-    positive's and the queue would not count): MLP([CLS]) of the batch's own sentences by the pretrained MiniLM
-    with the fixed MLP weights, each repeated 20 times with Gaussian noise (0.5 × their spread)."""
-    from torch import nn
-
-    encoder, tok = load_backbone()
-    mlp = nn.Sequential(nn.Linear(hidden, hidden), nn.Tanh())
-    mlp[0].load_state_dict({k.split(".")[1]: v for k, v in _mlp_state(hidden).items()})
-    with torch.no_grad():
-        enc = tok(list(SENTENCES), padding=True, truncation=True, max_length=MAX_LEN, return_tensors="pt")
-        base = mlp(encoder.eval()(**enc).last_hidden_state[:, 0]).double()
-    g = torch.Generator().manual_seed(2)
-    noise = torch.randn(QUEUE, hidden, generator=g, dtype=torch.float64) * 0.5 * float(base.std())
-    return (base.repeat(QUEUE // len(SENTENCES), 1) + noise).float()
-
-
 def key_biases_zeroed(grads: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """``grads`` with each attention key bias's gradient set to exactly 0: zero analytically (softmax ignores the
     shift ``q·b_k`` adds to a whole row of scores), rounding noise numerically; the harness lists them as skipped."""
     return {n: torch.zeros_like(g) if n.endswith("attention.self.key.bias") else g for n, g in grads.items()}
-
-
-def _views():
-    """The repetition views, drawn once by sentlab's ``prepare`` (``Batch.rng('repetition')`` of draw 0, seed 0)."""
-    from sentlab.methods.base import Batch
-
-    encoder, tok = load_backbone()
-    return _method(encoder, tok).prepare(Batch(list(SENTENCES), draw=0, seed=0)).features["views"]
-
-
-def _key_stats(keys: torch.Tensor) -> dict[str, float]:
-    g = torch.Generator().manual_seed(3)
-    w = torch.randn(keys.size(1), generator=g)
-    keys = keys.detach().double()
-    return {"keys_abs_mean": float(keys.abs().mean()), "keys_projection": float((keys @ w.double()).mean()),
-            "keys_first_row": float(keys[0] @ w.double())}
-
-
-def sentlab_outputs() -> Outputs:
-    from sentlab.methods.base import Batch
-
-    encoder, tok = load_backbone()
-    views = _views()
-    m = no_dropout(_method(encoder, tok)).train()
-    hidden = encoder.config.hidden_size
-    m.mlp.load_state_dict(_mlp_state(hidden))
-    with torch.no_grad():
-        m.queue[:QUEUE] = _queue(hidden).flip(0)          # newest first
-        m.queue_len.fill_(QUEUE)
-    m._filled = QUEUE
-    batch = Batch(list(SENTENCES), draw=0, seed=0)
-    batch.features = {"views": views}
-    out = m(batch)
-    out["loss"].backward()
-    keys = m.queue[: len(SENTENCES)]                        # this batch's momentum keys now lead the queue
-    grads = grads_of(m.encoder.named_parameters()) | grads_of(m.mlp.named_parameters(), prefix="mlp.")
-    return Outputs(loss=float(out["loss"].detach()), grads=key_biases_zeroed(grads), extra=_key_stats(keys))
 
 
 def _shimmed(cls):
@@ -158,16 +112,58 @@ def _released_compute_loss(source: Path):
     return namespace["compute_loss"]
 
 
+# --- several steps (issue #66): each side its own loop, queue, momentum encoder, optimiser and clipping ---------
+def _step_views() -> list[dict]:
+    """Each step's repetition views, drawn once by sentlab's ``prepare`` (draw t, seed 0) and fed to both."""
+    from sentlab.methods.base import Batch
+
+    encoder, tok = load_backbone()
+    m = _method(encoder, tok, queue=STEP_QUEUE, momentum_update="forward")
+    return [m.prepare(Batch(step_sentences(t), draw=t, seed=0)).features["views"] for t in range(STEPS)]
+
+
+def sentlab_outputs() -> Outputs:
+    """sentlab's run of ``STEPS`` steps as its training loop takes them: forward, backward, ``clip_gradients``
+    (its per-group norm; one group here), the method's own AdamW, ``after_optimizer_step``."""
+    from sentlab.methods.base import Batch
+    from sentlab.train.loop import clip_gradients
+
+    encoder, tok = load_backbone()
+    views = _step_views()
+    m = no_dropout(_method(encoder, tok, queue=STEP_QUEUE, momentum_update="forward",
+                           optimizer="adamw_transformers")).train()
+    m.mlp.load_state_dict(_mlp_state(encoder.config.hidden_size))
+    opt = m.configure_optimizers()
+    steps = []
+    for t in range(STEPS):
+        batch = Batch(step_sentences(t), draw=t, seed=0)
+        batch.features = {"views": views[t]}
+        out = m(batch)
+        out["loss"].backward()
+        grads = grads_of(m.encoder.named_parameters()) | grads_of(m.mlp.named_parameters(), prefix="mlp.")
+        steps.append(Outputs(loss=float(out["loss"].detach()), grads=key_biases_zeroed(grads),
+                             momentum={n: p.detach().clone() for n, p in m.key_encoder.named_parameters()},
+                             queue=m.queue[: int(m.queue_len)].clone()))
+        clip_gradients(opt, CLIP, getattr(m, "grad_clip", "per_group"))
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        m.after_optimizer_step()
+    return Outputs(loss=steps[0].loss, grads=steps[0].grads, steps=steps)
+
+
 def released_outputs(checkout: Path) -> Outputs:
-    from sentlab.methods.esimcse import bert_init_
+    """The release's run: ``BertForCL`` and ``CLTrainer.compute_loss`` (its momentum update inside the forward, its
+    ``pre_z1`` queue), then its trainer's step: ``clip_grad_norm_(model.parameters(), 1.0)`` and transformers 4.2's
+    ``AdamW`` (weight decay 0, as run.sh leaves it; its rule: ``sentlab.optim.AdamWLegacy(correct_bias=True)``, eps
+    1e-8), the learning rate constant on both sides."""
+    from sentlab.optim import AdamWLegacy
 
     root = Path(checkout)
     root = root / "ESimCSE" if (root / "ESimCSE" / "esimcse").is_dir() else root
-    views = _views()
+    views = _step_views()
     backbone, _ = load_backbone()
-    hidden, n = backbone.config.hidden_size, len(SENTENCES)
-    fresh = bert_init_(copy.deepcopy(backbone), backbone.config.initializer_range, torch.Generator().manual_seed(0))
-    args = SimpleNamespace(momentum=MOMENTUM, neg_size=QUEUE, do_mlm=False, pooler_type="cls", temp=TEMP,
+    hidden = backbone.config.hidden_size
+    args = SimpleNamespace(momentum=MOMENTUM, neg_size=STEP_QUEUE, do_mlm=False, pooler_type="cls", temp=TEMP,
                            mlp_only_train=True, hard_negative_weight=0.0, mlm_weight=0.1)
     with on_path(root):
         models = import_released(root, "esimcse.models")
@@ -175,19 +171,48 @@ def released_outputs(checkout: Path) -> Outputs:
         model = _shimmed(models.BertForCL).from_pretrained(minilm_path(), model_args=args)
         no_dropout(model.float().train())
         model.mlp.load_state_dict(_mlp_state(hidden))
-        model.momentum_model.load_state_dict(fresh.state_dict())   # what its from_pretrained leaves: a random init
+        model.momentum_model.load_state_dict(backbone.state_dict())   # θm = θe (its __init__'s copy, made real)
         for p in model.momentum_model.parameters():
             p.requires_grad_(False)
-        inputs = {k: torch.stack([v[:n], v[n:]], dim=1) for k, v in views.items()}   # its collator's (B, 2, L)
-        trainer = SimpleNamespace(model_args=args, pre_z1=_queue(hidden), args=SimpleNamespace(past_index=-1),
+        opt = AdamWLegacy([p for p in model.parameters() if p.requires_grad], lr=STEP_LR, eps=1e-8,
+                          correct_bias=True)
+        trainer = SimpleNamespace(model_args=args, pre_z1=None, args=SimpleNamespace(past_index=-1),
                                   label_smoother=None)
-        loss = compute_loss(trainer, model, inputs)
-        loss.backward()
-        keys = trainer.pre_z1[-n:]                            # its queue, oldest first: this batch's keys last
-    grads = grads_of(model.bert.named_parameters()) | grads_of(model.mlp.named_parameters(), prefix="mlp.")
-    return Outputs(loss=float(loss.detach()), grads=key_biases_zeroed(grads), extra=_key_stats(keys))
+        steps = []
+        for t in range(STEPS):
+            n = views[t]["input_ids"].size(0) // 2
+            inputs = {k: torch.stack([v[:n], v[n:]], dim=1) for k, v in views[t].items()}
+            loss = compute_loss(trainer, model, inputs)
+            loss.backward()
+            grads = grads_of(model.bert.named_parameters()) | grads_of(model.mlp.named_parameters(), prefix="mlp.")
+            steps.append(Outputs(loss=float(loss.detach()), grads=key_biases_zeroed(grads),
+                                 momentum={n: p.detach().clone() for n, p in model.momentum_model.named_parameters()},
+                                 queue=trainer.pre_z1.clone()))
+            torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
+            opt.step()
+            model.zero_grad()
+    return Outputs(loss=steps[0].loss, grads=steps[0].grads, steps=steps)
+
+
+def _old_queue_rule(self, keys: torch.Tensor) -> None:
+    """The mutation control: sentlab's queue before issue #66, ``cat([keys, queue])[:size]`` (a full queue drops
+    the oldest batch's last rows, the release its first)."""
+    size, n = self.queue.size(0), self._queue_filled()
+    merged = torch.cat([keys.detach().float(), self.queue[:n]], dim=0)[:size]
+    self.queue[: merged.size(0)] = merged
+    self._filled = merged.size(0)
+    self.queue_len.fill_(self._filled)
+
+
+def _control():
+    from sentlab.methods.moco import MoCo
+
+    return patched(MoCo, "_dequeue_and_enqueue", _old_queue_rule)
+
+
+CONTROL = ("the queue before #66: cat([keys, queue])[:size] (keeps the oldest batch's first rows)", _control)
 
 
 if __name__ == "__main__":
     sys.exit(main(CASE, repository=REPOSITORY, commit=COMMIT, setting=SETTING, golden_grads=GOLDEN_GRADS,
-                  sentlab_outputs=sentlab_outputs, released_outputs=released_outputs))
+                  sentlab_outputs=sentlab_outputs, released_outputs=released_outputs, control=CONTROL))

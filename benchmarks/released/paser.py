@@ -52,7 +52,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import (init_weights_421, SENTENCES, Outputs, bert_standin, grads_of, import_released,  # noqa: E402
+from _harness import (patched, init_weights_421, SENTENCES, Outputs, bert_standin, grads_of, import_released,  # noqa: E402
                       load_backbone, main, no_dropout, on_path, set_determinism)
 
 CASE = "paser"
@@ -282,7 +282,17 @@ GOLDEN_GRADS = ["embeddings.word_embeddings.weight", "encoder.layer.1.attention.
                 "decoder.layers.5.fc2.weight", "decoder.layers.0.encoder_attn.v_proj.weight", "projection.weight",
                 "lm_head.decoder.weight", "lm_head.transform.dense.weight"]
 
+def _control():
+    from sentlab.methods.paser import PaSeR
+
+    orig = PaSeR.decoding_signal
+    return patched(PaSeR, "decoding_signal", lambda self, *a, **k: -orig(self, *a, **k))
+
+
+CONTROL = ("the decoding signal's sign swapped", _control)
+
+
 if __name__ == "__main__":
     set_determinism()
     sys.exit(main(CASE, repository=REPOSITORY, commit=COMMIT, setting=SETTING, golden_grads=GOLDEN_GRADS,
-                  sentlab_outputs=sentlab_outputs, released_outputs=released_outputs))
+                  sentlab_outputs=sentlab_outputs, released_outputs=released_outputs, control=CONTROL))

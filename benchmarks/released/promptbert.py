@@ -48,7 +48,7 @@ from types import SimpleNamespace
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import (SENTENCES, Outputs, grads_of, import_released, load_backbone, main, on_path,  # noqa: E402
+from _harness import (patched, SENTENCES, Outputs, grads_of, import_released, load_backbone, main, on_path,  # noqa: E402
                       set_determinism)
 
 __all__ = ["released_outputs", "sentlab_outputs", "set_determinism"]
@@ -170,6 +170,16 @@ def released_outputs(checkout: Path) -> Outputs:
     return Outputs(loss=float(out.loss.detach()), grads=grads)
 
 
+def _control():
+    import sentlab.methods._two_view as mod
+
+    orig = mod.in_batch_info_nce
+    return patched(mod, "in_batch_info_nce", lambda z1, z2, t: orig(z1, z2.roll(1, 0), t))
+
+
+CONTROL = ("positives shifted by one row (a wrong order)", _control)
+
+
 if __name__ == "__main__":
     sys.exit(main(CASE, repository=REPOSITORY, commit=COMMIT, setting=SETTING, golden_grads=GOLDEN,
-                  sentlab_outputs=sentlab_outputs, released_outputs=released_outputs))
+                  sentlab_outputs=sentlab_outputs, released_outputs=released_outputs, control=CONTROL))

@@ -15,8 +15,14 @@ nn.Embedding init, which is what the released code's P gets: it is created after
 and transformers 4.2.1's ``from_pretrained`` does not re-initialise missing weights), the attention (W_Q, W_K,
 W_V: nn.Linear's init), the MLP (N(0, 0.02), zero bias); the momentum copies (key encoder, P_k, attention_k,
 MLP_k) = the online ones plus a fixed perturbation, as after some momentum steps, so that which module each
-branch uses shows in the loss; the momentum queue = two earlier batches of keys (newest first), i.e. the
-released list ``momentum_queue`` and sentlab's FIFO buffer hold the same 16 keys in the same order.
+branch uses shows in the loss. Then **four optimiser steps** (issue #66), each side its own loop from an empty
+queue: the release's forward (its list ``momentum_queue``, ``queue_size`` 2: three batches of candidates),
+``clip_grad_norm_(model.parameters(), 1.0)``, transformers 4.2's AdamW (``sentlab.optim.AdamWLegacy
+(correct_bias=True)``) and ``mocotrainers.py``'s ``update_average`` (β = 0.885, compiled from the checkout);
+sentlab's forward, ``clip_gradients``, ``configure_optimizers()`` (``optimizer: adamw_transformers``) and
+``after_optimizer_step()``. Each step compares the loss, the gradients, the momentum weights that made the keys
+and the queue carried to the next step (as a set of rows; the release keeps whole batches, so its queue cannot
+wrap inside one). Mutation control: the momentum update's weights swapped.
 
 The setting at which they agree (loss and every gradient): ``attend_to: cls``, ``num_heads: null`` (the
 encoder's heads), ``key_second_attention: online`` (the key's second mapping reuses the online attention, as
@@ -51,15 +57,17 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import (init_weights_421, SENTENCES, Outputs, grads_of, import_released, load_backbone, main,  # noqa: E402
-                      on_path, set_determinism)
+from _harness import (patched, init_weights_421, SENTENCES, Outputs, grads_of, import_released, load_backbone, main,  # noqa: E402
+                      on_path, set_determinism, step_sentences)
 
 CASE = "ptbert"
 REPOSITORY = "Namco0816/PT-BERT"
 COMMIT = "dba403c01aa2acdf8659b7a7167d41471aacb656"
-SETTING = ("MiniLM, batch 8 + 16 queued keys (2 earlier batches), m 128, attend_to cls, num_heads null "
-           "(the encoder's), key_second_attention online, τ 0.05, dropout off")
+SETTING = ("4 steps of batch 8 from an empty queue of 2 batches (the release keeps whole batches), each side its "
+           "own AdamW (lr 1e-4; sentlab's optimizer adamw_transformers), clipping at 1 and momentum update (λ 0.885); "
+           "MiniLM, m 128, attend_to cls, num_heads null, key_second_attention online, τ 0.05, dropout off")
 POLY_M = 128
+MOMENTUM = 0.885   # mo_beta of scripts/re-produce_result.sh
 B = len(SENTENCES)
 QUEUED = 2   # earlier batches in the queue
 MAX_LEN = 32
@@ -136,18 +144,41 @@ def _zero_analytic(grads: dict) -> dict:
     return grads
 
 
-def _batch(tok):
-    return dict(tok(SENTENCES, padding=True, truncation=True, max_length=MAX_LEN, return_tensors="pt"))
+STEPS, STEP_LR, CLIP = 4, 1e-4, 1.0
+
+
+def _batch_of(tok, step: int):
+    return dict(tok(step_sentences(step), padding=True, truncation=True, max_length=MAX_LEN, return_tensors="pt"))
+
+
+def _sentlab_name(n: str):
+    """sentlab's parameter name -> the common name (backbone names; pseudo/attn/mlp heads), or None."""
+    if n.startswith("encoder."):
+        return n[len("encoder."):]
+    return n if n.split(".")[0] in ("pseudo", "attn", "mlp") else None
+
+
+def _sentlab_momentum_name(n: str):
+    head, rest = n.split(".", 1)
+    common = {"key_encoder": "", "key_pseudo": "pseudo.", "key_attn": "attn.", "key_mlp": "mlp."}
+    if head not in common or (head == "key_encoder" and rest.startswith("pooler.")):
+        return None   # the backbone's pooler: never used for a key (the [CLS] state is read before it)
+    return common[head] + rest
 
 
 def sentlab_outputs() -> Outputs:
+    """sentlab's run of ``STEPS`` steps as its loop takes them (forward, backward, ``clip_gradients``, the method's
+    AdamW (``optimizer: adamw_transformers``), ``after_optimizer_step``: the momentum update), from an empty queue."""
     from sentlab.methods import get_method
+    from sentlab.methods.base import Batch
+    from sentlab.train.loop import clip_gradients
 
     encoder, tok = load_backbone()
     shared = _shared(encoder.config.hidden_size, encoder.state_dict())
     cls = get_method("ptbert")
     params = cls.Params(pseudo_len=POLY_M, attend_to="cls", num_heads=None, key_second_attention="online",
-                        queue_size=B * (1 + QUEUED), temperature=0.05, batch_size=B, max_length=MAX_LEN)
+                        queue_size=B * (1 + QUEUED), temperature=0.05, batch_size=B, max_length=MAX_LEN,
+                        lr=STEP_LR, optimizer="adamw_transformers")
     m = cls(encoder, tok, params, seed=0)
     m.train()
     with torch.no_grad():
@@ -156,27 +187,35 @@ def sentlab_outputs() -> Outputs:
             m.get_parameter({"pseudo": "key_pseudo", "attn": "key_attn", "mlp": "key_mlp"}[name.split(".")[0]]
                             + name[name.index("."):]).copy_(shared["momentum"][name])
         m.key_encoder.load_state_dict(shared["key_encoder"])
-        queue = torch.cat(shared["queue"])
-        m.queue[: queue.size(0)] = queue
-        m.queue_len.fill_(queue.size(0))
-        m._filled = queue.size(0)
-    from sentlab.methods.base import Batch
-
-    batch = Batch(list(SENTENCES))
-    batch.features = {"query": _batch(tok), "key": _batch(tok)}
-    out = m(batch)
-    out["loss"].backward()
-
-    def rename(n: str):
-        if n.startswith("encoder."):
-            return n[len("encoder."):]
-        return n if n.split(".")[0] in ("pseudo", "attn", "mlp") else None
-
-    return Outputs(float(out["loss"]), _zero_analytic(grads_of(m.named_parameters(), rename=rename)),
-                   extra={"candidates": float(out["candidates"])})
+    opt = m.configure_optimizers()
+    steps = []
+    for t in range(STEPS):
+        batch = Batch(step_sentences(t))
+        batch.features = {"query": _batch_of(tok, t), "key": _batch_of(tok, t)}
+        out = m(batch)
+        out["loss"].backward()
+        momentum = {}
+        for n, p in m.named_parameters():
+            if _sentlab_momentum_name(n):
+                momentum[_sentlab_momentum_name(n)] = p.detach().clone()
+        steps.append(Outputs(float(out["loss"]), _zero_analytic(grads_of(m.named_parameters(), rename=_sentlab_name)),
+                             extra={"candidates": float(out["candidates"])}, momentum=momentum,
+                             queue=m.queue[: int(m.queue_len)].clone()))
+        clip_gradients(opt, CLIP, getattr(m, "grad_clip", "per_group"))
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        m.after_optimizer_step()
+    return Outputs(steps[0].loss, steps[0].grads, extra=steps[0].extra, steps=steps)
 
 
 def released_outputs(checkout: Path) -> Outputs:
+    """The release's run: ``BertForPolyMoCo`` (its list queue, ``queue_size`` 2 = 3 batches of candidates), then
+    ``ptbert/mocotrainers.py``'s step: ``clip_grad_norm_(model.parameters(), 1.0)``, transformers 4.2's ``AdamW``
+    (``sentlab.optim.AdamWLegacy(correct_bias=True)``, ε 1e-8, weight decay 0) and its ``update_average`` of the
+    encoder, pooler, MLP, pseudo tokens and attention (β = ``mo_beta``). Its queue after a step: the batches the
+    next forward keeps (the list's first ``queue_size``; the last is popped before the next forward)."""
+    from sentlab.optim import AdamWLegacy
+
     encoder, tok = load_backbone()
     config = encoder.config
     shared = _shared(config.hidden_size, encoder.state_dict())
@@ -184,9 +223,10 @@ def released_outputs(checkout: Path) -> Outputs:
         models = import_released(checkout, "ptbert.models")
         models.BertSelfAttention = _SelfAttention421   # shims: 4.2.1's cross-attention call, its init_weights
         models.BertForPolyMoCo.init_weights = init_weights_421
-        args = argparse.Namespace(poly_m=POLY_M, queue_size=4, pooler_type="cls", temp=0.05, mlp_only_train=True,
-                                  return_poly=False)
+        args = argparse.Namespace(poly_m=POLY_M, queue_size=QUEUED, pooler_type="cls", temp=0.05,
+                                  mlp_only_train=True, return_poly=False, mo_beta=MOMENTUM, cl_type="bert_poly")
         model = models.BertForPolyMoCo(config, model_args=args)
+        trainer_source = (Path(checkout) / "ptbert" / "mocotrainers.py").read_text()
     model.train()
     names = {"pseudo": "polyEmbedding", "attn": "polyAttn", "mlp": "mlp"}
     mom = {"pseudo": "momentumPolyEmbedding", "attn": "momentumPolyAttn", "mlp": "momentum_mlp"}
@@ -197,11 +237,14 @@ def released_outputs(checkout: Path) -> Outputs:
             head, rest = name.split(".", 1)
             model.get_parameter(f"{names[head]}.{rest}").copy_(v)
             model.get_parameter(f"{mom[head]}.{rest}").copy_(shared["momentum"][name])
-    model.momentum_queue = list(shared["queue"])
-    enc = _batch(tok)
-    out = model(**{k: torch.stack([v, v], dim=1) for k, v in enc.items()}, return_dict=True)
-    out.loss.backward()
+    model.momentum_queue = []
+    update_average = _released_update_average(trainer_source)
+    pairs = [(model.bert, model.momentum_encoder), (model.pooler, model.momentum_encoder_pooler),
+             (model.mlp, model.momentum_mlp), (model.polyEmbedding, model.momentumPolyEmbedding),
+             (model.polyAttn, model.momentumPolyAttn)]
+    opt = AdamWLegacy([p for p in model.parameters() if p.requires_grad], lr=STEP_LR, eps=1e-8, correct_bias=True)
     back = {v: k for k, v in names.items()}
+    mback = {"momentum_encoder": "", **{v: f"{k}." for k, v in mom.items()}}
 
     def rename(n: str):
         head, rest = n.split(".", 1)
@@ -209,14 +252,52 @@ def released_outputs(checkout: Path) -> Outputs:
             return rest
         return f"{back[head]}.{rest}" if head in back else None
 
-    return Outputs(float(out.loss.detach()), _zero_analytic(grads_of(model.named_parameters(), rename=rename)),
-                   extra={"candidates": float(out.logits.size(1))})
+    steps = []
+    for t in range(STEPS):
+        enc = _batch_of(tok, t)
+        out = model(**{k: torch.stack([v, v], dim=1) for k, v in enc.items()}, return_dict=True)
+        out.loss.backward()
+        momentum = {mback[n.split(".", 1)[0]] + n.split(".", 1)[1]: p.detach().clone()
+                    for n, p in model.named_parameters() if n.split(".", 1)[0] in mback}
+        steps.append(Outputs(float(out.loss.detach()),
+                             _zero_analytic(grads_of(model.named_parameters(), rename=rename)),
+                             extra={"candidates": float(out.logits.size(1))}, momentum=momentum,
+                             queue=torch.cat(model.momentum_queue[:QUEUED]).detach().clone()))
+        torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
+        opt.step()
+        with torch.no_grad():                                   # mocotrainers.py, after optimizer.step()
+            for online, key in pairs:
+                for current, ma in zip(online.parameters(), key.parameters()):
+                    ma.data = update_average(None, ma.data, current.data, beta=args.mo_beta)
+        model.zero_grad()
+    return Outputs(steps[0].loss, steps[0].grads, extra=steps[0].extra, steps=steps)
+
+
+def _released_update_average(source: str):
+    """``update_average`` of the checkout's trainer, compiled alone (the module imports Trainer internals)."""
+    import ast
+
+    tree = ast.parse(source)
+    fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "update_average")
+    namespace: dict = {}
+    exec(compile(ast.Module(body=[fn], type_ignores=[]), "mocotrainers.py", "exec"), namespace)
+    return namespace["update_average"]
 
 
 GOLDEN_GRADS = ["embeddings.word_embeddings.weight", "encoder.layer.3.attention.self.query.weight",
                 "encoder.layer.5.output.dense.weight", "attn.value.weight", "attn.query.weight", "mlp.dense.weight"]
 
+def _control():
+    import sentlab.methods.moco as mod
+
+    orig = mod.momentum_update
+    return patched(mod, "momentum_update", lambda online, key, m: orig(online, key, 1.0 - m))
+
+
+CONTROL = ("the momentum update's weights swapped: θk ← (1−λ)θk + λθq", _control)
+
+
 if __name__ == "__main__":
     set_determinism()
     sys.exit(main(CASE, repository=REPOSITORY, commit=COMMIT, setting=SETTING, golden_grads=GOLDEN_GRADS,
-                  sentlab_outputs=sentlab_outputs, released_outputs=released_outputs))
+                  sentlab_outputs=sentlab_outputs, released_outputs=released_outputs, control=CONTROL))

@@ -42,7 +42,7 @@ from types import SimpleNamespace
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import (SENTENCES, Outputs, grads_of, load_backbone, main, minilm_path, no_dropout,  # noqa: E402
+from _harness import (patched, SENTENCES, Outputs, grads_of, load_backbone, main, minilm_path, no_dropout,  # noqa: E402
                       on_path, set_determinism)
 
 CASE = "rankcse"
@@ -158,9 +158,19 @@ def sentlab_outputs() -> Outputs:
     return Outputs(loss=float(out["loss"].detach()), grads=zero_analytic(grads), extra={"listnet": float(listnet)})
 
 
+def _control():
+    import sentlab.methods.rankcse as mod
+
+    orig = mod.in_batch_info_nce
+    return patched(mod, "in_batch_info_nce", lambda z1, z2, t: orig(z1, z2.roll(1, 0), t))
+
+
+CONTROL = ("the contrastive term's positives shifted by one row (a wrong order)", _control)
+
+
 if __name__ == "__main__":
     set_determinism()
     sys.exit(main(CASE, repository=REPOSITORY, commit=COMMIT, setting=SETTING,
                   golden_grads=["embeddings.word_embeddings.weight", "encoder.layer.3.attention.self.query.weight",
                                 "encoder.layer.5.output.dense.weight", "mlp.dense.weight"],
-                  sentlab_outputs=sentlab_outputs, released_outputs=released_outputs))
+                  sentlab_outputs=sentlab_outputs, released_outputs=released_outputs, control=CONTROL))

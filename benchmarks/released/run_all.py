@@ -6,9 +6,11 @@ released code").
 ``DIR/<name>`` is a checkout of each case's repository at its pinned commit, ``<name>`` the repository's name
 (``DIR/SimCSE``, ``DIR/PT-BERT``, ``DIR/SimCSE-plus-plus`` …); each case module's docstring has its ``git clone``
 line. Each case runs in its own process (``<case>.py --released DIR/<name> --json``: two cases may import
-different packages of the same name). Prints one Markdown row per case: loss |Δ|, the largest relative gradient
-difference and over how many tensors, the tensors skipped as zero on both sides, and the setting at which they
-agree; exits 1 if any case disagrees.
+different packages of the same name). Prints one Markdown row per case: the optimiser steps compared, the largest
+relative loss difference over them, the largest relative gradient difference and over how many tensors, the momentum
+weights' and the queue's (rows as sets) where the case carries them, the tensors skipped as zero on both sides, the
+mutation control and whether the case caught it, and the setting at which they agree; exits 1 if any case
+disagrees or misses its control.
 """
 
 from __future__ import annotations
@@ -47,8 +49,9 @@ def main(argv=None) -> int:
     cases = sorted(p for p in HERE.glob("*.py") if not p.name.startswith("_") and p.name != Path(__file__).name)
     if args.cases:
         cases = [c for c in cases if c.stem in args.cases.split(",")]
-    rows = ["| case | repository@commit | loss Δ | max gradient Δ (tensors) | skipped (zero on both) | agrees at |",
-            "|---|---|---|---|---|---|"]
+    rows = ["| case | repository@commit | steps compared | loss Δ (rel.) | max gradient Δ (tensors) | momentum Δ | "
+            "queue Δ (rows as sets) | skipped (zero on both) | control | control caught | agrees at |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     ok = True
     for case in cases:
         c = constants(case)
@@ -61,12 +64,18 @@ def main(argv=None) -> int:
                 ok = False
                 rows.append(f"| {case.stem} | {c['REPOSITORY']}@{c['COMMIT'][:7]} | did not run (exit "
                             f"{proc.returncode}: {proc.stderr.strip().splitlines()[-1][:120] if proc.stderr else ''})"
-                            f" | | | |")
+                            f" | | | | | | | | |")
                 continue
             r = json.loads(res_path.read_text())
-        ok &= bool(r["agrees"])
-        rows.append(f"| {case.stem} | {c['REPOSITORY']}@{c['COMMIT'][:7]} | {r['loss_delta']:.1e} | "
-                    f"{r['max_grad_rel_delta']:.1e} ({r['tensors_compared']}) | {len(r['skipped_zero_grad'])} | "
+        ok &= bool(r["agrees"]) and bool(r["control_caught"])
+
+        def num(v):
+            return "—" if v is None else f"{v:.1e}"
+
+        rows.append(f"| {case.stem} | {c['REPOSITORY']}@{c['COMMIT'][:7]} | {r['steps_compared']} | "
+                    f"{num(r['loss_rel_delta'])} | {num(r['max_grad_rel_delta'])} ({r['tensors_compared']}) | "
+                    f"{num(r['momentum_rel_delta'])} | {num(r['queue_rel_delta'])} | {len(r['skipped_zero_grad'])} | "
+                    f"{r['control']} | {'yes' if r['control_caught'] else '**no**'} | "
                     f"{c.get('SETTING', '')}{'' if r['agrees'] else ' — **DISAGREES**'} |")
         print(rows[-1], flush=True)
     table = "\n".join(rows) + "\n"

@@ -43,7 +43,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import (step_norm, SENTENCES, Outputs, grads_of, load_backbone, main, on_path,  # noqa: E402, F401
+from _harness import (patched, step_norm, SENTENCES, Outputs, grads_of, load_backbone, main, on_path,  # noqa: E402, F401
                       set_determinism)
 
 CASE = "sg_opt"
@@ -176,8 +176,18 @@ def released_outputs(checkout: Path) -> Outputs:
                    extra={"contrastive": total - 0.1 * diff, "l2_to_fixed": diff, "step_norm": step})
 
 
+def _control():
+    import sentlab.methods.sg_opt as mod
+
+    orig = mod.sg_opt_loss
+    return patched(mod, "sg_opt_loss", lambda c, h, t: orig(c.roll(1, 0), h, t))
+
+
+CONTROL = ("each [CLS] against another sentence's layers (a wrong order)", _control)
+
+
 if __name__ == "__main__":
     sys.exit(main(CASE, repository=REPOSITORY, commit=COMMIT, setting=SETTING,
                   golden_grads=["encoder.layer.0.attention.self.query.weight", "encoder.layer.5.output.dense.weight",
                                 "pooler.dense.weight", "head.net.0.weight", "head.net.2.weight"],
-                  sentlab_outputs=sentlab_outputs, released_outputs=released_outputs))
+                  sentlab_outputs=sentlab_outputs, released_outputs=released_outputs, control=CONTROL))

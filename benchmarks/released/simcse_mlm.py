@@ -44,7 +44,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import SENTENCES, Outputs, bert_standin, grads_of, main, on_path, set_determinism  # noqa: E402, F401
+from _harness import patched, SENTENCES, Outputs, bert_standin, grads_of, main, on_path, set_determinism  # noqa: E402, F401
 from simcse_unsup import (COMMIT, REPOSITORY, backbone_name, key_biases_zeroed, released_model,  # noqa: E402
                           released_name)
 from simcse_unsup import sentlab_method as _method  # noqa: E402
@@ -122,6 +122,16 @@ def released_outputs(checkout: Path) -> Outputs:
                        {"loss_cl": loss_cl, "loss_mlm": (float(out.loss.detach()) - loss_cl) / MLM_WEIGHT})
 
 
+def _control():
+    import sentlab.methods.simcse_mlm as mod
+
+    orig = mod.masked_lm_loss
+    return patched(mod, "masked_lm_loss", lambda *a, **k: 0.0 * orig(*a, **k))
+
+
+CONTROL = ("the MLM term dropped", _control)
+
+
 if __name__ == "__main__":
     sys.exit(main(CASE, repository=REPOSITORY, commit=COMMIT, setting=SETTING, golden_grads=GOLDEN_GRADS,
-                  sentlab_outputs=sentlab_outputs, released_outputs=released_outputs))
+                  sentlab_outputs=sentlab_outputs, released_outputs=released_outputs, control=CONTROL))

@@ -49,7 +49,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import (SENTENCES, Outputs, grads_of, import_released, load_backbone, main, minilm_path,  # noqa: E402
+from _harness import (patched, SENTENCES, Outputs, grads_of, import_released, load_backbone, main, minilm_path,  # noqa: E402
                       no_dropout, on_path, set_determinism)
 
 __all__ = ["set_determinism", "sentlab_outputs", "released_outputs"]   # set_determinism: tests/test_released_golden.py
@@ -172,6 +172,15 @@ def released_outputs(checkout: Path) -> Outputs:
     return Outputs(loss=float(loss.detach()), grads=key_biases_zeroed(grads), extra=extra)
 
 
+def _control():
+    import sentlab.methods.simcse_pp as mod
+
+    return patched(mod, "off_dropout_info_nce", lambda z1, z2, z0, t, *a, **k: mod.in_batch_info_nce(z1, z2, t))
+
+
+CONTROL = ("the off-dropout negatives dropped (plain in-batch InfoNCE)", _control)
+
+
 if __name__ == "__main__":
     sys.exit(main(CASE, repository=REPOSITORY, commit=COMMIT, setting=SETTING, golden_grads=GOLDEN_GRADS,
-                  sentlab_outputs=sentlab_outputs, released_outputs=released_outputs))
+                  sentlab_outputs=sentlab_outputs, released_outputs=released_outputs, control=CONTROL))

@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import SENTENCES, Outputs, grads_of, main, on_path, set_determinism  # noqa: E402, F401 (the golden test calls it)
+from _harness import patched, SENTENCES, Outputs, grads_of, main, on_path, set_determinism  # noqa: E402, F401 (the golden test calls it)
 from simcse_unsup import (COMMIT, REPOSITORY, backbone_name, key_biases_zeroed, released_model,  # noqa: E402
                           released_name, sentlab_method)
 
@@ -87,6 +87,16 @@ def released_outputs(checkout: Path) -> Outputs:
                        key_biases_zeroed(grads_of(model.named_parameters(), rename=released_name)))
 
 
+def _control():
+    import sentlab.methods.simcse_sup as mod
+
+    orig = mod.supervised_info_nce
+    return patched(mod, "supervised_info_nce", lambda z1, z2, z3, t, *a, **k: orig(z1, z3, z2, t, *a, **k))
+
+
+CONTROL = ("the positive and the hard negative swapped (a wrong order)", _control)
+
+
 if __name__ == "__main__":
     sys.exit(main(CASE, repository=REPOSITORY, commit=COMMIT, setting=SETTING, golden_grads=GOLDEN_GRADS,
-                  sentlab_outputs=sentlab_outputs, released_outputs=released_outputs))
+                  sentlab_outputs=sentlab_outputs, released_outputs=released_outputs, control=CONTROL))

@@ -36,7 +36,7 @@ from types import SimpleNamespace
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import (SENTENCES, Outputs, grads_of, load_backbone, main, minilm_path,  # noqa: E402
+from _harness import (patched, SENTENCES, Outputs, grads_of, load_backbone, main, minilm_path,  # noqa: E402
                       no_dropout, on_path)
 from _harness import set_determinism  # noqa: E402, F401 (the golden test calls it)
 
@@ -135,6 +135,16 @@ def released_outputs(checkout: Path) -> Outputs:
                        key_biases_zeroed(grads_of(model.named_parameters(), rename=released_name)))
 
 
+def _control():
+    import sentlab.methods.simcse as mod
+
+    orig = mod.in_batch_info_nce
+    return patched(mod, "in_batch_info_nce", lambda z1, z2, t: orig(z1, z2.roll(1, 0), t))
+
+
+CONTROL = ("positives shifted by one row (a wrong order)", _control)
+
+
 if __name__ == "__main__":
     sys.exit(main(CASE, repository=REPOSITORY, commit=COMMIT, setting=SETTING, golden_grads=GOLDEN_GRADS,
-                  sentlab_outputs=sentlab_outputs, released_outputs=released_outputs))
+                  sentlab_outputs=sentlab_outputs, released_outputs=released_outputs, control=CONTROL))

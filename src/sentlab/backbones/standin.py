@@ -76,9 +76,12 @@ def standin_state(config, layer_norm_names: str = "gamma_beta", seed: int = 0) -
         raise SentlabError(f"No original checkpoint layout is known for model_type {config.model_type!r} "
                            f"(known: {', '.join(ORIGINAL)}).")
     cls_name, dropped, _ = ORIGINAL[config.model_type]
-    torch.manual_seed(seed)
-    model = getattr(transformers, cls_name)(config)
-    spread_layer_norms(model)
+    # the values come from ``seed`` alone, and the caller's random state is left as it was: writing a stand-in
+    # (the first time a process needs it, later ones find it on disk) must not change what is drawn after it
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = getattr(transformers, cls_name)(config)
+        spread_layer_norms(model)
     state = {}
     for k, v in model.state_dict().items():
         if k not in dropped:

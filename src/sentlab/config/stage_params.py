@@ -7,9 +7,11 @@ whose undeclared sections and keys raise :class:`UndeclaredParam` when read. An 
 cannot reach a stage, and a stage that reads a key it does not declare fails loudly (naming the key to
 add) instead of running on a value DVC never compared.
 
-The one exception is params.yaml ``runtime`` (threads, device, checkpoint interval, loader workers,
+One exception is params.yaml ``runtime`` (threads, device, checkpoint interval, loader workers,
 heap, processes): how a training runs, never what it computes, so no stage declares it and editing it
-re-runs nothing (:data:`sentlab.config.RUNTIME_KEYS`).
+re-runs nothing (:data:`sentlab.config.RUNTIME_KEYS`). The other is params.yaml ``profile`` (:data:`RECORDS`),
+the profile's name: a label each stage records with its outputs and MLflow runs, never a value it computes with, so
+widening a profile (one that ``extends:`` it) or renaming its file re-runs only the stages whose values changed.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from .yaml_files import read_yaml
 from ..errors import SentlabError
 
 DICT_SECTIONS = ("methods", "methods_from", "ablations")
+RECORDS = ("profile",)   # params.yaml keys every stage reads as labels and none declares (the module docstring)
 
 
 class UndeclaredParam(SentlabError):
@@ -117,10 +120,12 @@ def stage_name(default: Optional[str] = None) -> str:
 
 
 def stage_params(stage: Optional[str] = None, root: str | os.PathLike = ".") -> Declared:
-    """The params ``stage`` declares (default: :func:`stage_name`), validated, plus ``runtime``."""
+    """The params ``stage`` declares (default: :func:`stage_name`), validated, plus ``runtime`` and :data:`RECORDS`."""
     stage = stage_name(stage)
     raw = declared_params(stage, root)
-    raw["runtime"] = read_yaml(Path(root) / "params.yaml").get("runtime") or {}
+    doc = read_yaml(Path(root) / "params.yaml")
+    raw["runtime"] = doc.get("runtime") or {}
+    raw.update({k: doc.get(k, Params.model_fields[k].default) for k in RECORDS})
     return declared_view(raw, stage)
 
 

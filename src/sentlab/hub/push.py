@@ -4,7 +4,7 @@ The folder pushed is the export stage's ``exports/<model>/`` (or any folder give
 sentence-transformers model and its ``README.md``, the model card (:mod:`sentlab.hub.card`), which the Hub shows
 as the model's page. The upload is ``huggingface_hub``'s: :meth:`HfApi.create_repo` (``exist_ok``: a second push
 is a new commit of the same repository) then :meth:`HfApi.upload_folder`. The token is huggingface_hub's own
-(``HF_TOKEN``, or ``huggingface-cli login``'s stored one); it goes only to the Hub's endpoint (``HF_ENDPOINT``,
+(``HF_TOKEN``, or ``hf auth login``'s stored one); it goes only to the Hub's endpoint (``HF_ENDPOINT``,
 default https://huggingface.co) in huggingface_hub's requests, and is never printed or logged. ``--dry-run``
 lists the files, their sizes and the card, and sends nothing (no token needed).
 """
@@ -80,7 +80,7 @@ def push(folder: Path, repo_id: str, *, private: bool = False, token: Optional[s
     token = token or get_token()
     if not token:
         raise SentlabError("No Hugging Face token: set HF_TOKEN (a token with write access, "
-                           "https://huggingface.co/settings/tokens) or run `huggingface-cli login`, then push "
+                           "https://huggingface.co/settings/tokens) or run `hf auth login`, then push "
                            "again; `--dry-run` shows what would go without one.")
     api = (api_factory or HfApi)(token=token)
     api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)

@@ -31,6 +31,11 @@ class _TemplateFields(ContrastiveParams):
         True, description="template denoising in training (PromptBERT --mask_embedding_sentence_delta): each view's "
                           "[MASK] vector minus the [MASK] vector of its empty template with the positions of a "
                           "sentence of that length, gradient through both; none at test (the unsup. evaluation)")
+    denoise_shift: Literal["own", "template1"] = Field(
+        "own", description="the denoising pass of template2: its tokens after the sentence slot shifted from its own "
+                           "slot (own) | from template's slot, i.e. by template's prefix length (template1: the "
+                           "release's get_delta, len(cls.bs) + 1 for both templates; the paper profile). Equal when "
+                           "both prefixes have as many tokens (run.sh's: 4)")
     end_period: bool = Field(
         True, description="test: '.' appended to a sentence not ending in . ? \" ' before the template, as "
                           "PromptBERT's evaluation batcher does (training: never, as its train.py)")

@@ -105,8 +105,10 @@ class TwoViewContrastive(Method):
     def template_bias(self, views: dict[str, torch.Tensor]) -> torch.Tensor:
         """PromptBERT's template denoising (its ``get_delta``): for each row of the doubled batch, the last-layer
         [MASK] vector of the row's template *without* the sentence, its tokens after the sentence slot at the
-        positions they have in the row (position ids shifted by the sentence's token count), no attention mask,
-        in train mode (dropout as the main pass) and with the gradient. ``(2N, d)``.
+        positions they have in the row (position ids shifted by the sentence's token count), every token attending
+        every token (the code passes no mask; sentlab an all-ones one, which is the same up to transformers 5.24
+        and stays so after: docs/methods.md#promptbert), in train mode (dropout as the main pass) and with the
+        gradient. ``(2N, d)``.
 
         One empty-template row per sentence length 0 … the widest the batch allows (the code: 50 rows), indexed
         by each row's sentence length = its real tokens − the template's (no host sync). The position ids are
@@ -116,6 +118,7 @@ class TwoViewContrastive(Method):
         n = mask.size(0) // 2
         device = mask.device
         out = []
+        first_before = self._template_pieces(self.templates[0])[0]
         for rows, template in ((slice(0, n), self.templates[0]), (slice(n, None), self.templates[1])):
             before, after = self._template_pieces(template)
             head, tail = self._special_tokens()
@@ -123,9 +126,15 @@ class TwoViewContrastive(Method):
             lengths = torch.arange(max(1, width - len(ids) + 1), device=device)
             d_ids = ids.unsqueeze(0).expand(len(lengths), -1)
             pos = torch.arange(len(ids), device=device).unsqueeze(0).repeat(len(lengths), 1)
-            pos[:, len(head) + len(before):] += lengths.unsqueeze(-1)
+            # the shift starts at the sentence slot: the row's own, or template 1's (denoise_shift: template1)
+            slot = len(head) + (len(first_before) if getattr(self.params, "denoise_shift", "own") == "template1"
+                                else len(before))
+            pos[:, slot:] += lengths.unsqueeze(-1)
             with self.unperturbed():
-                last = self.encoder(input_ids=d_ids, position_ids=pos, return_dict=True).last_hidden_state
+                # an all-ones mask, as "no mask" meant up to transformers 5.24: from 5.25 on, ids that jump with
+                # no mask are read as packed sequences and the template's attention is split (docs/methods.md)
+                last = self.encoder(input_ids=d_ids, attention_mask=torch.ones_like(d_ids), position_ids=pos,
+                                    return_dict=True).last_hidden_state
             at = ids.tolist().index(self.tokenizer.mask_token_id)
             sent_len = (mask[rows].sum(-1) - len(ids)).clamp(0, len(lengths) - 1)
             out.append(last[:, at][sent_len])

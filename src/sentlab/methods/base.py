@@ -131,6 +131,7 @@ class Batch:
     draw: int = 0
     seed: int = 0
     features: dict[str, Any] = field(default_factory=dict)
+    epoch: int = 0   # the pass over the corpus this micro-batch belongs to (the loop's MicroBatches sets it)
 
     def __len__(self) -> int:
         return len(self.sentences)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from typing import Literal
+from typing import Literal, Optional
 
 import torch
 from pydantic import Field
@@ -40,6 +40,14 @@ class ESimCSEParams(MoCoParams):
                             "BERT's init, N(0, initializer_range), then one momentum update with the pretrained "
                             "weights before the first keys (the released run: its momentum_model is not in the "
                             "checkpoint, its log lists it as newly initialised; the paper profile)")
+
+    momentum_update: Literal["optimizer_step", "forward"] = Field(
+        "optimizer_step", description="when θm moves: after each optimiser step (MoCo) | at the start of each "
+                                      "training forward, before the keys (the release's cl_forward: with "
+                                      "train.grad_accum k, k updates per optimiser step; the paper profile)")
+    queue_reset: Literal["never", "epoch"] = Field(
+        "never", description="empty the queue: never (MoCo) | at the first micro-batch of each pass over the corpus "
+                             "(the release's trainer sets pre_z1 = None at each epoch; the paper profile)")
 
     def slice_caps(self, *, steps: int, batch_size: int, sentences: int) -> dict:
         """The queue fits the slice: at most the keys of all but its last step, so it fills and turns over."""
@@ -101,9 +109,19 @@ class ESimCSE(MoCo):
       ``ESimCSE/logs/bert-base-uncased.log``, lists every ``momentum_model.*``
       as "newly initialized"); its first forward then updates it once with the
       pretrained weights before the first keys: here that update is done at
-      construction (:func:`bert_init_`, then θm ← λθm + (1−λ)θe);
-    * the momentum update comes after the optimiser step (the code updates at
-      the start of the next forward: the same weights encode the same keys).
+      construction (:func:`bert_init_`, then θm ← λθm + (1−λ)θe), or by the
+      first forward under ``momentum_update: forward``;
+    * ``momentum_update``: after the optimiser step (``optimizer_step``,
+      default) or at the start of each training forward, before the keys
+      (``forward``, the code's ``cl_forward``; the paper profile): the same
+      keys at ``grad_accum`` 1, k updates per step at ``grad_accum`` k;
+    * ``queue_reset``: the queue lives across epochs (``never``, default) or
+      empties at the first micro-batch of each pass over the corpus
+      (``epoch``, the code's trainer; the paper profile: one epoch, so equal);
+    * the queue keeps the newest ``queue_size`` keys, the set of the code's
+      ``cat((pre_z1, eval_z))[-neg_size:]`` (:class:`~sentlab.methods.moco.MoCo`'s
+      FIFO; a queue smaller than the batch: the code keeps the whole first batch
+      for one step, here ``queue_size`` from the start).
 
     Randomness: the repetition is drawn in :meth:`prepare` from
     ``batch.rng("repetition")``; the queue and the momentum encoder are in
@@ -131,13 +149,35 @@ class ESimCSE(MoCo):
         if params.momentum_init == "random":
             std = getattr(encoder.config, "initializer_range", 0.02)
             bert_init_(self.key_encoder, std, torch.Generator().manual_seed(seed))
-            momentum_update(self.encoder, self.key_encoder, params.momentum)  # the release's update before its keys
+            if params.momentum_update == "optimizer_step":   # the release's update before its first keys
+                momentum_update(self.encoder, self.key_encoder, params.momentum)
             self.module_init["key_encoder"] = (f"random (BERT's init at std {std} from seed {seed}) + one momentum "
-                                               "update")
+                                               "update before the first keys")
+        if params.queue_reset == "epoch":   # the pass the queued keys come from (resume: in state_dict)
+            self.register_buffer("queue_epoch", torch.zeros((), dtype=torch.long))
+            self._epoch: Optional[int] = 0
         self._max_positions = _position_limit(encoder.config, tokenizer)
 
     def _queue_capacity(self, params: ESimCSEParams) -> int:
         return params.queue_size
+
+    def _load_from_state_dict(self, *args, **kwargs):
+        super()._load_from_state_dict(*args, **kwargs)
+        self._epoch = None
+
+    def _start_pass(self, epoch: int) -> None:
+        """``queue_reset: epoch``: the first micro-batch of a new pass over the corpus empties the queue (the
+        release's ``self.pre_z1 = None`` at each epoch, esimcse/trainers.py:452)."""
+        if self._epoch is None:
+            self._epoch = int(self.queue_epoch)
+        if epoch != self._epoch:
+            self._filled, self._blocks, self._epoch = 0, [], epoch
+            self.queue_len.fill_(0)
+            self.queue_epoch.fill_(epoch)
+
+    def after_optimizer_step(self) -> None:
+        if self.params.momentum_update == "optimizer_step":
+            super().after_optimizer_step()
 
     def _momentum_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
         pairs = [(self.encoder, self.key_encoder)]
@@ -194,6 +234,10 @@ class ESimCSE(MoCo):
 
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
         views = self.prepared(batch)["views"]
+        if self.training and self.params.queue_reset == "epoch":
+            self._start_pass(batch.epoch)
+        if self.training and self.params.momentum_update == "forward":
+            self._momentum_update_key_encoder()                   # the release's cl_forward, before its keys
         z, z_pos = self._views(views)
         keys = concat_all_gather(self._key(self._sentences(views)).float())
         candidates = self._candidates(gather_with_grad(z_pos))      # in-batch positives, then the queue
@@ -204,7 +248,8 @@ class ESimCSE(MoCo):
     def export_info(self) -> dict:
         return {"method": self.id, "pooling": self.inference_pooling, "dup_rate": self.params.dup_rate,
                 "dup_len_rule": self.params.dup_len_rule, "queue_size": self.params.queue_size,
-                "momentum": self.params.momentum, "momentum_init": self.params.momentum_init}
+                "momentum": self.params.momentum, "momentum_init": self.params.momentum_init,
+                "momentum_update": self.params.momentum_update, "queue_reset": self.params.queue_reset}
 
 
 @torch.no_grad()

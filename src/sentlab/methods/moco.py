@@ -9,7 +9,7 @@ variants are small subclasses (and carry their own params: the rate).
 from __future__ import annotations
 
 import copy
-from typing import ClassVar, Optional
+from typing import ClassVar, Literal, Optional
 
 import torch
 from pydantic import Field
@@ -27,6 +27,10 @@ class MoCoParams(ContrastiveParams):
     momentum: float = Field(0.885, ge=0.0, le=1.0, description="λ in θk ← λθk + (1−λ)θq (PT-BERT Sec. 4.2)")
     queue_size: int = Field(
         256, gt=0, description="M: candidates per query, the current (global) batch's keys included")
+    optimizer: Literal["adamw", "adamw_transformers"] = Field(
+        "adamw", description="adamw: torch's AdamW | adamw_transformers: the HF Trainer's AdamW of the releases "
+                             "(transformers 4.2: ε added to √v before the bias correction, sentlab.optim.AdamWLegacy"
+                             "(correct_bias=True); smaller steps where √v̂ ~ ε; the paper profile of esimcse/ptbert)")
     key_dropout: bool = Field(True, description="the momentum key encoder (the backbone copy) in train mode, dropout "
                                                 "on, while it encodes keys; false: eval mode. That copy only: the key "
                                                 "MLP has no dropout, PT-BERT's key attention keeps attn_dropout")
@@ -79,7 +83,10 @@ class MoCo(Method):
        queue is full (batch 64 + the previous 3 batches = 256); the positive of
        query i is candidate i (rank·B + i under DDP) — the diagonal;
     4. InfoNCE over cos/τ (PT-BERT Eq. 4);
-    5. the current keys enter the queue, the oldest leave (FIFO);
+    5. the current keys enter the queue, the oldest leave (FIFO of keys: a
+       batch's row i counts as older than its row i+1, so a queue that is not a
+       whole number of batches keeps the last rows of its oldest batch, as a ring
+       buffer and the ESimCSE release do; :meth:`_dequeue_and_enqueue`);
     6. after each optimiser step: θk ← λθk + (1−λ)θq, λ = 0.885 (Eq. 5).
 
     The queue starts empty (as the authors' released code, whose queue is a
@@ -125,6 +132,7 @@ Embeddings},
         self.register_buffer("queue", torch.zeros(self._queue_capacity(params), hidden))
         self.register_buffer("queue_len", torch.zeros((), dtype=torch.long))
         self._filled: Optional[int] = 0  # queue_len as a Python int (read from the buffer once after a load)
+        self._blocks: Optional[list[int]] = []  # rows of each queued batch, newest first (_dequeue_and_enqueue)
         self._augment_fn = make_augmenter(self.augmentation, getattr(params, "rate", 0.0))
 
     def _queue_capacity(self, params: MoCoParams) -> int:
@@ -140,7 +148,17 @@ Embeddings},
 
     def _load_from_state_dict(self, *args, **kwargs):
         super()._load_from_state_dict(*args, **kwargs)
-        self._filled = None
+        self._filled = self._blocks = None
+
+    def configure_optimizers(self, *, weight_decay: float = 0.0, fused: bool = False) -> torch.optim.Optimizer:
+        """``optimizer: adamw`` — torch's AdamW (the base class's); ``adamw_transformers`` — the AdamW of the HF
+        Trainer the releases ran (transformers 4.2, ``correct_bias=True``, ε 1e-8, the decay after the step)."""
+        if self.params.optimizer == "adamw":
+            return super().configure_optimizers(weight_decay=weight_decay, fused=fused)
+        from ..optim import AdamWLegacy
+
+        return AdamWLegacy(list(self.trainable_parameters()), lr=self.params.lr, eps=1e-8,
+                           weight_decay=weight_decay, correct_bias=True)
 
     # --- the mechanisms --------------------------------------------------------
     def _momentum_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
@@ -154,15 +172,41 @@ Embeddings},
 
     @torch.no_grad()
     def _dequeue_and_enqueue(self, keys: torch.Tensor) -> None:
-        """Put ``keys`` (already gathered across ranks) in front of the queue; the oldest keys fall off the end."""
+        """Put ``keys`` (already gathered across ranks) in front of the queue; the oldest keys leave.
+
+        The queue holds the newest ``queue.size(0)`` keys in the order they were made (a batch's row i before its
+        row i+1): whole batches, newest first, each in its own row order; when the oldest batch no longer fits
+        whole, its *last* rows stay — the set of a FIFO of single keys (MoCo's ring buffer), and the set of the
+        ESimCSE release's ``torch.cat((pre_z1, eval_z))[-neg_size:]`` (issue #66). Python ints only (the batches'
+        sizes in :attr:`_blocks`): no read from the device."""
         size = self.queue.size(0)
         if size == 0:
             return
         n = self._queue_filled()
-        merged = torch.cat([keys.detach().float(), self.queue[:n]], dim=0)[:size]
-        self.queue[: merged.size(0)] = merged
-        self._filled = merged.size(0)
+        blocks = [keys.size(0)] + self._queue_blocks(n, keys.size(0))
+        merged = torch.cat([keys.detach().float(), self.queue[:n]], dim=0)
+        total = merged.size(0)
+        while total > size:                        # drop the oldest rows: the first rows of the oldest batch
+            excess, last = total - size, blocks[-1]
+            start = total - last
+            if last <= excess:
+                merged, total = merged[:start], start
+                blocks.pop()
+            else:
+                merged = torch.cat([merged[:start], merged[start + excess:]], dim=0)
+                blocks[-1], total = last - excess, total - excess
+        self.queue[:total] = merged
+        self._filled, self._blocks = total, blocks
         self.queue_len.fill_(self._filled)
+
+    def _queue_blocks(self, n: int, batch: int) -> list[int]:
+        """Rows of each batch in the queue, newest first (the oldest may hold only its last rows). After a
+        ``load_state_dict`` (which keeps the keys, not the batches' sizes) the queue is read as batches of the
+        current size, its oldest batch partial: what a run of one batch size leaves."""
+        if getattr(self, "_blocks", None) is None or sum(self._blocks) != n:
+            whole, rest = divmod(n, batch)
+            self._blocks = [batch] * whole + ([rest] if rest else [])
+        return self._blocks
 
     def _queue_filled(self) -> int:
         if self._filled is None:

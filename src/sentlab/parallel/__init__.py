@@ -11,9 +11,11 @@ DVC cache is the workspace's; a final ``dvc repro`` in the workspace then restor
 from DVC's run cache (no stage runs twice), writes ``dvc.lock`` and runs the report.
 
 Modules: :mod:`.graph` (stages, chains), :mod:`.worktree` (a task's checkout, dvc with lock retries),
-:mod:`.task` (the Ray task), :mod:`.schedule` (GPU shares, order, nproc), :mod:`.tracking_server` (MLflow
+:mod:`.task` (the Ray task), :mod:`.schedule` (GPU shares, order, nproc), :mod:`.gpus` (which GPU a share goes
+to), :mod:`.tracking_server` (MLflow
 under concurrency), :mod:`.runner`
-(``sentlab run``), :mod:`.status` (``sentlab status``), :mod:`.guard` (a stage dies with its worker).
+(``sentlab run``), :mod:`.stop` (how it stops: SIGTERM, its chains cancelled), :mod:`.status` (``sentlab status``),
+:mod:`.guard` (a stage dies with its worker).
 Ray is an optional extra: ``pip install sentlab[ray]``.
 """
 

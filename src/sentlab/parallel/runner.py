@@ -19,8 +19,6 @@ import contextlib
 import os
 import re
 import shutil
-import signal
-import sys
 import time
 from pathlib import Path
 
@@ -28,8 +26,10 @@ from ..errors import SentlabError
 from ..io import write_json
 from . import SHARED, STATE_DIR
 from .graph import Plan, plan_for, stage_names
+from . import gpus as placement
 from .schedule import AUTO, chain_gpus, chain_seconds, check_nproc, costs_for, submission_order
 from .status import read_run_json
+from .stop import on_sigterm, say, stop_chains
 from .task import run_chain, write_state
 from .tracking_server import tracking_server
 from .worktree import bundle, cache_dir, make_worktree, node_env, remove_worktree, run_dvc
@@ -37,10 +37,6 @@ from .worktree import bundle, cache_dir, make_worktree, node_env, remove_worktre
 ENV_PREFIXES = ("SENTLAB_", "MLFLOW_", "HF_", "NLTK_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH_")
 RAN = re.compile(r"^Running stage '([^']+)'", re.M)
 REPORT = ("report",)   # what a targeted run (``--table``) builds afterwards from what exists, outside DVC
-
-
-def say(msg: str) -> None:
-    print(f"[sentlab run {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def import_ray():
@@ -71,15 +67,10 @@ def oversubscribed(jobs: int, threads: int | None, address: str | None) -> bool:
     return True
 
 
-def on_sigterm() -> None:
-    """A SIGTERM (a scheduler ending the job) unwinds like Ctrl-C: the chains are stopped (their trainings write a
-    resume checkpoint), the tracking server stops, the parent run is KILLED. Installed again after ``ray.init``,
-    whose fatal-signal handler in the driver would otherwise log a stack and abort the process on SIGTERM, in the
-    middle of stopping the chains (seen under SLURM: issue #65 §3)."""
-    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
-
-
 def start_ray(ray, jobs: int, address: str | None, gpus: float | None, cpus_per_task: float) -> dict:
+    """Connect to ``address``, or start a Ray of this run's own declaring ``gpus`` GPUs (None: Ray detects them) and
+    one slot per GPU (:mod:`.gpus`: where each chain's share goes). The runner's SIGTERM handler is installed again
+    afterwards (:func:`on_sigterm`)."""
     try:
         return _start_ray(ray, jobs, address, gpus, cpus_per_task)
     finally:
@@ -89,10 +80,17 @@ def start_ray(ray, jobs: int, address: str | None, gpus: float | None, cpus_per_
 def _start_ray(ray, jobs, address, gpus, cpus_per_task) -> dict:
     if address:
         ray.init(address=address, log_to_driver=False)
-    else:
-        # address="local": a Ray of this run's own, never a cluster RAY_ADDRESS or `ray start` left on the machine
-        ray.init(address="local", num_cpus=max(1, jobs) * cpus_per_task, num_gpus=gpus, include_dashboard=False,
-                 log_to_driver=False, object_store_memory=200 * 2 ** 20)
+        return ray.cluster_resources()
+    # address="local": a Ray of this run's own, never a cluster RAY_ADDRESS or `ray start` left on the machine
+    opts = dict(address="local", num_cpus=max(1, jobs) * cpus_per_task, include_dashboard=False, log_to_driver=False,
+                object_store_memory=200 * 2 ** 20)
+    if gpus is None:   # the count Ray detects, then the slots for it (a custom resource is declared at the start)
+        ray.init(**opts)
+        gpus = ray.cluster_resources().get("GPU", 0)
+        if not gpus:
+            return ray.cluster_resources()
+        ray.shutdown()
+    ray.init(**opts, num_gpus=gpus, resources=placement.slot_resources(int(gpus)))
     return ray.cluster_resources()
 
 
@@ -103,8 +101,9 @@ def gpus_text(g) -> str:
 def fan_out(ray, root: Path, p: Plan, rt, state: Path, resources: dict, remote: bool, run_id: str,
             local: bool = True, costs: dict | None = None, keep_worktrees: bool = False) -> dict:
     """Submit every chain, longest planned first, each asking for its GPU share (:mod:`.schedule`; ``costs``:
-    :func:`.schedule.stage_costs`, None: DVC's order); returns chain id -> result, as they finish. A chain's
-    worktree is removed as soon as it has finished (unless ``keep_worktrees``; a failed chain's stays)."""
+    :func:`.schedule.stage_costs`, None: DVC's order) on the GPU with the most room (:mod:`.gpus`); returns chain id
+    -> result, as they finish. A chain's worktree is removed as soon as it has finished (unless ``keep_worktrees``;
+    a failed chain's stays)."""
     has_gpu = resources.get("GPU", 0) > 0
     if rt.gpus_per_task and not has_gpu:
         say("the Ray cluster has no GPU: tasks run on CPUs only")
@@ -123,29 +122,55 @@ def fan_out(ray, root: Path, p: Plan, rt, state: Path, resources: dict, remote: 
     else:
         common.update(remote=remote, bundle=ray.put(bundle(root)))   # once in the object store, not per task
     fn = ray.remote(run_chain)
-    refs, by_ref = {}, {}
+    want = {c.id: chain_gpus(c, rt.gpus_per_task, rt.nproc, costs) if has_gpu else 0.0 for c in order}
+    placement.check(resources, list(want.values()))
+    slots = placement.slot_capacity(resources) if has_gpu else {}
+    placer = placement.Placer(slots) if slots else None
+    specs = {}
     for c in order:
-        gpus = chain_gpus(c, rt.gpus_per_task, rt.nproc, costs) if has_gpu else 0
-        spec = {**common, "id": c.id, "stages": c.stages, "restore": c.restore, "checkout": c.checkout,
-                "worktree": str(state / "worktrees" / c.id)}
+        specs[c.id] = {**common, "id": c.id, "stages": c.stages, "restore": c.restore, "checkout": c.checkout,
+                       "worktree": str(state / "worktrees" / c.id)}
         if not remote:
-            make_worktree(root, spec["worktree"], common["cache"])
+            make_worktree(root, specs[c.id]["worktree"], common["cache"])
         for s in c.stages:
             write_state(state, s, status="queued", chain=c.id, log=str(state / "logs" / f"{s}.log"))
-        ref = fn.options(num_gpus=gpus, num_cpus=rt.cpus_per_task, max_retries=rt.task_retries,
-                         retry_exceptions=False, name=f"chain:{c.id}").remote(spec, *[refs[n] for n in c.needs])
-        refs[c.id], by_ref[ref] = ref, c
+    # submitted when its upstream chains have finished, a task's CPUs are free and its share fits a GPU now
+    # (:mod:`.gpus`): the longest waiting chain first, a shorter one where the longer does not fit yet
+    at_once = max(1, int(resources.get("CPU", 1) // rt.cpus_per_task))
     results: dict[str, dict] = {}
-    pending = list(by_ref)
-    while pending:
+    waiting, running = list(order), {}
+    while waiting or running:
+        for c in list(waiting):
+            if len(running) >= at_once:
+                break
+            if any(n not in results for n in c.needs):
+                continue
+            upstream = [results[n] for n in c.needs]
+            gpus = 0.0 if any(u.get("status") != "done" for u in upstream) else want[c.id]   # skipped: no GPU
+            taken = placer.place(gpus) if placer is not None else {}
+            if taken is None:
+                continue
+            spec = {**specs[c.id], "gpu_slots": sorted(taken)} if placer is not None else specs[c.id]
+            opts = placement.ray_options(taken) if placer is not None else {"num_gpus": gpus}
+            ref = fn.options(**opts, num_cpus=rt.cpus_per_task, max_retries=rt.task_retries, retry_exceptions=False,
+                             name=f"chain:{c.id}").remote(spec, *upstream)
+            running[ref] = (c, taken)
+            waiting.remove(c)
+        if not running:
+            asks = ", ".join(f"{c.id} asks for {want[c.id]:g} GPUs" for c in waiting)
+            raise SentlabError(f"No chain can start: {asks}, more than the Ray cluster's {resources.get('GPU', 0):g} "
+                               f"GPUs hold on one node. "
+                               f"Lower params.yaml `runtime.gpus_per_task` (or `runtime.nproc`), or add GPUs.")
         try:
-            done, pending = ray.wait(pending, num_returns=1, timeout=1.0)
-        except BaseException:   # SIGTERM (a scheduler's time limit) or Ctrl-C: the trainings checkpoint first
-            stop_chains(ray, pending, by_ref)
+            done, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
+        except (SystemExit, KeyboardInterrupt):   # SIGTERM (a scheduler's time limit), Ctrl-C: trainings checkpoint
+            stop_chains(ray, {r: c for r, (c, _) in running.items()}, len(waiting))
             raise
         if not done:
             continue
-        c = by_ref[done[0]]
+        c, taken = running.pop(done[0])
+        if placer is not None:
+            placer.release(taken)
         try:
             res = ray.get(done[0])
         except Exception as e:  # noqa: BLE001 - the worker died past its retries, or the task's own error
@@ -166,23 +191,10 @@ def fan_out(ray, root: Path, p: Plan, rt, state: Path, resources: dict, remote: 
         if res["status"] == "done" and not remote and not keep_worktrees:
             remove_worktree(root, state / "worktrees" / c.id)   # now: a long run's disk holds running chains only
         took = ", ".join(f"{s} {v.get('seconds', '-')} s" for s, v in res.get("stages", {}).items())
-        say(f"[{len(results)}/{len(refs)}] {c.id}: {res['status']} ({took}) on {res.get('host')} "
+        say(f"[{len(results)}/{len(order)}] {c.id}: {res['status']} ({took}) on {res.get('host')} "
             f"CUDA_VISIBLE_DEVICES={res.get('cuda_visible_devices')}"
             + (f" -- {res['failed']} failed, log {res['log']}" if res["status"] == "failed" else ""))
     return results
-
-
-def stop_chains(ray, pending: list, by_ref: dict) -> None:
-    """Cancel the chains still queued or running and wait for them: a running one's ``dvc`` gets SIGTERM through its
-    guard (:func:`.worktree.run_stoppable`), its training writes a resume checkpoint after its current step
-    (:mod:`sentlab.train.preempt`) and the next run resumes it in the same worktree (kept: it did not finish)."""
-    from .guard import GRACE_S
-
-    say(f"stopping: {len(pending)} chain(s) cancelled, their trainings write a resume checkpoint "
-        f"(waiting up to {GRACE_S + 30:.0f} s): " + ", ".join(by_ref[r].id for r in pending))
-    for r in pending:
-        ray.cancel(r, force=False)
-    ray.wait(pending, num_returns=len(pending), timeout=GRACE_S + 30)
 
 
 def run(root: str | Path = ".", jobs: int = 2, address: str | None = None, gpus: float | None = None,

@@ -1,7 +1,8 @@
 """The Ray task: one chain of stages in its own checkout.
 
-:func:`run_chain` runs on a Ray worker. Ray has already set ``CUDA_VISIBLE_DEVICES`` to the GPUs it gave the
-task; the stages see only those. With the workspace's filesystem (one machine, or a shared one) the checkout
+:func:`run_chain` runs on a Ray worker. Its stages see only the GPUs the coordinator placed the chain on
+(``spec["gpu_slots"]``, :mod:`.gpus`), or those Ray gave the task (``CUDA_VISIBLE_DEVICES``, a cluster without
+slots). With the workspace's filesystem (one machine, or a shared one) the checkout
 is the worktree the coordinator made and the stage states and logs go to the workspace's
 ``.dvc/tmp/sentlab``; without it (``remote``) the task unpacks the workspace's files, pulls the outputs its
 stages read from the DVC remote and pushes its outputs and run-cache entries back. A stage that fails ends
@@ -50,6 +51,12 @@ def run_chain(spec: dict, *upstream: dict) -> dict:
     res = {"chain": chain, "status": "done", "stages": {}, "host": socket.gethostname(), "pid": os.getpid(),
            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "gpu_ids": _gpu_ids(),
            "attempt_started": time.time()}
+    gpu = {}
+    if spec.get("gpu_slots") is not None:   # placed by the coordinator (.gpus): the node's GPUs at those slots
+        from .gpus import chain_devices
+
+        gpu["CUDA_VISIBLE_DEVICES"] = chain_devices(spec["gpu_slots"])
+        res.update(cuda_visible_devices=gpu["CUDA_VISIBLE_DEVICES"], gpu_ids=[str(i) for i in spec["gpu_slots"]])
     shared = spec.get("state_dir") if not spec.get("remote") else None
     failed_up = [u["chain"] for u in upstream if u.get("status") != "done"]
     if failed_up:
@@ -57,7 +64,7 @@ def run_chain(spec: dict, *upstream: dict) -> dict:
             write_state(shared, s, status="skipped", reason=f"needs chain {', '.join(failed_up)}, which failed")
             res["stages"][s] = {"status": "skipped"}
         return {**res, "status": "skipped", "reason": f"upstream chain(s) failed: {', '.join(failed_up)}"}
-    env = node_env(spec.get("env", {}), spec.get("threads"))
+    env = {**node_env(spec.get("env", {}), spec.get("threads")), **gpu}
     if spec.get("remote"):
         base = Path(tempfile.gettempdir()) / "sentlab-worktrees" / spec["run_id"]
         data = spec["bundle"]

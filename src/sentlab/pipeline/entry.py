@@ -16,6 +16,9 @@ def run_stage(main: Callable[[], object]) -> int:
     logging.basicConfig(level=os.environ.get("SENTLAB_LOG", "INFO"), format="%(levelname)s %(name)s: %(message)s")
     for noisy in ("httpx", "urllib3", "filelock", "huggingface_hub", "alembic", "mlflow"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    from ..provenance.lock import warn_outside_lock
+
+    warn_outside_lock(logging.getLogger("sentlab.lock"))   # installed versions other than the lock's (#68)
 
     def observed():  # the `stage` phase (sentlab.timing): a tool observing it sees the stage's exception
         with timed("stage", script=sys.argv[0] if sys.argv else ""):

@@ -3,9 +3,10 @@
 :func:`environment_fingerprint` goes into ``models/<name>/sentlab.json``, the metrics JSON, the
 MLflow run (as ``env.*`` tags) and the report header: sentlab's git commit and dirty flag, the
 versions of Python / torch / transformers / tokenizers / sentence-transformers, the device's name,
-CUDA and cuDNN versions, the precision, the determinism settings, and the sha256 of every data file
-the run read. "Seed, hardware, library versions" — the usual answer when a number does not
-reproduce — becomes something one can diff.
+CUDA and cuDNN versions, the precision, the determinism settings, the installed packages whose
+version is not the lock's (``outside_lock``, :mod:`sentlab.provenance.lock`), and the sha256 of
+every data file the run read. "Seed, hardware, library versions" — the usual answer when a number
+does not reproduce — becomes something one can diff.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 from typing import Iterable, Optional
+
+from .lock import drift_summary
 
 PACKAGES = ("torch", "transformers", "tokenizers", "sentence-transformers", "numpy", "scipy")
 # tracked files a pipeline run rewrites itself: DVC's lock file (each stage records its outputs' hashes in it).
@@ -173,6 +176,7 @@ def environment_fingerprint(device=None, precision: Optional[str] = None,
         "cudnn_deterministic": str(torch.backends.cudnn.deterministic).lower(),
         "cudnn_benchmark": str(torch.backends.cudnn.benchmark).lower(),
         "threads": threads or torch.get_num_threads(),
+        "outside_lock": drift_summary(),   # installed packages whose version is not the lock's (provenance/lock.py)
         "data_sha256": file_hashes(data_files),
     }
 

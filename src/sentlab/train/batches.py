@@ -38,6 +38,10 @@ class MicroBatches(torch.utils.data.Dataset):
         start = (pos * self.grad_accum + a) * self.batch_size + self.rank * self.local
         return self._orders[epoch][start: start + self.local].tolist()
 
+    def epoch(self, t: int) -> int:
+        """The pass over the corpus micro-batch ``t`` belongs to."""
+        return t // self.grad_accum // self.steps_per_epoch
+
     def __getitem__(self, t: int) -> tuple[int, list[int]]:
         return t, self.rows(t)
 
@@ -45,13 +49,15 @@ class MicroBatches(torch.utils.data.Dataset):
 class PrepareBatch:
     """The DataLoader's ``collate_fn``: rows -> :class:`~sentlab.methods.base.Batch` -> ``method.prepare``."""
 
-    def __init__(self, method, corpus: Corpus, seed: int):
-        self.method, self.corpus, self.seed = method, corpus, seed
+    def __init__(self, method, corpus: Corpus, seed: int, epoch_of=None):
+        self.method, self.corpus, self.seed, self.epoch_of = method, corpus, seed, epoch_of
 
     def __call__(self, item: tuple[int, list[int]]):
         t, rows = item
         batch = self.corpus.batch(rows)
         batch.draw, batch.seed = t, self.seed
+        if self.epoch_of is not None:
+            batch.epoch = self.epoch_of(t)
         return self.method.prepare(batch)
 
 
@@ -63,7 +69,7 @@ def micro_batch_loader(method, corpus: Corpus, train_cfg, *, seed: int, steps_pe
     context = mp.get_context("fork") if workers and "fork" in mp.get_all_start_methods() else None
     data = MicroBatches(len(corpus), train_cfg.batch_size, train_cfg.grad_accum, steps_per_epoch, seed, rank, world)
     return torch.utils.data.DataLoader(
-        data, batch_size=None, sampler=range(start, end), collate_fn=PrepareBatch(method, corpus, seed),
+        data, batch_size=None, sampler=range(start, end), collate_fn=PrepareBatch(method, corpus, seed, data.epoch),
         num_workers=workers, pin_memory=device.type == "cuda", persistent_workers=False,
         multiprocessing_context=context, prefetch_factor=4 if workers else None,
         # its base seed is not drawn from (and does not move) torch's RNG

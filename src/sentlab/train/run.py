@@ -184,7 +184,7 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
                 fingerprint=environment_fingerprint(device=device, precision=precision,
                                                     data_files=[root / "data" / "corpus" / f"{corpus_name}.parquet",
                                                                 root / "data" / "sts" / "sts.parquet"]))
-    logged = {"seed": params.seed, "profile": params.profile, "backbone": backbone,
+    logged = {"seed": params.seed, "backbone": backbone,
               "train": cfg.model_dump(), "precision": precision, "attention": attention, "dropout_kernel": dropout,
               "heap": heap, "method": {"id": method_id, **mparams.model_dump()}, "run_key": key, "init": info["init"],
               "corpus": {"name": corpus_name, "sentences": len(corpus)}}
@@ -203,7 +203,7 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
                               train=cfg.model_dump(), keys=cls.run_name_params)
         from ..provenance.environment import fingerprint_tags
 
-        tags = {"stage": "train", "method": method_id, "profile": params.profile, "sentlab.model": name,
+        tags = {"stage": "train", "method": method_id, "sentlab.profile": params.profile, "sentlab.model": name,
                 "sentlab.group": group or name, "sentlab.run_key": key, "sentlab.seed": str(params.seed),
                 **fingerprint_tags(info["fingerprint"])}
         # every seed of a method nests under one run of the method (the report logs the seed aggregate there);

@@ -205,7 +205,7 @@ def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, t
                                                       data_files=[Path("data/sts/sts.parquet")])}
     timings = pop_timings(metrics)
     run_params = {"model": model, "pooling": pooling or encoders[name].pooling, "kind": kind,
-                  "profile": params.profile, "evaluate": params.evaluate.model_dump(), **(extra_params or {})}
+                  "evaluate": params.evaluate.model_dump(), **(extra_params or {})}
     skip = ("per_task", "extra_rows", "diagnostics", "whitening", "flow", "word_vectors", "method", "ci95",
             "fingerprint", "bootstrap_seed")
     out_path = Path(out_path)
@@ -225,6 +225,7 @@ def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, t
     from ...provenance.environment import fingerprint_tags
 
     with tracking.run(f"eval/{name}", params=run_params, tags={"sentlab.stage": "evaluate", "sentlab.model": name,
+                                                                "sentlab.profile": params.profile,
                                                                 **fingerprint_tags(metrics["fingerprint"])}) as ml:
         tracking.log_metrics({k: v for k, v in metrics.items() if k not in skip})
         tracking.log_metrics(timings)

@@ -87,8 +87,9 @@ def record(suite: str, name: str, metrics: dict, settings: dict, info: Optional[
 
     flat = {_metric_name(k): v for k, v in metrics.items() if isinstance(v, float)}
     write_json(OUT / suite / f"{name}.json", metrics)   # the output first: tracking may fail or wait
-    with tracking.run(f"{suite}/{name}", params={"model": model, "profile": metrics.get("profile"), suite: settings},
-                      tags={"sentlab.stage": f"evaluate_{suite}", "sentlab.model": name}):
+    with tracking.run(f"{suite}/{name}", params={"model": model, suite: settings},
+                      tags={"sentlab.stage": f"evaluate_{suite}", "sentlab.model": name,
+                            "sentlab.profile": str(metrics.get("profile", ""))}):
         tracking.log_metrics(flat)
     if info and info.get("run_key"):
         train_run = tracking.find_training_run(name, info["run_key"])

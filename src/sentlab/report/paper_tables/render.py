@@ -61,12 +61,13 @@ def cell_text(res: Resolved, col: str, digits: int = 2) -> str:
     return f"{rs} / {ps} ({d:+.{digits}f})"
 
 
-def _row_note(res: Resolved, backbone: str, profile: str) -> str:
+def _row_note(res: Resolved, backbone: str) -> str:
     parts = []
     if res.evaluated:
         parts.append(f"`{res.model}`")
-        other = res.backbone and res.backbone not in (backbone, res.spec.backbone)
-        if other or (res.profile and res.profile != profile):
+        # another backbone is stale; another profile's name is not (a profile that widens the one a result was
+        # evaluated under keeps it: its stage's values are the ones in force; the CSV's `profile` column names it)
+        if res.backbone and res.backbone not in (backbone, res.spec.backbone):
             parts.append(f"stale: evaluated with {res.backbone}, profile {res.profile}")
         if res.backbone and not B.comparable(res.backbone, res.spec.backbone):
             parts.append(B.no_delta_note(res.backbone, res.spec.backbone))
@@ -108,7 +109,7 @@ def to_markdown(spec: TableSpec, rows: list[Resolved], backbone: str, profile: s
             out.append(f"| **{section}** |" + " |" * (len(head) - 1))
         cells = [cell_text(res, c, spec.digits) for c in spec.columns]
         out.append("| " + " | ".join(x.replace("|", "\\|") for x in [res.spec.label, *cells,
-                                                                      _row_note(res, backbone, profile)]) + " |")
+                                                                      _row_note(res, backbone)]) + " |")
     if legend:
         out += ["", legend]
     return "\n".join(out) + "\n"
@@ -177,7 +178,7 @@ def to_latex(spec: TableSpec, rows: list[Resolved], backbone: str, profile: str,
             section = res.spec.section
             out.append(r"\multicolumn{%d}{l}{\textit{%s}} \\" % (len(cols) + 2, tex_escape(section)))
         cells = [tex_escape(cell_text(res, c, spec.digits)) for c in cols]   # the Markdown cells, marks included
-        note = tex_escape(_row_note(res, backbone, profile))
+        note = tex_escape(_row_note(res, backbone))
         out.append(tex_escape(res.spec.label) + " & " + " & ".join(cells) + f" & {note} \\\\")
     caption = (f"{spec.title}. Reproduced ({tex_escape(backbone)}, profile {tex_escape(profile)}) / paper "
                f"({tex_escape(spec.source)}, {tex_escape(spec.paper_setting)}), difference in parentheses.")
