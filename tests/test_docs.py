@@ -12,7 +12,8 @@ from urllib.parse import unquote
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-README_MAX_LINES = 220
+# a guide, not a budget to squeeze (issue #67 §3): 240 since the install block (#68, #65 §1) joined the first screen
+README_MAX_LINES = 240
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "benchmarks").glob("*.md"))]
 
 FENCE = re.compile(r"^\s*(```|~~~)")
