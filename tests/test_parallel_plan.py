@@ -110,13 +110,13 @@ def test_guard_ends_the_stage_when_its_worker_dies(tmp_path):
 def test_dvc_lock_contention_is_retried(tmp_path, monkeypatch):
     calls = []
 
-    def fake_run(cmd, cwd, env, stdout, stderr):
+    def fake_run(cmd, cwd, env, stdout, stderr):   # worktree.run_stoppable: subprocess.run that stops gently
         calls.append(cmd)
         stdout.write("ERROR: Unable to acquire lock. Most likely another DVC process is running\n" if len(calls) < 3
                      else "Running stage 'x':\n")
         return subprocess.CompletedProcess(cmd, 1 if len(calls) < 3 else 0)
 
-    monkeypatch.setattr(worktree.subprocess, "run", fake_run)
+    monkeypatch.setattr(worktree, "run_stoppable", fake_run)
     monkeypatch.setattr(worktree.time, "sleep", lambda s: None)
     log = tmp_path / "x.log"
     assert worktree.run_dvc(["repro", "x"], tmp_path, log, guard=False) == 0 and len(calls) == 3
@@ -130,7 +130,7 @@ def test_dvc_lock_contention_is_retried(tmp_path, monkeypatch):
         stdout.write("ERROR: failed to reproduce 'x'\n")
         return subprocess.CompletedProcess(cmd, 255)
 
-    monkeypatch.setattr(worktree.subprocess, "run", other_error)
+    monkeypatch.setattr(worktree, "run_stoppable", other_error)
     assert worktree.run_dvc(["repro", "x"], tmp_path, log, guard=False) == 255 and len(calls) == 1
 
 
@@ -151,3 +151,51 @@ def test_the_runner_says_when_the_profiles_training_threads_oversubscribe_the_cp
     assert not runner.oversubscribed(2, 1, None)
     assert not runner.oversubscribed(1, 2, None)
     assert not runner.oversubscribed(4, 2, "ray://head:10001")   # a cluster's nodes have their own cores
+
+
+def test_status_reads_a_coordinator_on_another_host_as_running_not_stale(tmp_path, monkeypatch, capsys):
+    """Issue #65 §3: `sentlab status` on a login node, the run's coordinator on a compute node: its pid means nothing
+    here, so the running stage stays running (not stale) and the run is named with its host; on the coordinator's
+    own host a dead pid still reads as ended."""
+    import json
+    import socket
+
+    from sentlab.parallel import STATE_DIR, status
+
+    state = tmp_path / STATE_DIR
+    (state / "stages").mkdir(parents=True)
+    (state / "stages" / "train@simcse.json").write_text(json.dumps(
+        {"status": "running", "host": "gpu-node-7", "started": time.time(), "cuda_visible_devices": "0"}))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()   # a pid that ran and ended (on this host; on another host the same number is someone else's)
+    monkeypatch.setattr(status, "stage_names", lambda root: ["train@simcse"])
+    monkeypatch.setattr(status, "stage_edges", lambda root: {})
+    monkeypatch.setattr(status, "changed_stages", lambda root: {"train@simcse"})
+    for host, want, active in (("gpu-node-7", "running", None), (socket.gethostname(), "stale", False)):
+        (state / "run.json").write_text(json.dumps({"run_id": "r1", "pid": dead.pid, "host": host}))
+        rows, run = status.stage_status(tmp_path)
+        assert rows[0]["status"] == want and run["active"] is active
+    (state / "run.json").write_text(json.dumps({"run_id": "r1", "pid": dead.pid, "host": "gpu-node-7"}))
+    status.print_status(tmp_path)
+    out = capsys.readouterr().out
+    assert "on gpu-node-7" in out and f"pid {dead.pid}, runs on gpu-node-7: not checked from here" in out
+
+
+def test_the_guard_waits_for_the_stage_it_stops_to_write_its_checkpoint(tmp_path):
+    """A task cancelled (a scheduler's time limit): the guard's SIGTERM reaches the training under `dvc`, which dies
+    at once; the guard waits for the training (its subreaper) to finish writing, not only for `dvc`."""
+    done = tmp_path / "checkpoint-written"
+    training = (f"import signal, time, pathlib\n"
+                f"signal.signal(signal.SIGTERM, lambda *a: (time.sleep(2),\n"
+                f"              pathlib.Path({str(done)!r}).write_text('ok'), exit(143)))\n"
+                f"pathlib.Path({str(tmp_path / 'ready')!r}).write_text('')\ntime.sleep(600)\n")
+    dvc = f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {training!r}])\ntime.sleep(600)\n"
+    guard = subprocess.Popen([sys.executable, "-m", "sentlab.parallel.guard", "--", sys.executable, "-c", dvc],
+                             env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")})
+    deadline = time.time() + 60
+    while not (tmp_path / "ready").exists():
+        assert time.time() < deadline and guard.poll() is None
+        time.sleep(0.1)
+    guard.send_signal(signal.SIGTERM)
+    assert guard.wait(timeout=60) == 128 + signal.SIGTERM
+    assert done.read_text() == "ok"   # written 2 s after the signal, before the guard returned

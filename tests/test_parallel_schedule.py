@@ -117,7 +117,7 @@ class FakeRay:
                 return Call()
         return Fn()
 
-    def wait(self, pending, num_returns=1):
+    def wait(self, pending, num_returns=1, timeout=None):   # the runner waits at most 1 s (a SIGTERM is seen)
         return pending[:1], pending[1:]
 
     def get(self, ref):

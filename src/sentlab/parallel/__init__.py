@@ -14,7 +14,8 @@ Modules: :mod:`.graph` (stages, chains), :mod:`.worktree` (a task's checkout, dv
 :mod:`.task` (the Ray task), :mod:`.schedule` (GPU shares, order, nproc), :mod:`.gpus` (which GPU a share goes
 to), :mod:`.tracking_server` (MLflow
 under concurrency), :mod:`.runner`
-(``sentlab run``), :mod:`.status` (``sentlab status``), :mod:`.guard` (a stage dies with its worker).
+(``sentlab run``), :mod:`.stop` (how it stops: SIGTERM, its chains cancelled), :mod:`.status` (``sentlab status``),
+:mod:`.guard` (a stage dies with its worker).
 Ray is an optional extra: ``pip install sentlab[ray]``.
 """
 

@@ -23,7 +23,7 @@ def run_targets(args) -> list[str] | None:
 
 def _cmd_run(args) -> int:
     targets = run_targets(args)
-    if args.jobs <= 1 and not args.address:
+    if args.jobs <= 1 and not args.address and not args.no_final:
         if targets is None:
             return subprocess.run([sys.executable, "-m", "dvc", "repro"]).returncode
         return _serial_targets(targets)
@@ -31,7 +31,7 @@ def _cmd_run(args) -> int:
 
     remote = args.remote or bool(args.address and not args.shared_fs)
     return run(".", jobs=args.jobs, address=args.address, gpus=args.gpus, remote=remote,
-               keep_worktrees=args.keep_worktrees, targets=targets)
+               keep_worktrees=args.keep_worktrees, targets=targets, final=not args.no_final)
 
 
 def _serial_targets(targets: list[str]) -> int:
@@ -81,6 +81,10 @@ def register_cli(sub) -> None:
     r.add_argument("--shared-fs", action="store_true", help="with --address: every node sees this workspace at the "
                                                             "same path (no DVC remote needed)")
     r.add_argument("--keep-worktrees", action="store_true", help="keep the tasks' worktrees after success")
+    r.add_argument("--no-final", action="store_true", help="the chains only: their outputs stay in DVC's run cache, "
+                                                           "and a later `dvc repro` here restores them and runs the "
+                                                           "report and export (a CPU job after the GPU job: "
+                                                           "scripts/slurm/, docs/slurm.md)")
     r.add_argument("--table", action="append", default=[], metavar="ID",
                    help="only the stages that fill this paper table (repeatable or comma-separated; the ids: "
                         "`sentlab plan`), then the report from what exists; widening later re-runs nothing done")

@@ -19,8 +19,6 @@ import contextlib
 import os
 import re
 import shutil
-import signal
-import sys
 import time
 from pathlib import Path
 
@@ -32,6 +30,7 @@ from .graph import Plan, plan_for, stage_names
 from . import gpus as placement
 from .schedule import AUTO, chain_gpus, chain_seconds, check_nproc, costs_for, submission_order
 from .status import read_run_json
+from .stop import on_sigterm, say, stop_chains
 from .task import run_chain, write_state
 from .tracking_server import tracking_server
 from .worktree import bundle, cache_dir, make_worktree, node_env, remove_worktree, run_dvc
@@ -39,10 +38,6 @@ from .worktree import bundle, cache_dir, make_worktree, node_env, remove_worktre
 ENV_PREFIXES = ("SENTLAB_", "MLFLOW_", "HF_", "NLTK_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH_")
 RAN = re.compile(r"^Running stage '([^']+)'", re.M)
 REPORT = ("report",)   # what a targeted run (``--table``) builds afterwards from what exists, outside DVC
-
-
-def say(msg: str) -> None:
-    print(f"[sentlab run {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def import_ray():
@@ -100,7 +95,15 @@ def oversubscribed(jobs: int, threads: int | None, address: str | None) -> bool:
 
 def start_ray(ray, jobs: int, address: str | None, gpus: float | None, cpus_per_task: float) -> dict:
     """Connect to ``address``, or start a Ray of this run's own declaring ``gpus`` GPUs (None: Ray detects them) and
-    one slot per GPU (:mod:`.gpus`: where each chain's share goes)."""
+    one slot per GPU (:mod:`.gpus`: where each chain's share goes). The runner's SIGTERM handler is installed again
+    afterwards (:func:`on_sigterm`)."""
+    try:
+        return _start_ray(ray, jobs, address, gpus, cpus_per_task)
+    finally:
+        on_sigterm()
+
+
+def _start_ray(ray, jobs, address, gpus, cpus_per_task) -> dict:
     if address:
         ray.init(address=address, log_to_driver=False)
         return ray.cluster_resources()
@@ -184,7 +187,13 @@ def fan_out(ray, root: Path, p: Plan, rt, state: Path, resources: dict, remote: 
             raise SentlabError(f"No chain can start: {asks}, more than the Ray cluster's {resources.get('GPU', 0):g} "
                                f"GPUs hold on one node. "
                                f"Lower params.yaml `runtime.gpus_per_task` (or `runtime.nproc`), or add GPUs.")
-        done, _ = ray.wait(list(running), num_returns=1)
+        try:
+            done, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
+        except (SystemExit, KeyboardInterrupt):   # SIGTERM (a scheduler's time limit), Ctrl-C: trainings checkpoint
+            stop_chains(ray, {r: c for r, (c, _) in running.items()}, len(waiting))
+            raise
+        if not done:
+            continue
         c, taken = running.pop(done[0])
         if placer is not None:
             placer.release(taken)
@@ -215,9 +224,12 @@ def fan_out(ray, root: Path, p: Plan, rt, state: Path, resources: dict, remote: 
 
 
 def run(root: str | Path = ".", jobs: int = 2, address: str | None = None, gpus: float | None = None,
-        remote: bool = False, keep_worktrees: bool = False, targets: list[str] | None = None) -> int:
+        remote: bool = False, keep_worktrees: bool = False, targets: list[str] | None = None,
+        final: bool = True) -> int:
     """The pipeline in parallel (see the module docstring); returns the exit status. ``targets``: only those stages
-    and what they need, then the report from what exists (``sentlab run --table``)."""
+    and what they need, then the report from what exists (``sentlab run --table``). ``final`` False (``--no-final``):
+    the chains only, in DVC's run cache; a later ``dvc repro`` (a CPU job after a GPU one) restores them and runs
+    ``report`` and ``export``."""
     from ..config.stage_params import runtime_params, training_threads
 
     root = Path(root).resolve()
@@ -225,12 +237,11 @@ def run(root: str | Path = ".", jobs: int = 2, address: str | None = None, gpus:
     check_nproc(rt)   # before anything runs: DDP ranks need a GPU each in the task that holds the training
     oversubscribed(jobs, training_threads(root), address)
     ray = import_ray()
-    # a SIGTERM (a scheduler ending the job) unwinds like Ctrl-C: the tracking server stops, the parent run is KILLED
-    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+    on_sigterm()
     state = root / STATE_DIR
     state.mkdir(parents=True, exist_ok=True)
     with exclusive_run(state):   # a second `sentlab run` here would delete this one's logs and reuse its worktrees
-        return _run_locked(root, jobs, address, gpus, remote, keep_worktrees, rt, ray, state, targets)
+        return _run_locked(root, jobs, address, gpus, remote, keep_worktrees, rt, ray, state, targets, final)
 
 
 @contextlib.contextmanager
@@ -255,15 +266,24 @@ def exclusive_run(state: Path):
         fh.close()
 
 
-def _run_locked(root: Path, jobs, address, gpus, remote, keep_worktrees, rt, ray, state: Path, targets=None) -> int:
+def _run_locked(root: Path, jobs, address, gpus, remote, keep_worktrees, rt, ray, state: Path, targets=None,
+                final=True) -> int:
     from .. import tracking
     from ..tracking import runs as tracking_runs
 
+    import socket
+
+    from ..tracking import process_start_time
+
+    if (state / "logs").is_dir():   # the last run's logs (a killed or requeued one's) stay readable: logs.previous
+        shutil.rmtree(state / "logs.previous", ignore_errors=True)
+        (state / "logs").rename(state / "logs.previous")
     for sub in ("stages", "logs"):
         shutil.rmtree(state / sub, ignore_errors=True)
         (state / sub).mkdir(parents=True)
     run_id = time.strftime("%Y%m%d-%H%M%S")
-    info = {"run_id": run_id, "pid": os.getpid(), "started": time.time(), "jobs": jobs, "address": address,
+    info = {"run_id": run_id, "pid": os.getpid(), "host": socket.gethostname(),   # status elsewhere: not our pid
+            "pid_start": process_start_time(os.getpid()), "started": time.time(), "jobs": jobs, "address": address,
             "remote": remote}
     write_json(state / "run.json", info)
     with tracking_server(root, state / "logs" / "mlflow-server.log") as uri:
@@ -286,7 +306,7 @@ def _run_locked(root: Path, jobs, address, gpus, remote, keep_worktrees, rt, ray
                 "tracking server every node reaches) for a cluster")
         rc = None
         try:
-            rc = _run(ray, root, jobs, address, gpus, remote, keep_worktrees, rt, state, run_id, targets)
+            rc = _run(ray, root, jobs, address, gpus, remote, keep_worktrees, rt, state, run_id, targets, final)
         finally:
             if ray.is_initialized():
                 ray.shutdown()
@@ -302,7 +322,8 @@ def _run_locked(root: Path, jobs, address, gpus, remote, keep_worktrees, rt, ray
     return rc
 
 
-def _run(ray, root: Path, jobs, address, gpus, remote, keep, rt, state: Path, run_id: str, targets=None) -> int:
+def _run(ray, root: Path, jobs, address, gpus, remote, keep, rt, state: Path, run_id: str, targets=None,
+         final=True) -> int:
     logs = state / "logs"
     env = node_env({}, None)
     shared = [s for s in SHARED if s in stage_names(root)]
@@ -335,6 +356,12 @@ def _run(ray, root: Path, jobs, address, gpus, remote, keep, rt, state: Path, ru
     failed = {r["failed"]: r for r in results.values() if r["status"] == "failed"}
     skipped = [s for r in results.values() if r["status"] != "done" for s, v in r["stages"].items()
                if v.get("status") == "skipped"]
+    if not final:   # --no-final: the chains' outputs stay in the run cache for a later `dvc repro`
+        for s, r in failed.items():
+            say(f"FAILED: {s}, log {r['log']}" + (f" ({r['reason']})" if r.get("reason") else ""))
+        say(f"{len(done)} stages in parallel, in DVC's run cache (--no-final): `dvc repro` in this workspace restores "
+            f"them (none runs again) and runs {', '.join(p.final) or 'nothing else'}")
+        return 1 if failed else 0
     final_log = logs / "final.log"
     if failed:
         repro = done

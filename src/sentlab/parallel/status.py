@@ -19,14 +19,28 @@ from . import STATE_DIR
 from .graph import DvcBusy, changed_stages, descendants, stage_edges, stage_names
 
 
-def _alive(pid) -> bool:
+def coordinator_alive(run: dict) -> bool | None:
+    """Whether the last ``sentlab run``'s coordinator (``run.json``) still runs: True / False on the host it runs on,
+    None on another one (a login node reading a compute node's run over a shared filesystem: the pid means nothing
+    here, issue #65 §3), where the stages' own states are shown as they are."""
+    import socket
+
+    pid = run.get("pid")
     if not pid:
         return False
+    if run.get("host") and run["host"] != socket.gethostname():
+        return None
     try:
         os.kill(int(pid), 0)
-        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
     except (OSError, ValueError):
         return False
+    from ..tracking import process_start_time
+
+    return not run.get("pid_start") or process_start_time(int(pid)) == run["pid_start"]   # not a reused pid
 
 
 def read_run_json(state: Path) -> dict:
@@ -47,7 +61,7 @@ def stage_status(root: str | Path = ".") -> tuple[list[dict], dict]:
     except DvcBusy:   # the run's shared or final `dvc repro` holds the lock: the tasks' states alone
         stale = None
     run = read_run_json(state)   # {} for a truncated one (a killed writer's): the stages' own files still say
-    active = _alive(run.get("pid"))
+    active = coordinator_alive(run)
     recorded = {}
     for f in sorted((state / "failed").glob("*.json")):
         try:
@@ -71,7 +85,7 @@ def stage_status(root: str | Path = ".") -> tuple[list[dict], dict]:
             status, detail = "unknown", "a dvc repro holds the workspace's lock"
         if (stale is None or s in stale) and st:
             task = st.get("status")
-            if task in ("running", "queued") and active:
+            if task in ("running", "queued") and active is not False:
                 status = task
                 if task == "running":
                     detail = f"on {st.get('host')}, {time.time() - st.get('started', time.time()):.0f} s, " \
@@ -105,7 +119,9 @@ def print_status(root: str | Path = ".", as_json: bool = False) -> int:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
     what = ", ".join(f"{n} {k}" for k, n in counts.items())
     if run.get("run_id"):
-        what += f"; last `sentlab run` {run['run_id']}" + (" (running)" if run["active"] else
-                                                          f" (exit {run.get('rc')})")
+        what += f"; last `sentlab run` {run['run_id']}" + (
+            " (running)" if run["active"] else f" (exit {run.get('rc')})" if run["active"] is False else
+            f" (its coordinator, pid {run.get('pid')}, runs on {run.get('host')}: not checked from here; `squeue` "
+            f"says whether its job still runs)")
     print(what)
     return 1 if counts.get("failed") else 0

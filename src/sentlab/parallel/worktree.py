@@ -165,7 +165,7 @@ def run_dvc(args: list[str], cwd: str | Path, log: str | Path, env: dict | None 
             fh.write(f"$ dvc {' '.join(args)}   # in {cwd}, {time.strftime('%H:%M:%S')}\n")
             fh.flush()
             start = fh.tell()
-            rc = subprocess.run(cmd, cwd=cwd, env=env, stdout=fh, stderr=subprocess.STDOUT).returncode
+            rc = run_stoppable(cmd, cwd=cwd, env=env, stdout=fh, stderr=subprocess.STDOUT).returncode
         if rc == 0:
             return 0
         with open(log, encoding="utf-8", errors="replace") as fh:
@@ -178,6 +178,31 @@ def run_dvc(args: list[str], cwd: str | Path, log: str | Path, env: dict | None 
             fh.write(f"# DVC's lock is held by another process: retry {attempt + 1}/{lock_retries} in {wait:.0f} s\n")
         time.sleep(wait)
     return rc
+
+
+STOP_WAIT_S = 120.0   # an interrupted task waits this long for its guard (whose own grace is guard.GRACE_S)
+
+
+def run_stoppable(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    """``subprocess.run`` whose interruption (Ray's ``ray.cancel``: a KeyboardInterrupt; a SystemExit) asks the
+    process to stop (SIGTERM: the guard passes it to the stage, where a training writes its resume checkpoint,
+    :mod:`sentlab.train.preempt`) and waits for it, where ``subprocess.run`` would SIGKILL it after 0.25 s and
+    leave the stage it guards running, orphaned."""
+    proc = subprocess.Popen(cmd, **kw)
+    try:
+        while True:
+            try:
+                return subprocess.CompletedProcess(cmd, proc.wait(timeout=0.5))
+            except subprocess.TimeoutExpired:
+                continue
+    except BaseException:
+        proc.terminate()
+        try:
+            proc.wait(timeout=STOP_WAIT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise
 
 
 def node_env(extra: dict[str, str], threads: int | None) -> dict[str, str]:

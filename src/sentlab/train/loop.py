@@ -35,7 +35,8 @@
   interrupted run started again with the
   same ``ckpt_dir`` continues from it and, on CPU, ends with the same numbers
   as an uninterrupted run; every rank saves (its RNG state is gathered) and
-  resumes with its own RNG state;
+  resumes with its own RNG state; a SIGTERM (a scheduler's time limit) writes one after the step it arrives in,
+  then the run stops with exit status 143 (:mod:`sentlab.train.preempt`);
 * precision: chosen by the profile (``train.precision``), never by detecting the CPU: the same profile gives
   the same numbers on a CPU with native bf16 (AVX-512 BF16/AMX) and on one without (issue #35,
   ``benchmarks/precision_isa.py``). ``auto`` = fp32 on every CPU; on CUDA bf16 autocast where the GPU has it,
@@ -75,6 +76,7 @@ from .compiled import check_step_options, step_forward
 from .batches import micro_batch_loader
 from .data import Corpus
 from .dropout import dropout_kernel, resolve_kernel
+from .preempt import preempted, stop_on_signals, stop_requested
 
 DevEval = Callable[[Any], dict]
 
@@ -295,6 +297,8 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
     n_sent, t0 = 0, time.perf_counter()
     bar = tqdm(total=total_steps, initial=step, desc=desc, unit="step", disable=not (progress and rank == 0),
                dynamic_ncols=True)
+    signals = contextlib.ExitStack()
+    signals.enter_context(stop_on_signals())   # SIGTERM: a resume checkpoint after this step, then exit (preempt.py)
     try:
         while step < total_steps:
             with timed("step", step=step + 1, device=device.type):  # sentlab.timing: observed by tools
@@ -372,7 +376,15 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
                 D.barrier()
             for cb in callbacks:
                 cb(step, record)
+            if step < total_steps and (signum := stop_requested(step, device)):   # a scheduler's SIGTERM
+                read_pending()
+                save_resume(ckpt_dir / "last", method, optimizer, scheduler,
+                            {"step": step, "total_steps": total_steps, "best_score": best_score if best_step else None,
+                             "best_step": best_step, "curve": curve, "window_losses": window_losses})
+                D.barrier()
+                raise preempted(signum, step, total_steps, ckpt_dir / "last")
     finally:
+        signals.close()
         bar.close()
         del batches  # stops the loader's workers
     elapsed = time.perf_counter() - t0
