@@ -96,12 +96,12 @@ def _declared(suite: str) -> set[str]:
 
 
 def _record_reads(monkeypatch) -> set[str]:
-    """The params keys a stage reads through its :func:`stage_params` view (``section.key``, or a scalar such as
-    ``profile`` read whole); runtime keys (read beside the train section, never declared) left out. A section's
+    """The params keys a stage reads through its :func:`stage_params` view (``section.key``, or a scalar read whole);
+    runtime keys and the records (``profile``: read by every stage, declared by none) left out. A section's
     ``model_dump()`` (the settings a suite logs to MLflow: whatever it declares) is not a read: a key declared only
     to be logged would re-run the stage for nothing."""
     from sentlab.config import RUNTIME_KEYS
-    from sentlab.config.stage_params import Declared, SectionView
+    from sentlab.config.stage_params import RECORDS, Declared, SectionView
 
     reads: set[str] = set()
     section_get, declared_get = SectionView.__getattr__, Declared.__getattr__
@@ -114,7 +114,9 @@ def _record_reads(monkeypatch) -> set[str]:
             reads.add(f"{self._section}.{key}")
         return section_get(self, key)
 
-    def whole(self, name):
+    def whole(self, name):   # runtime (how, not what: the device and precision checks) and the records (labels)
+        if name in ("runtime", *RECORDS):
+            return declared_get(self, name)
         if name in type(self._params).model_fields and not any(len(p) == 2 and p[0] == name for p in self._paths):
             reads.add(name)
         return declared_get(self, name)

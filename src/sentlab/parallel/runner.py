@@ -33,9 +33,8 @@ from .status import read_run_json
 from .stop import on_sigterm, say, stop_chains
 from .task import run_chain, write_state
 from .tracking_server import tracking_server
-from .worktree import bundle, cache_dir, make_worktree, node_env, remove_worktree, run_dvc
+from .worktree import bundle, cache_dir, make_worktree, node_env, remove_worktree, run_dvc, task_env
 
-ENV_PREFIXES = ("SENTLAB_", "MLFLOW_", "HF_", "NLTK_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH_")
 RAN = re.compile(r"^Running stage '([^']+)'", re.M)
 REPORT = ("report",)   # what a targeted run (``--table``) builds afterwards from what exists, outside DVC
 
@@ -47,37 +46,6 @@ def import_ray():
         raise SentlabError("`sentlab run --jobs N` (make repro JOBS=N) runs stages through Ray, which is not "
                            "installed: pip install 'sentlab[ray]' (make repro JOBS=N installs it).") from None
     return ray
-
-
-def task_env(local: bool) -> dict[str, str]:
-    """What a worker's stages need of this environment: all of it that matters on one machine; for a node of a
-    cluster (``local`` false) the credentials only where its stages use them (:func:`needed_remotely`)."""
-    keys = [k for k in os.environ if k.startswith(ENV_PREFIXES)] + ["PYTHONPATH"] + ["PATH"] * local
-    env = {k: os.environ[k] for k in keys if k in os.environ}
-    return env if local else {k: v for k, v in env.items() if needed_remotely(k, env)}
-
-
-HUB_TOKENS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_TOKEN")
-MLFLOW_SETTINGS = ("MLFLOW_TRACKING_URI", "MLFLOW_HTTP_REQUEST_", "MLFLOW_EXPERIMENT_NAME")   # no credential in them
-
-
-def needed_remotely(key: str, env: dict[str, str]) -> bool:
-    """Whether a remote node's stages need ``key``: the Hub's token only when they may download (``HF_HUB_OFFLINE``
-    unset: with it they read the mirror and the HF cache only); MLflow's credentials (``MLFLOW_TRACKING_TOKEN``,
-    ``_USERNAME``, ``_PASSWORD``, ...) only when the tracking store is a server another machine reaches (not this
-    machine's loopback) and it answered this run's probe (:mod:`sentlab.tracking.budget`)."""
-    if key in HUB_TOKENS:
-        return env.get("HF_HUB_OFFLINE", "").strip().lower() not in ("1", "true", "yes", "on")
-    if key.startswith("MLFLOW_") and not key.startswith(MLFLOW_SETTINGS):
-        from urllib.parse import urlparse
-
-        from ..tracking.budget import is_server, shared_verdict
-
-        uri = env.get("MLFLOW_TRACKING_URI", "")
-        host = urlparse(uri).hostname or ""
-        return (is_server(uri) and host not in ("localhost", "127.0.0.1", "::1")
-                and shared_verdict() is None)
-    return True
 
 
 def oversubscribed(jobs: int, threads: int | None, address: str | None) -> bool:

@@ -217,3 +217,38 @@ def node_env(extra: dict[str, str], threads: int | None) -> dict[str, str]:
             env[k] = str(threads)
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     return env
+
+
+# what a worker's stages get of the coordinator's environment (:func:`task_env`)
+ENV_PREFIXES = ("SENTLAB_", "MLFLOW_", "HF_", "NLTK_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH_")
+
+
+def task_env(local: bool) -> dict[str, str]:
+    """What a worker's stages need of this environment: all of it that matters on one machine; for a node of a
+    cluster (``local`` false) the credentials only where its stages use them (:func:`needed_remotely`)."""
+    keys = [k for k in os.environ if k.startswith(ENV_PREFIXES)] + ["PYTHONPATH"] + ["PATH"] * local
+    env = {k: os.environ[k] for k in keys if k in os.environ}
+    return env if local else {k: v for k, v in env.items() if needed_remotely(k, env)}
+
+
+HUB_TOKENS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_TOKEN")
+MLFLOW_SETTINGS = ("MLFLOW_TRACKING_URI", "MLFLOW_HTTP_REQUEST_", "MLFLOW_EXPERIMENT_NAME")   # no credential in them
+
+
+def needed_remotely(key: str, env: dict[str, str]) -> bool:
+    """Whether a remote node's stages need ``key``: the Hub's token only when they may download (``HF_HUB_OFFLINE``
+    unset: with it they read the mirror and the HF cache only); MLflow's credentials (``MLFLOW_TRACKING_TOKEN``,
+    ``_USERNAME``, ``_PASSWORD``, ...) only when the tracking store is a server another machine reaches (not this
+    machine's loopback) and it answered this run's probe (:mod:`sentlab.tracking.budget`)."""
+    if key in HUB_TOKENS:
+        return env.get("HF_HUB_OFFLINE", "").strip().lower() not in ("1", "true", "yes", "on")
+    if key.startswith("MLFLOW_") and not key.startswith(MLFLOW_SETTINGS):
+        from urllib.parse import urlparse
+
+        from ..tracking.budget import is_server, shared_verdict
+
+        uri = env.get("MLFLOW_TRACKING_URI", "")
+        host = urlparse(uri).hostname or ""
+        return (is_server(uri) and host not in ("localhost", "127.0.0.1", "::1")
+                and shared_verdict() is None)
+    return True

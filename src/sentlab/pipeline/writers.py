@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import SentlabError
+from ..tracking import process_alive, process_start_time
 
 GRACE_S = 30.0        # after the interrupt, the stage is killed if still running
 POLL_S = 1.0
@@ -42,19 +43,12 @@ def _stat(pid: int) -> Optional[list[str]]:
 
 def start_time(pid: int) -> str:
     """A process's start time in clock ticks since boot ('' when unknown): a reused pid is another process."""
-    st = _stat(pid)
-    return st[20] if st and len(st) > 20 else ""
+    return process_start_time(pid)
 
 
 def alive(pid: int, started: str = "") -> bool:
     """Whether process ``pid`` of this host runs (and, given ``started``, is the one that started then)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return not started or not start_time(pid) or start_time(pid) == started
+    return process_alive(pid, started)
 
 
 def dvc_ancestor(pid: Optional[int] = None) -> Optional[int]:

@@ -149,6 +149,20 @@ def process_start_time(pid: int) -> str:
         return ""
 
 
+def process_alive(pid: int, started: str = "") -> bool:
+    """Whether process ``pid`` of this host runs and, given ``started`` (its :func:`process_start_time`), is the
+    process that started then: a reused pid is another process. A process of another user counts as running; so
+    does one whose start time cannot be read (never take a live owner or writer for dead)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    now = process_start_time(pid) if started else ""
+    return not started or not now or now == started
+
+
 def _mlflow():
     for name in ("mlflow", "alembic", "sqlalchemy"):
         logging.getLogger(name).setLevel(logging.WARNING)

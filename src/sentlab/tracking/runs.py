@@ -20,15 +20,7 @@ def owner_alive(tags: Mapping[str, str]) -> bool | None:
 
     if tags.get("sentlab.host") != socket.gethostname() or not str(tags.get("sentlab.pid", "")).isdigit():
         return None
-    pid = int(tags["sentlab.pid"])
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    start = tags.get("sentlab.pid_start")
-    return not start or T.process_start_time(pid) == start
+    return T.process_alive(int(tags["sentlab.pid"]), tags.get("sentlab.pid_start") or "")
 
 
 def sweep_orphans() -> int:
