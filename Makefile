@@ -24,7 +24,8 @@ env: $(VENV)/.installed
 
 # torch first: TORCH_SPEC (default torch==2.13.0: the CPU build on this project's machines, which find it on disk;
 # from the public index the CUDA 13 build, which needs an NVIDIA driver >= 580: a GPU node names the build its
-# driver runs, README "Install"). A CUDA torch already in the venv is kept, unless TORCH_SPEC is given.
+# driver runs, README "Install"). A CUDA torch already in the venv is kept, unless TORCH_SPEC is given; another
+# torch for an existing venv: `make clean-env env TORCH_SPEC=...` (env is done once .venv/.installed is current).
 # Then exactly requirements/lock.txt (every other package, the test and ray extras included, checked against its
 # hashes, nothing resolved), sentlab itself, and `pip check`. `make lock` re-resolves the lock.
 TORCH_SPEC ?= torch==2.13.0

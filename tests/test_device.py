@@ -147,7 +147,7 @@ def test_a_cuda_profile_where_torch_sees_no_gpu_names_driver_gpus_and_the_instal
     msg = str(e.value)
     assert "`runtime.device: cuda`" in msg and "torch 2.13.0+cu130, CUDA 13.0 build" in msg
     assert "NVIDIA driver 535.104.05 (runs CUDA 12.2), NVML sees 2 GPU(s): NVIDIA A100-SXM4-80GB" in msg
-    assert ('make env TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126"' in msg
+    assert ('make clean-env env TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126"' in msg
             and "\n" not in msg)
 
 

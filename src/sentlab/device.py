@@ -192,8 +192,8 @@ def install_line(facts: GpuFacts) -> str:
     pin = f"torch=={facts.torch_version.split('+')[0]}"
     if facts.driver is None:
         return ("install the NVIDIA driver (none was found), then the CUDA build of torch its CUDA runs: "
-                f"`make env TORCH_SPEC=\"{pin} --index-url https://download.pytorch.org/whl/cuXYZ\"` (`sentlab doctor` "
-                "names the build once the driver is there)")
+                f"`make clean-env env TORCH_SPEC=\"{pin} --index-url https://download.pytorch.org/whl/cuXYZ\"` "
+                "(`sentlab doctor` names the build once the driver is there)")
 
     def key(v: str) -> tuple[int, ...]:
         return tuple(int(x) for x in v.split("."))
@@ -205,7 +205,7 @@ def install_line(facts: GpuFacts) -> str:
         return (f"the driver {facts.driver} runs CUDA {cuda or 'unknown'}, older than every CUDA build of {pin} "
                 f"({', '.join(TORCH_CUDA_BUILDS)}): upgrade the NVIDIA driver (>= 560 for CUDA 12.6)")
     index = f"https://download.pytorch.org/whl/cu{fits[-1].replace('.', '')}"
-    return (f"`make env TORCH_SPEC=\"{pin} --index-url {index}\"` (in a venv of your own: `pip install {pin} "
+    return (f"`make clean-env env TORCH_SPEC=\"{pin} --index-url {index}\"` (in a venv of your own: `pip install {pin} "
             f"--index-url {index}`), the CUDA {fits[-1]} build, which driver {facts.driver} (CUDA {cuda}) runs")
 
 
