@@ -714,3 +714,43 @@ def test_prompt_l2p_denoising_pass_is_not_perturbed(tiny_bert):
         plain = m.represent(views)
     assert torch.equal(clean, inside)
     assert not torch.allclose(perturbed, plain, atol=1e-4)    # the views themselves are perturbed
+
+
+def _uniform_start_ok(values: torch.Tensor) -> bool:
+    """U(0, 1), as the release's ``torch.rand`` draws it: every value in [0, 1), the mean within 4 σ of 1/2, the
+    variance within 4 σ of 1/12 (σ² of a sample variance of U(0, 1): (1/80 − 1/144) / N), and Kolmogorov–Smirnov's
+    p > 1e-4."""
+    from scipy.stats import kstest
+
+    x = values.double().flatten()
+    n = x.numel()
+    return bool((x >= 0).all() and (x < 1).all()
+                and abs(float(x.mean()) - 0.5) <= 4 * math.sqrt(1 / 12 / n)
+                and abs(float(x.var()) - 1 / 12) <= 4 * math.sqrt((1 / 80 - 1 / 144) / n)
+                and kstest(x.numpy(), "uniform").pvalue > 1e-4)
+
+
+def test_the_random_start_is_the_releases_draw_in_distribution(tiny_bert):
+    """Issue #66 §4: L2P-CSR's release (RUCAIBox/L2P-CSR simcse/models.py, ``cl_vat_forward``) starts from
+    ``torch.rand([3] + input_ids.size())`` over the padded (bs, 2, len) grid and ``torch.rand(3, 1, 1, 768)``: U(0, 1)
+    token masks for the embedding output and 2 layers at every position, padding included, and one feature vector
+    per layer for the whole batch. sentlab draws its own stream (the layout differs), so the paper profile's line is
+    compared in distribution: the same counts of values, every position drawn, U(0, 1). A control — padding left at
+    1, as ``attend_padding: false`` does — must fail it."""
+    m = make(tiny_bert, "l2p", layers=2, feature_scope="batch", attend_padding=True)
+    tok_values, fea_values = [], []
+    for draw in range(40):
+        batch = m.prepare(Batch(SENTS, draw=draw, seed=3))
+        views = batch.features["views"]
+        rows, length = views["attention_mask"].shape
+        start = batch.features["perturbation"]
+        assert start.p_tok.shape == (3, rows, length)                 # [3] + (bs, 2, len), rows = bs · 2
+        assert start.p_fea.shape == (3, 1, m.perturbation.hidden)     # (3, 1, 1, hidden): one per layer
+        assert bool((views["attention_mask"] == 0).any())             # the batch has padding: it is drawn too
+        tok_values.append(start.p_tok.flatten())
+        fea_values.append(start.p_fea.flatten())
+    assert _uniform_start_ok(torch.cat(tok_values)) and _uniform_start_ok(torch.cat(fea_values))
+    control = make(tiny_bert, "l2p", layers=2, feature_scope="batch", attend_padding=False)
+    held = torch.cat([control.prepare(Batch(SENTS, draw=d, seed=3)).features["perturbation"].p_tok.flatten()
+                      for d in range(40)])
+    assert not _uniform_start_ok(held)
