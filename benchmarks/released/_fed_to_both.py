@@ -26,8 +26,8 @@ Not here: L2P-CSR's random start (Eq. 4) is ``torch.rand`` on both sides, U(0, 1
 ``attend_padding: true``, the paper profile, sentlab draws the padding positions too, as the release, whose noise
 covers the padded grid); only the layout of the draw differs (the release's ``(3, N, 2, L)`` against sentlab's
 ``(3, 2N, L)``), so the case feeds one draw to both, and tests/test_l2p.py compares sentlab's draw with the
-release's in distribution (its shapes, every position, U(0, 1); a control). PromptBERT's template-2 position shift: ``denoise_shift``
-(tests/test_prompt_denoise_shift.py).
+release's in distribution (its shapes, every position, U(0, 1); a control). PromptBERT's template-2 position
+shift: ``denoise_shift`` (tests/test_prompt_denoise_shift.py).
 """
 
 from __future__ import annotations
