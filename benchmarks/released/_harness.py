@@ -239,6 +239,31 @@ def grads_of(named_params, prefix: str = "", rename: Optional[Callable[[str], Op
     return out
 
 
+def sentlab_steps(m, opt, n_steps: int, clip: float, features: Callable[[int], dict],
+                  grads: Callable[[], dict], momentum_name: Callable[[str], Optional[str]]) -> Outputs:
+    """sentlab's side of a multi-step MoCo-style case, as its loop takes the steps: the forward of step ``t``'s batch
+    (``step_sentences(t)``, ``features(t)``), the backward, that step's loss, gradients (``grads()``), momentum
+    weights (renamed by ``momentum_name``; None: not one) and queue recorded, then ``clip_gradients``, the
+    optimiser's step and the method's momentum update. The first step's values stand at the top level."""
+    from sentlab.methods.base import Batch
+    from sentlab.train.loop import clip_gradients
+
+    steps = []
+    for t in range(n_steps):
+        batch = Batch(step_sentences(t))
+        batch.features = features(t)
+        out = m(batch)
+        out["loss"].backward()
+        momentum = {momentum_name(n): p.detach().clone() for n, p in m.named_parameters() if momentum_name(n)}
+        steps.append(Outputs(float(out["loss"]), grads(), extra={"candidates": float(out["candidates"])},
+                             momentum=momentum, queue=m.queue[: int(m.queue_len)].clone()))
+        clip_gradients(opt, clip, getattr(m, "grad_clip", "per_group"))
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        m.after_optimizer_step()
+    return Outputs(steps[0].loss, steps[0].grads, extra=steps[0].extra, steps=steps)
+
+
 def step_norm(params, step) -> float:
     """‖Δθ‖ of one optimiser ``step()`` over ``params``: compares two optimisers' updates (ConSERT's and SG-OPT's
     AdamW settings), not only the gradients they start from."""

@@ -35,7 +35,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import (patched, init_weights_421, Outputs, grads_of, import_released, load_backbone, main,  # noqa: E402
-                      on_path, set_determinism, step_sentences)
+                      on_path, sentlab_steps, set_determinism, step_sentences)
 
 __all__ = ["set_determinism", "sentlab_outputs", "released_outputs"]   # set_determinism: the golden test
 
@@ -81,9 +81,6 @@ def _sentlab_momentum_name(n: str):
 
 def sentlab_outputs() -> Outputs:
     from sentlab.methods import get_method
-    from sentlab.methods.base import Batch
-    from sentlab.train.loop import clip_gradients
-
     encoder, tok = load_backbone()
     shared = _shared(encoder.config.hidden_size, encoder.state_dict())
     cls = get_method("moco")
@@ -96,23 +93,10 @@ def sentlab_outputs() -> Outputs:
         m.key_mlp.load_state_dict(shared["key_mlp"])
         m.key_encoder.load_state_dict(shared["key_encoder"])
     opt = m.configure_optimizers()
-    steps = []
-    for t in range(STEPS):
-        batch = Batch(step_sentences(t))
-        batch.features = {"query": _batch_of(tok, t), "key": _batch_of(tok, t)}
-        out = m(batch)
-        out["loss"].backward()
-        grads = grads_of(m.encoder.named_parameters()) | grads_of(m.mlp.named_parameters(), prefix="mlp.")
-        momentum = {_sentlab_momentum_name(n): p.detach().clone() for n, p in m.named_parameters()
-                    if _sentlab_momentum_name(n)}
-        steps.append(Outputs(float(out["loss"]), _zero_key_biases(grads),
-                             extra={"candidates": float(out["candidates"])}, momentum=momentum,
-                             queue=m.queue[: int(m.queue_len)].clone()))
-        clip_gradients(opt, CLIP, getattr(m, "grad_clip", "per_group"))
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        m.after_optimizer_step()
-    return Outputs(steps[0].loss, steps[0].grads, extra=steps[0].extra, steps=steps)
+    return sentlab_steps(m, opt, STEPS, CLIP, lambda t: {"query": _batch_of(tok, t), "key": _batch_of(tok, t)},
+                         lambda: _zero_key_biases(grads_of(m.encoder.named_parameters())
+                                                   | grads_of(m.mlp.named_parameters(), prefix="mlp.")),
+                         _sentlab_momentum_name)
 
 
 def released_outputs(checkout: Path) -> Outputs:

@@ -58,7 +58,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import (patched, init_weights_421, SENTENCES, Outputs, grads_of, import_released, load_backbone, main,  # noqa: E402
-                      on_path, set_determinism, step_sentences)
+                      on_path, sentlab_steps, set_determinism, step_sentences)
 
 CASE = "ptbert"
 REPOSITORY = "Namco0816/PT-BERT"
@@ -170,9 +170,6 @@ def sentlab_outputs() -> Outputs:
     """sentlab's run of ``STEPS`` steps as its loop takes them (forward, backward, ``clip_gradients``, the method's
     AdamW (``optimizer: adamw_transformers``), ``after_optimizer_step``: the momentum update), from an empty queue."""
     from sentlab.methods import get_method
-    from sentlab.methods.base import Batch
-    from sentlab.train.loop import clip_gradients
-
     encoder, tok = load_backbone()
     shared = _shared(encoder.config.hidden_size, encoder.state_dict())
     cls = get_method("ptbert")
@@ -188,24 +185,9 @@ def sentlab_outputs() -> Outputs:
                             + name[name.index("."):]).copy_(shared["momentum"][name])
         m.key_encoder.load_state_dict(shared["key_encoder"])
     opt = m.configure_optimizers()
-    steps = []
-    for t in range(STEPS):
-        batch = Batch(step_sentences(t))
-        batch.features = {"query": _batch_of(tok, t), "key": _batch_of(tok, t)}
-        out = m(batch)
-        out["loss"].backward()
-        momentum = {}
-        for n, p in m.named_parameters():
-            if _sentlab_momentum_name(n):
-                momentum[_sentlab_momentum_name(n)] = p.detach().clone()
-        steps.append(Outputs(float(out["loss"]), _zero_analytic(grads_of(m.named_parameters(), rename=_sentlab_name)),
-                             extra={"candidates": float(out["candidates"])}, momentum=momentum,
-                             queue=m.queue[: int(m.queue_len)].clone()))
-        clip_gradients(opt, CLIP, getattr(m, "grad_clip", "per_group"))
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        m.after_optimizer_step()
-    return Outputs(steps[0].loss, steps[0].grads, extra=steps[0].extra, steps=steps)
+    return sentlab_steps(m, opt, STEPS, CLIP, lambda t: {"query": _batch_of(tok, t), "key": _batch_of(tok, t)},
+                         lambda: _zero_analytic(grads_of(m.named_parameters(), rename=_sentlab_name)),
+                         _sentlab_momentum_name)
 
 
 def released_outputs(checkout: Path) -> Outputs:
