@@ -56,18 +56,14 @@ lock-check: env
 # exists; widening later (another TABLE, or none) re-runs nothing already done.
 # JOBS=N (N > 1): the independent stages (each model's train -> evaluate) in parallel on Ray, N at a time
 # (sentlab run, docs/scale-ray.md; installs the `ray` extra); ADDRESS=host:port joins an existing Ray cluster.
+# `sentlab repro` writes the profile and runs the pipeline under one workspace lock (sentlab.parallel.repro): a
+# second make repro here is refused while it runs, so params.yaml is never rewritten under a running pipeline.
 repro: env
-	$(PY) -m sentlab.cli profile $(PROFILE) $(if $(FORCE),--force)
-ifeq ($(filter-out 0 1,$(JOBS))$(ADDRESS),)
-	@RUN_ID=$$($(PY) -m sentlab.cli mlflow start-parent --profile $(PROFILE)) || exit 1; \
-	SENTLAB_PARENT_RUN_ID=$$RUN_ID $(if $(TABLE),$(PY) -m sentlab.cli run --table $(TABLE),$(VENV)/bin/dvc repro --keep-going); rc=$$?; \
-	if [ $$rc -ne 0 ] && [ -z "$(TABLE)" ]; then echo "some stages failed (make status lists them with their logs): the report and the exports are built from what finished"; \
-	  SENTLAB_PARENT_RUN_ID=$$RUN_ID $(PY) pipeline/report.py; SENTLAB_PARENT_RUN_ID=$$RUN_ID $(PY) pipeline/export.py; fi; \
-	$(PY) -m sentlab.cli mlflow end-parent $$RUN_ID --rc $$rc; exit $$rc
-else
+ifneq ($(filter-out 0 1,$(JOBS))$(ADDRESS),)
 	$(PY) -c "import ray" 2>/dev/null || $(PY) -m pip install -q -e ".[ray]"
-	$(PY) -m sentlab.cli run --jobs $(JOBS) $(if $(ADDRESS),--address $(ADDRESS)) $(if $(TABLE),--table $(TABLE))
 endif
+	$(PY) -m sentlab.cli repro $(PROFILE) $(if $(FORCE),--force) $(if $(filter-out 0 1,$(JOBS))$(ADDRESS),--jobs $(JOBS)) \
+	  $(if $(ADDRESS),--address $(ADDRESS)) $(if $(TABLE),--table $(TABLE))
 
 # every stage of the profile in force: up to date / stale / running / failed, with its log
 status: env

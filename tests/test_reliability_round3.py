@@ -204,7 +204,7 @@ def test_a_second_coordinator_in_one_workspace_is_refused_naming_the_first(tmp_p
             with exclusive_run(tmp_path):
                 raise AssertionError("a second coordinator got the lock")
         except SentlabError as e:
-            assert "Another `sentlab run` (pid 4242)" in str(e)
+            assert f"Another pipeline run (`sentlab run`, pid {__import__('os').getpid()})" in str(e)   # the lock's
     with exclusive_run(tmp_path):                 # released when the first ends
         pass
 

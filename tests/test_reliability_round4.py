@@ -532,7 +532,7 @@ def test_sentlab_profile_does_not_rewrite_params_under_a_running_coordinator(tmp
         holder.kill()
         holder.wait(timeout=30)
     err = capsys.readouterr().err
-    assert f"A `sentlab run` (make repro JOBS=N; pid {holder.pid}) is running in this workspace" in err
+    assert f"A pipeline run (`sentlab run`; pid {holder.pid}) is running in this workspace" in err
     assert "Traceback" not in err and params.read_text() == before                     # untouched
 
 

@@ -14,7 +14,8 @@ import sys
 
 # Modules that add subcommands through ``register_cli(subparsers)``.
 PLUGINS: list[str] = ["sentlab.annotate.cli", "sentlab.report.cli", "sentlab.preflight",
-                      "sentlab.backbones.standin", "sentlab.parallel.cli", "sentlab.plan", "sentlab.hub.push"]
+                      "sentlab.backbones.standin", "sentlab.parallel.cli", "sentlab.plan", "sentlab.hub.push",
+                      "sentlab.parallel.repro"]
 
 
 def _cmd_evaluate(args) -> int:
@@ -188,26 +189,9 @@ def _cmd_doctor(args) -> int:
 
 
 def _cmd_profile(args) -> int:
-    from pathlib import Path
+    from .pipeline.profiles import write_profile
 
-    from .errors import SentlabError
-    from .pipeline.entry import dvc_repro_running
-    from .pipeline.profiles import set_profile
-
-    if dvc_repro_running(Path(args.params).resolve().parent):
-        raise SentlabError(f"A `dvc repro` (or another DVC command) holds this workspace's lock "
-                           f"({Path(args.params).resolve().parent / '.dvc/tmp/lock'}): {args.params} is not rewritten "
-                           f"while a pipeline may be reading it. Wait for it to finish (`sentlab status`), or run the "
-                           f"other profile in a clone of the repository.")
-    from .pipeline.entry import coordinator_running
-
-    pid = coordinator_running(Path(args.params).resolve().parent)
-    if pid is not None:   # it holds DVC's lock only in its shared and final phases: its own lock says it runs
-        raise SentlabError(f"A `sentlab run` (make repro JOBS=N; pid {pid or 'unknown'}) is running in this "
-                           f"workspace: {args.params} is not rewritten while its stages and its final `dvc repro` "
-                           f"read it. Wait for it to finish (`sentlab status`), or run the other profile in a clone "
-                           f"of the repository.")
-    changed = set_profile(args.params, args.name, force=args.force)
+    changed = write_profile(args.params, args.name, force=args.force)
     print(f"{args.params}: profile {args.name}" + (" (written from profiles/)" if changed else " (kept)")
           + "; models.yaml: its stage list")
     return 0

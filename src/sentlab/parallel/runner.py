@@ -24,15 +24,14 @@ from pathlib import Path
 
 from ..errors import SentlabError
 from ..io import write_json
-from ..pipeline.entry import COORDINATOR_LOCK
 from . import SHARED, STATE_DIR
 from .graph import Plan, plan_for, stage_names
 from . import gpus as placement
 from .schedule import AUTO, chain_gpus, chain_seconds, check_nproc, costs_for, submission_order
-from .status import read_run_json
 from .stop import on_sigterm, say, stop_chains
 from .task import run_chain, write_state
 from .tracking_server import tracking_server
+from .workspace_lock import exclusive_run
 from .worktree import bundle, cache_dir, make_worktree, node_env, remove_worktree, run_dvc, task_env
 
 RAN = re.compile(r"^Running stage '([^']+)'", re.M)
@@ -193,11 +192,12 @@ def fan_out(ray, root: Path, p: Plan, rt, state: Path, resources: dict, remote: 
 
 def run(root: str | Path = ".", jobs: int = 2, address: str | None = None, gpus: float | None = None,
         remote: bool = False, keep_worktrees: bool = False, targets: list[str] | None = None,
-        final: bool = True) -> int:
+        final: bool = True, lock: bool = True) -> int:
     """The pipeline in parallel (see the module docstring); returns the exit status. ``targets``: only those stages
     and what they need, then the report from what exists (``sentlab run --table``). ``final`` False (``--no-final``):
     the chains only, in DVC's run cache; a later ``dvc repro`` (a CPU job after a GPU one) restores them and runs
-    ``report`` and ``export``."""
+    ``report`` and ``export``. ``lock`` False: the caller holds the workspace's coordinator lock (``sentlab repro``,
+    :mod:`.workspace_lock`)."""
     from ..config.stage_params import runtime_params, training_threads
 
     root = Path(root).resolve()
@@ -208,30 +208,9 @@ def run(root: str | Path = ".", jobs: int = 2, address: str | None = None, gpus:
     on_sigterm()
     state = root / STATE_DIR
     state.mkdir(parents=True, exist_ok=True)
-    with exclusive_run(state):   # a second `sentlab run` here would delete this one's logs and reuse its worktrees
+    # a second `sentlab run` here would delete this one's logs and reuse its worktrees
+    with exclusive_run(state) if lock else contextlib.nullcontext():
         return _run_locked(root, jobs, address, gpus, remote, keep_worktrees, rt, ray, state, targets, final)
-
-
-@contextlib.contextmanager
-def exclusive_run(state: Path):
-    """Hold ``<state>/coordinator.lock`` for the run (released by the OS when the process dies, however it dies); a
-    second coordinator in the same workspace stops with one paragraph naming the first."""
-    import fcntl
-
-    fh = open(state / COORDINATOR_LOCK, "a+")   # what `sentlab profile` looks at (pipeline.entry.coordinator_running)
-    try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        fh.close()
-        other = read_run_json(state).get("pid")
-        raise SentlabError(f"Another `sentlab run` (pid {other or 'unknown'}) is running in this workspace "
-                           f"({state.parent}): a second one would delete its logs, reuse its worktrees and start a "
-                           f"second MLflow server on the same store. Wait for it (`sentlab status`), or run in a clone "
-                           f"of the repository.") from None
-    try:
-        yield
-    finally:
-        fh.close()
 
 
 def _run_locked(root: Path, jobs, address, gpus, remote, keep_worktrees, rt, ray, state: Path, targets=None,

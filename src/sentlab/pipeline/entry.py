@@ -103,10 +103,11 @@ def dvc_repro_running(root: str | os.PathLike) -> bool:
 COORDINATOR_LOCK = "coordinator.lock"   # in .dvc/tmp/sentlab (sentlab.parallel.STATE_DIR), held by `sentlab run`
 
 
-def coordinator_running(root: str | os.PathLike) -> int | None:
-    """Whether a ``sentlab run`` coordinator holds ``root``'s coordinator lock (``sentlab.parallel.runner.
-    exclusive_run``: for its whole run, its shared and final ``dvc repro`` and the phase between them): its pid
-    (0 when unknown), else None."""
+def coordinator_running(root: str | os.PathLike) -> dict | None:
+    """Whether a pipeline run holds ``root``'s coordinator lock (``sentlab.parallel.workspace_lock.exclusive_run``:
+    ``sentlab run`` for its whole run, its shared and final ``dvc repro`` and the phase between them; ``sentlab
+    repro``, what ``make repro`` runs, from its profile check to its report): what the lock file says of its holder
+    (``pid``, 0 when unknown; ``what``), else None."""
     import fcntl
     import json
 
@@ -117,9 +118,13 @@ def coordinator_running(root: str | os.PathLike) -> int | None:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            try:
-                return int(json.loads((state / "run.json").read_text()).get("pid") or 0)
-            except (OSError, ValueError, TypeError, AttributeError):
-                return 0
+            for path in (state / COORDINATOR_LOCK, state / "run.json"):   # run.json: a coordinator of before
+                try:
+                    info = json.loads(path.read_text() or "{}")
+                    if isinstance(info, dict) and info.get("pid"):
+                        return {"pid": int(info["pid"]), "what": str(info.get("what", "sentlab run"))}
+                except (OSError, ValueError, TypeError):
+                    continue
+            return {"pid": 0, "what": "sentlab run"}
         fcntl.flock(fh, fcntl.LOCK_UN)
     return None

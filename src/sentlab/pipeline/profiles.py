@@ -130,3 +130,24 @@ def set_profile(params_path: str | os.PathLike, name: str, force: bool = False) 
                      path.parent / "models.yaml")
     record_profile_written(path.parent)
     return changed
+
+
+def write_profile(params_path: str | os.PathLike, name: str, force: bool = False, own_lock: bool = False) -> bool:
+    """:func:`set_profile`, refused (one paragraph) while a pipeline may be reading params.yaml: a DVC command holds
+    the workspace's lock, or a pipeline run (``sentlab run``, ``make repro``) holds the coordinator lock, unless
+    ``own_lock``: this process holds it (``sentlab repro``, which writes the profile under it)."""
+    from .entry import coordinator_running, dvc_repro_running
+
+    root = Path(params_path).resolve().parent
+    if dvc_repro_running(root):
+        raise SentlabError(f"A `dvc repro` (or another DVC command) holds this workspace's lock "
+                           f"({root / '.dvc/tmp/lock'}): {params_path} is not rewritten while a pipeline may be "
+                           f"reading it. Wait for it to finish (`sentlab status`), or run the other profile in a "
+                           f"clone of the repository.")
+    other = None if own_lock else coordinator_running(root)
+    if other is not None:   # `sentlab run` holds DVC's lock only in its shared and final phases: its own lock says
+        raise SentlabError(f"A pipeline run (`{other['what']}`; pid {other['pid'] or 'unknown'}) is running in this "
+                           f"workspace: {params_path} is not rewritten while its stages and its `dvc repro` read it. "
+                           f"Wait for it to finish (`sentlab status`), or run the other profile in a clone of the "
+                           f"repository.")
+    return set_profile(params_path, name, force=force)

@@ -33,47 +33,59 @@ def cmd_report(args) -> int:
 
 
 def cmd_start_parent(args) -> int:
+    # the recipe's shell owns the run: it closes it after `dvc repro` (the sweep closes it if it dies)
+    print(start_pipeline_parent(args.params, args.profile, args.name, owner_pid=os.getppid()))
+    return 0
+
+
+def start_pipeline_parent(params_path: str | None, profile: str | None = None, name: str | None = None,
+                          owner_pid: int | None = None) -> str:
+    """The parent run of one pipeline run, with the params in force (``params_path``) and ``profile``; its id, ''
+    when tracking is off (the stages then run untracked). ``owner_pid``: the process that closes it."""
     from .. import tracking
     from ..tracking import runs as tracking_runs
 
     params = {}
-    if args.params and os.path.exists(args.params):
+    if params_path and os.path.exists(params_path):
         from ..methods.blocks import load_checked
 
-        p = load_checked(args.params)
+        p = load_checked(params_path)
         params = {"profile": p.profile, "backbone": p.model.backbone, "seed": p.seed,
                   "train.methods": ",".join(p.train.methods),
                   "ablations.enabled": bool((p.ablations or {}).get("enabled", False))}
-    if args.profile:
-        params["profile"] = args.profile
-    name = args.name or f"pipeline {params.get('profile', '')}".strip()
+    if profile:
+        params["profile"] = profile
+    name = name or f"pipeline {params.get('profile', '')}".strip()
     from ..tracking.budget import probe
 
     probe()   # this pipeline run's one wait on a tracking server: its stages read the verdict
-    try:   # the recipe's shell owns the run: it closes it after `dvc repro` (the sweep closes it if it dies)
-        run_id = tracking_runs.start_parent(name, params=params,
-                                            tags={"sentlab.profile": str(params.get("profile", ""))},
-                                            owner_pid=os.getppid())
+    try:
+        return tracking_runs.start_parent(name, params=params, tags={"sentlab.profile": str(params.get("profile", ""))},
+                                          owner_pid=owner_pid)
     except Exception as e:  # noqa: BLE001 - tracking never stops the pipeline: no parent run, stages untracked
         tracking.degrade("create the pipeline's parent run", e)
-        run_id = ""
-    print(run_id)
-    return 0
+        return ""
 
 
 def cmd_end_parent(args) -> int:
+    end_pipeline_parent(args.run_id, args.rc, args.status)
+    return 0
+
+
+def end_pipeline_parent(run_id: str, rc: int, status: str | None = None) -> None:
+    """Close the parent run ``run_id`` (none when '') with ``status`` (default from the pipeline's exit status
+    ``rc``), then close the runs of stages killed under it."""
     from .. import tracking
     from ..tracking import runs as tracking_runs
 
-    status = args.status or ("FINISHED" if args.rc == 0 else ("KILLED" if args.rc in (130, 137, 143) else "FAILED"))
-    if args.run_id:
+    status = status or ("FINISHED" if rc == 0 else ("KILLED" if rc in (130, 137, 143) else "FAILED"))
+    if run_id:
         try:
-            tracking_runs.end_parent(args.run_id, status)
-            print(f"mlflow: parent run {args.run_id} {status}", file=sys.stderr)
+            tracking_runs.end_parent(run_id, status)
+            print(f"mlflow: parent run {run_id} {status}", file=sys.stderr)
         except Exception as e:  # noqa: BLE001 - a side channel: the pipeline's exit status stands
-            tracking.degrade(f"close the parent run {args.run_id}", e)
+            tracking.degrade(f"close the parent run {run_id}", e)
     tracking_runs.sweep_orphans()   # runs of stages killed under it (their process is gone)
-    return 0
 
 
 def cmd_wrap(args) -> int:
