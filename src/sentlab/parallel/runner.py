@@ -47,6 +47,19 @@ def import_ray():
     return ray
 
 
+def chain_env(root: Path, local: bool, remote: bool) -> dict[str, str]:
+    """A chain's environment (:func:`.worktree.task_env`); where the workers see this workspace (not ``remote``), the
+    workspace's embedding cache folder rather than each worktree's own, so the baseline chains share one forward
+    pass of the backbone (:mod:`sentlab.evaluate.sts.cache`). The user's ``SENTLAB_EMBEDDING_CACHE`` (or ``off``)
+    wins."""
+    env = task_env(local)
+    if remote:
+        return env
+    from ..evaluate.sts.cache import DEFAULT_ROOT, ENV
+
+    return {ENV: str(Path(root).resolve() / DEFAULT_ROOT), **env}
+
+
 def oversubscribed(jobs: int, threads: int | None, address: str | None) -> bool:
     """Say so when ``jobs`` local tasks of ``threads``-thread trainings ask for more threads than the CPU has
     cores (they still run, slower). The count is the profile's (``train.num_threads``): a training's bits depend
@@ -108,7 +121,7 @@ def fan_out(ray, root: Path, p: Plan, rt, state: Path, resources: dict, remote: 
         say("chains longest planned first (planned GPU-h x GPUs asked): " + ", ".join(shown[:12])
             + (f", ... ({len(shown) - 12} more)" if len(shown) > 12 else ""))
     threads = max(1, int(rt.cpus_per_task))   # a training sets its own: train.num_threads
-    common = {"root": str(root), "state_dir": str(state), "env": task_env(local), "threads": threads,
+    common = {"root": str(root), "state_dir": str(state), "env": chain_env(root, local, remote), "threads": threads,
               "run_id": run_id}
     if not remote:
         common["cache"] = cache_dir(root)

@@ -5,7 +5,10 @@ Every evaluate stage encodes through it (:func:`embedding_cache` in ``pipeline/e
 * the backbone's baseline stages (``evaluate_baseline@cls/mean/first_last/whitening/flow``) evaluate the
   same backbone on the same ~26.7k sentences with different poolings: the first of them runs ONE
   forward pass per batch, pools it every way in ``share_poolings`` and stores each; the other stages
-  load their embeddings instead of encoding again (whitening's and the flow's fit on ``first_last`` included);
+  load their embeddings instead of encoding again (whitening's and the flow's fit on ``first_last`` included,
+  and the SICK train/trial sentences of the cosine table). Stages that miss at once (``sentlab run --jobs N``,
+  whose worktrees get the workspace's cache folder) wait on an ``flock`` per model and sentence list
+  (:meth:`EmbeddingCache._encoding`) and load what the first stored;
 * a trained model's stage stores its embeddings, so a re-run of the stage for anything but the model
   and its encoding (an evaluate param such as ``hard_subset`` or ``diagnostics``, the evaluation or
   statistics code) loads them instead of encoding the ~29.5k sentences again.
@@ -13,7 +16,8 @@ Every evaluate stage encodes through it (:func:`embedding_cache` in ``pipeline/e
 Key (:meth:`EmbeddingCache.key`): the sha256 of
 
 * the model's content: every parameter and buffer (name, dtype, shape, bytes), its config and
-  its tokenizer (:func:`model_fingerprint`), so a retrained or edited model misses;
+  its tokenizer without its call-time truncation/padding state (:func:`model_fingerprint`), so a retrained or
+  edited model misses, and a process that has encoded computes the same key as a fresh one;
 * how it is encoded: pooling, template, dims, precision, device, effective max_length, token
   budget, batch size, torch threads, the trained head's weights, the torch/transformers versions and the sources
   of ``sentlab/encoder.py`` and ``encoder_head.py`` — everything that can change an embedding's bits;
@@ -76,10 +80,22 @@ def model_fingerprint(model: torch.nn.Module, tokenizer) -> str:
     config = getattr(model, "config", None)
     h.update((config.to_json_string(use_diff=False) if config is not None else type(model).__name__).encode())
     backend = getattr(tokenizer, "backend_tokenizer", None)
-    tok_repr = backend.to_str() if backend is not None else json.dumps(tokenizer.get_vocab(), sort_keys=True)
+    tok_repr = _backend_repr(backend) if backend is not None else json.dumps(tokenizer.get_vocab(), sort_keys=True)
     h.update(f"{type(tokenizer).__name__}\0{tok_repr}\0{tokenizer.padding_side}\0".encode())
     h.update(json.dumps(tokenizer.special_tokens_map, sort_keys=True, default=str).encode())
     return h.hexdigest()
+
+
+def _backend_repr(backend) -> str:
+    """A fast tokenizer's definition without its call-time settings (``truncation``, ``padding``): every call of the
+    encoder sets them itself (``truncation=True, max_length=...``, ``padding=False``; the effective max_length is in
+    the key), and the first call changes them from what tokenizer.json saved. With them, the same model's key changed
+    once the process had encoded anything, so a baseline stage that had encoded missed the entries the first stage
+    stored from a fresh process, and encoded the SICK train/trial sentences again (issue #69 §3)."""
+    state = json.loads(backend.to_str())
+    for transient in ("truncation", "padding"):
+        state.pop(transient, None)
+    return json.dumps(state, sort_keys=True)
 
 
 def sentences_fingerprint(sentences: Sequence[str]) -> str:
@@ -150,24 +166,65 @@ class EmbeddingCache:
         sentences = list(sentences)
         model_hash = model_fingerprint(encoder.model, encoder.tokenizer)
         sent_hash = sentences_fingerprint(sentences)
-        raw = self._load(self.key(encoder, sentences, batch_size, model_hash, sent_hash), len(sentences))
+        key = self.key(encoder, sentences, batch_size, model_hash, sent_hash)
+        seen = _mtime(self._path(key))
+        raw = self._load(key, len(sentences))
         if raw is None:
-            self.misses += 1
-            poolings = [encoder.pooling]
-            if encoder.template is None:  # a template changes the input text: that pooling runs alone
-                poolings += [p for p in self.share_poolings if p != "mask"]
-            computed = encoder.encode_poolings(sentences, poolings, batch_size=batch_size, show_progress_bar=True)
-            for p, emb in computed.items():
-                other = dataclasses.replace(encoder, pooling=p, post=None)
-                if not self._store_or_warn(self.key(other, sentences, batch_size, model_hash, sent_hash), emb, other,
-                                           batch_size):
-                    break
-            raw = computed[encoder.pooling]
+            with self._encoding(encoder, sentences, batch_size, model_hash, sent_hash):
+                if _mtime(self._path(key)) != seen:   # stored by a stage that encoded while this one waited
+                    raw = self._load(key, len(sentences))
+                if raw is None:
+                    return self._encode_and_store(encoder, sentences, batch_size, model_hash, sent_hash)
+            self.hits += 1
+            log.info("embedding cache hit after waiting: %s (%s pooling, %d sentences)", encoder.name,
+                     encoder.pooling, len(sentences))
         else:
             self.hits += 1
             log.info("embedding cache hit: %s (%s pooling, %d sentences)", encoder.name, encoder.pooling,
                      len(sentences))
         return encoder.post(raw).astype(np.float32) if encoder.post is not None else raw
+
+    def _encode_and_store(self, encoder: SentenceEncoder, sentences: list[str], batch_size: int, model_hash: str,
+                          sent_hash: str) -> np.ndarray:
+        """A miss: the model runs once for the encoder's pooling and every compatible one of ``share_poolings``;
+        each is stored under its own key; returns the encoder's (``post`` applied)."""
+        self.misses += 1
+        poolings = [encoder.pooling]
+        if encoder.template is None:  # a template changes the input text: that pooling runs alone
+            poolings += [p for p in self.share_poolings if p != "mask"]
+        computed = encoder.encode_poolings(sentences, poolings, batch_size=batch_size, show_progress_bar=True)
+        for p, emb in computed.items():
+            other = dataclasses.replace(encoder, pooling=p, post=None)
+            if not self._store_or_warn(self.key(other, sentences, batch_size, model_hash, sent_hash), emb, other,
+                                       batch_size):
+                break
+        raw = computed[encoder.pooling]
+        return encoder.post(raw).astype(np.float32) if encoder.post is not None else raw
+
+    @contextlib.contextmanager
+    def _encoding(self, encoder: SentenceEncoder, sentences: Sequence[str], batch_size: int, model_hash: str,
+                  sent_hash: str) -> Iterator[None]:
+        """Hold ``<root>/.<group>.lock`` (an ``flock``) while encoding: the group is the key without the pooling, so
+        baseline stages running at once (``sentlab run --jobs N``: each in its own process) wait for the one forward
+        pass the first of them makes and load what it stored. A folder that cannot hold the lock: no wait (the
+        cache is optional; the numbers are the same)."""
+        import fcntl
+
+        blob = {"model": model_hash, "sentences": sent_hash, "n": len(sentences),
+                **encoding_settings(encoder, batch_size)}
+        blob.pop("pooling")
+        group = hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()
+        try:
+            Path(self.root).mkdir(parents=True, exist_ok=True)
+            fh = open(Path(self.root) / f".{group}.lock", "a+")
+        except OSError:
+            yield
+            return
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            yield
+        finally:
+            fh.close()
 
     def _path(self, key: str) -> Path:
         return Path(self.root) / f"{key}.npy"
@@ -258,6 +315,13 @@ class EmbeddingCache:
             f.with_suffix(".json").unlink(missing_ok=True)
             total -= size
             log.info("embedding cache over %.1f GB: removed the least recently used entry %s", self.max_bytes / 1e9, f)
+
+
+def _mtime(path: Path) -> Optional[int]:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
 
 
 STALE_TMP_S = 3600  # a temporary file this old is from a killed write (one entry takes seconds to write)
