@@ -177,3 +177,44 @@ def test_the_chains_of_a_local_ray_run_share_the_workspace_embedding_cache(tmp_p
     assert "SENTLAB_EMBEDDING_CACHE" not in chain_env(tmp_path, False, True)   # a node without the workspace
     monkeypatch.setenv("SENTLAB_EMBEDDING_CACHE", "off")                         # the user's setting wins
     assert chain_env(tmp_path, True, False)["SENTLAB_EMBEDDING_CACHE"] == "off"
+
+
+def test_whitening_and_the_flow_fitted_on_nli_share_one_pass_over_its_sentences(backbone, tmp_path, monkeypatch):
+    """The paper profile fits both on the NLI sentences (``fit_on: nli``, the same pooling): encoded once, through the
+    cache; the fitted transforms are those of separate passes, bit for bit (the cache off)."""
+    from _support.sts_tables import nli_corpus
+
+    from sentlab.evaluate.baselines.fitted import flow_encoder, whitening_encoder
+    from sentlab.evaluate.sts.cache import embedding_cache
+
+    monkeypatch.chdir(tmp_path)
+    nli = nli_corpus(tmp_path)
+    p = _params(backbone)
+    ev = p.evaluate.model_copy(update={"whitening": p.evaluate.whitening.model_copy(update={"fit_on": "nli"}),
+                                       "bert_flow": p.evaluate.bert_flow.model_copy(update={"fit_on": "nli"})})
+    params, table = p.model_copy(update={"evaluate": ev}), _table()
+    encoded: list[list[str]] = []
+    real = SentenceEncoder._encode_sorted
+
+    def counting(self, texts, poolings, batch_size, show):
+        encoded.append(list(texts))
+        return real(self, texts, poolings, batch_size, show)
+
+    monkeypatch.setattr(SentenceEncoder, "_encode_sorted", counting)
+
+    def both():
+        wh = whitening_encoder(params, table)[0].post
+        flow = flow_encoder(params, table, progress=False)[0].post
+        return wh, flow
+
+    monkeypatch.setenv("SENTLAB_EMBEDDING_CACHE", str(tmp_path / "cache"))
+    with embedding_cache(share_poolings=("first_last",)):
+        wh, flow = both()
+    assert sorted(len(t) for t in encoded if set(t) <= set(nli)) == [len(nli)]   # the NLI sentences: one pass
+    monkeypatch.setenv("SENTLAB_EMBEDDING_CACHE", "off")
+    with embedding_cache() as off:
+        assert off is None
+        wh0, flow0 = both()
+    assert np.array_equal(wh.W, wh0.W) and np.array_equal(wh.mu, wh0.mu)
+    x = np.random.default_rng(0).normal(size=(3, wh.W.shape[0])).astype(np.float32)
+    assert np.array_equal(flow(x), flow0(x))

@@ -42,11 +42,11 @@ def whitening_encoder(params, table, name: str = "base-whitening") -> tuple[Sent
         source = "sts_pool: the distinct sentences of the 7 test sets + STS-B dev"
     elif wp.fit_on == "nli":
         sample = nli_fit_sentences(wp.sample_size, params.seed, "evaluate.whitening.fit_on")
-        wh = Whitening.fit(raw.encode(sample, batch_size=ep.batch_size), dim=wp.dim)
+        wh = Whitening.fit(fit_embeddings(raw, sample, ep.batch_size), dim=wp.dim)
         source = nli_source(wp.sample_size, len(sample), params.seed)
     else:
         sample = corpus_sample(Path("data/corpus/train.parquet"), wp.sample_size, params.seed)
-        wh = Whitening.fit(raw.encode(sample, batch_size=ep.batch_size), dim=wp.dim)
+        wh = Whitening.fit(fit_embeddings(raw, sample, ep.batch_size), dim=wp.dim)
         source = f"corpus: seeded sample of data/corpus/train.parquet (seed {params.seed})"
     enc = dataclasses.replace(raw, post=wh)
     if wp.fit_on == "sts_pool":
@@ -57,6 +57,18 @@ def whitening_encoder(params, table, name: str = "base-whitening") -> tuple[Sent
 
 
 NLI_CORPUS = Path("data/corpus/nli.parquet")
+
+
+def fit_embeddings(raw: SentenceEncoder, sentences: list[str], batch_size: int) -> np.ndarray:
+    """``raw.encode(sentences)`` through the active embedding cache (bit-identical): whitening and BERT-flow fitted
+    on the same NLI or corpus sentences with the same pooling share one forward pass (``fit_on: nli`` in the paper
+    profile); without a cache (``SENTLAB_EMBEDDING_CACHE=off``), each encodes them."""
+    from ..sts.cache import active_cache
+
+    cache = active_cache()
+    if cache is None:
+        return raw.encode(sentences, batch_size=batch_size)
+    return cache.embed(raw, sentences, batch_size=batch_size)
 
 
 def nli_fit_sentences(sample_size: Optional[int], seed: int, key: str) -> list[str]:
@@ -102,7 +114,7 @@ def flow_encoder(params, table, name: str = "base-bert_flow",
     raw_lookup = embed_unique(raw, pool, batch_size=ep.batch_size)
     if fp.fit_on == "nli":   # SimCSE App. C's "NLI" fit: the flow never sees the evaluation sentences
         sample = nli_fit_sentences(fp.sample_size, params.seed, "evaluate.bert_flow.fit_on")
-        fit_x, source = raw.encode(sample, batch_size=ep.batch_size), nli_source(fp.sample_size, len(sample),
+        fit_x, source = fit_embeddings(raw, sample, ep.batch_size), nli_source(fp.sample_size, len(sample),
                                                                                  params.seed)
     else:
         fit_x = np.stack([raw_lookup[s] for s in pool])
