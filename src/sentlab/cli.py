@@ -13,7 +13,8 @@ import sys
 
 
 # Modules that add subcommands through ``register_cli(subparsers)``.
-PLUGINS: list[str] = ["sentlab.annotate.cli", "sentlab.report.cli", "sentlab.preflight",
+PLUGINS: list[str] = ["sentlab.annotate.cli", "sentlab.report.cli", "sentlab.parallel.report_cli",
+                      "sentlab.preflight",
                       "sentlab.backbones.standin", "sentlab.parallel.cli", "sentlab.plan", "sentlab.hub.push"]
 
 
