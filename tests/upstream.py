@@ -6,7 +6,8 @@ zip under ``/data/``, …), so ``SENTLAB_UPSTREAM=http://127.0.0.1:PORT`` points
 It answers ``Range`` requests (206 with ``Content-Range``), logs each request's path and Range, and has two fault
 switches: ``cut_once[path] = n`` ends the first transfer of ``path`` after ``n`` bytes (the connection closes with
 the body short of its Content-Length), and ``announce[path] = n`` sends ``n`` as the Content-Length however long the
-file is (a server or proxy that serves a wrong size).
+file is (a server or proxy that serves a wrong size); ``delay_s`` holds every answer that long (a slow link, so that
+two clients' downloads overlap).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import contextlib
 import io
 import tarfile
 import threading
+import time
 import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -27,6 +29,7 @@ class Upstream:
         self.cut_once: dict[str, int] = {}
         self.announce: dict[str, int] = {}
         self.requests: list[tuple[str, str]] = []     # (path, Range header or "")
+        self.delay_s = 0.0
         self.url = ""
 
     def handler(self):
@@ -39,6 +42,7 @@ class Upstream:
             def do_GET(self):   # noqa: N802 - http.server's name
                 rng = self.headers.get("Range", "")
                 up.requests.append((self.path, rng))
+                time.sleep(up.delay_s)
                 body = up.files.get(self.path)
                 if body is None:
                     self.send_error(404)

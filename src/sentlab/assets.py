@@ -176,12 +176,18 @@ def resolve_data(name: str) -> Resolved:
             if (root / alt).is_file():
                 return Resolved(root, source, root / alt)
     if not offline() and a.url:
-        try:
-            _download(a)
-            if _present(cache_root(), a.paths):
-                return Resolved(cache_root(), "download", cache_root() / a.paths[0])
-        except (OSError, DownloadError) as e:   # a miss: the error below (and a caller's fallback) follows
-            log.warning("download of %s from %s failed: %s", name, a.url, e)
+        from .download import download_lock
+
+        # one download of a file at a time (assets that share one, as STS and SICK share senteval.tar, share its lock)
+        with download_lock(cache_root(), posixpath.basename(a.url)):
+            if _present(cache_root(), a.paths):   # another process brought it while this one waited
+                return Resolved(cache_root(), "cache", cache_root() / a.paths[0])
+            try:
+                _download(a)
+                if _present(cache_root(), a.paths):
+                    return Resolved(cache_root(), "download", cache_root() / a.paths[0])
+            except (OSError, DownloadError) as e:   # a miss: the error below (and a caller's fallback) follows
+                log.warning("download of %s from %s failed: %s", name, a.url, e)
     raise AssetMissingError(
         f"Data asset '{name}' ({a.description}) was not found: looked for {a.paths[0]} "
         f"in the mirror ({m or 'SENTLAB_DATA_MIRROR unset'}) and the cache ({cache_root()}), and "
