@@ -1,12 +1,17 @@
-"""``sentlab fetch --profile P`` against the local upstream (tests/upstream.py on 127.0.0.1, issue #65 §6): it
-downloads what the profile's stages read into the places they read it from, says what with sizes, and afterwards
-the ``sources`` stage's reads of that profile run with downloads off and no upstream listening; a source the
-upstream does not have is one paragraph, exit 2, and no "needs no network" line."""
+"""``sentlab fetch --profile P`` against the local upstream (tests/upstream.py on 127.0.0.1, issue #65 §6; the
+hub's API too, ``HF_ENDPOINT``): in a scratch copy of the repository, with empty caches and no mirror, it downloads
+what the profile's stages read into the places they read them from and says what, with sizes; afterwards the
+profile's ``sources`` stage (pipeline/sources.py) and PaSeR's EDA run with downloads off (``SENTLAB_OFFLINE=1
+HF_HUB_OFFLINE=1``) and nothing listening at the upstream's address. A source the upstream does not have is one
+paragraph, exit 2, and no "needs no network" line. Both commands run as processes of their own, as on a login node
+and a compute node (huggingface_hub reads HF_ENDPOINT and HF_HUB_OFFLINE when it is imported)."""
 
 from __future__ import annotations
 
-import shutil
+import json
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,10 +20,14 @@ from conftest import NLTK_DATA
 from synthetic_upstream import stopwords_zip, wordnet_zip
 from upstream import SIMCSE, senteval_tar, serve, tar_of, zip_of
 
+HUB_ID = "sentlab-test/tiny-bert"
+# what a hub repository holds besides what transformers loads: never downloaded (sentlab.download.hub_patterns)
+OTHER_FORMATS = ("pytorch_model.bin", "tf_model.h5", "flax_model.msgpack", "onnx/model.onnx", "rust_model.ot")
+
 REPO = Path(__file__).resolve().parents[1]
 WORDS = [f"w{chr(97 + i)}{chr(97 + j)}" for i in range(26) for j in range(26)]   # 676 made-up words
 CR_COUNTS = {"custrev.pos": 2407, "custrev.neg": 1368}   # SentEval's CR (the loader checks the record counts)
-PROFILE = {"extends": "quick",
+PROFILE = {"extends": "quick", "model": {"backbone": HUB_ID},
            "prepare": {"corpus": "wiki1m", "size": 300, "nli": "simcse"},
            "train": {"methods": ["simcse", "paser"]},
            "methods": {"paser": {"eda": "sr+rd"}},                       # synonym replacement: WordNet
@@ -54,109 +63,116 @@ def _upstream_files() -> dict[str, bytes]:
             f"{SIMCSE}/nli_for_simcse.csv": nli.encode(), f"{urlsplit(GLUE_URL).path}/WNLI.zip": zip_of(wnli)}
 
 
+def _hub_files() -> dict[str, bytes]:
+    import torch
+    from safetensors.torch import save
+
+    files = {"config.json": json.dumps({"model_type": "bert", "hidden_size": 8, "num_hidden_layers": 1,
+                                        "num_attention_heads": 1, "intermediate_size": 16,
+                                        "vocab_size": 600}).encode(),
+             "tokenizer_config.json": b'{"do_lower_case": true}', "vocab.txt": b"[PAD]\n[UNK]\n[CLS]\n[SEP]\n"
+             b"[MASK]\nthe\n", "model.safetensors": save({"embeddings.word_embeddings.weight": torch.zeros(600, 8)})}
+    return {**files, **{f: b"another weight format\n" * 1000 for f in OTHER_FORMATS}}
+
+
 @pytest.fixture
-def workspace(tmp_path, monkeypatch):
-    """A workspace with profiles/quick.yaml and profiles/offline.yaml (:data:`PROFILE`), empty caches, no mirror,
-    downloads on; NLTK's packages (stop words, the tagger, WordNet) already in its NLTK folder: NLTK's downloader
-    refuses loopback hosts (its SSRF guard), and tests/test_downloads.py covers that download."""
-    import nltk
+def workspace(tmp_path):
+    """A scratch copy of the repository (sentlab.preflight.scratch) with profiles/offline.yaml (:data:`PROFILE`);
+    its environment: empty caches, no mirror, downloads on; NLTK's packages (stop words, the tagger, WordNet)
+    already in its NLTK folder: NLTK's downloader refuses loopback hosts (its SSRF guard), and
+    tests/test_downloads.py covers that download."""
+    from sentlab.preflight.scratch import make_scratch, scratch_env
 
     tagger = NLTK_DATA / "taggers" / "averaged_perceptron_tagger_eng.zip"
     if not tagger.is_file():
         pytest.skip(f"needs NLTK's averaged_perceptron_tagger_eng.zip at {tagger} (../shared/nltk_data)")
-    ws = tmp_path / "ws"
-    (ws / "profiles").mkdir(parents=True)
-    shutil.copy(REPO / "profiles" / "quick.yaml", ws / "profiles" / "quick.yaml")
+    ws = make_scratch(REPO, tmp_path / "ws")
     (ws / "profiles" / "offline.yaml").write_text(yaml.safe_dump(PROFILE))
     nltk_dir = tmp_path / "nltk_data"
     for rel, data in (("corpora/stopwords.zip", stopwords_zip(WORDS)), ("corpora/wordnet.zip", wordnet_zip(WORDS)),
                       ("taggers/averaged_perceptron_tagger_eng.zip", tagger.read_bytes())):
         (nltk_dir / rel).parent.mkdir(parents=True, exist_ok=True)
         (nltk_dir / rel).write_bytes(data)
-    for k in ("SENTLAB_OFFLINE", "HF_HUB_OFFLINE"):
-        monkeypatch.setenv(k, "0")
-    monkeypatch.delenv("SENTLAB_DATA_MIRROR", raising=False)
-    monkeypatch.setenv("SENTLAB_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
-    monkeypatch.setenv("NLTK_DATA", str(nltk_dir))
-    monkeypatch.setattr(nltk.data, "path", [str(nltk_dir)])
-    return ws
+    env = scratch_env(ws)
+    for k in ("SENTLAB_DATA_MIRROR", "TRANSFORMERS_OFFLINE", "SENTLAB_PARENT_RUN_ID"):
+        env.pop(k, None)
+    env.update(SENTLAB_OFFLINE="0", HF_HUB_OFFLINE="0", SENTLAB_CACHE=str(tmp_path / "cache"),
+               HF_HOME=str(tmp_path / "hf"), HF_HUB_CACHE=str(tmp_path / "hf" / "hub"), NLTK_DATA=str(nltk_dir),
+               HF_HUB_DISABLE_TELEMETRY="1", PYTHONPATH=str(ws / "src"))
+    return ws, env
 
 
-def _sources_step_offline(ws: Path, monkeypatch) -> None:
-    """What the ``sources`` stage reads of the profile (pipeline/sources.py's calls) and the NLTK resources its
-    stages load, with downloads off and the upstream address pointing at a port nothing listens on."""
-    from sentlab.augment.eda import EDA
-    from sentlab.config import load_params
-    from sentlab.nltk_resources import require_nltk
-    from sentlab.pipeline.sources import (data_sources, glue_sources, model_sources, parse_sources,
-                                          retrieval_sources, transfer_sources)
+def _run(ws: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=ws, env=env, capture_output=True, text=True, timeout=600)
 
+
+def _dead_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    for k in ("SENTLAB_OFFLINE", "HF_HUB_OFFLINE"):
-        monkeypatch.setenv(k, "1")
-    monkeypatch.setenv("SENTLAB_UPSTREAM", f"http://127.0.0.1:{port}")
-    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
-    params = load_params(ws / "params.yaml", profile="offline")
-    data = data_sources(params.prepare.corpus, params.prepare.nli)
-    assert set(data) == {"senteval_sts", "sick", "wiki1m", "nli"} and data["nli"]["source"] == "simcse"
-    parsed = parse_sources(params)
-    assert len(parsed.sample.ids) == 300 and parsed.nli_source == "simcse" and parsed.nli_table.num_rows == 50
-    assert model_sources(params.model.backbone)["files"]
-    assert set(transfer_sources(params.transfer.tasks, params.transfer.models)) == {"senteval_cr"}
-    glue = glue_sources(params.glue.tasks, params.glue.models)
-    assert list(glue) == ["glue_wnli"] and "missing" not in glue["glue_wnli"]
-    assert retrieval_sources(params.retrieval.tasks, params.retrieval.models) == {}
-    for res in ("stopwords", "averaged_perceptron_tagger_eng", "wordnet"):
-        require_nltk(res)
-    assert EDA("sr+rd").synonyms is not None    # PaSeR's EDA with synonym replacement builds offline
+        return s.getsockname()[1]
 
 
-def test_fetch_downloads_what_the_profile_reads_and_then_its_sources_run_offline(workspace, monkeypatch, capsys):
-    from sentlab.cli import main
-
-    files = _upstream_files()
+def test_fetch_downloads_what_the_profile_reads_and_then_its_sources_stage_runs_offline(workspace):
+    ws, env = workspace
+    files, hub = _upstream_files(), _hub_files()
     with serve() as up:
-        monkeypatch.setenv("SENTLAB_UPSTREAM", up.url)
-        monkeypatch.setenv("HF_ENDPOINT", up.url)       # a hub call never leaves the machine
         up.files.update(files)
-        rc = main(["fetch", "--profile", "offline", "--params", str(workspace / "params.yaml")])
-        served = sorted({p for p, _ in up.requests})
-    out = capsys.readouterr().out
-    assert rc == 0, out
-    assert served == sorted(files)                       # each upstream file fetched, nothing else asked for
-    cache = Path(workspace.parent / "cache")
+        commit = up.hub_repo(HUB_ID, hub)
+        fetch = _run(ws, {**env, "SENTLAB_UPSTREAM": up.url, "HF_ENDPOINT": up.url},
+                     "-m", "sentlab.cli", "fetch", "--profile", "offline")
+        served = sorted({p for p, rng in up.requests if rng != "HEAD"})
+    assert fetch.returncode == 0, fetch.stderr
+    # the hub: only the files transformers loads, never the other weight formats; the data files: each once
+    assert {p for p in served if p.startswith(f"/{HUB_ID}/")} == {f"/{HUB_ID}/resolve/{commit}/{f}"
+                                                               for f in hub if f not in OTHER_FORMATS}
+    assert {p for p in served if not p.startswith((f"/{HUB_ID}/", "/api/"))} == set(files)
+    cache = ws.parent / "cache"
     wiki = len(files[f"{SIMCSE}/wiki1m_for_simcse.txt"])
-    lines = out.splitlines()
+    lines = fetch.stdout.splitlines()
     assert lines[0] == "sentlab fetch --profile offline: 10 sources"
     row = next(x for x in lines if " wiki1m " in x)
     assert row.split()[0] == "fetched" and f"{wiki / 1e6:.1f} MB" in row
     assert str(cache / "wiki" / "wiki1m_for_simcse.txt") in row
     fetched = {x.split()[2] for x in lines[1:-1] if x.split()[0] == "fetched"}
     here = {x.split()[2] for x in lines[1:-1] if x.split()[0] == "here"}
-    assert fetched == {"senteval_sts", "sick", "wiki1m", "nli", "senteval_cr", "WNLI"}
-    assert here == {"stopwords", "averaged_perceptron_tagger_eng", "wordnet", "sentence-transformers/all-MiniLM-L6-v2"}
+    assert fetched == {"senteval_sts", "sick", "wiki1m", "nli", HUB_ID, "senteval_cr", "WNLI"}
+    assert here == {"stopwords", "averaged_perceptron_tagger_eng", "wordnet"}
+    hub_row = next(x for x in lines if f" {HUB_ID} " in x)
+    hub_bytes = sum(len(b) for f, b in hub.items() if f not in OTHER_FORMATS)
+    assert f"{hub_bytes / 1e3:.1f} KB" in hub_row and str(ws.parent / "hf" / "hub") in hub_row
     assert "it needs no network now" in lines[-1]
-    assert (cache / "wiki" / "wiki1m_for_simcse.txt").stat().st_size == wiki
-    _sources_step_offline(workspace, monkeypatch)
+
+    # the compute node: downloads off, nothing listening where the upstream was
+    dead = f"http://127.0.0.1:{_dead_port()}"
+    offline = {**env, "SENTLAB_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "SENTLAB_UPSTREAM": dead, "HF_ENDPOINT": dead}
+    for args in (("-m", "sentlab.cli", "profile", "offline"), ("pipeline/sources.py",)):
+        r = _run(ws, offline, *args)
+        assert r.returncode == 0, r.stdout + r.stderr
+    data = json.loads((ws / "data" / "sources" / "data.json").read_text())["files"]
+    assert set(data) == {"senteval_sts", "sick", "wiki1m", "nli"} and data["nli"]["source"] == "simcse"
+    model = json.loads((ws / "data" / "sources" / "model.json").read_text())
+    assert model["backbone"] == HUB_ID and set(model["files"]) == {f for f in hub if f not in OTHER_FORMATS}
+    assert list(json.loads((ws / "data" / "sources" / "transfer.json").read_text())) == ["senteval_cr"]
+    glue = json.loads((ws / "data" / "sources" / "glue.json").read_text())
+    assert list(glue) == ["glue_wnli"] and "missing" not in glue["glue_wnli"]
+    eda = _run(ws, offline, "-c", "from sentlab.augment.eda import EDA; from sentlab.nltk_resources import "
+               "require_nltk; require_nltk('averaged_perceptron_tagger_eng'); print(EDA('sr+rd').synonyms.__name__)")
+    assert eda.returncode == 0 and eda.stdout.strip() == "wordnet_synonyms", eda.stderr
 
 
-def test_a_source_the_upstream_lacks_is_one_paragraph_and_the_others_are_fetched(workspace, monkeypatch, capsys):
-    from sentlab.cli import main
-
+def test_a_source_the_upstream_lacks_is_one_paragraph_and_the_others_are_fetched(workspace):
+    ws, env = workspace
     files = _upstream_files()
     del files[f"{SIMCSE}/nli_for_simcse.csv"]
     with serve() as up:
-        monkeypatch.setenv("SENTLAB_UPSTREAM", up.url)
-        monkeypatch.setenv("HF_ENDPOINT", up.url)
         up.files.update(files)
-        rc = main(["fetch", "--profile", "offline", "--params", str(workspace / "params.yaml")])
-    out, err = capsys.readouterr()
-    assert rc == 2
-    assert "needs no network" not in out
-    paragraph = err.strip()
-    assert "\n" not in paragraph and "1 of the 10 sources" in paragraph
+        up.hub_repo(HUB_ID, _hub_files())
+        r = _run(ws, {**env, "SENTLAB_UPSTREAM": up.url, "HF_ENDPOINT": up.url},
+                 "-m", "sentlab.cli", "fetch", "--profile", "offline")
+    assert r.returncode == 2
+    assert "needs no network" not in r.stdout
+    errors = [x for x in r.stderr.splitlines() if x.startswith("sentlab: error: ")]   # beside the progress bars
+    assert len(errors) == 1 and "1 of the 10 sources" in errors[0]
+    paragraph = errors[0]
     assert "data nli (prepare.nli: simcse)" in paragraph and "nli_for_simcse.csv" in paragraph
-    assert (workspace.parent / "cache" / "wiki" / "wiki1m_for_simcse.txt").is_file()   # the others stay fetched
+    assert (ws.parent / "cache" / "wiki" / "wiki1m_for_simcse.txt").is_file()   # the others stay fetched

@@ -309,12 +309,17 @@ def resolve_model(name: str, download: bool = True) -> Path:
     m = mirror_root()
     if m is not None and (m / "models" / name / "config.json").is_file():
         return m / "models" / name
-    try:
-        from huggingface_hub import snapshot_download
+    from huggingface_hub import snapshot_download
 
-        return Path(snapshot_download(name, local_files_only=True))
-    except Exception:  # noqa: BLE001 - not in the HF cache: try the next source
-        pass
+    from .download import hub_patterns
+
+    # the files a download takes (hub_patterns: safetensors, else the .bin): without them, huggingface_hub 2.x calls a
+    # snapshot that lacks the repository's other weight formats incomplete and refuses it offline (issue #65 §6)
+    for patterns in (hub_patterns(), hub_patterns([])):
+        try:
+            return Path(snapshot_download(name, local_files_only=True, allow_patterns=patterns))
+        except Exception:  # noqa: BLE001 - not in the HF cache: try the next source
+            pass
     if name in PACKAGED_MODELS:
         try:
             mod = __import__(PACKAGED_MODELS[name])
