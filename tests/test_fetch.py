@@ -176,3 +176,20 @@ def test_a_source_the_upstream_lacks_is_one_paragraph_and_the_others_are_fetched
     paragraph = errors[0]
     assert "data nli (prepare.nli: simcse)" in paragraph and "nli_for_simcse.csv" in paragraph
     assert (ws.parent / "cache" / "wiki" / "wiki1m_for_simcse.txt").is_file()   # the others stay fetched
+
+
+def test_the_paper_profiles_sources_are_what_its_stages_read():
+    """paper: SimCSE's corpus and NLI triples, the GloVe baseline, every suite's data; bert-base-uncased and the models
+    the lines load besides it (POS/BOW's roberta-base, DiffCSE's generator); WordNet for PaSeR's synonym replacement,
+    the stop words and tagger of the annotate stage."""
+    from sentlab.config.profile_files import profile_values
+    from sentlab.preflight.fetch import profile_needs
+
+    needs = {(n.kind, n.name) for n in profile_needs(profile_values("paper", REPO / "profiles"))}
+    assert {(k, n) for k, n in needs if k in ("hub", "nltk")} == {
+        ("hub", "bert-base-uncased"), ("hub", "roberta-base"), ("hub", "distilbert-base-uncased"),
+        ("nltk", "stopwords"), ("nltk", "averaged_perceptron_tagger_eng"), ("nltk", "wordnet")}
+    assert {n for k, n in needs if k == "data"} == {
+        "senteval_sts", "sick", "wiki1m", "nli", "glove", "qqp", "askubuntu_text", "askubuntu_test",
+        *(f"senteval_{t}" for t in ("mr", "cr", "subj", "mpqa", "sst2", "trec", "mrpc"))}
+    assert {n for k, n in needs if k == "glue"} == {"WNLI", "QNLI", "QQP", "SST-2", "STS-B"}

@@ -45,19 +45,12 @@ def _add(out: list[Need], kind: str, name: str, why: str) -> None:
         out.append(Need(kind, name, why))
 
 
-def trained_params(values: dict) -> dict:
+def trained_params(params) -> dict:
     """``{model: its method's Params}`` for every model the profile trains (lines, seeds, ablation variants)."""
-    from ..config import validate
     from ..pipeline.stage_list import models_for
-    from .slice import _params_of
-    from .standins import model_block
+    from .projection import model_params
 
-    out = {}
-    for name, entry in models_for(validate(values)).items():
-        p = _params_of(entry["method"], model_block(values, entry, name))
-        if p is not None:
-            out[name] = p
-    return out
+    return {name: model_params(params, entry, name) for name, entry in models_for(params).items()}
 
 
 def profile_needs(values: dict) -> list[Need]:
@@ -79,7 +72,7 @@ def profile_needs(values: dict) -> list[Need]:
     else:
         _add(out, "spacy", params.annotate.spacy_model, "annotate.backend: spacy")
     _add(out, "hub", params.model.backbone, "model.backbone")
-    for model, p in trained_params(values).items():
+    for model, p in trained_params(params).items():
         for hub in p.hub_models():
             _add(out, "hub", hub, f"train@{model}")
         for res in p.nltk_resources():
