@@ -15,7 +15,8 @@ import sys
 # Modules that add subcommands through ``register_cli(subparsers)``.
 PLUGINS: list[str] = ["sentlab.annotate.cli", "sentlab.report.cli", "sentlab.parallel.report_cli",
                       "sentlab.preflight",
-                      "sentlab.backbones.standin", "sentlab.parallel.cli", "sentlab.plan", "sentlab.hub.push"]
+                      "sentlab.backbones.standin", "sentlab.parallel.cli", "sentlab.plan", "sentlab.hub.push",
+                      "sentlab.preflight.fetch"]
 
 
 def _cmd_evaluate(args) -> int:
