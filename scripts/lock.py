@@ -2,7 +2,8 @@
 
 ``requirements/lock.txt`` pins every package `make env` installs, with the sha256 of each of its files on PyPI
 (`pip install --require-hashes --no-deps`), for CPython 3.11+ on every platform (uv's universal resolution). It is
-resolved from pyproject.toml's ranges (the ``test`` and ``ray`` extras included) under ``requirements/pins.txt``.
+resolved from pyproject.toml's ranges (the ``test``, ``ray`` and ``bench`` extras included) under
+``requirements/pins.txt``.
 torch is not in it: `make env` installs torch first, the CPU build here or the CUDA build a GPU node needs
 (``TORCH_SPEC``), so torch and its CUDA libraries (``nvidia-*``, ``cuda-*``, ``triton``) are left out; every other
 package is resolved against the torch the pins name.
@@ -45,8 +46,8 @@ def uv() -> str:
 
 def compile_lock(out: Path, pins: Path) -> None:
     """``uv pip compile`` into ``out``, the torch family left out."""
-    base = [uv(), "pip", "compile", "pyproject.toml", "--extra", "test", "--extra", "ray", "--universal",
-            "--python-version", "3.11", "--generate-hashes", "--quiet", "-c", str(pins)]
+    base = [uv(), "pip", "compile", "pyproject.toml", "--extra", "test", "--extra", "ray", "--extra", "bench",
+            "--universal", "--python-version", "3.11", "--generate-hashes", "--quiet", "-c", str(pins)]
     first = out.with_suffix(".all")
     subprocess.run([*base, "-o", str(first)], cwd=REPO, check=True)
     family = sorted({m.group(1) for line in first.read_text().splitlines()

@@ -152,3 +152,33 @@ def test_an_unreachable_upstream_is_a_miss_at_once_and_the_callers_fallback_appl
     sst = G.load_glue("SST-2")
     assert time.monotonic() - t0 < 10
     assert (len(sst["train"].y), len(sst["dev"].y)) == (67349, 872)   # the mirror's SentEval SST-2
+
+
+def test_a_hub_snapshot_of_only_the_files_transformers_loads_resolves_offline(tmp_path):
+    """A snapshot taken with allow_patterns (sentlab.download.hub_snapshot: safetensors, configs, tokenizer) lacks the
+    repository's other weight formats; huggingface_hub 2.x's offline look-up without the same patterns called it
+    incomplete (IncompleteSnapshotError), so resolve_model failed offline on the model it had just downloaded
+    (issue #65 §6: a compute node). Each half runs in a process of its own: huggingface_hub reads HF_ENDPOINT and
+    HF_HUB_OFFLINE when it is imported."""
+    import os
+    import subprocess
+    import sys
+
+    files = {"config.json": b'{"model_type": "bert"}', "vocab.txt": b"[PAD]\n[UNK]\n", "model.safetensors": b"w" * 64,
+             "pytorch_model.bin": b"b" * 64, "tf_model.h5": b"t" * 64, "onnx/model.onnx": b"o" * 64}
+    env = {k: v for k, v in os.environ.items() if k not in ("SENTLAB_DATA_MIRROR", "TRANSFORMERS_OFFLINE")}
+    env.update(HF_HUB_CACHE=str(tmp_path / "hub"), HF_HUB_DISABLE_TELEMETRY="1", SENTLAB_OFFLINE="0",
+               HF_HUB_OFFLINE="0")
+    code = "import sys; from sentlab.assets import resolve_model; print(resolve_model(sys.argv[1]))"
+    with serve() as up:
+        up.hub_repo("sentlab-test/m", files)
+        online = subprocess.run([sys.executable, "-c", code, "sentlab-test/m"], capture_output=True, text=True,
+                                env={**env, "HF_ENDPOINT": up.url}, timeout=300)
+    assert online.returncode == 0, online.stderr
+    snapshot = online.stdout.strip().splitlines()[-1]
+    assert sorted(os.listdir(snapshot)) == ["config.json", "model.safetensors", "vocab.txt"]
+    offline = subprocess.run([sys.executable, "-c", code, "sentlab-test/m"], capture_output=True, text=True,
+                             env={**env, "HF_HUB_OFFLINE": "1", "SENTLAB_OFFLINE": "1",
+                                  "HF_ENDPOINT": "http://127.0.0.1:9"}, timeout=300)
+    assert offline.returncode == 0, offline.stderr
+    assert offline.stdout.strip().splitlines()[-1] == snapshot

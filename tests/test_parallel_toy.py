@@ -37,5 +37,10 @@ def test_two_jobs_same_outputs_clean_status(serial, tmp_path):
     assert {s["cuda_visible_devices"] for s in states.values()} <= {"0", "1"}
     assert "c: done" in run.stderr and "train@a" in (repo / STATE / "logs/c.restore.log").read_text()
     assert not list((repo / STATE / "worktrees").iterdir())   # the done chains' worktrees are gone
+    # each stage's report inputs kept as it finished (sentlab report --from-run reads them): the metrics as restored
+    kept = {p.parent.name: json.loads(p.read_text())["files"] for p in (repo / STATE / "results").glob("*/kept.json")}
+    assert set(kept) == PARALLEL and kept["evaluate@b"] == ["reports/metrics/b.json"]
+    assert (repo / STATE / "results/evaluate@b/reports/metrics/b.json").read_bytes() == \
+        (repo / "reports/metrics/b.json").read_bytes()
     status = sentlab_status(repo, env)
     assert status.returncode == 0 and "11 up to date" in status.stdout, status.stdout

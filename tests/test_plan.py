@@ -60,7 +60,7 @@ def test_the_printed_plan_names_its_gpu_run_and_marks_every_figure(capsys):
     assert cli.main(["plan", "--profile", "paper-lite", "--params", str(REPO / "params.yaml")]) == 0
     out = capsys.readouterr().out
     assert "H100 80GB HBM3, 2026-11-26" in out and 'benchmarks/RESULTS.md "On a GPU"' in out
-    assert "| table | trainings | training steps | GPU-h measured | GPU-h estimated | GPU-h total | disk GB |" in out
+    assert "| table | trainings | training steps | GPU-h measured | GPU-h estimated | GPU-h total | models GB |" in out
     total = next(line for line in out.splitlines() if line.startswith("| **total**"))
     assert "| **24** |" in total
     assert "1 GPU" in out and "4 GPUs" in out and "8 GPUs" in out and "Estimated inputs:" in out
@@ -134,3 +134,40 @@ def test_editing_a_measured_methods_settings_makes_its_step_estimated():
     assert [x for x in render("paper-lite", plan(params)).splitlines() if x.startswith("- simcse:")] == [
         "- simcse: step time measured at fd5a861 with other values (measured -> this profile), so estimated: "
         "max_length 32 -> 64"]
+
+
+def test_the_disk_figure_counts_exports_hub_snapshots_and_worktrees_each_with_its_source():
+    """Issue #65 §6: the figure was the models alone (x2 for DVC's cache: ~160 GB for paper); exports/ holds another
+    copy of every model, the hub snapshots and each running chain's worktree (its model, its resume checkpoint) come
+    on top. Inputs chosen here: 10 GB of trained models, 3 chains at once, bert-base-uncased with DiffCSE (its
+    generator: distilbert-base-uncased), wiki1m, the GloVe baseline."""
+    from sentlab.config import validate
+    from sentlab.plan import disk
+
+    values = _values("quick", methods=["simcse", "diffcse"])
+    values["model"] = {"backbone": "bert-base-uncased"}
+    values["prepare"]["corpus"] = "wiki1m"
+    values["evaluate"]["baselines"] = ["cls", "glove"]
+    rows = disk(validate(values), 10.0, 3)
+    bert, distilbert = 109_482_240 * 4 / 1e9, 66_362_880 * 4 / 1e9   # the hub checkpoints' parameters, fp32
+    expected = {"models/": 10.0, "DVC cache": 10.0, "exports/": 10.0, "hub snapshots": bert + distilbert,
+                "worktrees (3 chains at once)": 3 * (bert + 1.8),     # a bert-base model and a ~1.8 GB checkpoint
+                "data: wiki1m": 0.12, "data: glove": 7.6}
+    assert [w for w, _, _ in rows] == list(expected)
+    assert {w: gb for w, gb, _ in rows} == pytest.approx(expected)
+    assert sum(gb for _, gb, _ in rows) == pytest.approx(45.13716736)
+    src = {w: s for w, _, s in rows}
+    assert src["hub snapshots"].startswith("bert-base-uncased, distilbert-base-uncased:")
+    assert "resume checkpoint" in src["worktrees (3 chains at once)"]
+
+
+def test_the_printed_disk_total_is_the_sum_of_its_lines_and_no_longer_the_models_twice(capsys):
+    assert cli.main(["plan", "--profile", "paper", "--params", str(REPO / "params.yaml"), "--gpus", "1,8"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    start = out.index(next(x for x in out if x.startswith("Disk a run fills: **")))
+    rows = [x.split(" | ") for x in out[start + 4:] if x.startswith("| ")]
+    gb = {r[0][2:]: float(r[1].replace(",", "")) for r in rows}
+    assert list(gb)[:5] == ["models/", "DVC cache", "exports/", "hub snapshots", "worktrees (8 chains at once)"]
+    assert gb["models/"] == gb["DVC cache"] == gb["exports/"] == 80.8
+    total = float(out[start].split("**")[1].split()[0].replace(",", ""))
+    assert total == pytest.approx(sum(gb.values()), abs=0.2) and total > 2 * gb["models/"] + 80

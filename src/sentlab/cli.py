@@ -13,9 +13,10 @@ import sys
 
 
 # Modules that add subcommands through ``register_cli(subparsers)``.
-PLUGINS: list[str] = ["sentlab.annotate.cli", "sentlab.report.cli", "sentlab.preflight",
+PLUGINS: list[str] = ["sentlab.annotate.cli", "sentlab.report.cli", "sentlab.parallel.report_cli",
+                      "sentlab.preflight",
                       "sentlab.backbones.standin", "sentlab.parallel.cli", "sentlab.plan", "sentlab.hub.push",
-                      "sentlab.parallel.repro"]
+                      "sentlab.preflight.fetch", "sentlab.parallel.repro"]
 
 
 def _cmd_evaluate(args) -> int:

@@ -23,6 +23,7 @@ upstream URL, keeping its path: a local server in the upstream layout stands in 
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
 import time
@@ -31,7 +32,7 @@ import urllib.parse
 import urllib.request
 import zipfile
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 from .errors import SentlabError
 from .io import atomic_path
@@ -68,6 +69,33 @@ def _unreachable(e: BaseException) -> bool:
 
     reason = getattr(e, "reason", None)
     return isinstance(e, urllib.error.URLError) and isinstance(reason, (socket.gaierror, ConnectionRefusedError))
+
+
+@contextlib.contextmanager
+def download_lock(folder: str | os.PathLike, name: str, create: bool = True) -> Iterator[None]:
+    """Hold the lock on downloads of ``name`` into ``folder`` (``folder/.name.lock``, :mod:`filelock`: an OS lock the
+    kernel releases when its process dies) for the ``with`` block: concurrent stages or Ray tasks that all miss the
+    same file (PaSeR's chains loading WordNet, two stages reading one tar) download it once, and none reads a copy
+    that another is still writing or unpacking. The caller checks for the file again inside the block. A folder this
+    process cannot write, that has no write permission for anyone (a shared read-only copy, even for root), or that
+    is not there without ``create``, is not locked (nothing is being downloaded into it from here)."""
+    from filelock import FileLock
+
+    folder = Path(folder)
+    lock = None
+    try:
+        if create:
+            folder.mkdir(parents=True, exist_ok=True)
+        if folder.stat().st_mode & 0o222:   # a folder nobody may write (a shared read-only copy) is left alone
+            lock = FileLock(folder / f".{name}.lock")
+            lock.acquire()
+    except OSError:
+        lock = None
+    try:
+        yield
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 def part_path(dest: Path) -> Path:

@@ -44,27 +44,34 @@ def nltk_download_dir() -> Path:
 
 def require_nltk(resource: str) -> None:
     """Make sure an NLTK resource is loadable: found where NLTK looks, else (online) fetched with NLTK's own
-    downloader into :func:`nltk_download_dir` (the index: ``$SENTLAB_UPSTREAM`` in place of NLTK's host when set),
+    downloader into :func:`nltk_download_dir` (the index: ``$SENTLAB_UPSTREAM`` in place of NLTK's host when set;
+    under :func:`sentlab.download.download_lock`: concurrent callers fetch it once and wait until it is whole),
     else an error with the exact download command. A campaign never fails on a resource hours in for want of a
     download (PaSeR's WordNet, issue #54)."""
+    from .download import download_lock
+
     loc = NLTK_RESOURCES.get(resource, resource)
-    if _nltk_found(loc):
-        return
-    if not offline():
-        from nltk.downloader import Downloader
-
-        from .download import upstream_url
-
-        target = nltk_download_dir()
-        try:
-            target.mkdir(parents=True, exist_ok=True)
-            log.info("downloading NLTK resource %s into %s", resource, target)
-            Downloader(server_index_url=upstream_url(Downloader.DEFAULT_URL)).download(
-                resource, download_dir=str(target), quiet=True, raise_on_error=True)
-        except Exception as e:  # noqa: BLE001 - NLTK's errors are plain exceptions: say so below
-            log.warning("NLTK's downloader could not fetch %s into %s: %s", resource, target, e)
+    target = nltk_download_dir()
+    # under the lock: the check too, so a resource another process is downloading or still unpacking (NLTK unzips
+    # into corpora/wordnet/ file by file after the archive is in place, when run as root or into a shared folder,
+    # and NLTK finds the folder before the archive) is read only once it is whole, and fetched once (issue #65 §6)
+    with download_lock(target, "sentlab-nltk", create=not offline()):
         if _nltk_found(loc):
             return
+        if not offline():
+            from nltk.downloader import Downloader
+
+            from .download import upstream_url
+
+            try:
+                target.mkdir(parents=True, exist_ok=True)
+                log.info("downloading NLTK resource %s into %s", resource, target)
+                Downloader(server_index_url=upstream_url(Downloader.DEFAULT_URL)).download(
+                    resource, download_dir=str(target), quiet=True, raise_on_error=True)
+            except Exception as e:  # noqa: BLE001 - NLTK's errors are plain exceptions: say so below
+                log.warning("NLTK's downloader could not fetch %s into %s: %s", resource, target, e)
+            if _nltk_found(loc):
+                return
     raise AssetMissingError(
         f"NLTK resource '{resource}' ({loc}) is not installed"
         + (" and NLTK's downloader could not fetch it" if not offline() else " and downloads are off (offline)")

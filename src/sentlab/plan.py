@@ -105,8 +105,12 @@ RETRIEVAL_S = 60.0     # estimated: QQP's ~540k questions and AskUbuntu encoded 
 GLUE_TRAIN = {"WNLI": 635, "QNLI": 104_743, "QQP": 363_846, "SST-2": 67_349, "STS-B": 5_749, "MRPC": 3_668,
               "RTE": 2_490, "CoLA": 8_551, "MNLI": 392_702}
 BYTES_PER_PARAM = 4    # fp32 safetensors
-BACKBONE_PARAMS = {"bert-base-uncased": 109_482_240, "roberta-base": 124_645_632, "bert-large-uncased": 335_141_888}
+BACKBONE_PARAMS = {"bert-base-uncased": 109_482_240, "roberta-base": 124_645_632, "bert-large-uncased": 335_141_888,
+                   "distilbert-base-uncased": 66_362_880}
 CHECKPOINT_GB = 1.8    # a resume checkpoint of a bert-base training (issue #54: 1.3-1.8 GB), estimated
+# the data files a profile downloads (GB, and where the figure comes from); GloVe only where its baseline runs
+DATA_GB = {"wiki1m": (0.12, "SimCSE's wiki1m_for_simcse.txt"),
+           "glove": (7.6, "GloVe 840B 300-d: its 2 GB zip and 5.6 GB unpacked, both on disk while it unpacks")}
 
 
 @dataclass
@@ -221,8 +225,9 @@ def evaluation_cost(kind: str, params) -> Cost:
                            f"train splits' sizes"})
 
 
-def plan(params) -> dict:
-    """``{"tables": {id: (title, Cost)}, "total": Cost, "trainings": {name: Cost}, "cpu": [...]}``."""
+def plan(params, jobs: int = 8) -> dict:
+    """``{"tables": {id: (title, Cost)}, "total": Cost, "trainings": {name: Cost}, "disk": [...], ...}``; the disk
+    with ``jobs`` chains running at once (:func:`disk`)."""
     from .report.paper_tables import all_tables
     from .scope import table_scope
     from .pipeline.stage_list import stage_list_for, suite_items, suite_stage
@@ -259,7 +264,39 @@ def plan(params) -> dict:
         chains[root] = chains.get(root, 0.0) + c.gpu_s
     tasks = [*chains.values(), *(c.gpu_s for c in baselines.values()), *(c.gpu_s for _, _, c in suites.values())]
     return {"tables": tables, "total": total, "trainings": per_model, "longest_chain_s": longest, "tasks": tasks,
-            "models": len(models), "suites": len(suites), "baselines": len(baselines)}
+            "models": len(models), "suites": len(suites), "baselines": len(baselines),
+            "disk": disk(params, total.disk_gb, max(1, min(jobs, len(tasks))))}
+
+
+def _gb(model: str) -> float:
+    return BACKBONE_PARAMS.get(model, BACKBONE_PARAMS["bert-base-uncased"]) * BYTES_PER_PARAM / 1e9
+
+
+def disk(params, models_gb: float, running: int) -> list[tuple[str, float, str]]:
+    """(what, GB, where the figure comes from) of everything a run of the profile writes to disk, ``running``
+    chains at once (issue #65 §6: the models alone, x2 for DVC's cache, left out exports/, the hub snapshots and the
+    worktrees): ``models_gb`` (the trainings' fp32 weights) in models/, in DVC's cache and in exports/, each hub
+    model the profile loads once, each running chain's worktree, the data files downloaded."""
+    from .pipeline.stage_list import models_for
+    from .preflight.projection import model_params
+
+    hub = [params.model.backbone]
+    for name, entry in models_for(params).items():
+        hub += [h for h in model_params(params, entry, name).hub_models() if h not in hub]
+    unknown = [h for h in hub if h not in BACKBONE_PARAMS]
+    biggest = max(_gb(h) for h in hub)
+    data = [k for k in DATA_GB if k == params.prepare.corpus or (k == "glove" and "glove" in params.evaluate.baselines)]
+    return [("models/", models_gb, "the trained models' fp32 weights: parameters x 4 bytes"),
+            ("DVC cache", models_gb, "a copy of models/ (cache.type reflink,copy: a copy without reflinks)"),
+            ("exports/", models_gb, "the export stage's folders: a copy of each trained model (a copy-on-write "
+                                    "clone only where the filesystem has them)"),
+            ("hub snapshots", sum(_gb(h) for h in hub), ", ".join(hub) + ": the safetensors weights, parameters x 4 "
+             "bytes" + (f" (bert-base's for {', '.join(unknown)})" if unknown else "")),
+            (f"worktrees ({running} chains at once)", running * (biggest + CHECKPOINT_GB),
+             f"sentlab run's git worktrees (.dvc/tmp/sentlab/worktrees), one a running chain: its model (the largest, "
+             f"{biggest:.2f} GB) and its resume checkpoint (~{CHECKPOINT_GB} GB, estimated); the prepared data each "
+             f"checks out is not counted"),
+            *((f"data: {k}", DATA_GB[k][0], DATA_GB[k][1]) for k in data)]
 
 
 def makespan(tasks: list[float], gpus: int) -> float:
@@ -286,10 +323,10 @@ def render(profile: str, p: dict, gpus=(1, 4, 8)) -> str:
     lines = [f"# sentlab plan: profile `{profile}`", "",
              f"GPU-hours on one {GPU_CARD}. **measured**: step times and evaluation rates timed in {GPU_RUN}, times "
              f"exact counts (steps from the profile's corpus, batch, epochs; dev evaluations); **estimated**: the "
-             f"inputs listed below the table. Disk: the trained models' fp32 weights (estimated: parameters x 4 "
-             f"bytes).",
+             f"inputs listed below the table. models GB: the trained models' fp32 weights (estimated: parameters x 4 "
+             f"bytes); the disk a run fills is below.",
              "",
-             "| table | trainings | training steps | GPU-h measured | GPU-h estimated | GPU-h total | disk GB |",
+             "| table | trainings | training steps | GPU-h measured | GPU-h estimated | GPU-h total | models GB |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for tid, (title, c) in p["tables"].items():
         if c.gpu_s:
@@ -312,10 +349,12 @@ def render(profile: str, p: dict, gpus=(1, 4, 8)) -> str:
               "figures: `runtime.gpus_per_task: auto` lets short chains share a GPU, a gain not measured yet (no "
               "throughput of shared GPUs in the GPU run), so not counted here.",
               "",
-              f"Disk besides the models ({t.disk_gb:,.1f} GB; x2 with DVC's cache as a copy): one resume checkpoint "
-              f"per running training (~{CHECKPOINT_GB} GB each, estimated), wiki1m 0.12 GB, GloVe 7.6 GB (zip + "
-              f"unpacked) where the glove baseline runs. Not counted: checkpoint writes, the CPU stages (annotate: "
-              f"~30 min on 1M sentences, benchmarks/preflight-paper-gpu.md).", ""]
+              "Not counted: checkpoint writes, the CPU stages (annotate: ~30 min on 1M sentences, "
+              "benchmarks/preflight-paper-gpu.md).", ""]
+    rows = p["disk"]
+    lines += [f"Disk a run fills: **{sum(gb for _, gb, _ in rows):,.1f} GB**", "",
+              "| on disk | GB | from |", "|---|---:|---|"] + [f"| {w} | {gb:,.1f} | {src} |" for w, gb, src in rows]
+    lines += [""]
     if t.estimated:
         lines += ["Estimated inputs:", ""] + [f"- {e}" for e in estimated_lines(t.estimated)] + [""]
     return "\n".join(lines)
@@ -348,5 +387,6 @@ def _cmd_plan(args) -> int:
     from .methods.blocks import load_checked
 
     params = load_checked(args.params, profile=args.profile)
-    print(render(params.profile, plan(params), tuple(int(g) for g in args.gpus.split(","))))
+    gpus = tuple(int(g) for g in args.gpus.split(","))
+    print(render(params.profile, plan(params, max(gpus)), gpus))
     return 0

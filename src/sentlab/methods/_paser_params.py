@@ -106,6 +106,11 @@ class PaSeRParams(MethodParams):
         caps["recon_fit"] = min(self.recon_fit, 200)
         return caps
 
+    def nltk_resources(self) -> list[str]:
+        """EDA's synonym replacement (``sr``) reads WordNet and NLTK's English stop words
+        (:class:`~sentlab.augment.eda.EDA`)."""
+        return ["wordnet", "stopwords"] if "sr" in self.eda.split("+") else []
+
     def standin(self, asset: str) -> dict:
         """Without WordNet, EDA's synonym replacement (``sr``) is left out (``rd`` when nothing else is asked)."""
         if asset != "NLTK wordnet" or "sr" not in self.eda.split("+"):

@@ -92,6 +92,11 @@ class MethodParams(BaseModel):
         here its hub-shaped stand-in (:mod:`sentlab.preflight.standins`)."""
         return [self.backbone] if self.backbone else []
 
+    def nltk_resources(self) -> list[str]:
+        """NLTK resources this block's training loads (:data:`sentlab.nltk_resources.NLTK_RESOURCES` names), for
+        ``sentlab fetch``, which downloads them before a run without network; [] when none."""
+        return []
+
     def model_deps(self) -> list[str]:
         """Repository paths of other pipeline outputs this block's training reads (RankCSE's teachers
         ``models/simcse``): its train stage's DVC deps beside ``init`` (:mod:`sentlab.pipeline.stage_list`)."""

@@ -15,8 +15,9 @@ Modules: :mod:`.graph` (stages, chains), :mod:`.worktree` (a task's checkout, dv
 to), :mod:`.tracking_server` (MLflow
 under concurrency), :mod:`.runner`
 (``sentlab run``), :mod:`.stop` (how it stops: SIGTERM, its chains cancelled), :mod:`.status` (``sentlab status``),
-:mod:`.guard` (a stage dies with its worker), :mod:`.workspace_lock` (one pipeline run per workspace), :mod:`.repro`
-(``sentlab repro``: what ``make repro`` runs, the profile written and the pipeline run under that lock).
+:mod:`.guard` (a stage dies with its worker), :mod:`.report_cli` (``sentlab report [--from-run]``: a run's report
+from what it finished), :mod:`.workspace_lock` (one pipeline run per workspace), :mod:`.repro` (``sentlab repro``:
+what ``make repro`` runs, the profile written and the pipeline run under that lock).
 Ray is an optional extra: ``pip install sentlab[ray]``.
 """
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..errors import SentlabError
 from ..io import write_json
+from ..provenance.run_results import RESULTS
 from . import SHARED, STATE_DIR
 from .graph import Plan, plan_for, stage_names
 from . import gpus as placement
@@ -238,7 +239,7 @@ def _run_locked(root: Path, jobs, address, gpus, remote, keep_worktrees, rt, ray
     if (state / "logs").is_dir():   # the last run's logs (a killed or requeued one's) stay readable: logs.previous
         shutil.rmtree(state / "logs.previous", ignore_errors=True)
         (state / "logs").rename(state / "logs.previous")
-    for sub in ("stages", "logs"):
+    for sub in ("stages", "logs", RESULTS):   # RESULTS: what the report reads of each finished stage
         shutil.rmtree(state / sub, ignore_errors=True)
         (state / sub).mkdir(parents=True)
     run_id = time.strftime("%Y%m%d-%H%M%S")

@@ -8,7 +8,9 @@ is the worktree the coordinator made and the stage states and logs go to the wor
 stages read from the DVC remote and pushes its outputs and run-cache entries back. A stage that fails ends
 its chain (the chains that need it are skipped) and is reported, not raised: the other chains go on. A
 killed worker is Ray's to retry (``max_retries``); the retry runs in the same checkout, where the training
-resumes from its checkpoint (``checkpoints/<model>/``) and the stages already done are up to date.
+resumes from its checkpoint (``checkpoints/<model>/``) and the stages already done are up to date. What the report
+reads of each stage that succeeded is copied to the workspace at once (:mod:`sentlab.provenance.run_results`):
+``sentlab report --from-run`` builds the report from it at any time.
 """
 
 from __future__ import annotations
@@ -33,6 +35,19 @@ def write_state(state_dir: str | Path | None, stage: str, **fields) -> None:
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps({**old, **fields, "updated": time.time()}, indent=1))
     os.replace(tmp, path)
+
+
+def keep_stage_results(wt: Path, stage: str, root: str, log: Path) -> None:
+    """:func:`sentlab.provenance.run_results.keep_results` of a stage that succeeded (``sentlab report --from-run``
+    reads them before the run's final ``dvc repro``); a copy that fails is said in the stage's log, the stage stands."""
+    from ..provenance.run_results import keep_results
+
+    try:
+        keep_results(wt, stage, root)
+    except OSError as e:
+        with open(log, "a") as fh:
+            fh.write(f"# sentlab run: {stage}'s results not kept for `sentlab report --from-run` ({e}); the final "
+                     f"`dvc repro` restores them\n")
 
 
 def _gpu_ids() -> list:
@@ -101,6 +116,8 @@ def run_chain(spec: dict, *upstream: dict) -> dict:
                         started=t0, chain=chain, cuda_visible_devices=res["cuda_visible_devices"])
         rc = run_dvc(["repro", "--single-item", *(["--pull"] if spec.get("remote") else []), stage], wt, log, env)
         secs = round(time.time() - t0, 1)
+        if own and rc == 0 and not spec.get("remote"):   # what the report reads of it, in the workspace now
+            keep_stage_results(wt, stage, spec["root"], log)
         if own:
             res["stages"][stage] = {"status": "done" if rc == 0 else "failed", "log": str(log), "seconds": secs}
             write_state(shared, stage, status=res["stages"][stage]["status"], ended=time.time(), seconds=secs, rc=rc)

@@ -10,6 +10,8 @@
 * :mod:`.markers` — a train stage's outputs for a model the profile does not train (the reason, an empty curve).
 * :mod:`.failures` — the stages that failed, with their logs, so the report is built from what finished and names
   the rest.
+* :mod:`.run_results` — what a parallel run's tasks finished, kept in the workspace as each stage succeeds, so its
+  report can be built at any time (``sentlab report --from-run``).
 
 In the core (docs/architecture.md): nothing here imports a method, a trainer or an evaluator (the method ids are read
 from the source). This ``__init__`` imports nothing: a stage that records its failure does not execute the code walker.

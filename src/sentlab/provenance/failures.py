@@ -76,6 +76,10 @@ def _say(stage: str, rec: dict) -> str:
     log = f", log {rec['log']}" if rec.get("log") else ""
     if rec["status"] == "skipped":
         return f"not run: {stage} needs a stage that failed{log}"
+    if rec["status"] == "done":     # a parallel run's report (run_results): a --remote task's, on the DVC remote
+        return f"not here yet: {stage} finished on another node (the run's final dvc repro restores it)"
+    if rec["status"] != "failed":   # a parallel run's report built while it runs or after a kill (run_results)
+        return f"not finished: {stage} {rec['status']}{log}"
     return f"failed: {stage}{log}"
 
 

@@ -92,6 +92,7 @@ class Report:
     models: Optional[dict[str, bool]] = None                           # profile_models (None: every file)
     prepared: dict = field(default_factory=dict)                       # data/prepare_stats.json
     failed: dict[str, str] = field(default_factory=dict)               # model -> the failed stage and its log
+    banner: str = ""                                                   # a partial report's first paragraph
 
 
 def corpus_lines(prepared: dict) -> list[str]:
@@ -123,9 +124,10 @@ def _filled(rows: list[Resolved]) -> str:
 
 
 def build_report(root: Path | str = ".", backbone: str = "", profile: str = "",
-                 models: Optional[dict[str, bool]] = None, failures: Optional[dict[str, dict]] = None) -> Report:
-    """Every table, figure and the index from what is there; ``failures`` (default: the recorded ones,
-    :func:`sentlab.provenance.failures.failed_stages`) name the failed stage of each missing row."""
+                 models: Optional[dict[str, bool]] = None, failures: Optional[dict[str, dict]] = None,
+                 banner: str = "") -> Report:
+    """Every table, figure and the index from what is there; ``banner`` opens the index; ``failures`` (default: the
+    recorded ones, :func:`sentlab.provenance.failures.failed_stages`) name the failed stage of each missing row."""
     from ..provenance.failures import failed_stages
 
     root = Path(root)
@@ -137,9 +139,9 @@ def build_report(root: Path | str = ".", backbone: str = "", profile: str = "",
     except ValueError:
         prepared = {}
     warnings = prepared.get("language_warnings", {})
-    rep = Report(root, backbone, profile, warnings=warnings, models=models, prepared=prepared)
+    rep = Report(root, backbone, profile, warnings=warnings, models=models, prepared=prepared, banner=banner)
     rep.failed = {m["model"]: m["status"] for m in metrics.values() if str(m.get("status", "")).startswith(
-        ("failed: ", "not run: "))}
+        ("failed: ", "not run: ", "not finished: ", "not here yet: "))}
     models_dir = root / "models"
 
     specs = all_tables(backbone)
@@ -227,6 +229,7 @@ def write_index(rep: Report, metrics: dict[str, dict]) -> None:
     failed = ([f"**Built from what finished: {len(rep.failed)} models have no results** (their rows say which "
                f"stage failed; `sentlab status` lists every stage):", ""]
               + [f"- `{m}`: {why}" for m, why in sorted(rep.failed.items())] + [""]) if rep.failed else []
+    failed = ([rep.banner, ""] if rep.banner else []) + failed
     lines = ["# sentlab report", "", *corpus_lines(rep.prepared), *failed,
              f"Backbone `{rep.backbone}`, profile `{rep.profile}`. Every table shows the reproduced value, the "
              f"paper's value and the difference; a row without numbers says why (e.g. \"not run in this profile\"). "

@@ -1,4 +1,5 @@
-"""``sentlab report`` and ``sentlab mlflow start-parent | end-parent | wrap``.
+"""``sentlab mlflow start-parent | end-parent | wrap`` (``sentlab report``: :mod:`sentlab.parallel.report_cli`, which
+reads the profile's models through the stage list, a layer above the report).
 
 Wire into ``sentlab/cli.py`` with ``PLUGINS.append("sentlab.report.cli")`` (``register_cli(subparsers)``).
 
@@ -16,20 +17,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-
-
-def cmd_report(args) -> int:
-    from ..config import profile_models
-    from ..methods.blocks import load_checked
-    from .build import build_report, log_to_mlflow
-
-    params = load_checked(args.params)
-    rep = build_report(args.root, params.model.backbone, params.profile, profile_models(params))
-    print(f"report: {len(rep.files)} files; index: {args.root}/reports/index.md")
-    if args.mlflow:
-        done = log_to_mlflow(rep)
-        print(f"report: artifacts logged to {len(done)} MLflow runs")
-    return 0
 
 
 def cmd_start_parent(args) -> int:
@@ -121,12 +108,6 @@ def cmd_wrap(args) -> int:
 
 
 def register_cli(subparsers) -> None:
-    p = subparsers.add_parser("report", help="regenerate every paper table and figure (reports/index.md)")
-    p.add_argument("--params", default="params.yaml")
-    p.add_argument("--root", default=".", help="repository root holding reports/, models/, data/")
-    p.add_argument("--mlflow", action="store_true", help="also attach the tables/figures to the MLflow runs")
-    p.set_defaults(func=cmd_report)
-
     m = subparsers.add_parser("mlflow", help="MLflow parent runs grouping one pipeline run's stage runs")
     msub = m.add_subparsers(dest="mlflow_command", required=True)
     s = msub.add_parser("start-parent", help="create the parent run; prints its id (export SENTLAB_PARENT_RUN_ID)")

@@ -270,7 +270,7 @@ def render(rep, metrics: dict[str, dict], links: Optional[dict[str, str]] = None
             groups[n] = [n]
     parts = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>sentlab report — "
              f"{e(rep.profile)}</title><style>{CSS}</style></head><body>",
-             "<h1>sentlab report</h1>",
+             "<h1>sentlab report</h1>", *([f'<p class="warn">{e(rep.banner)}</p>'] if rep.banner else []),
              f'<p>Backbone <code>{e(rep.backbone)}</code>, profile <code>{e(rep.profile)}</code>. Every cell: '
              f'<span class="r">reproduced</span> <span class="p">paper</span> <span class="d">(difference)</span>; '
              f'a row without numbers says why. Regenerate with <code>dvc repro report</code>. The same tables as '
