@@ -131,7 +131,10 @@ def token_counts(tok, texts, max_length) -> np.ndarray:
 def st_evaluation(model_dir: Path, table, batch_size: int) -> tuple[float, dict]:
     """sentence-transformers' EmbeddingSimilarityEvaluator on the seven tasks: (seconds, {task: Spearman × 100})."""
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.evaluation import EmbeddingSimilarityEvaluator
+    try:   # sentence-transformers >= 6 moved it; the old path warns
+        from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
+    except ImportError:
+        from sentence_transformers.evaluation import EmbeddingSimilarityEvaluator
 
     st = SentenceTransformer(str(model_dir), device="cpu")
     out = {}
