@@ -9,22 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import stage_workspace
-
-
-def _mirror(root: Path) -> Path:
-    """GLUE-layout SST-2 and STS-B: the colour word decides the label / the score."""
-    from tiny import sentences
-
-    for task, head in (("SST-2", "sentence\tlabel"), ("STS-B", "index\tgenre\tsentence1\tsentence2\tscore")):
-        (root / "glue" / task).mkdir(parents=True)
-        for split, n in (("train", 24), ("dev", 8)):
-            rows = []
-            for i, s in enumerate(sentences(n, seed=len(split))):
-                colour = "red" if i % 2 else "blue"
-                rows.append(f"{colour} {s}\t{i % 2}" if task == "SST-2" else
-                            f"{i}\tnews\t{colour} {s}\tred {s}\t{5.0 * (i % 2):.1f}")
-            (root / "glue" / task / f"{split}.tsv").write_text("\n".join([head, *rows]) + "\n", encoding="utf-8")
-    return root
+from tiny import glue_mirror
 
 
 class Preempted(Exception):
@@ -44,7 +29,7 @@ def glue_env(tmp_path, monkeypatch, tok):
     tok.save_pretrained(backbone)
     monkeypatch.delenv("DVC_STAGE", raising=False)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(_mirror(tmp_path / "mirror")))
+    monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(glue_mirror(tmp_path / "mirror", train=24, dev=8)))
     monkeypatch.setenv("SENTLAB_CACHE", str(tmp_path / "cache"))
 
     def edit(r, lr=3e-3):

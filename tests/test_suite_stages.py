@@ -6,11 +6,11 @@ names for it; missing data fails naming the fetch."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml
 from conftest import REPO, stage_workspace, mirror_with
+from tiny import glue_mirror
 
 from sentlab.errors import AssetMissingError
 from sentlab.config.stage_params import UndeclaredParam, stage_params
@@ -178,22 +178,6 @@ def test_a_glue_stage_reads_exactly_what_it_declares(work):
         r.glue
 
 
-def _mirror(root: Path) -> Path:
-    """GLUE-layout SST-2 and STS-B: the colour word decides the label / the score."""
-    from tiny import sentences
-
-    for task, head in (("SST-2", "sentence\tlabel"), ("STS-B", "index\tgenre\tsentence1\tsentence2\tscore")):
-        (root / "glue" / task).mkdir(parents=True)
-        for split, n in (("train", 48), ("dev", 16)):
-            rows = []
-            for i, s in enumerate(sentences(n, seed=len(split))):
-                colour = "red" if i % 2 else "blue"
-                rows.append(f"{colour} {s}\t{i % 2}" if task == "SST-2" else
-                            f"{i}\tnews\t{colour} {s}\tred {s}\t{5.0 * (i % 2):.1f}")
-            (root / "glue" / task / f"{split}.tsv").write_text("\n".join([head, *rows]) + "\n", encoding="utf-8")
-    return root
-
-
 def test_a_glue_stage_end_to_end_fills_table4(work, tmp_path, monkeypatch, tok):
     from tiny import tiny_bert
 
@@ -203,7 +187,7 @@ def test_a_glue_stage_end_to_end_fills_table4(work, tmp_path, monkeypatch, tok):
     backbone = tmp_path / "tiny"
     tiny_bert(tok, 0, initializer_range=0.2).save_pretrained(backbone)
     tok.save_pretrained(backbone)
-    monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(_mirror(tmp_path / "mirror")))
+    monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(glue_mirror(tmp_path / "mirror")))
     monkeypatch.setenv("SENTLAB_CACHE", str(tmp_path / "cache"))
 
     def edit(r):

@@ -43,3 +43,21 @@ def counting_encoder(model, tok, name: str, calls: list):
 def sentences(n: int, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
     return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10))) for _ in range(n)]
+
+
+def glue_mirror(root, train: int = 48, dev: int = 16):
+    """A data mirror with GLUE-layout SST-2 and STS-B (``train``/``dev`` rows each): the colour word decides the
+    label / the score. Returns ``root``."""
+    from pathlib import Path
+
+    root = Path(root)
+    for task, head in (("SST-2", "sentence\tlabel"), ("STS-B", "index\tgenre\tsentence1\tsentence2\tscore")):
+        (root / "glue" / task).mkdir(parents=True)
+        for split, n in (("train", train), ("dev", dev)):
+            rows = []
+            for i, s in enumerate(sentences(n, seed=len(split))):
+                colour = "red" if i % 2 else "blue"
+                rows.append(f"{colour} {s}\t{i % 2}" if task == "SST-2" else
+                            f"{i}\tnews\t{colour} {s}\tred {s}\t{5.0 * (i % 2):.1f}")
+            (root / "glue" / task / f"{split}.tsv").write_text("\n".join([head, *rows]) + "\n", encoding="utf-8")
+    return root
