@@ -408,8 +408,13 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def test_a_stage_ends_with_the_dvc_repro_that_started_it(tmp_path):
+@pytest.mark.parametrize("sigint_ignored", [False, True], ids=["foreground", "background-job"])
+def test_a_stage_ends_with_the_dvc_repro_that_started_it(tmp_path, sigint_ignored):
+    """``background-job``: `dvc repro` started as a non-interactive shell's `cmd &` (nohup … &, a batch script)
+    ignores SIGINT, and so does every process it starts: the lifeline's interrupt must land all the same (the fault
+    probe found the stage running on to its end after its `dvc repro` was gone)."""
     import os
+    import signal
     import subprocess
     import sys
     import time
@@ -418,7 +423,8 @@ def test_a_stage_ends_with_the_dvc_repro_that_started_it(tmp_path):
     (tmp_path / "child.py").write_text(STAGE_CHILD)
     (tmp_path / "dvc_like.py").write_text(DVC_LIKE)
     env = {**os.environ, "DVC_STAGE": "train@simcse", "PYTHONPATH": os.pathsep.join(sys.path)}
-    dvc = subprocess.Popen([sys.executable, "dvc_like.py"], cwd=tmp_path, env=env)
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None
+    dvc = subprocess.Popen([sys.executable, "dvc_like.py"], cwd=tmp_path, env=env, preexec_fn=ignore)
     try:
         deadline = time.monotonic() + 120
         while not (tmp_path / "started").is_file():
@@ -428,7 +434,7 @@ def test_a_stage_ends_with_the_dvc_repro_that_started_it(tmp_path):
         assert (tmp_path / ".dvc/tmp/sentlab/writers/train@simcse.json").is_file()   # its writer lock
         dvc.terminate()                                  # SIGTERM to `dvc repro`
         dvc.wait(timeout=30)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 15   # the lifeline polls every second (its SIGKILL comes only after 30 s)
         while not _gone(stage):
             assert time.monotonic() < deadline, "the stage outlived its dvc repro"
             time.sleep(0.2)

@@ -4,8 +4,9 @@
   stopped (``kill``, a CI timeout) leaves the stage running and frees DVC's lock, so a second ``dvc repro`` could
   start beside it. :func:`start_lifeline` watches the ``dvc`` process (the first ancestor that is not a shell; the
   kernel's ``PR_SET_PDEATHSIG`` would only see the shell) from a daemon thread: once it is gone, the stage is
-  interrupted as by Ctrl-C (its temporary outputs are removed, exit 130), and killed if it has not ended after
-  :data:`GRACE_S` seconds. The Ray path has its own (:mod:`sentlab.parallel.guard`).
+  interrupted as by Ctrl-C (its temporary outputs are removed, exit 130; a stage started in the background, whose
+  SIGINT is ignored, gets Python's handler back), and killed if it has not ended after :data:`GRACE_S` seconds.
+  The Ray path has its own (:mod:`sentlab.parallel.guard`).
 * **Writer lock.** While a stage runs, ``.dvc/tmp/sentlab/writers/<stage>.json`` names its process (host, pid, the
   pid's start time). A stage whose lock names a live process of this host refuses to start, and the ``sources``
   stage (the first of every ``dvc repro``, which sweeps temporary files) refuses while any stage's writer lives.
@@ -73,6 +74,10 @@ def start_lifeline(owner: Optional[int] = None) -> threading.Event:
     if owner is None:
         return stop
     started = start_time(owner)
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # started as a non-interactive shell's `cmd &` (nohup … &, a batch script), the process ignores SIGINT, and
+        # Python then raises no KeyboardInterrupt: the lifeline's interrupt would be lost and the stage run on
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def watch():
         while alive(owner, started):
