@@ -61,12 +61,8 @@ def _params(backbone):
     return p.model_copy(update={"model": p.model.model_copy(update={"backbone": str(backbone)}), "evaluate": ev})
 
 
-def _run_five(params, table, monkeypatch) -> list[list[str]]:
-    """The five baseline stages as the pipeline runs them (each with the stage's embedding cache, the backbone
-    loaded afresh); returns every sentence list the backbone encoded."""
-    from sentlab.evaluate.baselines.stage import baseline_poolings, evaluate_baseline
-    from sentlab.evaluate.sts.cache import embedding_cache
-
+def _count_encodings(monkeypatch) -> list[list[str]]:
+    """Every sentence list the encoder runs through the model from now on (the list fills as it encodes)."""
     encoded: list[list[str]] = []
     real = SentenceEncoder._encode_sorted
 
@@ -75,6 +71,17 @@ def _run_five(params, table, monkeypatch) -> list[list[str]]:
         return real(self, texts, poolings, batch_size, show)
 
     monkeypatch.setattr(SentenceEncoder, "_encode_sorted", counting)
+    return encoded
+
+
+def _run_five(params, table, monkeypatch) -> list[list[str]]:
+    """The five baseline stages as the pipeline runs them (each with the stage's embedding cache, the backbone
+    loaded afresh); returns every sentence list the backbone encoded."""
+    from sentlab.evaluate.baselines.stage import baseline_poolings, evaluate_baseline
+    from sentlab.evaluate.sts.cache import embedding_cache
+
+    real = SentenceEncoder._encode_sorted
+    encoded = _count_encodings(monkeypatch)
     for kind in KINDS:
         with embedding_cache(share_poolings=baseline_poolings(params)):
             evaluate_baseline(kind, params, table, None)
@@ -193,14 +200,7 @@ def test_whitening_and_the_flow_fitted_on_nli_share_one_pass_over_its_sentences(
     ev = p.evaluate.model_copy(update={"whitening": p.evaluate.whitening.model_copy(update={"fit_on": "nli"}),
                                        "bert_flow": p.evaluate.bert_flow.model_copy(update={"fit_on": "nli"})})
     params, table = p.model_copy(update={"evaluate": ev}), _table()
-    encoded: list[list[str]] = []
-    real = SentenceEncoder._encode_sorted
-
-    def counting(self, texts, poolings, batch_size, show):
-        encoded.append(list(texts))
-        return real(self, texts, poolings, batch_size, show)
-
-    monkeypatch.setattr(SentenceEncoder, "_encode_sorted", counting)
+    encoded = _count_encodings(monkeypatch)
 
     def both():
         wh = whitening_encoder(params, table)[0].post
