@@ -1,6 +1,6 @@
 """The GPU checklist (../shared/docs/GPU.md) in one run on a lent GPU: every figure printed and written to ``--out``.
 
-    python benchmarks/gpu_checklist.py --out DIR [--parts env,train,compile,share,eval,preflight] [--steps 20]
+    python benchmarks/gpu_checklist.py --out DIR [--parts env,train,compile,share,eval,glue,preflight] [--steps 20]
                                        [--stages REGEX] [--preflight-timeout 300]
     python benchmarks/gpu_checklist.py --out /tmp/gc --device cpu --tiny --parts compile,share --steps 2  # dry run
 
@@ -24,6 +24,8 @@ Parts (each in its own process, each failure a line of the summary, never the en
 - ``share`` (checklist 5, issue #58): K = 2, then 4 small trainings (``--share-backbone``: the quick profile's
   MiniLM SimCSE; ``bert-base`` for bert-base's) at once on the one GPU, as ``runtime.gpus_per_task`` 1/K puts them,
   against the same K one at a time: wall seconds and total sentences/s.
+- ``glue`` (issue #65 §5): GLUE fine-tuning steps of a bert-base-shaped model, batch 32, length 128, fp32
+  against bf16 autocast (``glue.finetune.precision``): s/step each and the ratio, for ``sentlab plan``'s GLUE cost.
 - ``preflight`` (checklists 2 and 4): ``sentlab preflight --profile paper --batch-size 0`` (every method at
   its paper batch size) on the hub-shaped stand-ins, the training stages ``--stages`` selects and their
   upstream: per stage s/step, peak CUDA memory, projected full time and where each module's weights came from.
@@ -160,6 +162,38 @@ def eval_part(device: str = "cuda", max_pairs: int | None = None) -> dict:
     return out
 
 
+def glue_part(device: str, steps: int, tiny: bool) -> dict:
+    """GLUE fine-tuning steps of a bert-base-shaped model (random) on STS-B's training pairs (the mirror's copy),
+    batch 32, max length 128 (run_glue's defaults), in fp32 and in bf16 autocast (``glue.finetune.precision``):
+    seconds a step each and their ratio, what ``sentlab plan`` needs to cost GLUE in fp32 (issue #65 §5)."""
+    import torch
+    from transformers import AutoModel
+
+    sys.path.insert(0, str(REPO / "src"))
+    from sentlab.backbones import architecture_config, build_tokenizer
+    from sentlab.evaluate.suites.glue import GlueConfig, finetune, load_glue
+
+    splits = load_glue("STS-B")
+    tok = build_tokenizer("bert-base-uncased")
+    config = architecture_config("bert-base-uncased")
+    if tiny:   # a dry run of the code path on a CPU
+        config.update({"num_hidden_layers": 2, "hidden_size": 128, "num_attention_heads": 2, "intermediate_size": 256})
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    out = {"model": f"bert-base-uncased shape{' (tiny: 2 layers, 128 wide)' if tiny else ''}, random weights",
+           "task": "STS-B", "batch_size": 32, "max_length": 128, "steps": steps}
+    for precision in ("fp32", "bf16", "fp32", "bf16"):   # the first of each warms the kernels up
+        torch.manual_seed(0)
+        model = AutoModel.from_config(config)
+        cfg = GlueConfig(max_steps=steps, max_dev=32, precision=precision)
+        sync()
+        t = time.perf_counter()
+        finetune(model, tok, "STS-B", splits, cfg, seed=0, device=device, progress=False)
+        sync()
+        out[f"{precision}_s_per_step"] = (time.perf_counter() - t) / steps
+    out["fp32_over_bf16"] = out["fp32_s_per_step"] / out["bf16_s_per_step"]
+    return out
+
+
 def preflight_part(out: Path, stages: str, timeout: int, size: int, steps: int) -> dict:
     scratch = Path("/tmp/sentlab-gpu-preflight")
     cmd = [sys.executable, "-c", "import sys; from sentlab.cli import main; sys.exit(main())", "preflight",
@@ -178,8 +212,9 @@ def preflight_part(out: Path, stages: str, timeout: int, size: int, steps: int) 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--parts", default="env,train,compile,share,eval,preflight")
-    ap.add_argument("--tiny", action="store_true", help="compile, share: a tiny BERT (a dry run of the code path)")
+    ap.add_argument("--parts", default="env,train,compile,share,eval,glue,preflight")
+    ap.add_argument("--tiny", action="store_true", help="compile, share, glue: a tiny BERT (a dry run of the code "
+                                                        "path)")
     ap.add_argument("--share-backbone", default="minilm", choices=("minilm", "bert-base"))
     ap.add_argument("--steps", type=int, default=20, help="train: timed steps per method")
     ap.add_argument("--stages", default=STAGES, help="preflight: the training stages (regex)")
@@ -219,6 +254,8 @@ def main() -> int:
                 results[part] = compile_part(args.steps, args.device, args.tiny, args.out)
             elif part == "share":
                 results[part] = share_part(args.steps, args.device, args.tiny, args.share_backbone)
+            elif part == "glue":
+                results[part] = glue_part(args.device, args.steps, args.tiny)
             elif part == "preflight":
                 results[part] = preflight_part(args.out, args.stages, args.preflight_timeout, args.preflight_size,
                                                args.preflight_steps)

@@ -118,6 +118,26 @@ def test_every_stage_that_computes_stops_before_its_work(tmp_path, cpu, monkeypa
     assert stage_params(stage) is not None
 
 
+@pytest.mark.parametrize("stage", ["glue@base-cls", "sources"])
+def test_a_glue_fine_tuning_that_would_be_emulated_stops_before_its_work(tmp_path, cpu, monkeypatch, stage):
+    """#65 §5: `glue.finetune.precision` (bf16 on GPUs that have it) is checked like a training's: the GLUE stage,
+    and `sources` at the start of every `dvc repro`, stop on a CPU without native bf16; `auto` is fp32 on a CPU."""
+    from sentlab.config.stage_params import stage_params
+
+    monkeypatch.delenv("DVC_STAGE", raising=False)
+    monkeypatch.delenv(dev.CPU_STAGES_ENV, raising=False)
+    cpu(AVX2_ONLY)
+    ws = _quick_workspace(tmp_path, lambda raw: raw["glue"]["finetune"].update(precision="bf16"))
+    monkeypatch.chdir(ws)
+    with pytest.raises(SentlabError, match="`glue.finetune.precision: bf16`"):
+        stage_params(stage)
+    cpu(NATIVE_BF16)
+    assert stage_params(stage).glue.finetune.precision == "bf16"
+    cpu(AVX2_ONLY)
+    assert dev.check_profile(device="auto", evaluate_device="auto", glue_precision="auto",
+                             facts=facts(torch_gpus=())) == []
+
+
 def test_the_sources_stage_stops_the_run_before_writing(tmp_path, cpu, monkeypatch):
     monkeypatch.delenv("DVC_STAGE", raising=False)
     cpu(AVX2_ONLY)

@@ -77,6 +77,21 @@ def test_finetune_is_seeded_and_learns_a_separable_task(tok):
     assert (sliced["steps"], sliced["train_examples"], sliced["config"]["max_steps"]) == (3, 20, 3)
 
 
+@pytest.mark.parametrize("precision, dtype", [("fp32", "torch.float32"), ("bf16", "torch.bfloat16")])
+def test_finetune_runs_its_forward_passes_in_the_stated_precision(tok, precision, dtype):
+    """#65 §5: `glue.finetune.precision` bf16 runs the fine-tuning's forward passes (training and dev) under bf16
+    autocast, the loss in fp32; fp32 none; the result records it."""
+    model = tiny_bert(tok, 0)
+    seen = []
+    model.encoder.layer[0].attention.self.query.register_forward_hook(lambda m, i, o: seen.append(str(o.dtype)))
+    a = sentences(8)
+    r = G.finetune(model, tok, "SST-2", {"train": G.GlueSplit(a, None, np.array([0, 1] * 4)),
+                                        "dev": G.GlueSplit(a[:4], None, np.array([0, 1, 0, 1]))},
+                   G.GlueConfig(batch_size=4, max_steps=2, precision=precision), progress=False)
+    assert seen == [dtype] * 3    # two training steps, one dev batch
+    assert r["config"]["precision"] == precision and r["steps"] == 2
+
+
 def test_table4_rows_fill_from_results_or_say_what_to_run(tmp_path):
     from sentlab.report import paper_numbers as P
     from sentlab.report.paper_tables import l2p, load_metrics, render_rows

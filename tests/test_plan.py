@@ -171,3 +171,17 @@ def test_the_printed_disk_total_is_the_sum_of_its_lines_and_no_longer_the_models
     assert gb["models/"] == gb["DVC cache"] == gb["exports/"] == 80.8
     total = float(out[start].split("**")[1].split()[0].replace(",", ""))
     assert total == pytest.approx(sum(gb.values()), abs=0.2) and total > 2 * gb["models/"] + 80
+
+
+@pytest.mark.parametrize("precision, lower_bound", [("fp32", True), ("auto", False), ("bf16", False)])
+def test_glue_is_costed_at_its_precision_and_fp32_says_it_is_a_lower_bound(precision, lower_bound):
+    """#65 §5: GLUE fine-tunes in `glue.finetune.precision` (fp32: run_glue's default); the plan's only GPU step is
+    SimCSE's bf16 one, so an fp32 GLUE cost says it is a lower bound and names the benchmark that times it."""
+    from sentlab.config import validate
+    from sentlab.plan import evaluation_cost
+
+    values = _values("paper")
+    values["glue"].setdefault("finetune", {})["precision"] = precision
+    (why,) = evaluation_cost("glue", validate(values)).estimated
+    assert ("a lower bound" in why) is lower_bound and ("glue.finetune.precision" in why)
+    assert ("gpu_checklist.py --parts glue" in why) is lower_bound

@@ -296,10 +296,12 @@ def check_precision(precision: str, device_type: str, key: str, allow: str = "re
 
 
 def check_profile(*, device: str, train_precision: Optional[str] = None, evaluate_device: Optional[str] = None,
-                  evaluate_precision: Optional[str] = None, allow: str = "refuse",
-                  facts: Optional[GpuFacts] = None, flags: Optional[set[str]] = None) -> list[str]:
+                  evaluate_precision: Optional[str] = None, glue_precision: Optional[str] = None,
+                  allow: str = "refuse", facts: Optional[GpuFacts] = None,
+                  flags: Optional[set[str]] = None) -> list[str]:
     """Every check of the settings given (``device``: runtime.device, the training's; ``evaluate_device``: the
-    encoding's), raising the first refusal; returns the records of what ``allow`` let run emulated."""
+    encoding's and GLUE's fine-tuning's, ``glue_precision`` that fine-tuning's), raising the first refusal; returns
+    the records of what ``allow`` let run emulated."""
     records = []
     train_dev = check_device(device, "runtime.device", facts)
     if train_precision is not None:
@@ -309,6 +311,9 @@ def check_profile(*, device: str, train_precision: Optional[str] = None, evaluat
         dev = check_device(evaluate_device, "evaluate.device", facts)
         p = "fp32" if evaluate_precision in (None, "auto") else evaluate_precision
         records.append(check_precision(p, dev, "evaluate.precision", allow, facts, flags))
+        if glue_precision is not None:
+            p = resolve_precision(glue_precision, dev, facts)
+            records.append(check_precision(p, dev, "glue.finetune.precision", allow, facts, flags))
     return [r for r in records if r]
 
 
@@ -326,11 +331,12 @@ def doctor(params, facts: Optional[GpuFacts] = None, flags: Optional[set[str]] =
                                                   if facts.cuda else ""),
              f"CPU:      {cpu_summary(flags)}; native bf16 {'yes' if cpu_native('bf16', flags) else 'no'}",
              f"profile:  {params.profile}: runtime.device {rt.device}, train.precision {tr.precision}, "
-             f"evaluate.device {ev.device}, evaluate.precision {ev.precision}"]
+             f"evaluate.device {ev.device}, evaluate.precision {ev.precision}, "
+             f"glue.finetune.precision {params.glue.finetune.precision}"]
     try:
         allowed = check_profile(device=rt.device, train_precision=tr.precision, evaluate_device=ev.device,
-                                evaluate_precision=ev.precision, allow=rt.emulated_precision, facts=facts,
-                                flags=flags)
+                                evaluate_precision=ev.precision, glue_precision=params.glue.finetune.precision,
+                                allow=rt.emulated_precision, facts=facts, flags=flags)
     except SentlabError as e:
         return "\n".join(lines + [f"verdict:  cannot run here. {e}"]), False
     dev = check_device(rt.device, facts=facts)

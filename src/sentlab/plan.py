@@ -219,10 +219,15 @@ def evaluation_cost(kind: str, params) -> Cost:
     if ft.max_steps:
         steps = min(steps, ft.max_steps * len(params.glue.tasks))
     steps *= len(params.glue.seeds)
-    return Cost(ft_steps=steps, estimated_s=steps * STEP_S["simcse"][0] + STAGE_START_S,
-                estimated={f"GLUE fine-tuning: SimCSE's step time (measured at {MEASURED_AT} in bf16 autocast; "
-                           f"GLUE fine-tunes in fp32) for the same tokens a step (32 x 128 vs 64 x 32 x 2), the GLUE "
-                           f"train splits' sizes"})
+    base = (f"SimCSE's step time (measured at {MEASURED_AT} in bf16 autocast) for the same tokens a step (32 x 128 "
+            f"vs 64 x 32 x 2), the GLUE train splits' sizes")
+    if ft.precision in ("auto", "bf16"):   # auto: bf16 on the GPUs the plan is for (bf16-capable)
+        why = f"GLUE fine-tuning in bf16 autocast (glue.finetune.precision {ft.precision}): {base}"
+    else:
+        why = (f"GLUE fine-tuning in {ft.precision} (glue.finetune.precision): a lower bound, {base}; no "
+               f"{ft.precision} GLUE step was timed on a GPU (benchmarks/gpu_checklist.py --parts glue times fp32 "
+               f"against bf16); `glue.finetune.precision: auto` fine-tunes in bf16 on a GPU that has it")
+    return Cost(ft_steps=steps, estimated_s=steps * STEP_S["simcse"][0] + STAGE_START_S, estimated={why})
 
 
 def plan(params, jobs: int = 8) -> dict:

@@ -185,6 +185,10 @@ class GlueFinetuneParams(Strict):
                                                              "optimiser steps (a CPU slice; labelled)")
     max_dev: Optional[int] = Field(None, gt=0, description="None: the whole dev split; a number: a seeded sample "
                                                            "of that many (a CPU slice; labelled)")
+    precision: Literal["fp32", "auto", "bf16", "fp16"] = Field(
+        "fp32", description="fp32: run_glue's default (the paper gives no settings); auto: as train.precision "
+                            "(fp32 on a CPU; on CUDA bf16 autocast where the GPU has it, else fp16 with a gradient "
+                            "scaler); bf16/fp16: that autocast (refused where it would be emulated). Recorded")
 
 
 class GlueParams(Strict):

@@ -149,7 +149,8 @@ def check_machine(params: Declared, stage: str) -> list[str]:
     which checks the whole profile at the start of every ``dvc repro``) checks the training's device
     (``runtime.device``: ``cuda`` where torch sees no CUDA GPU stops) and precision (bf16 where it would be emulated
     stops unless ``runtime.emulated_precision: allow``); one that declares ``evaluate.device`` (the encodings) the
-    same for ``runtime.device`` and ``evaluate.device`` / ``evaluate.precision``. Returns what ``allow`` let run
+    same for ``runtime.device`` and ``evaluate.device`` / ``evaluate.precision`` (and ``glue.finetune.precision``
+    where it declares it: the GLUE stages, ``sources``). Returns what ``allow`` let run
     emulated (logged). ``sources`` checks nothing in a job of the CPU stages only
     (:data:`sentlab.device.CPU_STAGES_ENV`)."""
     import logging
@@ -161,10 +162,12 @@ def check_machine(params: Declared, stage: str) -> list[str]:
     if not (trains or encodes) or (stage == "sources" and cpu_stages_only()):
         return []
     runtime = params.runtime
+    fine_tunes = encodes and ("glue", "finetune") in paths
     records = check_profile(
         device=runtime.device, train_precision=params.train.precision if trains else None,
         evaluate_device=params.evaluate.device if encodes else None,
         evaluate_precision=params.evaluate.precision if ("evaluate", "precision") in paths else None,
+        glue_precision=params.glue.finetune.precision if fine_tunes else None,
         allow=runtime.emulated_precision)
     for line in records:
         logging.getLogger(__name__).warning("%s: %s", stage, line)

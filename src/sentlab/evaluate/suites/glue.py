@@ -55,6 +55,7 @@ class GlueConfig:
     max_train: Optional[int] = None     # a seeded sample of the training split (a CPU slice; recorded)
     max_steps: Optional[int] = None     # stop after this many optimiser steps (a CPU slice; recorded)
     max_dev: Optional[int] = None       # a seeded sample of the dev split (a CPU slice; recorded)
+    precision: str = "fp32"             # resolved: fp32, or bf16/fp16 autocast (fp16 with a gradient scaler)
 
 
 @dataclass
@@ -164,9 +165,13 @@ class _Head(torch.nn.Module):
 
 def finetune(encoder, tokenizer, task: str, splits: dict[str, GlueSplit], cfg: GlueConfig = GlueConfig(),
              seed: int = 42, device: str = "cpu", progress: bool = True) -> dict:
-    """Fine-tune ``encoder`` (updated in place) with a new head on ``splits["train"]``; the dev metrics."""
+    """Fine-tune ``encoder`` (updated in place) with a new head on ``splits["train"]``; the dev metrics.
+    ``cfg.precision`` bf16/fp16: the forward passes under that autocast (the loss in fp32; fp16 with a gradient
+    scaler, as run_glue's ``--fp16``), fp32: none."""
     from tqdm.auto import tqdm
     from transformers import get_linear_schedule_with_warmup, set_seed
+
+    from ...encoder import autocast
 
     set_seed(seed)
     n_labels = TASKS[task][2]
@@ -180,6 +185,8 @@ def finetune(encoder, tokenizer, task: str, splits: dict[str, GlueSplit], cfg: G
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
     sched = get_linear_schedule_with_warmup(opt, int(cfg.warmup * total), total)
     rng = np.random.RandomState(seed)
+    dev_t = torch.device(device)
+    scaler = torch.amp.GradScaler(dev_t.type) if cfg.precision == "fp16" else None
 
     def enc(split, rows):
         return tokenizer([split.a[i] for i in rows], [split.b[i] for i in rows] if split.b else None,
@@ -194,12 +201,19 @@ def finetune(encoder, tokenizer, task: str, splits: dict[str, GlueSplit], cfg: G
             if step >= total:
                 break
             rows = order[s:s + cfg.batch_size]
-            logits = model(**enc(tr, rows))
+            with autocast(dev_t, cfg.precision):
+                logits = model(**enc(tr, rows))
+            logits = logits.float()
             y = torch.as_tensor(tr.y[rows], device=device)
             loss = (torch.nn.functional.mse_loss(logits.squeeze(-1), y.float()) if n_labels == 1
                     else torch.nn.functional.cross_entropy(logits, y.long()))
-            loss.backward()
-            opt.step()
+            if scaler is None:
+                loss.backward()
+                opt.step()
+            else:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
             sched.step()
             opt.zero_grad(set_to_none=True)
             step += 1
@@ -212,7 +226,9 @@ def finetune(encoder, tokenizer, task: str, splits: dict[str, GlueSplit], cfg: G
         rows = np.sort(np.random.RandomState(seed).choice(len(rows), cfg.max_dev, replace=False))
     with torch.inference_mode():
         for s in range(0, len(rows), 128):
-            out = model(**enc(dev, rows[s:s + 128])).float().cpu().numpy()
+            with autocast(dev_t, cfg.precision):
+                out = model(**enc(dev, rows[s:s + 128]))
+            out = out.float().cpu().numpy()
             preds.append(out[:, 0] if n_labels == 1 else out.argmax(1))
     return {"task": task, **glue_metrics(task, dev.y[rows], np.concatenate(preds)), "steps": step,
             "train_examples": int(len(idx)), "dev_examples": int(len(rows)), "seed": seed, "config": asdict(cfg)}

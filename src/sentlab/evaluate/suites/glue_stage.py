@@ -78,6 +78,7 @@ def run_glue_stage(name: str) -> dict:
     from ...config.stage_params import stage_params
     from .glue import GlueConfig, load_glue
     from .glue_runs import folder
+    from ...device import resolve_precision
     from ..sts.runner import resolve_device_precision
     from .suite_stage import missing_data, record, stage_of, suite_model, use_training_threads
 
@@ -87,8 +88,11 @@ def run_glue_stage(name: str) -> dict:
     model, _, info = suite_model(params, name, "glue")
     tasks = list(gp.tasks)
     splits = missing_data({t: (lambda t=t: load_glue(t)) for t in tasks})
-    cfg = GlueConfig(**gp.finetune.model_dump())
     device, _ = resolve_device_precision(params.evaluate.device)
+    # glue.finetune.precision resolved on this device (auto: as a training's); the checks before any work
+    # (sentlab.config.stage_params.check_machine) refused one that would be emulated
+    cfg = GlueConfig(**{**gp.finetune.model_dump(), "precision": resolve_precision(gp.finetune.precision,
+                                                                                    device.type)})
     # each (task, seed) kept as it finishes: a stage killed and run again fine-tunes only the rest
     res = glue_results(model, tasks, splits, cfg, list(gp.seeds), device=device.type, keep=folder(name))
     metrics = {"model": name, "backbone": params.model.backbone, "profile": params.profile, "status": "evaluated",
