@@ -68,7 +68,7 @@ def test_paper_lite_is_the_paper_profile_at_one_seed_without_ablations():
     assert sorted(models) == sorted(paper.train.methods)                   # every main method line, one seed
     assert all(e["seed"] == lite.seed for e in models.values())
     assert lite.glue.seeds == [lite.seed] and len(paper.glue.seeds) == 5
-    assert lite.ablations["enabled"] is False
+    assert lite.ablations.enabled is False
     # params.yaml of paper-lite: paper's values with paper-lite's on top, from the three files
     text = params_text("paper-lite", PROFILES_DIR)
     assert "profiles/quick.yaml + profiles/paper.yaml + profiles/paper-lite.yaml" in text.splitlines()[0]

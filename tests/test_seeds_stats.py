@@ -165,11 +165,10 @@ def test_dvc_yaml_declares_a_seed_stage_per_extra_seed_of_the_profile():
     import yaml
 
     dvc = yaml.safe_load(open("dvc.yaml"))
-    for group, items in (("train", "${train_stages}"), ("train_distill", "${distill_stages}")):
-        st = dvc["stages"][group]
-        assert st["foreach"] == items   # models.yaml: every seed a model entry <m>-s<seed>
-        assert st["do"]["cmd"] == "python pipeline/train.py ${key} --method ${item.method} --seed ${item.seed}"
-        assert "seed" not in st["do"]["params"]   # not the global seed: its own, in its command
+    st = dvc["stages"]["train"]
+    assert st["foreach"] == "${models}"   # models.yaml: every seed a model entry <m>-s<seed>
+    assert st["do"]["cmd"] == "python pipeline/train.py ${key} --method ${item.method} --seed ${item.seed}"
+    assert "seed" not in st["do"]["params"]   # not the global seed: its own, in its command
     assert dvc["stages"]["evaluate"]["foreach"] == "${models}"
     assert dvc["stages"]["evaluate"]["do"]["outs"][1] == "reports/cosines/${key}.parquet"
 

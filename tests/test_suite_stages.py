@@ -64,7 +64,7 @@ def test_a_suite_lists_only_what_it_can_evaluate():
 def test_dvc_yaml_runs_each_suite_in_its_own_foreach_group():
     doc = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))
     groups = [name for name, st in doc["stages"].items() if "foreach" in st]
-    assert groups == ["train", "train_distill", "evaluate", "evaluate_baseline", "transfer", "glue", "retrieval"]
+    assert groups == ["train", "evaluate", "evaluate_baseline", "transfer", "glue", "retrieval"]
     for suite in ("transfer", "glue", "retrieval"):
         st = doc["stages"][suite]
         assert st["foreach"] == f"${{{suite}_stages}}"

@@ -188,13 +188,6 @@ def check_stage_list(params: Params, path: str | os.PathLike = STAGE_LIST) -> No
         f"ablations, evaluate.baselines or transfer/glue/retrieval.models needs it.")
 
 
-def read_stage_list(path: str | os.PathLike = STAGE_LIST) -> dict[str, Any]:
-    path = Path(path)
-    if not path.is_file():
-        raise SentlabError(f"{path} not found: run `sentlab stages` (make repro does) to write the stage list.")
-    return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-
-
 def active_models(params: Params) -> list[str]:
     """The model names (``models/<name>``, ``reports/metrics/<name>.json``) the profile trains: what
     its report and export read; another profile's outputs left in the workspace are not its."""
