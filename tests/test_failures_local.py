@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from sentlab.config.models import ModelSpec
 from sentlab.provenance import failures
 from sentlab.errors import SentlabError
 from sentlab.pipeline.entry import run_stage
@@ -49,9 +50,11 @@ def _workspace(root: Path, failed: dict[str, str]) -> Path:
     (root / "models").mkdir()
     for name, base in (("simcse", 70.0), ("base-cls", 40.0)):
         (root / "reports/metrics" / f"{name}.json").write_text(json.dumps(_metrics(name, base)))
+    line = lambda m, init="data/sources/model.json": ModelSpec(  # noqa: E731
+        name=m, method=m, seed=42, line=f"methods.{m}", own=f"methods.{m}", init=init).entry()
     (root / "models.yaml").write_text(json.dumps({
-        "models": {"simcse": {"init": "data/sources/model.json"}, "ct": {"init": "data/sources/model.json"},
-                   "paser": {"init": "data/sources/model.json"}, "paser_sup": {"init": "models/paser"}},
+        "models": {"simcse": line("simcse"), "ct": line("ct"), "paser": line("paser"),
+                   "paser_sup": line("paser_sup", "models/paser")},
         "baselines": ["cls", "glove"]}))
     for stage, why in failed.items():
         failures.record_failure(stage, 2, why, root)

@@ -129,7 +129,8 @@ def test_adding_a_seed_adds_only_its_own_stage_entry():
     after = stage_list_for(validate(raw))["models"]
     assert sorted(set(after) - set(before)) == ["simcse-s45"] and all(after[k] == before[k] for k in before)
     assert before["simcse-s43"] == {"method": "simcse", "seed": 43, "line": "methods.simcse",
-                                    "own": "methods.simcse", "init": "data/sources/model.json", "train": "train"}
+                                    "own": "methods.simcse", "variant": None, "init": "data/sources/model.json",
+                                    "teachers": [], "reads": ["data/sources/model.json"] * 2}
 
 
 def test_quick_trains_three_seeds_of_simcse_and_ptbert_paper_five_of_every_method():

@@ -70,13 +70,10 @@ def profile_metrics(root: Path, models: Optional[dict[str, bool]] = None,
 
 
 def _stage_list(root: Path) -> dict:
-    import yaml
+    from ..config.yaml_files import read_yaml
 
     f = root / "models.yaml"
-    try:
-        return (yaml.safe_load(f.read_text(encoding="utf-8")) or {}) if f.is_file() else {}
-    except (OSError, yaml.YAMLError):
-        return {}
+    return (read_yaml(f) or {}) if f.is_file() else {}
 
 
 @dataclass
