@@ -110,6 +110,12 @@ def test_the_paper_stage_list_resolves_through_the_real_dvc_yaml(tmp_path, monke
     assert {"models/diffcse", "models/simcse"} <= deps["rankcse"] and deps["rankcse"] == deps["rankcse_listnet"]
     assert not any(d.startswith("models/") for d in deps["simcse"])
     assert {d for d in deps["paser_sup"] if d.startswith("models/")} == {"models/paser"}
+    # the preflight's own reading of dvc.yaml (sentlab.preflight.stages) resolves the slots as DVC does
+    from sentlab.preflight.stages import read_stages
+
+    mine = {st.name: set(st.deps) for st in read_stages(tmp_path)}
+    # (DVC counts params.yaml among a stage's deps)
+    assert {n: mine[train_stage(n)] for n in deps} == {n: d - {"params.yaml"} for n, d in deps.items()}
 
 
 def test_the_teacher_slots_leave_a_plain_models_dvc_lock_entry_up_to_date(tmp_path):
