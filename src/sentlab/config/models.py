@@ -28,7 +28,7 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from ..errors import SentlabError
 
@@ -95,15 +95,19 @@ class ModelSpec(BaseModel):
         """The pipeline model it starts from (``init`` ``models/<x>`` -> ``x``), or None for the backbone."""
         return self.init[len("models/"):] if self.init.startswith("models/") else None
 
-    @property
-    def reads(self) -> list[str]:
-        """dvc.yaml's teacher slots: the teachers, then ``init`` (a dep of the stage already) in those left."""
-        if len(self.teachers) > TEACHER_SLOTS:
+    @model_validator(mode="after")
+    def _fits_the_slots(self):
+        if len(self.teachers) > TEACHER_SLOTS:   # SentlabError, not ValueError: pydantic lets it through as it is
             raise SentlabError(
                 f"{self.own} (model {self.name}) reads {len(self.teachers)} other models "
                 f"({', '.join(self.teachers)}); dvc.yaml's `train` group names {TEACHER_SLOTS} teacher slots "
                 f"(`- ${{item.reads[i]}}`). Name at most {TEACHER_SLOTS} in the block, or add a slot to dvc.yaml's "
                 f"`train` deps and raise sentlab.config.models.TEACHER_SLOTS to match.")
+        return self
+
+    @property
+    def reads(self) -> list[str]:
+        """dvc.yaml's teacher slots: the teachers, then ``init`` (a dep of the stage already) in those left."""
         return [*self.teachers, *[self.init] * (TEACHER_SLOTS - len(self.teachers))]
 
     def overrides(self, params) -> dict[str, Any]:
@@ -112,16 +116,13 @@ class ModelSpec(BaseModel):
 
     def entry(self) -> dict[str, Any]:
         """Its ``models.yaml`` entry (the name is the key)."""
-        out = self.model_dump(mode="json", exclude={"name"})
-        out["teachers"] = list(self.teachers)
-        out["reads"] = self.reads
-        return out
+        return {**self.model_dump(mode="json", exclude={"name"}), "reads": self.reads}
 
     @classmethod
     def from_entry(cls, name: str, entry: dict, source: str = STAGE_LIST) -> "ModelSpec":
         try:
             return cls(name=name, **{k: v for k, v in entry.items() if k != "reads"})
-        except Exception as e:   # noqa: BLE001 - pydantic's message, said as the file's fault
+        except (ValidationError, TypeError) as e:   # pydantic's message, said as the file's fault
             raise SentlabError(f"{source}: the entry of model `{name}` is not a model description ({e}). The file "
                                f"is generated: run `sentlab stages` to write it again.") from None
 
