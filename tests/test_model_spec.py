@@ -142,3 +142,27 @@ def test_the_teacher_slots_leave_a_plain_models_dvc_lock_entry_up_to_date(tmp_pa
                           "rankcse": {**entry, "reads": ["teacher.txt", entry["init"]]}})
     status = yaml.safe_load(_dvc(tmp_path, "status", "--json")) or {}
     assert set(status) == {"train@rankcse"} and (tmp_path / "dvc.lock").read_text() == lock
+
+
+def test_a_variant_is_one_entry_of_ablations_and_every_reader_sees_it(tmp_path):
+    """A new ablation variant is one entry under `ablations.variants`: it becomes a model description (models.yaml),
+    DVC has its train and evaluate stages, the report counts it as the profile's, and its settings are its method's
+    line with its `set` on top wherever they are read."""
+    from sentlab.methods.blocks import check_blocks, method_params
+    from sentlab.pipeline.stage_list import profile_models
+    from sentlab.report.ablations import trained_settings
+
+    new = {"simcse_t0p1": {"method": "simcse", "set": {"temperature": 0.1}}}
+    params = check_blocks(validate(deep_merge(profile_values("quick", REPO / "profiles"),
+                                              {"ablations": {"enabled": True, "variants": new}})))
+    write_stage_list(params, tmp_path / "models.yaml")
+    spec = load_models(tmp_path / "models.yaml")["simcse_t0p1"]
+    assert (spec.method, spec.variant, spec.own, spec.seed) == ("simcse", "simcse_t0p1",
+                                                                "ablations.variants.simcse_t0p1", params.seed)
+    (tmp_path / "dvc.yaml").write_text((REPO / "dvc.yaml").read_text())
+    _dvc(tmp_path, "init", "--no-scm", "-q")
+    assert {"train@simcse_t0p1", "evaluate@simcse_t0p1"} <= set(_dvc(tmp_path, "stage", "list", "--name-only").split())
+    assert profile_models(params)["simcse_t0p1"] is True
+    assert method_params(params, spec.method, spec.overrides(params)).temperature == 0.1
+    assert trained_settings(params, "simcse_t0p1")["temperature"] == 0.1 != trained_settings(params, "simcse")[
+        "temperature"]
