@@ -37,6 +37,7 @@ def synthetic_tree(root: Path) -> None:
                                               write_bootstrap,
                                           write_cosines)
     from sentlab.evaluate.sts.stats import spearman_vec
+    from sentlab.config.models import seed_name
 
     rng = np.random.default_rng(0)
     golds = {t: np.round(np.random.default_rng(i).uniform(0, 5, n), 1) for i, (t, n) in enumerate(SIZES.items())}
@@ -46,7 +47,7 @@ def synthetic_tree(root: Path) -> None:
         method = ({"id": model, "pseudo_len": 128, "queue_size": 256, "attend_to": "cls"} if model == "ptbert"
                   else {"id": model})
         for k in range(seeds):
-            name = model if k == 0 else f"{model}-s{42 + k}"
+            name = model if k == 0 else seed_name(model, 42 + k)
             frame = pd.concat([pd.DataFrame({"task": t, "subset": "s", "pair": np.arange(len(g), dtype=np.int32),
                                              "cos": g + rng.normal(0, sigma, len(g)), "gold": g,
                                              "cluster": np.arange(len(g), dtype=np.int32) // 2})   # pairs of 2

@@ -94,7 +94,9 @@ def output_name(stage: str) -> str:
     if kind in ("train_seed", "evaluate_seed"):
         method, _, seed = key.rpartition("-")
         if method and seed.isdigit():
-            return f"{method}-s{seed}"
+            from sentlab.config.models import seed_name
+
+            return seed_name(method, int(seed))
     return key
 
 

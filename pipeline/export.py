@@ -18,12 +18,12 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from sentlab.config import RUNTIME_KEYS
 from sentlab.errors import SentlabError
 from sentlab.hub.card import model_card
 from sentlab.io import atomic_path, independent_copy
 from sentlab.pipeline.entry import run_stage
 from sentlab.pipeline.stage_list import profile_models
+from sentlab.config.models import load_models, split_seed, train_stage
 from sentlab.config.stage_params import stage_params
 
 log = logging.getLogger("export")
@@ -45,19 +45,12 @@ def _copy_tree(src: Path, dest: Path) -> None:
     shutil.copytree(src, dest, copy_function=independent_copy)
 
 
-def train_stage(name: str) -> str:
-    """The DVC stage that trains ``name`` (models.yaml's entry names its group: train or train_distill)."""
-    from sentlab.pipeline.stage_list import read_stage_list, train_stage as stage_of
-
-    return stage_of(name, read_stage_list()["models"][name])
-
-
 def seed_metrics(name: str, ours: Optional[dict[str, bool]] = None) -> dict:
     """``{"<name>-s<seed>": metrics}`` of the model's other seeds that were evaluated (the card's seed rows);
     ``ours`` (:func:`~sentlab.config.profile_models`): only the seeds the active profile trains."""
     out = {}
     for f in sorted(METRICS.glob(f"{name}-s*.json")):
-        if f.stem[len(name) + 2:].isdigit() and (ours is None or ours.get(f.stem)):
+        if split_seed(f.stem)[0] == name and (ours is None or ours.get(f.stem)):
             m = _read(f)
             if m.get("status") == "evaluated":
                 out[f.stem] = m
@@ -67,6 +60,7 @@ def seed_metrics(name: str, ours: Optional[dict[str, bool]] = None) -> dict:
 def export_one(params, folder: Path, dest: Path) -> None:
     from sentlab.methods import registered
     from sentlab.methods.blocks import method_params
+    from sentlab.train.run import UNKEYED_TRAIN_KEYS
 
     info = _read(folder / "sentlab.json")
     name = folder.name
@@ -76,7 +70,7 @@ def export_one(params, folder: Path, dest: Path) -> None:
         metrics = dict(metrics, seed_rows=seeds)
     method_id = info["method"]
     in_force = metrics.get("method") or method_params(params, method_id).model_dump(mode="json")
-    train = params.train.model_dump(mode="json", exclude={"methods", *RUNTIME_KEYS})
+    train = params.train.model_dump(mode="json", exclude=set(UNKEYED_TRAIN_KEYS))
     cls = registered().get(method_id)
     _copy_tree(folder, dest)
     card = model_card(name, info, metrics, in_force, train, params.profile, params.model.backbone,
@@ -86,14 +80,13 @@ def export_one(params, folder: Path, dest: Path) -> None:
 
 def main() -> None:
     from sentlab.provenance.failures import failed_stages, missing_reason
-    from sentlab.pipeline.stage_list import read_stage_list
 
     params = stage_params("export")
     ours = profile_models(params)
     done, skipped = [], []
     # a failed stage (dvc repro --keep-going, sentlab run) leaves its model out, named with its log (#54 §5)
     failures = failed_stages()
-    entries = read_stage_list().get("models") if failures and Path("models.yaml").is_file() else {}
+    entries = load_models() if failures and Path("models.yaml").is_file() else {}
     with atomic_path(OUT, is_dir=True) as tmp:
         present = MODELS.iterdir() if MODELS.is_dir() else ()   # no model at all: a failed first stage
         for folder in sorted(p for p in present if (p / "sentlab.json").is_file()):

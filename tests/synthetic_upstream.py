@@ -372,7 +372,7 @@ def deepest_layers(values: dict, floor: int = 2) -> int:
             block = block.get(key, {}) if isinstance(block, dict) else {}
         return block
 
-    return max([floor, *(scan(at(e[k])) for e in models_for(validate(values)).values() for k in ("line", "own"))])
+    return max([floor, *(scan(at(key)) for e in models_for(validate(values)).values() for key in (e.line, e.own))])
 
 
 

@@ -155,16 +155,17 @@ def test_method_lines_list_only_what_differs_from_the_defaults():
 
 def test_set_profile_writes_params_and_the_stage_list(tmp_path):
     from sentlab.pipeline.profiles import set_profile
-    from sentlab.pipeline.stage_list import read_stage_list
+    from sentlab.config.models import ModelSpec, load_models
 
     p = copy_params(tmp_path)
     before = p.read_text()
     assert set_profile(p, "smoke") is True
     assert load_params(p).profile == "smoke" and load_params(p).prepare.size == 400
-    models = read_stage_list(tmp_path / "models.yaml")["models"]
+    models = load_models(tmp_path / "models.yaml")
     assert list(models) == ["simcse", "moco_srl", "ptbert", "simcse-s43"]   # in the order of `methods`, then seeds
-    assert models["simcse-s43"] == {"method": "simcse", "seed": 43, "line": "methods.simcse", "own": "methods.simcse",
-                                    "init": "data/sources/model.json", "train": "train"}
+    assert models["simcse-s43"] == ModelSpec(name="simcse-s43", method="simcse", seed=43, line="methods.simcse",
+                                             own="methods.simcse", variant=None, init="data/sources/model.json",
+                                             teachers=())
     # the same profile again keeps params.yaml, hand edits included
     p.write_text(p.read_text().replace("  lr: 3.0e-5\n", "  lr: 1.0e-5\n", 1))
     edited = p.read_text()
@@ -249,19 +250,34 @@ def test_ablation_variant_names_must_be_dvc_safe():
 
 
 def test_every_ablation_variant_has_a_valid_method_and_overrides():
-    from sentlab.train.run import ablation_spec, method_params
+    from sentlab.train.run import method_params
 
     p = load_params(REPO / "params.yaml", profile="paper")
-    for name in p.ablations["variants"]:
-        method_id, overrides = ablation_spec(p, name)
-        method_params(p, method_id, overrides)
+    for name, variant in p.ablations.variants.items():
+        method_params(p, variant.method, p.ablations.overrides(name))
+
+
+def test_a_variants_shape_is_checked_once_by_the_schema():
+    """config.Ablations types the variants: a bad shape is refused by sentlab.config.validate, before any method
+    is looked at, naming the key and the allowed keys."""
+    r = raw()
+    r["ablations"]["variants"]["bad"] = {"method": "simcse", "sett": {}}
+    with pytest.raises(SentlabError, match=r"`ablations.variants.bad.sett`: unknown key; allowed keys here: method, "
+                                           r"set"):
+        validate(r)
+    r["ablations"]["variants"]["bad"] = {"set": {}}
+    with pytest.raises(SentlabError, match=r"`ablations.variants.bad.method`: Field required"):
+        validate(r)
+    p = validate(raw())
+    with pytest.raises(SentlabError, match="Ablation `nosuch` is not in params.yaml `ablations.variants`; known: "):
+        p.ablations.variant("nosuch")
 
 
 def test_a_method_line_sets_its_own_backbone(monkeypatch, tmp_path):
     """Issue #34: the POS/BOW paper is RoBERTa-base: the paper profile trains posbow_adv, its SimCSE reference and
     L2P-CSR Table 1's RoBERTa rows on roberta-base (L2P-CSR there at lr 1e-5, layer 0 masked: layers 1), the rest on
     model.backbone; the train stage loads the method's own backbone."""
-    from sentlab.train.run import ablation_spec, backbone_of, method_params, train_method
+    from sentlab.train.run import backbone_of, method_params, train_method
 
     paper, quick = load_params(REPO / "params.yaml", profile="paper"), load_params(REPO / "params.yaml")
     assert backbone_of(paper, method_params(paper, "posbow_adv")) == "roberta-base"
@@ -270,7 +286,7 @@ def test_a_method_line_sets_its_own_backbone(monkeypatch, tmp_path):
     want = {"simcse_roberta": {}, "prompt_roberta": {}, "l2p_roberta": {"lr": 1e-5, "layers": 1},
             "prompt_l2p_roberta": {"lr": 1e-5, "layers": 1}, "posbow_adv_noadv": {}}
     for variant, settings in want.items():
-        mp = method_params(paper, *ablation_spec(paper, variant))
+        mp = method_params(paper, paper.ablations.variants[variant].method, paper.ablations.overrides(variant))
         assert backbone_of(paper, mp) == "roberta-base", variant
         assert {k: getattr(mp, k) for k in settings} == settings, variant
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from sentlab.config.models import ModelSpec
 from sentlab.provenance import failures
 from sentlab.errors import SentlabError
 from sentlab.pipeline.entry import run_stage
@@ -49,9 +50,11 @@ def _workspace(root: Path, failed: dict[str, str]) -> Path:
     (root / "models").mkdir()
     for name, base in (("simcse", 70.0), ("base-cls", 40.0)):
         (root / "reports/metrics" / f"{name}.json").write_text(json.dumps(_metrics(name, base)))
+    line = lambda m, init="data/sources/model.json": ModelSpec(  # noqa: E731
+        name=m, method=m, seed=42, line=f"methods.{m}", own=f"methods.{m}", init=init).entry()
     (root / "models.yaml").write_text(json.dumps({
-        "models": {"simcse": {"init": "data/sources/model.json"}, "ct": {"init": "data/sources/model.json"},
-                   "paser": {"init": "data/sources/model.json"}, "paser_sup": {"init": "models/paser"}},
+        "models": {"simcse": line("simcse"), "ct": line("ct"), "paser": line("paser"),
+                   "paser_sup": line("paser_sup", "models/paser")},
         "baselines": ["cls", "glove"]}))
     for stage, why in failed.items():
         failures.record_failure(stage, 2, why, root)
@@ -88,15 +91,20 @@ def test_the_parallel_runners_failed_and_skipped_stages_are_read_too(tmp_path):
     assert failures.missing_reason("ct", got) == f"failed: train@ct, log {state / 'logs/train@ct.log'}"
 
 
-def test_a_distilled_models_failed_training_is_its_train_distill_stage(tmp_path):
+def test_a_model_whose_start_failed_names_that_stage(tmp_path):
+    """paser_sup starts from models/paser (its ModelSpec's init): paser's failed training is why it has none."""
+    from sentlab.config.models import ModelSpec
     from sentlab.parallel.task import write_state
 
     state = tmp_path / ".dvc/tmp/sentlab"
-    log = state / "logs/train_distill@rankcse.log"
-    write_state(state, "train_distill@rankcse", status="failed", log=str(log), reason="exit 1")
+    log = state / "logs/train@paser.log"
+    write_state(state, "train@paser", status="failed", log=str(log), reason="exit 1")
     got = failures.failed_stages(tmp_path)
-    assert failures.missing_reason("rankcse", got) == f"failed: train_distill@rankcse, log {log}"
-    assert failures.missing_reason("simcse", got) is None
+    models = {"paser_sup": ModelSpec(name="paser_sup", method="paser_sup", seed=42, line="methods_from.paser_sup",
+                                     own="methods_from.paser_sup", init="models/paser")}
+    assert failures.missing_reason("paser_sup", got, models) == \
+        f"failed: train@paser, log {log} (it starts from models/paser)"
+    assert failures.missing_reason("simcse", got, models) is None
 
 
 def test_status_lists_a_stage_that_failed_under_plain_dvc_repro(tmp_path, monkeypatch):

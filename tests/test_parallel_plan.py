@@ -56,11 +56,11 @@ def test_a_models_suite_stages_join_its_chain():
 
 def test_a_distilled_models_chain_is_named_by_its_model_and_waits_for_its_teachers():
     names, edges = _graph({"simcse": None})
-    names[-2:-2] = ["train_distill@rankcse", "evaluate@rankcse", "transfer@rankcse"]
-    edges += [("annotate", "train_distill@rankcse"), ("train@simcse", "train_distill@rankcse"),
-              ("train_distill@rankcse", "evaluate@rankcse"), ("train_distill@rankcse", "transfer@rankcse")]
+    names[-2:-2] = ["train@rankcse", "evaluate@rankcse", "transfer@rankcse"]
+    edges += [("annotate", "train@rankcse"), ("train@simcse", "train@rankcse"),
+              ("train@rankcse", "evaluate@rankcse"), ("train@rankcse", "transfer@rankcse")]
     chains = {c.id: c for c in plan(names, edges, set(names)).chains}
-    assert chains["rankcse"].stages == ["train_distill@rankcse", "evaluate@rankcse", "transfer@rankcse"]
+    assert chains["rankcse"].stages == ["train@rankcse", "evaluate@rankcse", "transfer@rankcse"]
     assert chains["rankcse"].needs == ["simcse"] and chains["rankcse"].restore == ["train@simcse"]
 
 

@@ -57,7 +57,7 @@ def test_auto_shares_on_the_paper_profiles_chains(paper_costs):
     # simcse_sup 1.5 x 0.04/64 x 512 = 0.48 s, l2p 0.36 s (512), paser 0.65 s, paser_sup 1.93 s
     want = {"simcse": 0.25, "ptbert": 0.25, "moco_srl": 0.25, "diffcse": 0.25, "rankcse": 0.5, "prompt": 0.5,
             "simcse_sup": 1.0, "l2p": 1.0, "paser": 1.0, "paser_sup": 1.0}
-    assert {m: c[f"train_distill@{m}" if m == "rankcse" else f"train@{m}"].share for m in want} == want
+    assert {m: c[f"train@{m}"].share for m in want} == want
     assert c["evaluate@simcse"].share == c["evaluate_baseline@cls"].share == c["transfer@simcse"].share == 0.25
     assert c["train@paser_sup"].training and not c["evaluate@paser"].training
     names, edges = _graph({"simcse": None, "paser": None, "paser_sup": "paser", "l2p": None})

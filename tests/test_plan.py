@@ -115,12 +115,12 @@ def test_a_step_measured_with_other_settings_counts_as_estimated(as_measured):
 
 def test_editing_a_measured_methods_settings_makes_its_step_estimated():
     from sentlab.config import validate
-    from sentlab.pipeline.stage_list import stage_list_for
+    from sentlab.pipeline.stage_list import models_for
     from sentlab.plan import training_cost
 
     def simcse(values):
         params = validate(values)
-        return training_cost(params, "simcse", stage_list_for(params)["models"]["simcse"])
+        return training_cost(params, models_for(params)["simcse"])
 
     values = _values("paper-lite", precision="bf16")
     assert not [x for x in render("paper-lite", plan(validate(values))).splitlines() if x.startswith("- simcse:")]

@@ -339,7 +339,7 @@ def test_asset_messages_name_the_fetch_command_and_the_standins_are_params_edits
     from sentlab.config import validate
     from sentlab.config.yaml_files import deep_merge
     from sentlab.preflight.standins import changed_models
-    from sentlab.pipeline.stage_list import stage_list_for
+    from sentlab.pipeline.stage_list import models_for
 
     assert classify_asset("NLTK resource 'wordnet' (corpora/wordnet) is not installed.") == (
         "NLTK wordnet", "python -m nltk.downloader wordnet")
@@ -359,7 +359,7 @@ def test_asset_messages_name_the_fetch_command_and_the_standins_are_params_edits
     assert "paser_aug_none" not in edit["ablations"]["variants"]
     # the models that train with it: PaSeR's lines and seeds and the variants that asked for `sr`
     paper = _values("paper")
-    changed = changed_models(paper, deep_merge(paper, edit), stage_list_for(validate(paper))["models"])
+    changed = changed_models(paper, deep_merge(paper, edit), models_for(validate(paper)))
     assert {"paser", "paser-s43", "paser_aug_sr_rs", "paser_aug_sr_rd", "paser_np"} <= changed
     assert not {"paser_aug_none", "paser_aug_rs", "paser_sup", "simcse"} & changed
     assert "methods" not in standin_for("NLTK wordnet", _values("quick"))[0]  # quick's PaSeR uses rd already

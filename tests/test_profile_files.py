@@ -66,9 +66,9 @@ def test_paper_lite_is_the_paper_profile_at_one_seed_without_ablations():
     assert lite.model == paper.model and lite.prepare == paper.prepare and lite.transfer == paper.transfer
     models = models_for(lite)
     assert sorted(models) == sorted(paper.train.methods)                   # every main method line, one seed
-    assert all(e["seed"] == lite.seed for e in models.values())
+    assert all(e.seed == lite.seed for e in models.values())
     assert lite.glue.seeds == [lite.seed] and len(paper.glue.seeds) == 5
-    assert lite.ablations["enabled"] is False
+    assert lite.ablations.enabled is False
     # params.yaml of paper-lite: paper's values with paper-lite's on top, from the three files
     text = params_text("paper-lite", PROFILES_DIR)
     assert "profiles/quick.yaml + profiles/paper.yaml + profiles/paper-lite.yaml" in text.splitlines()[0]
@@ -79,8 +79,8 @@ def test_every_main_method_of_the_paper_profile_trains_five_seeds_paser_sup_too(
     paper = load_params(REPO / "params.yaml", profile="paper")
     models = models_for(paper)
     for m in paper.train.methods:
-        assert sum(e["method"] == m and e["own"] == e["line"] for e in models.values()) == 5, m
-    assert models["paser_sup-s44"]["init"] == "models/paser-s44" and models["paser_sup"]["init"] == "models/paser"
+        assert sum(e.method == m and e.own == e.line for e in models.values()) == 5, m
+    assert models["paser_sup-s44"].init == "models/paser-s44" and models["paser_sup"].init == "models/paser"
     assert len(models) == 24 * 5 + 63
 
 

@@ -218,48 +218,39 @@ def test_a_missing_teacher_names_the_param_and_the_fix(tok, tmp_path, monkeypatc
         _make(tok, ["models/half"])
 
 
-def test_the_teachers_are_dvc_deps_of_the_train_stage_and_must_be_trained(tmp_path, monkeypatch):
-    """Paper profile: RankCSE (its seeds, its ListNet variant) trains in dvc.yaml's train_distill group, whose deps
-    name models/diffcse and models/simcse literally; the other models train in `train`, which names no model but
-    its init; a profile that trains rankcse without its teachers, or a block naming other teachers, is refused."""
-    import yaml
+def test_the_teachers_are_dvc_deps_of_the_train_stage_and_must_be_trained():
+    """Paper profile: RankCSE (its seeds, its ListNet variant) reads the teachers its block names, which its model
+    description carries and dvc.yaml's one `train` group names in its teacher slots; the other models read none
+    (their slots repeat their init); a profile that trains rankcse without its teachers, or a block naming more
+    teachers than dvc.yaml has slots, is refused."""
     from conftest import REPO
     from sentlab.config import validate
     from sentlab.config.yaml_files import deep_merge
     from sentlab.config.profile_files import profile_values
-    from sentlab.pipeline.stage_list import stage_list_for
+    from sentlab.pipeline.stage_list import models_for
 
     values = profile_values("paper", REPO / "profiles")
-    lists = stage_list_for(validate(values))
+    models = models_for(validate(values))
     distilled = {"rankcse", "rankcse-s43", "rankcse-s44", "rankcse-s45", "rankcse-s46", "rankcse_listnet"}
-    assert set(lists["distill_stages"]) == distilled
-    assert set(lists["train_stages"]) == set(lists["models"]) - distilled and "diffcse" in lists["train_stages"]
-    assert lists["models"]["paser_sup"] == lists["train_stages"]["paser_sup"] and \
-        lists["models"]["paser_sup"]["init"] == "models/paser"
-    stages = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
-    distill, train = stages["train_distill"]["do"], stages["train"]["do"]
-    assert [d for d in distill["deps"] if d.startswith("models/")] == ["models/diffcse", "models/simcse"]
-    assert [d for d in distill["deps"] if not d.startswith("models/")] == train["deps"]
-    assert {k: v for k, v in distill.items() if k != "deps"} == {k: v for k, v in train.items() if k != "deps"}
-    assert not any("models/" in d for d in train["deps"])
+    assert {n for n, m in models.items() if m.teachers} == distilled
+    assert all(models[n].teachers == ("models/diffcse", "models/simcse") == tuple(models[n].reads) for n in distilled)
+    assert models["paser_sup"].init == "models/paser" and models["paser_sup"].reads == ["models/paser"] * 2
+    assert models["paser_sup-s43"].init == "models/paser-s43"
     bad = deep_merge(values, {"train": {"methods": ["simcse", "rankcse"]}})
     with pytest.raises(SentlabError, match="add `diffcse` to train.methods"):
-        stage_list_for(validate(bad))
-    # the training's script names its stage from models.yaml: the stage whose declared params it reads
-    from sentlab.pipeline.stage_list import write_stage_list
-    from sentlab.train.run import _train_stage
-
-    write_stage_list(validate(values), tmp_path / "models.yaml")
-    monkeypatch.chdir(tmp_path)
-    assert (_train_stage("rankcse-s43"), _train_stage("simcse")) == ("train_distill@rankcse-s43", "train@simcse")
-    other = deep_merge(values, {"methods": {"rankcse": {"teachers": ["models/simcse"], "teacher_weights": [1.0]}}})
-    with pytest.raises(SentlabError, match="reads the pipeline models models/simcse; dvc.yaml's `train_distill`"):
-        stage_list_for(validate(other))
+        models_for(validate(bad))
+    three = deep_merge(values, {"methods": {"rankcse": {"teachers": ["models/simcse", "models/diffcse", "models/ct"],
+                                                        "teacher_weights": [0.3, 0.3, 0.4]}}})
+    with pytest.raises(SentlabError, match=r"reads 3 other models .*names 2 teacher slots"):
+        models_for(validate(three))
+    # one teacher: a slot of its own, the other repeats the init
+    one = deep_merge(values, {"methods": {"rankcse": {"teachers": ["models/simcse"], "teacher_weights": [1.0]}}})
+    assert models_for(validate(one))["rankcse"].reads == ["models/simcse", "data/sources/model.json"]
     # a profile that does not train rankcse nor its teachers (quick) with its ablations on: the ListNet variant
     # has no stage (it would read untrained teachers), the other variants do
     quick = deep_merge(profile_values("quick", REPO / "profiles"), {"ablations": {"enabled": True}})
-    models = stage_list_for(validate(quick))["models"]
-    assert "rankcse_listnet" not in models and {"diffcse_paper_text", "ptbert_m64"} <= set(models)
+    names = models_for(validate(quick))
+    assert "rankcse_listnet" not in names and {"diffcse_paper_text", "ptbert_m64"} <= set(names)
 
 
 def test_the_paper_profile_runs_listmle_and_listnet_is_its_ablation_row():
@@ -290,7 +281,7 @@ def test_the_rankcse_and_diffcse_lines_named_in_the_profiles_and_docs_exist():
     from sentlab.config import validate
     from sentlab.config.profile_files import profile_values
 
-    variants = set(validate(profile_values("paper", REPO / "profiles")).ablations["variants"])
+    variants = set(validate(profile_values("paper", REPO / "profiles")).ablations.variants)
     for f in ("profiles/paper.yaml", "profiles/quick.yaml", "docs/methods.md"):
         named = set(re.findall(r"\b((?:rankcse|diffcse)_[a-z0-9_]+)\b", (REPO / f).read_text()))
         assert named <= variants, (f, named - variants)

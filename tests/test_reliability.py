@@ -113,7 +113,7 @@ def test_a_bad_key_in_an_inactive_profile_is_found(tmp_path, capsys):
     ({"method": "nosuch", "set": {}}, r"ablations\.variants\.bad\.method.*nosuch"),
     ({"method": "ptbert", "set": {"pseudo_lenn": 64}}, r"ablations\.variants\.bad\.set\.pseudo_lenn.*unknown key"),
     ({"method": "ptbert", "set": {"attend_to": "everything"}}, r"ablations\.variants\.bad\.set\.attend_to"),
-    ({"method": "ptbert", "sett": {}}, r"ablations\.variants\.bad.*allowed keys: method, set"),
+    ({"method": "ptbert", "sett": {}}, r"ablations\.variants\.bad.*allowed keys here: method, set"),
 ])
 def test_ablation_variants_are_validated(spec, match):
     r = raw()
@@ -222,7 +222,8 @@ def test_an_ablation_entry_names_its_method_line_and_does_not_depend_on_the_meth
     paper = profile_values("paper", REPO / "profiles")
     v = stage_list_for(validate_params(paper))["models"]["ptbert_m64"]
     assert v == {"method": "ptbert", "seed": 42, "line": "methods.ptbert", "own": "ablations.variants.ptbert_m64",
-                 "init": "data/sources/model.json", "train": "train"}
+                 "variant": "ptbert_m64", "init": "data/sources/model.json", "teachers": [],
+                 "reads": ["data/sources/model.json"] * 2}
     paper["train"]["methods"].remove("ptbert")
     assert stage_list_for(validate_params(paper))["models"]["ptbert_m64"] == v
 

@@ -150,13 +150,13 @@ def test_a_corrupt_resume_state_names_the_checkpoint_folder_to_delete(tmp_path, 
 
 # --- the resume key: what determines the trained result, nothing else ------------------------------
 def test_runtime_settings_keep_the_resume_key_and_result_settings_change_it():
-    from sentlab.config import RUNTIME_KEYS
+    from sentlab.config import RUNTIME_TRAIN_KEYS
     from sentlab.train.run import method_params, run_key
 
     def key(**train):
         r = raw()
         for k, v in train.items():
-            r["runtime" if k in RUNTIME_KEYS else "train"][k] = v
+            r["runtime" if k in RUNTIME_TRAIN_KEYS else "train"][k] = v
         p = validate_params(r)
         return run_key(p, "simcse", method_params(p, "simcse"), "corpus-fp")
 

@@ -129,7 +129,8 @@ def test_adding_a_seed_adds_only_its_own_stage_entry():
     after = stage_list_for(validate(raw))["models"]
     assert sorted(set(after) - set(before)) == ["simcse-s45"] and all(after[k] == before[k] for k in before)
     assert before["simcse-s43"] == {"method": "simcse", "seed": 43, "line": "methods.simcse",
-                                    "own": "methods.simcse", "init": "data/sources/model.json", "train": "train"}
+                                    "own": "methods.simcse", "variant": None, "init": "data/sources/model.json",
+                                    "teachers": [], "reads": ["data/sources/model.json"] * 2}
 
 
 def test_quick_trains_three_seeds_of_simcse_and_ptbert_paper_five_of_every_method():
@@ -165,11 +166,10 @@ def test_dvc_yaml_declares_a_seed_stage_per_extra_seed_of_the_profile():
     import yaml
 
     dvc = yaml.safe_load(open("dvc.yaml"))
-    for group, items in (("train", "${train_stages}"), ("train_distill", "${distill_stages}")):
-        st = dvc["stages"][group]
-        assert st["foreach"] == items   # models.yaml: every seed a model entry <m>-s<seed>
-        assert st["do"]["cmd"] == "python pipeline/train.py ${key} --method ${item.method} --seed ${item.seed}"
-        assert "seed" not in st["do"]["params"]   # not the global seed: its own, in its command
+    st = dvc["stages"]["train"]
+    assert st["foreach"] == "${models}"   # models.yaml: every seed a model entry <m>-s<seed>
+    assert st["do"]["cmd"] == "python pipeline/train.py ${key} --method ${item.method} --seed ${item.seed}"
+    assert "seed" not in st["do"]["params"]   # not the global seed: its own, in its command
     assert dvc["stages"]["evaluate"]["foreach"] == "${models}"
     assert dvc["stages"]["evaluate"]["do"]["outs"][1] == "reports/cosines/${key}.parquet"
 

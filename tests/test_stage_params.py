@@ -68,8 +68,8 @@ def test_an_ablation_variant_reads_its_method_line_and_its_own(work):
 
     assert main(["stages"]) == 0
     p = stage_params("train@ptbert_m64")
-    assert p.ablations["variants"]["ptbert_m64"] == {"method": "ptbert", "set": {"pseudo_len": 64}}
-    assert list(p.methods) == ["ptbert"] and list(p.ablations["variants"]) == ["ptbert_m64"]
+    assert p.ablations.variants["ptbert_m64"].model_dump() == {"method": "ptbert", "set": {"pseudo_len": 64}}
+    assert list(p.methods) == ["ptbert"] and list(p.ablations.variants) == ["ptbert_m64"]
 
 
 def test_a_script_outside_a_dvc_project_is_one_paragraph(tmp_path, monkeypatch):

@@ -64,7 +64,7 @@ def test_a_suite_lists_only_what_it_can_evaluate():
 def test_dvc_yaml_runs_each_suite_in_its_own_foreach_group():
     doc = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))
     groups = [name for name, st in doc["stages"].items() if "foreach" in st]
-    assert groups == ["train", "train_distill", "evaluate", "evaluate_baseline", "transfer", "glue", "retrieval"]
+    assert groups == ["train", "evaluate", "evaluate_baseline", "transfer", "glue", "retrieval"]
     for suite in ("transfer", "glue", "retrieval"):
         st = doc["stages"][suite]
         assert st["foreach"] == f"${{{suite}_stages}}"
@@ -100,14 +100,14 @@ def _record_reads(monkeypatch) -> set[str]:
     runtime keys and the records (``profile``: read by every stage, declared by none) left out. A section's
     ``model_dump()`` (the settings a suite logs to MLflow: whatever it declares) is not a read: a key declared only
     to be logged would re-run the stage for nothing."""
-    from sentlab.config import RUNTIME_KEYS
+    from sentlab.config import RUNTIME_TRAIN_KEYS
     from sentlab.config.stage_params import RECORDS, Declared, SectionView
 
     reads: set[str] = set()
     section_get, declared_get = SectionView.__getattr__, Declared.__getattr__
 
     def runtime(section, key):   # the train section's runtime keys: read beside it, never declared
-        return section == "train" and key in RUNTIME_KEYS
+        return section == "train" and key in RUNTIME_TRAIN_KEYS
 
     def get(self, key):
         if key in type(self._model).model_fields and not runtime(self._section, key):

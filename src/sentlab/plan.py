@@ -165,16 +165,18 @@ def measurement_changes(method: str, params, mparams, cfg) -> list[str]:
     return out
 
 
-def training_cost(params, name: str, entry: dict) -> Cost:
-    """One training of the stage list: its steps (exact), seconds (measured step time or estimated), disk."""
+def training_cost(params, spec) -> Cost:
+    """One training of the stage list (``spec``: its :class:`~sentlab.config.models.ModelSpec`): its steps (exact),
+    seconds (measured step time or estimated), disk."""
     from .preflight.projection import model_params
     from .methods import get_method
     from .train.loop import plan_steps
     from .train.run import backbone_of, resolve_train
 
-    mparams = model_params(params, entry, name)
+    name, method = spec.name, spec.method
+    mparams = model_params(params, spec)
     cfg = resolve_train(params, mparams)
-    corpus = getattr(mparams, "corpus", None) or get_method(entry["method"]).corpus
+    corpus = getattr(mparams, "corpus", None) or get_method(method).corpus
     if corpus not in CORPUS_ROWS:
         raise SentlabError(f"`sentlab plan` knows no size for the corpus `{corpus}` of {name} (known: "
                            f"{', '.join(CORPUS_ROWS)}); add its full-run row count to sentlab.plan.CORPUS_ROWS.")
@@ -182,14 +184,14 @@ def training_cost(params, name: str, entry: dict) -> Cost:
     if corpus == "train":
         rows = min(params.prepare.size, rows)
     _, steps = plan_steps(mparams.train_sentences(rows), cfg)
-    per_sentence, why = _per_sentence(entry["method"])
-    measured_batch = STEP_S.get(entry["method"], (0, cfg.batch_size))[1]
+    per_sentence, why = _per_sentence(method)
+    measured_batch = STEP_S.get(method, (0, cfg.batch_size))[1]
     step_s = per_sentence * cfg.batch_size * cfg.grad_accum
     est = {why} if why else set()
     if why is None and measured_batch != cfg.batch_size * cfg.grad_accum:
-        est.add(f"{entry['method']}: measured at batch {measured_batch}, scaled to {cfg.batch_size}")
+        est.add(f"{method}: measured at batch {measured_batch}, scaled to {cfg.batch_size}")
     if why is None:   # one entry a change: render joins a method's (its variants' included) on one line
-        est |= {f"{entry['method']}{CHANGED}{c}" for c in measurement_changes(entry["method"], params, mparams, cfg)}
+        est |= {f"{method}{CHANGED}{c}" for c in measurement_changes(method, params, mparams, cfg)}
     evals = steps // max(1, cfg.eval_every) + 1
     dev_s = evals * STS_EVAL_S * (cfg.dev_max_pairs or STSB_DEV_PAIRS) / STS_PAIRS
     backbone = backbone_of(params, mparams)
@@ -235,13 +237,13 @@ def plan(params, jobs: int = 8) -> dict:
     with ``jobs`` chains running at once (:func:`disk`)."""
     from .report.paper_tables import all_tables
     from .scope import table_scope
-    from .pipeline.stage_list import stage_list_for, suite_items, suite_stage
+    from .pipeline.stage_list import models_for, stage_list_for, suite_items, suite_stage
 
     lists = stage_list_for(params)
-    models = lists["models"]
+    models = models_for(params)
     per_model: dict[str, Cost] = {}
-    for name, entry in models.items():
-        c = training_cost(params, name, entry)
+    for name, spec in models.items():
+        c = training_cost(params, spec)
         c.add(evaluation_cost("evaluate", params))
         per_model[name] = c
     baselines = {f"base-{b}": evaluation_cost("evaluate", params) for b in lists["baselines"]}
@@ -264,8 +266,8 @@ def plan(params, jobs: int = 8) -> dict:
     chains: dict[str, float] = {}
     for n, c in per_model.items():
         root = n
-        while models[root]["init"].startswith("models/") and models[root]["init"][7:] in models:
-            root = models[root]["init"][7:]
+        while models[root].init_model in models:
+            root = models[root].init_model
         chains[root] = chains.get(root, 0.0) + c.gpu_s
     tasks = [*chains.values(), *(c.gpu_s for c in baselines.values()), *(c.gpu_s for _, _, c in suites.values())]
     return {"tables": tables, "total": total, "trainings": per_model, "longest_chain_s": longest, "tasks": tasks,
@@ -286,8 +288,8 @@ def disk(params, models_gb: float, running: int) -> list[tuple[str, float, str]]
     from .preflight.projection import model_params
 
     hub = [params.model.backbone]
-    for name, entry in models_for(params).items():
-        hub += [h for h in model_params(params, entry, name).hub_models() if h not in hub]
+    for spec in models_for(params).values():
+        hub += [h for h in model_params(params, spec).hub_models() if h not in hub]
     unknown = [h for h in hub if h not in BACKBONE_PARAMS]
     biggest = max(_gb(h) for h in hub)
     data = [k for k in DATA_GB if k == params.prepare.corpus or (k == "glove" and "glove" in params.evaluate.baselines)]
@@ -313,9 +315,9 @@ def makespan(tasks: list[float], gpus: int) -> float:
 
 
 def _chain_before(name: str, models: dict, per_model: dict) -> float:
-    init = models[name]["init"]
-    if init.startswith("models/") and init[7:] in per_model:
-        return per_model[init[7:]].gpu_s + _chain_before(init[7:], models, per_model)
+    start = models[name].init_model
+    if start in per_model:
+        return per_model[start].gpu_s + _chain_before(start, models, per_model)
     return 0.0
 
 

@@ -31,9 +31,11 @@ class Scope:
 
 
 def base_name(model: str) -> str:
-    """A model line's name without its seed suffix: ``simcse-s43`` -> ``simcse``."""
-    head, _, tail = model.rpartition("-s")
-    return head if head and tail.isdigit() else model
+    """A model line's name without its seed suffix: ``simcse-s43`` -> ``simcse``
+    (:func:`sentlab.config.models.split_seed`)."""
+    from .config.models import split_seed
+
+    return split_seed(model)[0]
 
 
 def table_scope(spec, lists: dict) -> Scope:

@@ -33,17 +33,17 @@ a profile is the pipeline wing's (:mod:`sentlab.pipeline`).
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from ..errors import SentlabError
-from .sections import (RUNTIME_KEYS, AnnotateParams, EvaluateParams, GlueParams,  # noqa: F401
+from .sections import (RUNTIME_TRAIN_KEYS, AnnotateParams, EvaluateParams, GlueParams,  # noqa: F401
                             HardSubsetParams, ModelParams, PrepareParams, RetrievalParams, RuntimeParams,
                             SeedsParams, Strict, TrainParams, TransferParams, WhiteningParams)
 from .yaml_files import read_yaml
+from .ablations import AblationVariant, Ablations  # noqa: F401
 
 # The profiles this repository ships (profiles/*.yaml); any other file there is a profile too
 # (:func:`sentlab.config.profile_files.profile_names` lists them): the tests check these.
@@ -67,7 +67,8 @@ class Params(Strict):
     methods_from: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="methods that start from another method's trained model: "
                                           "{<id>: {from: <that method>, <keys as in methods>}}")
-    ablations: dict[str, Any] = Field(default_factory=dict)
+    ablations: Ablations = Field(
+        default_factory=Ablations, description="the ablation variants: {enabled, variants: {<name>: {method, set}}}")
     seeds: SeedsParams = SeedsParams()
     runtime: RuntimeParams = RuntimeParams()
 
@@ -75,7 +76,7 @@ class Params(Strict):
     @classmethod
     def _runtime_keys_in_runtime(cls, data):
         train = data.get("train") if isinstance(data, dict) else None
-        moved = sorted(set(train) & set(RUNTIME_KEYS)) if isinstance(train, dict) else []
+        moved = sorted(set(train) & set(RUNTIME_TRAIN_KEYS)) if isinstance(train, dict) else []
         if moved:
             raise ValueError(f"`train.{moved[0]}` belongs to the `runtime` section (how a training runs, not what it "
                              f"computes: no stage declares it); move {', '.join(f'`{k}`' for k in moved)} to "
@@ -90,7 +91,7 @@ class Params(Strict):
     @model_validator(mode="after")
     def _runtime_into_train(self):
         """The loop reads one train block: ``train`` with the ``runtime`` values in."""
-        given = self.runtime.model_dump(include=self.runtime.model_fields_set & set(RUNTIME_KEYS))
+        given = self.runtime.model_dump(include=self.runtime.model_fields_set & set(RUNTIME_TRAIN_KEYS))
         if given:
             self.__dict__["train"] = self.train.model_copy(update=given)
         return self
@@ -145,14 +146,6 @@ class Params(Strict):
             return {k: v for k, v in (self.methods_from[method_id] or {}).items() if k != "from"}
         return dict(self.methods.get(method_id) or {})
 
-    @model_validator(mode="after")
-    def _check_ablation_names(self):
-        bad = [k for k in (self.ablations.get("variants") or {}) if not re.fullmatch(r"[A-Za-z0-9_-]+", str(k))]
-        if bad:
-            raise ValueError(f"ablations.variants names {bad} must use letters, digits, '_' and '-' only "
-                             f"(a '.' breaks DVC's params key paths; write 0p01 for 0.01)")
-        return self
-
 
 def format_validation(e: ValidationError, model: type[BaseModel], prefix: str = "",
                        source: str = "params.yaml") -> str:
@@ -177,6 +170,8 @@ def _allowed_for(model: type[BaseModel], loc: tuple) -> list[str]:
     for part in loc[:-1]:
         if isinstance(cur, type) and issubclass(cur, BaseModel) and part in cur.model_fields:
             cur = cur.model_fields[part].annotation
+        elif get_origin(cur) is dict:   # a mapping of models (ablations.variants.<name>): the key names one
+            cur = get_args(cur)[1]
         else:
             return []
     if isinstance(cur, type) and issubclass(cur, BaseModel):

@@ -236,7 +236,7 @@ class RetrievalParams(Strict):
 
 class TrainParams(Strict):
     """The training loop's settings: params.yaml ``train`` (what changes a trained model) and the
-    ``runtime`` keys (:data:`RUNTIME_KEYS`: how it runs), which :class:`Params` copies in."""
+    ``runtime`` keys (:data:`RUNTIME_TRAIN_KEYS`: how it runs), which :class:`Params` copies in."""
     methods: list[str] = Field(default_factory=list, description="methods this profile trains")
     batch_size: int = Field(64, gt=0)
     lr: float = Field(3e-5, gt=0)
@@ -313,11 +313,11 @@ class TrainParams(Strict):
 # TrainParams fields that params.yaml keeps in its `runtime` section: they change how a training runs, never
 # what it computes, so no stage declares them (a resumed training continues its checkpoint with new values)
 # (num_threads is not one: a CPU training's bits depend on it, so the train stages declare `train.num_threads`)
-RUNTIME_KEYS = ("device", "checkpoint_every", "checkpoint_minutes", "loader_workers", "heap", "nproc")
+RUNTIME_TRAIN_KEYS = ("device", "checkpoint_every", "checkpoint_minutes", "loader_workers", "heap", "nproc")
 
 
 class RuntimeParams(Strict):
-    """params.yaml ``runtime``: :data:`RUNTIME_KEYS`, validated as :class:`TrainParams` validates them."""
+    """params.yaml ``runtime``: :data:`RUNTIME_TRAIN_KEYS`, validated as :class:`TrainParams` validates them."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     checkpoint_every: Optional[int] = Field(None, gt=0)
     checkpoint_minutes: float = Field(0.0, ge=0)

@@ -9,10 +9,10 @@ add) instead of running on a value DVC never compared.
 
 One exception is params.yaml ``runtime`` (threads, device, checkpoint interval, loader workers,
 heap, processes): how a training runs, never what it computes, so no stage declares it, every stage may read it
-(``params.runtime``), and editing it re-runs nothing (:data:`sentlab.config.RUNTIME_KEYS`). The other is params.yaml
-``profile`` (:data:`RECORDS`), the profile's name: a label each stage records with its outputs and MLflow runs, never
-a value it computes with, so widening a profile (one that ``extends:`` it) or renaming its file re-runs only the
-stages whose values changed.
+(``params.runtime``), and editing it re-runs nothing (:data:`sentlab.config.RUNTIME_TRAIN_KEYS`). The other is
+params.yaml ``profile`` (:data:`RECORDS`), the profile's name: a label each stage records with its outputs and MLflow
+runs, never a value it computes with, so widening a profile (one that ``extends:`` it) or renaming its file re-runs
+only the stages whose values changed.
 
 Before a stage gets its params, :func:`check_machine` checks that this machine runs what they ask (a GPU the
 profile states, bf16 not emulated): a stage that cannot run here stops before any work.
@@ -176,11 +176,11 @@ def check_machine(params: Declared, stage: str) -> list[str]:
 
 def declared_view(raw: dict, stage: str) -> Declared:
     """Validate the declared ``raw`` params and wrap them; the train block also carries the runtime keys."""
-    from . import RUNTIME_KEYS
+    from . import RUNTIME_TRAIN_KEYS
 
     params = validate(raw, source=f"params.yaml (the keys stage `{stage}` declares)")
     paths = _key_paths({k: v for k, v in raw.items() if k != "runtime"})
-    return Declared(params, paths, stage, extra_keys={"train": RUNTIME_KEYS})
+    return Declared(params, paths, stage, extra_keys={"train": RUNTIME_TRAIN_KEYS})
 
 
 def runtime_params(root: str | os.PathLike = ".") -> Any:

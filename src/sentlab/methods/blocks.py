@@ -69,31 +69,15 @@ def check_blocks(params: Params, source: str = "params.yaml") -> Params:
 
 
 def _check_ablations(params: Params, known: dict[str, type], source: str) -> None:
-    """``ablations.enabled`` is a real bool; each variant names a registered method (``known``) and only keys of
-    that method's Params, with values it accepts (merged over ``methods.<id>``, as the stage does)."""
-    enabled = params.ablations.get("enabled", False)
-    if not isinstance(enabled, bool):
-        raise SentlabError(f"Invalid params in {source}: `ablations.enabled` must be true or false, got {enabled!r} "
-                           f"(a quoted 'false' is a string). Write `enabled: false` or `enabled: true`.")
-    unknown = set(params.ablations) - {"enabled", "variants"}
-    if unknown:
-        raise SentlabError(f"Invalid params in {source}: `ablations` has unknown keys {sorted(unknown)}; allowed: "
-                           f"enabled, variants.")
-    for name, spec in (params.ablations.get("variants") or {}).items():
+    """Each variant (its shape checked by :class:`sentlab.config.Ablations`) names a registered method (``known``)
+    and only keys of that method's Params, with values it accepts (merged over ``methods.<id>``, as the stage
+    does)."""
+    for name, spec in params.ablations.variants.items():
         key = f"ablations.variants.{name}"
-        if not isinstance(spec, dict) or set(spec) - {"method", "set"} or "method" not in spec:
-            raise SentlabError(f"Invalid params in {source}: `{key}` must be "
-                               f"`{{method: <id>, set: {{<key>: <value>}}}}` "
-                               f"(allowed keys: method, set); got {spec!r}.")
-        if spec["method"] not in known:
-            raise SentlabError(f"Invalid params in {source}: `{key}.method`: {spec['method']!r} is not a registered "
+        if spec.method not in known:
+            raise SentlabError(f"Invalid params in {source}: `{key}.method`: {spec.method!r} is not a registered "
                                f"method; allowed: {', '.join(sorted(known))}.")
-        overrides = spec.get("set") or {}
-        if not isinstance(overrides, dict):
-            raise SentlabError(f"Invalid params in {source}: `{key}.set` must be a mapping of the method's keys, got "
-                               f"{overrides!r}.")
-        _validated(known[spec["method"]], deep_merge(params.method_block(spec["method"]), overrides), f"{key}.set",
-                   source)
+        _validated(known[spec.method], deep_merge(params.method_block(spec.method), spec.set), f"{key}.set", source)
 
 
 def validate_params(raw: dict, source: str = "params.yaml") -> Params:

@@ -5,7 +5,7 @@
   (a stage below a stale one runs again once that one has run, which ``dvc status`` cannot see yet).
 
 :func:`plan` splits the stale stages into the shared upstream ones (run once, in the workspace), chains
-(the stages of one ``foreach`` item: ``train@m`` or ``train_distill@m``, ``evaluate@m``, ``<suite>@m``;
+(the stages of one ``foreach`` item: ``train@m``, ``evaluate@m``, ``<suite>@m``;
 ``evaluate_baseline@p``),
 each one Ray
 task, and the final ones (``report``, ``export``), which the workspace's last ``dvc repro`` runs. A chain
@@ -23,8 +23,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..config.models import train_stage
 from ..errors import SentlabError
-from ..pipeline.stage_list import TRAIN_GROUPS
 from . import SHARED
 
 # DVC's words for its lock held by another process (dvc below, worktree's retries)
@@ -167,7 +167,7 @@ def plan(names: list[str], edges: list[tuple[str, str]], changed: set[str], shar
     chains: list[Chain] = []
     for members in sorted(groups.values(), key=lambda g: min(ordered.index(s) for s in g)):
         stages = [s for s in ordered if s in members]
-        cid = item(stages[0]) if stages[0].split("@")[0] in TRAIN_GROUPS else stages[0].replace("@", "-")
+        cid = item(stages[0]) if stages[0] == train_stage(item(stages[0])) else stages[0].replace("@", "-")
         for s in stages:
             chain_of[s] = cid
         up = ancestors(edges, members)

@@ -53,17 +53,17 @@ def stage_costs(params) -> dict[str, StageCost]:
     from ..methods import get_method  # noqa: F401 - registers the methods plan.training_cost looks up
     from ..plan import _per_sentence, evaluation_cost, training_cost
     from ..preflight.projection import model_params
-    from ..pipeline.stage_list import stage_list_for, suite_items, suite_stage, train_stage
+    from ..pipeline.stage_list import models_for, stage_list_for, suite_items, suite_stage
     from ..train.run import resolve_train
 
     lists = stage_list_for(params)
     out: dict[str, StageCost] = {}
     ev = evaluation_cost("evaluate", params).gpu_s
-    for name, entry in lists["models"].items():
-        cfg = resolve_train(params, model_params(params, entry, name))
-        step_s = _per_sentence(entry["method"])[0] * cfg.batch_size * cfg.grad_accum
-        out[train_stage(name, entry)] = StageCost(training_cost(params, name, entry).gpu_s, share_of_step(step_s), True)
-        out[f"evaluate@{name}"] = StageCost(ev, QUANTUM)
+    for spec in models_for(params).values():
+        cfg = resolve_train(params, model_params(params, spec))
+        step_s = _per_sentence(spec.method)[0] * cfg.batch_size * cfg.grad_accum
+        out[spec.train_stage] = StageCost(training_cost(params, spec).gpu_s, share_of_step(step_s), True)
+        out[spec.evaluate_stage] = StageCost(ev, QUANTUM)
     for b in lists["baselines"]:
         out[f"evaluate_baseline@{b}"] = StageCost(ev, QUANTUM)
     for suite, m in suite_items(lists):

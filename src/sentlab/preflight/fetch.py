@@ -50,7 +50,7 @@ def trained_params(params) -> dict:
     from ..pipeline.stage_list import models_for
     from .projection import model_params
 
-    return {name: model_params(params, entry, name) for name, entry in models_for(params).items()}
+    return {name: model_params(params, spec) for name, spec in models_for(params).items()}
 
 
 def profile_needs(values: dict) -> list[Need]:

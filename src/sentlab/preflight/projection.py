@@ -30,14 +30,12 @@ def _sts_counts(scratch: Path) -> dict:
     return {f"{a}/{b}": int(n) for (a, b), n in t.groupby(["task", "split"]).size().items()}
 
 
-def model_params(real, entry: dict, name: str):
-    """The method Params a models.yaml ``entry`` (model ``name``) trains with in the real profile."""
+def model_params(real, spec):
+    """The method Params the model ``spec`` (a :class:`~sentlab.config.models.ModelSpec`) trains with in the real
+    profile."""
     from ..methods.blocks import method_params
 
-    overrides = {}
-    if str(entry.get("own", "")).startswith("ablations.variants."):
-        overrides = dict(((real.ablations.get("variants") or {}).get(name) or {}).get("set") or {})
-    return method_params(real, entry["method"], overrides)
+    return method_params(real, spec.method, spec.overrides(real))
 
 
 def full_corpus(mparams, real, corpus: Optional[dict], slice_plan: dict) -> int:
@@ -53,15 +51,15 @@ def full_corpus(mparams, real, corpus: Optional[dict], slice_plan: dict) -> int:
     return mparams.train_sentences(n)
 
 
-def _train(row: Row, p: dict, real, sl: dict, entry: Optional[dict], dev_full: int) -> None:
+def _train(row: Row, p: dict, real, sl: dict, spec, dev_full: int) -> None:
     from ..train.loop import plan_steps
     from ..train.run import resolve_train
 
     slice_plan = p["plans"][-1]
     try:  # collect, never stop: a row without a projection says why
-        if entry is None:
+        if spec is None:
             raise SentlabError(f"{row.stage} is not a model of the profile's stage list")
-        mparams = model_params(real, entry, row.stage.split("@", 1)[1])
+        mparams = model_params(real, spec)
         cfg = resolve_train(real, mparams)
         _, total = plan_steps(full_corpus(mparams, real, (p.get("corpora") or [None])[-1], slice_plan), cfg)
     except SentlabError as e:

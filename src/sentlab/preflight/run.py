@@ -12,6 +12,7 @@ from typing import Optional
 
 from ..methods.blocks import validate_params
 
+from ..config.models import load_models
 from ..config.yaml_files import deep_merge, read_yaml
 from ..errors import SentlabError
 from . import slice as S
@@ -70,7 +71,7 @@ class Preflight:
         self.whitening_pairs = S.whitening_min_pairs(values)
         self.standin_edits: list[dict] = []
         self.affected: dict[str, tuple[str, str, str]] = {}   # model -> (asset, fetch, description)
-        self.models = (read_yaml(scratch / "models.yaml") or {}).get("models") or {}
+        self.models = load_models(scratch / "models.yaml")
         self.rows: dict[str, Row] = {}
         self.dropped: dict[str, tuple[str, str, str]] = {}   # stage a stand-in removed -> (asset, fetch, description)
 

@@ -22,7 +22,7 @@ import yaml
 
 from ..errors import SentlabError
 
-_VAR = re.compile(r"\$\{\s*([A-Za-z0-9_.\-]+)\s*\}")
+_VAR = re.compile(r"\$\{\s*([A-Za-z0-9_.\-\[\]]+)\s*\}")   # ${a.b}, ${item.reads[0]} (a list's element)
 
 
 @dataclass
@@ -37,10 +37,14 @@ class Stage:
 
 def _lookup(ctx: dict, path: str) -> Any:
     value: Any = ctx
-    for part in path.split("."):
-        if not isinstance(value, dict) or part not in value:
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
+        index = int(part[1:-1]) if part.startswith("[") else None
+        if index is None and isinstance(value, dict) and part in value:
+            value = value[part]
+        elif index is not None and isinstance(value, list) and index < len(value):
+            value = value[index]
+        else:
             raise SentlabError(f"dvc.yaml uses ${{{path}}}, which its vars do not define.")
-        value = value[part]
     return value
 
 

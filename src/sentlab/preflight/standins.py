@@ -106,23 +106,23 @@ def _line_edits(edit: dict) -> list[tuple[str, dict]]:
     return out + [(v, e["set"]) for v, e in ((edit.get("ablations") or {}).get("variants") or {}).items()]
 
 
-def model_block(values: dict, entry: dict, name: str) -> dict:
-    """The method block a models.yaml ``entry`` (model ``name``) trains with under ``values``: its line, with an
-    ablation variant's ``set`` on top."""
+def model_block(values: dict, spec) -> dict:
+    """The method block the model ``spec`` (a :class:`~sentlab.config.models.ModelSpec`) trains with under the raw
+    params ``values``: its line, with an ablation variant's ``set`` on top."""
     from ..config.yaml_files import deep_merge
 
-    section, _, mid = str(entry.get("line", "")).partition(".")
+    section, _, mid = spec.line.partition(".")
     block = dict((values.get(section) or {}).get(mid) or {})
-    if str(entry.get("own", "")).startswith("ablations.variants."):
-        spec = ((values.get("ablations") or {}).get("variants") or {}).get(name) or {}
-        block = deep_merge(block, spec.get("set") or {})
+    if spec.variant:
+        variant = ((values.get("ablations") or {}).get("variants") or {}).get(spec.variant) or {}
+        block = deep_merge(block, variant.get("set") or {})
     return block
 
 
 def changed_models(before: dict, after: dict, models: dict) -> set[str]:
     """The models (models.yaml names) whose method block differs between the values ``before`` and ``after``
     (a stand-in's edit): they train with the stand-in."""
-    return {n for n, e in models.items() if model_block(before, e, n) != model_block(after, e, n)}
+    return {n for n, s in models.items() if model_block(before, s) != model_block(after, s)}
 
 
 def corpus_standin(real) -> Optional[str]:

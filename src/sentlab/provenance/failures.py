@@ -85,19 +85,23 @@ def _say(stage: str, rec: dict) -> str:
 
 def missing_reason(name: str, failures: dict[str, dict], models: Optional[dict] = None) -> Optional[str]:
     """Why model ``name`` (or baseline ``base-<b>``) has no metrics: the failed stage that should have made them
-    (its own train / evaluate stage, the model it starts from, or a shared stage), or None."""
+    (its own train / evaluate stage, the model it starts from, or a shared stage), or None. ``models``: the stage
+    list's models (``name -> ModelSpec``, :func:`sentlab.config.models.load_models`)."""
+    from ..config.models import evaluate_stage, train_stage
+
     if name.startswith("base-"):
         own = [f"evaluate_baseline@{name[5:]}"]
     else:
-        own = [f"train@{name}", f"train_distill@{name}", f"evaluate@{name}"]   # its train stage is one of the two
+        own = [train_stage(name), evaluate_stage(name)]
     for stage in own:
         if stage in failures:
             return _say(stage, failures[stage])
-    init = ((models or {}).get(name) or {}).get("init", "")
-    if init.startswith("models/"):
-        why = missing_reason(init[len("models/"):], failures, models)
+    spec = (models or {}).get(name)
+    start = spec.init_model if spec is not None else None
+    if start:
+        why = missing_reason(start, failures, models)
         if why:
-            return f"{why} (it starts from models/{init[len('models/'):]})"
+            return f"{why} (it starts from models/{start})"
     for stage in ("sources", "prepare", "annotate"):
         if stage in failures:
             return _say(stage, failures[stage])

@@ -33,12 +33,7 @@ def load(path: Optional[Path] = None, profile: Optional[str] = None) -> Params:
 
 def variants(params: Params) -> dict[str, tuple[str, dict[str, Any]]]:
     """``{name: (method id, overrides)}`` of ``ablations.variants``."""
-    out = {}
-    for name, spec in ((params.ablations or {}).get("variants") or {}).items():
-        if not isinstance(spec, dict) or "method" not in spec:
-            raise SentlabError(f"params.yaml `ablations.variants.{name}` needs `method:` (and optionally `set:`).")
-        out[name] = (spec["method"], dict(spec.get("set") or {}))
-    return out
+    return {name: (v.method, dict(v.set)) for name, v in params.ablations.variants.items()}
 
 
 def trained_settings(params: Params, model: str) -> Optional[dict[str, Any]]:

@@ -51,6 +51,7 @@ def profile_metrics(root: Path, models: Optional[dict[str, bool]] = None,
     ``{"status": "not run in this profile"}``; files of other models are left out. A model (or baseline) of the
     profile without metrics whose stage failed (``failures``, :func:`sentlab.provenance.failures.failed_stages`) is
     ``{"status": "failed: <stage>, log <path>"}``: its rows name the stage and the log (issue #54 §5)."""
+    from ..config.models import models_of
     from ..provenance.failures import missing_reason
 
     metrics = load_metrics(Path(root) / "reports/metrics")
@@ -62,20 +63,17 @@ def profile_metrics(root: Path, models: Optional[dict[str, bool]] = None,
         lists = _stage_list(Path(root))
         expected = [n for n, active in models.items() if active] + [f"base-{b}" for b in lists.get("baselines", [])]
         for n in expected:
-            why = None if n in out else missing_reason(n, failures, lists.get("models"))
+            why = None if n in out else missing_reason(n, failures, models_of(lists))
             if why:
                 out[n] = {"model": n, "status": why}
     return out
 
 
 def _stage_list(root: Path) -> dict:
-    import yaml
+    from ..config.yaml_files import read_yaml
 
     f = root / "models.yaml"
-    try:
-        return (yaml.safe_load(f.read_text(encoding="utf-8")) or {}) if f.is_file() else {}
-    except (OSError, yaml.YAMLError):
-        return {}
+    return (read_yaml(f) or {}) if f.is_file() else {}
 
 
 @dataclass

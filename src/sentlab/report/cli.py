@@ -39,7 +39,7 @@ def start_pipeline_parent(params_path: str | None, profile: str | None = None, n
         p = load_checked(params_path)
         params = {"profile": p.profile, "backbone": p.model.backbone, "seed": p.seed,
                   "train.methods": ",".join(p.train.methods),
-                  "ablations.enabled": bool((p.ablations or {}).get("enabled", False))}
+                  "ablations.enabled": p.ablations.enabled}
     if profile:
         params["profile"] = profile
     name = name or f"pipeline {params.get('profile', '')}".strip()

@@ -16,7 +16,8 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from .significance import SEED_NAME, seed_groups
+from ..config.models import split_seed
+from .significance import seed_groups
 
 HEADER = ["model", "run", "method", "seed", "task", "score"]
 TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness", "Avg", "STSBenchmark-dev")
@@ -40,8 +41,7 @@ def _method(m: dict, info: dict) -> str:
 def _seed(run: str, info: dict) -> Optional[int]:
     if isinstance(info.get("seed"), int):
         return info["seed"]
-    s = SEED_NAME.match(run)
-    return int(s["seed"]) if s else None
+    return split_seed(run)[1]
 
 
 def records(metrics: dict[str, dict], models_dir: Path) -> list[list]:

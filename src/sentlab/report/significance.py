@@ -30,19 +30,18 @@ Paired comparisons are computed once per pair of models and reused by every tabl
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
+from ..config.models import split_seed
 from ..evaluate.sts import stats as S
 from .backbones import comparable, family
 from ..evaluate.sts.cosines import bootstrap_intervals, bootstrap_path, read_bootstrap, read_cosines
 
 REFERENCE = "simcse"
-SEED_NAME = re.compile(r"^(?P<base>.+)-s(?P<seed>\d+)$")
 STS7 = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
 DEV = "STSBenchmark-dev"
 TESTED = (*STS7, "Avg")                         # columns that get a CI and marks (dev: none, see the docstring)
@@ -56,12 +55,15 @@ def seed_groups(metrics: dict[str, dict]) -> dict[str, list[str]]:
     """``{model: [model, model-s43, ...]}``: each evaluated model and its evaluated seed runs (first
     the model trained with ``seed``)."""
     ok = {n for n, m in metrics.items() if m.get("status", "evaluated") == "evaluated"}
-    groups: dict[str, list[str]] = {n: [n] for n in sorted(ok) if not (SEED_NAME.match(n) and
-                                                                        SEED_NAME.match(n)["base"] in metrics)}
+    groups: dict[str, list[str]] = {}
+    for n in sorted(ok):
+        base, seed = split_seed(n)
+        if seed is None or base not in metrics:
+            groups[n] = [n]
     for n in sorted(ok, key=lambda x: (len(x), x)):
-        m = SEED_NAME.match(n)
-        if m and m["base"] in groups:
-            groups[m["base"]].append(n)
+        base, seed = split_seed(n)
+        if seed is not None and base in groups:
+            groups[base].append(n)
     return groups
 
 

@@ -11,11 +11,11 @@ def cmd_train(args, make_dev_eval) -> int:
     ``models/`` (the pipeline has no stage for it)."""
     from ..methods.blocks import load_checked
     from ..errors import SentlabError
-    from .run import ablation_spec, run_from_args
+    from .run import run_from_args
 
     params = load_checked(args.params)
     if args.ablation or args.variant:
-        if not (params.ablations or {}).get("enabled", False):
+        if not params.ablations.enabled:
             name = args.ablation or args.variant
             raise SentlabError(
                 f"`sentlab train` was asked for the ablation `{name}`, but ablations.enabled is false in "
@@ -23,7 +23,7 @@ def cmd_train(args, make_dev_eval) -> int:
                 f"\"not run\" marker. Set `ablations.enabled: true` there, run `sentlab stages` (which writes the "
                 f"stage list) and `dvc repro train@{name}`.")
         if args.ablation:
-            ablation_spec(params, args.ablation)  # an unknown variant fails here, naming the list
+            params.ablations.variant(args.ablation)  # an unknown variant fails here, naming the list
     elif args.method and args.method not in params.train.methods:
         raise SentlabError(
             f"`sentlab train {args.method}`: `{args.method}` is not in train.methods of profile `{params.profile}` "

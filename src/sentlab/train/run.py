@@ -25,7 +25,8 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 
 from .. import distributed as D
-from ..config import Params
+from ..config import RUNTIME_TRAIN_KEYS, Params
+from ..config.models import seed_name, split_seed
 from ..errors import SentlabError
 from ..methods import get_method
 from ..methods.blocks import method_params
@@ -55,11 +56,12 @@ def resolve_train(params: Params, mparams):
     return params.train.model_copy(update=own) if own else params.train
 
 
-# Train keys that decide how a run executes, not what it computes: out of the resume key, so resuming with
-# another checkpoint interval, more loader workers, on more ranks (runtime.nproc: each rank the
-# checkpoint has no RNG state for keeps its seeded one) or another device setting continues the checkpoint.
-# (train.num_threads is in the key: a CPU training's reductions depend on the thread count)
-RUNTIME_KEYS = ("methods", "checkpoint_every", "checkpoint_minutes", "loader_workers", "nproc", "device", "heap")
+# The train block's keys out of the run (resume) key, as they decide how a run executes or which runs the profile
+# makes, never what one computes: `methods` (the list of methods the profile trains) and params.yaml's runtime keys
+# (RUNTIME_TRAIN_KEYS), so resuming with another checkpoint interval, more loader workers, on more ranks
+# (runtime.nproc: each rank the checkpoint has no RNG state for keeps its seeded one) or another device setting
+# continues the checkpoint. (train.num_threads is in the key: a CPU training's reductions depend on the thread count)
+UNKEYED_TRAIN_KEYS = ("methods", *RUNTIME_TRAIN_KEYS)
 
 
 def backbone_of(params: Params, mparams) -> str:
@@ -69,7 +71,7 @@ def backbone_of(params: Params, mparams) -> str:
 
 def run_key(params: Params, method_id: str, mparams, corpus_fingerprint: str) -> str:
     """Hash of what determines the trained result: method, its params, the resolved train block minus
-    :data:`RUNTIME_KEYS`, seed, backbone, corpus content and the code a train stage executes
+    :data:`UNKEYED_TRAIN_KEYS`, seed, backbone, corpus content and the code a train stage executes
     (:func:`sentlab.provenance.code.training_code_fingerprint`, comments and docstrings left out: a fixed bug
     does not resume a checkpoint of the code before the fix; a comment does not cost the checkpoint)."""
     return key_of(run_key_inputs(params, method_id, mparams, corpus_fingerprint))
@@ -81,7 +83,7 @@ def run_key_inputs(params: Params, method_id: str, mparams, corpus_fingerprint: 
     from ..provenance import code as provenance
 
     train = resolve_train(params, mparams).model_dump()
-    for k in RUNTIME_KEYS:
+    for k in UNKEYED_TRAIN_KEYS:
         train.pop(k, None)
     inputs = {"method": method_id, "method_params": mparams.model_dump(), "train": train, "seed": params.seed,
               "backbone": backbone_of(params, mparams), "corpus": corpus_fingerprint,
@@ -246,46 +248,38 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
     return final
 
 
-def _train_stage(name: str) -> str:
-    """The dvc.yaml stage that trains ``name``: models.yaml's entry names its group (``train``, or ``train_distill``
-    for a training that reads other models); a name it does not list makes ``train@<name>``, which DVC then names as
-    missing (:func:`sentlab.config.stage_params.declared_params`)."""
-    from ..config.yaml_files import read_yaml
-
-    listed = ((read_yaml("models.yaml") or {}).get("models") or {}) if Path("models.yaml").is_file() else {}
-    return f"{listed[name]['train'] if name in listed else 'train'}@{name}"
-
-
 def stage_main(argv: Optional[Sequence[str]] = None, prog: str = "pipeline/train.py", *,
                make_dev_eval: DevEvalMaker) -> int:
-    """``pipeline/train.py NAME --method M --seed S``: the DVC stage ``train@NAME`` or ``train_distill@NAME`` (dvc.yaml;
-    the model's entry in models.yaml). It reads exactly the params the stage declares
-    (:mod:`sentlab.config.stage_params`): the model's params lines (its method's, and an ablation variant's ``set``),
-    the train keys, the backbone."""
+    """``pipeline/train.py NAME --method M --seed S``: the DVC stage ``train@NAME`` (dvc.yaml; the model's
+    description in models.yaml, :class:`sentlab.config.models.ModelSpec`). It reads exactly the params the stage
+    declares (:mod:`sentlab.config.stage_params`): the model's params lines (its method's, and an ablation variant's
+    ``set``), the train keys, the backbone."""
     import argparse
 
+    from ..config.models import load_models, train_stage
     from ..config.stage_params import stage_params
 
-    ap = argparse.ArgumentParser(prog=prog, description="Train one model of the stage list (DVC stage train@NAME, "
-                                                        "or train_distill@NAME for one that reads other models).")
+    ap = argparse.ArgumentParser(prog=prog, description="Train one model of the stage list (DVC stage train@NAME).")
     ap.add_argument("name", help="the model (models.yaml): models/<name>")
     ap.add_argument("--method", required=True, help="its registered method id")
     ap.add_argument("--seed", type=int, required=True, help="its seed")
     ap.add_argument("--keep-checkpoint", action="store_true", help="keep checkpoints/<name>/ after success")
     args = ap.parse_args(argv)
-    params = stage_params(_train_stage(args.name))
+    params = stage_params(train_stage(args.name))
     # runtime.nproc > 1: the same command again under torchrun, one process per device
     rc = D.launch(params.train.nproc, sys.argv[0], list(sys.argv[1:] if argv is None else argv))
     if rc is not None:
         return rc
-    variants = (params.ablations or {}).get("variants") or {}
-    overrides = dict((variants.get(args.name) or {}).get("set") or {})
+    spec = load_models().get(args.name)   # dvc.yaml's stage exists: models.yaml lists the model
+    if spec is None or (spec.method, spec.seed) != (args.method, args.seed):
+        raise SentlabError(f"models.yaml describes model `{args.name}` as "
+                           f"{f'method {spec.method}, seed {spec.seed}' if spec else 'nothing'}, but its stage runs "
+                           f"--method {args.method} --seed {args.seed}: dvc.yaml's `train` group passes the entry's "
+                           f"values. Run `sentlab stages` to write models.yaml again, then `dvc repro`.")
     params = params.model_copy(update={"seed": args.seed})
-    group = args.method if args.name == f"{args.method}-s{args.seed}" else args.name
-    init_from = get_method(args.method).init_from   # a seed of a methods_from line starts from that seed's model
-    init_name = f"{init_from}-s{args.seed}" if init_from and group != args.name else None
-    final = train_method(params, args.method, name=args.name, overrides=overrides, make_dev_eval=make_dev_eval,
-                         keep_checkpoint=args.keep_checkpoint, group=group, init_name=init_name)
+    final = train_method(params, args.method, name=args.name, overrides=spec.overrides(params),
+                         make_dev_eval=make_dev_eval, keep_checkpoint=args.keep_checkpoint, group=spec.group,
+                         init_name=spec.init_model)
     print(f"{args.name}: best STS-B dev {final['best_stsb_dev']:.2f} at step {final['best_step']} "
           f"-> models/{args.name}")
     return 0
@@ -318,38 +312,22 @@ def parse_overrides(items: Sequence[str]) -> dict:
     return out
 
 
-def ablation_spec(params: Params, variant: str) -> tuple[str, dict]:
-    """(method id, overrides) of ``ablations.variants.<variant>`` in params.yaml."""
-    variants = (params.ablations or {}).get("variants") or {}
-    spec = variants.get(variant)
-    if not isinstance(spec, dict) or "method" not in spec:
-        raise SentlabError(f"Ablation `{variant}` is not in params.yaml `ablations.variants` (or has no `method:`); "
-                           f"known: {', '.join(sorted(variants)) or 'none'}. Each variant is "
-                           f"`{{method: <id>, set: {{<key>: <value>}}}}`.")
-    extra = set(spec) - {"method", "set"}
-    if extra:
-        raise SentlabError(f"params.yaml `ablations.variants.{variant}` has unknown keys {sorted(extra)}; "
-                           f"allowed: method, set.")
-    return spec["method"], dict(spec.get("set") or {})
-
-
 def run_from_args(args, params: Params, make_dev_eval: DevEvalMaker) -> int:
     if args.ablation:
-        method_id, overrides = ablation_spec(params, args.ablation)
-        name = args.ablation
+        variant = params.ablations.variant(args.ablation)
+        method_id, overrides, name = variant.method, dict(variant.set), args.ablation
     elif args.method:
         method_id = args.method
         overrides = parse_overrides(args.overrides)
         name = f"{method_id}_{args.variant}" if args.variant else method_id
         if args.seed is not None:
-            name = f"{name}-s{args.seed}"
+            name = seed_name(name, args.seed)
     else:
         raise SentlabError("Name a method (`sentlab methods` lists them) or an ablation variant (--ablation NAME).")
     method_params(params, method_id, overrides)  # a typo in an override fails even when the stage is switched off
     root = Path(".")
     if args.variant or args.ablation:
-        enabled = bool((params.ablations or {}).get("enabled", False))
-        reason = NOT_RUN if not enabled else None
+        reason = NOT_RUN if not params.ablations.enabled else None
     else:
         reason = NOT_RUN if method_id not in params.train.methods else None
     if args.seed is not None and reason is None:
@@ -366,7 +344,7 @@ def run_from_args(args, params: Params, make_dev_eval: DevEvalMaker) -> int:
     init_from = get_method(method_id).init_from
     final = train_method(params, method_id, name=name, overrides=overrides, make_dev_eval=make_dev_eval,
                          keep_checkpoint=args.keep_checkpoint,
-                         group=name.rsplit("-s", 1)[0] if args.seed is not None else name,
-                         init_name=f"{init_from}-s{args.seed}" if init_from and args.seed is not None else None)
+                         group=split_seed(name)[0] if args.seed is not None else name,
+                         init_name=seed_name(init_from, args.seed) if init_from and args.seed is not None else None)
     print(f"{name}: best STS-B dev {final['best_stsb_dev']:.2f} at step {final['best_step']} -> models/{name}")
     return 0

@@ -13,10 +13,8 @@ def trained_method_block(params, name: str, method_id: str) -> dict:
     declared (models.yaml's ``line`` and ``own``), which the evaluate stage declares too, so DVC ties them
     to the model it evaluates."""
     from ...methods.blocks import method_params
-    from ...train.run import ablation_spec
 
-    overrides = ablation_spec(params, name)[1] if name in ((params.ablations or {}).get("variants") or {}) else {}
-    return method_params(params, method_id, overrides).model_dump(mode="json")
+    return method_params(params, method_id, params.ablations.overrides(name)).model_dump(mode="json")
 
 
 def check_trained_with(info: dict, params, name: str, method_id: str) -> None:
@@ -30,7 +28,7 @@ def check_trained_with(info: dict, params, name: str, method_id: str) -> None:
 
     from ...errors import SentlabError
     from ...methods.blocks import method_params
-    from ...train.run import ablation_spec, backbone_of, key_of
+    from ...train.run import backbone_of, key_of
 
     where = f"models/{name}/sentlab.json"
     rerun = f"Re-run its training with the params now in params.yaml: `dvc repro train@{name}` (or `dvc repro`)."
@@ -42,8 +40,7 @@ def check_trained_with(info: dict, params, name: str, method_id: str) -> None:
     if key_of(inputs) != key:
         raise SentlabError(f"{where}: its run_key_inputs hash to {key_of(inputs)}, not to its run_key {key}: the file "
                            f"was edited or comes from another model. {rerun}")
-    overrides = ablation_spec(params, name)[1] if name in ((params.ablations or {}).get("variants") or {}) else {}
-    mparams = method_params(params, method_id, overrides)
+    mparams = method_params(params, method_id, params.ablations.overrides(name))
     labelled = json.loads(json.dumps({"method": method_id, "method_params": mparams.model_dump(),
                                       "backbone": backbone_of(params, mparams)}, default=str))
     diff = _differences(inputs, labelled)
