@@ -33,7 +33,7 @@ def main() -> None:
     from sentlab.data.sts import read_sts_table
     from sentlab.evaluate.sts.cache import embedding_cache
     from sentlab.evaluate.sts.figures import note_figure
-    from sentlab.evaluate.sts.runner import evaluate_and_record, read_model_info
+    from sentlab.evaluate.sts.runner import evaluate_and_record, evaluation_pooling, read_model_info
     from sentlab.evaluate.sts.trained import check_trained_with, missing_model_error, trained_method_block
     from sentlab.config.stage_params import stage_params
 
@@ -58,10 +58,13 @@ def main() -> None:
         return
     # the method block it was trained with: the report files each row by what the model really was
     block = trained_method_block(params, args.name, info["method"])
+    # evaluate.pooling: null (its own pooling) or another declared pooling, recorded in the JSON when it is another
+    pooling = evaluation_pooling(params.evaluate.pooling, info)
     with embedding_cache():  # a re-run of this stage for an evaluate param or code change encodes nothing again
-        evaluate_and_record(args.name, str(model_dir), None, params, table, out, kind="trained",
+        evaluate_and_record(args.name, str(model_dir), pooling, params, table, out, kind="trained",
                             extra_params={"method": {"id": info["method"], **block}}, figures_dir=figures,
-                            extra_metrics={"method_id": info["method"], "method": block})
+                            extra_metrics={"method_id": info["method"], "method": block,
+                                           **({"pooling": pooling} if pooling else {})})
 
 
 if __name__ == "__main__":

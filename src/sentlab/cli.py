@@ -241,6 +241,7 @@ def _cmd_stages(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sentlab", description=__doc__.splitlines()[0])
     p.add_argument("-v", "--verbose", action="store_true")
+    from .config.poolings import POOLINGS
     from .train.run import add_train_arguments
 
     sub = p.add_subparsers(dest="command", required=True)
@@ -249,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--model", required=True,
                    help="hub id or folder (a trained models/<method>, any sentence-transformers model folder, "
                         "or any HF model)")
-    e.add_argument("--pooling", choices=["cls", "mean", "first_last", "mask"], default=None,
+    e.add_argument("--pooling", choices=list(POOLINGS), default=None,
                    help="default: the trained model's own (sentlab.json), else a sentence-transformers folder's own "
                         "(modules.json: Pooling cls/mean, sentlab's modules, its default prompt), else cls")
     e.add_argument("--json", help="write the flat metrics JSON here")

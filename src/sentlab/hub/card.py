@@ -66,10 +66,9 @@ def _usage(name: str, info: dict) -> str:
     lines.append("```")
     text = "\n".join(lines)
     pooling = info.get("pooling", "cls")
-    how = {"cls": "the last layer's [CLS] vector", "mean": "the mean of the last layer's token vectors",
-           "first_last": "the mean of the embedding output's and the last layer's token averages",
-           "top2_mean": "the mean of the last two layers' token averages",
-           "mask": "the last layer's vector at the template's [MASK] token"}.get(pooling, pooling)
+    from ..config.poolings import POOLINGS
+
+    how = POOLINGS[pooling].label if pooling in POOLINGS else pooling
     notes = [f"Pooling: `{pooling}`, {how}."]
     if info.get("template"):
         notes.append(f"Template: `{info['template']}` (its part before `{{sentence}}` is the default prompt in "

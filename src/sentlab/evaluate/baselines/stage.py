@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-BASELINES = ("cls", "mean", "first_last", "whitening", "bert_flow", "glove")
-# evaluate.baselines: one evaluate_baseline stage each (`sentlab methods` lists them after the trained methods)
+from ...config.sections import BASELINES
+from ...config.poolings import POOLINGS
+
+# evaluate.baselines (config.sections.BASELINES: the declared backbone poolings, then these): one evaluate_baseline
+# stage each (`sentlab methods` lists them after the trained methods)
 DESCRIPTIONS = {
-    "cls": "the backbone's last-layer [CLS] (no training)",
-    "mean": "the backbone's mean of the last layer's token states (no training)",
-    "first_last": "the backbone's mean of the first and last layers' token states (no training)",
+    **{name: p.baseline for name, p in POOLINGS.items() if p.baseline},
     "whitening": "BERT-whitening (Su et al. 2021): a linear map fitted on embeddings (evaluate.whitening)",
     "bert_flow": "BERT-flow (Li et al. 2020): a Glow-style flow fitted on the STS or NLI sentences' embeddings "
                  "(evaluate.bert_flow)",

@@ -58,6 +58,14 @@ def precision_record(enc: SentenceEncoder) -> dict:
             "numerics": "exact (fp32)" if exact else "approximate (bf16 autocast; fp32 pooling and cosine)"}
 
 
+def evaluation_pooling(setting: Optional[str], info: dict) -> Optional[str]:
+    """The pooling ``evaluate.pooling`` (``setting``) asks for a trained model whose ``sentlab.json`` is ``info``:
+    None, its own pooling with its test-time head, when the setting is null or names that pooling (the numbers do
+    not move); else the setting: the bare encoder pooled that way, without retraining (the embedding cache keys
+    it apart: the pooling is part of :func:`~sentlab.evaluate.sts.cache.cache_key`)."""
+    return None if setting in (None, info.get("pooling", "cls")) else setting
+
+
 def build_encoders(model: str, pooling: Optional[str] = None, precision: str = "auto", max_length: Optional[int] = None,
                    name: Optional[str] = None, device: str = "auto", workers="auto") -> dict[str, SentenceEncoder]:
     """Encoders to evaluate for ``model``: the main one under ``name`` plus any extra rows
