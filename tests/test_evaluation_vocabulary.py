@@ -4,7 +4,8 @@ everywhere a pooling is named — the encoder, the sentence-transformers export,
 (``evaluate.pooling``, ``evaluate.baselines``, ``evaluate.whitening.pooling``), the baseline stage list,
 ``sentlab evaluate --pooling``, ``sentlab methods`` and the model card — with no other file edited. A method sets
 its exported pooling one way, and ``evaluate.pooling`` evaluates a trained model another way without retraining,
-under its own embedding-cache key."""
+under its own embedding-cache key. A task is declared once (``sentlab.config.tasks.TASKS``) and reaches the
+params, the suites' lists and the report."""
 
 from __future__ import annotations
 
@@ -174,3 +175,61 @@ def test_evaluate_pooling_changes_the_vectors_and_the_cache_key(trained_folder, 
     np.testing.assert_allclose(b, ((last * m).sum(1) / m.sum(1)).numpy(), atol=1e-5)      # the masked mean
     np.testing.assert_array_equal(again, b)
 
+
+TASK_ROWS = ('    Task("STS17", "sts", "STS17", needs=("sts",), sts_all=True),\n'
+             '    Task("SICKE", "transfer", "SICK-E", keys=("SICKE", "SICKE_F1"), needs=("senteval",)),\n')
+TASK_CHILD = textwrap.dedent('''
+    import importlib.util, json, sys
+    from pathlib import Path
+    import sentlab
+    path = Path(sentlab.__file__).parent / "config" / "tasks.py"
+    src = path.read_text()
+    end = src.index(")\\n\\"\\"\\"Every task")
+    src = src[:end] + sys.argv[1] + src[end:]
+    spec = importlib.util.spec_from_file_location("sentlab.config.tasks", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["sentlab.config.tasks"] = mod
+    exec(compile(src, str(path), "exec"), mod.__dict__)
+
+    from sentlab.config.sections import TransferParams
+    from sentlab.data import sts
+    from sentlab.evaluate.suites import transfer_data
+    from sentlab.report import protocol_table, seeds_csv, significance, senteval_results
+    import importlib
+    resolve = importlib.import_module("sentlab.report.paper_tables.resolve")
+    spec = importlib.import_module("sentlab.report.paper_tables.spec")
+    from sentlab.hub.card import _results
+    print(json.dumps({
+        "params": TransferParams(tasks=["SICKE", "MR"]).tasks,
+        "sts": list(sts.TASKS), "transfer": list(transfer_data.TASKS),
+        "protocol_all": list(protocol_table.STS5), "seeds_csv": list(seeds_csv.TASKS),
+        "significance": list(significance.TESTED), "senteval": list(senteval_results.SUBSET_TASKS),
+        "transfer_keys": list(resolve.TRANSFER_KEYS), "cols3": list(spec.COLS3), "hard": list(spec.COLS_HARD),
+        "label": spec.LABELS.get("SICKE"),
+        "card": "STS17" in _results({"model": "m", "STS17": 1.0}),
+    }))
+''')
+
+
+def test_a_task_added_in_its_one_module_shows_up_everywhere(tmp_path):
+    """Rows added to TASKS (sentlab.config.tasks; no other file edited): an STS task in the "all" setting and a
+    transfer task with two keys reach the params' validation, the data and suite lists, the report's columns and
+    keys, and the model card."""
+    import os
+
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    out = subprocess.run([sys.executable, "-c", TASK_CHILD, TASK_ROWS], capture_output=True, text=True, env=env,
+                         cwd=tmp_path, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    seven = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness"]
+    five = seven[:5]
+    assert got["params"] == ["SICKE", "MR"]
+    assert got["sts"] == [*seven, "STS17"] and got["transfer"][-1] == "SICKE"
+    assert got["protocol_all"] == got["senteval"] == [*five, "STS17"]
+    assert got["seeds_csv"] == [*seven, "STS17", "Avg", "STSBenchmark-dev"]
+    assert got["significance"] == [*seven, "STS17", "Avg"]
+    assert got["transfer_keys"][-3:] == ["SICKE", "SICKE_F1", "TransferAvg"]
+    assert got["cols3"] == ["STS12-16", "STSBenchmark", "SICKRelatedness"]
+    assert got["hard"] == [*five, "STS17", "Avg"]
+    assert got["label"] == "SICK-E" and got["card"] is True

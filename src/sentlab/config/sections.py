@@ -11,6 +11,7 @@ from typing import Annotated, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .poolings import BASELINE_POOLINGS, BaselinePoolingName, PoolingName
+from .tasks import GLUE_TASKS, RETRIEVAL_TASKS, TRANSFER_TASKS   # the declared tasks (sentlab.config.tasks)
 
 BASELINES = (*BASELINE_POOLINGS, "whitening", "bert_flow", "glove")
 """``evaluate.baselines``' names: the backbone with each declared baseline pooling, then the fitted and GloVe ones."""
@@ -158,8 +159,6 @@ class EvaluateParams(Strict):
                     "evaluate_baseline stage each)")
 
 
-TRANSFER_TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
-
 
 class TransferParams(Strict):
     """SentEval's transfer tasks on frozen embeddings (:mod:`sentlab.evaluate.suites.transfer`): one
@@ -174,8 +173,6 @@ class TransferParams(Strict):
                                 "seeded sample of that many (a CPU slice; labelled)")
     batch_size: int = Field(128, gt=0, description="sentences encoded at once")
 
-
-GLUE_TASKS = ("WNLI", "QNLI", "QQP", "SST-2", "STS-B")
 
 
 class GlueFinetuneParams(Strict):
@@ -208,8 +205,6 @@ class GlueParams(Strict):
                                          "runs in the result)")
     finetune: GlueFinetuneParams = GlueFinetuneParams()
 
-
-RETRIEVAL_TASKS = ("QQP", "AskUbuntu")
 
 
 class RetrievalExamplesParams(Strict):

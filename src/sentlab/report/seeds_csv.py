@@ -16,10 +16,11 @@ import json
 from pathlib import Path
 from typing import Optional
 
+from ..config.tasks import STS_DEV, STS_KEYS
 from .significance import SEED_NAME, seed_groups
 
 HEADER = ["model", "run", "method", "seed", "task", "score"]
-TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness", "Avg", "STSBenchmark-dev")
+TASKS = (*STS_KEYS, STS_DEV)   # the seven STS tasks, Avg and STS-B dev, as declared (sentlab.config.tasks)
 SEEDS_CSV = Path("reports/seeds.csv")
 
 
