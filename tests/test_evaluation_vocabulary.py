@@ -43,7 +43,7 @@ CHILD = textwrap.dedent('''
     from sentlab.encoder import pool, SentenceEncoder
     from sentlab.config.sections import EvaluateParams, WhiteningParams
     from sentlab.config import load_params
-    from sentlab.pipeline.stage_list import stage_list_for
+    from sentlab.pipeline.stage_list import SUITES, stage_list_for
     from sentlab.evaluate.baselines.stage import DESCRIPTIONS
     from sentlab.export import st
     from sentlab.hub.card import _usage
@@ -62,6 +62,7 @@ CHILD = textwrap.dedent('''
         "baselines": EvaluateParams(baselines=["last3_mean", "whitening"]).baselines,
         "whitening": WhiteningParams(pooling="last3_mean").pooling,
         "stage_list": stage_list_for(params)["baselines"],
+        "suite_poolings": list(SUITES["transfer"]),
         "description": DESCRIPTIONS.get("last3_mean"),
         "st_layers": st.LAYERS.get("last3_mean"),
         "needs_sentlab": st.needs_sentlab({"pooling": "last3_mean"}),
@@ -86,6 +87,7 @@ def test_a_pooling_added_in_its_one_module_shows_up_everywhere(tmp_path):
     assert got["evaluate_pooling"] == "last3_mean" and got["whitening"] == "last3_mean"
     assert got["baselines"] == ["last3_mean", "whitening"]
     assert got["stage_list"] == ["last3_mean", "cls", "mean", "first_last", "whitening", "bert_flow"]
+    assert got["suite_poolings"] == ["cls", "mean", "first_last", "last3_mean"]   # transfer@base-<pooling>
     assert got["description"] == "the backbone's mean of its last three layers (no training)"
     assert got["st_layers"] == [-1, -2, -3] and got["needs_sentlab"] is True
     assert got["cli"] == "last3_mean" and got["card"] is True
@@ -97,7 +99,8 @@ def test_an_undeclared_pooling_is_refused_by_the_params_and_the_encoder(tiny_ber
     from sentlab.config.sections import EvaluateParams
     from sentlab.encoder import SentenceEncoder
 
-    with pytest.raises(ValidationError):
+    assert EvaluateParams(pooling="top2_mean").pooling == "top2_mean"
+    with pytest.raises(ValidationError, match="pooling"):
         EvaluateParams(pooling="max")
     with pytest.raises(ValueError, match="unknown pooling 'max'; allowed: cls, mean, first_last, top2_mean, mask"):
         SentenceEncoder(*tiny_bert, pooling="max")
@@ -121,7 +124,7 @@ def test_one_way_for_a_method_to_set_its_pooling():
         type("Undeclared", (Method,), {"inference_pooling": "max"})
 
 
-def test_paser_exports_the_pooling_of_its_param(tiny_bert):
+def test_a_method_exports_the_pooling_of_its_param():
     """The exported pooling of a method with a ``pooling`` param is the param's value, through the one property."""
     from sentlab.methods import registered
 

@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 
 from ..config import Params
+from ..config.poolings import BASELINE_POOLINGS
 from ..errors import SentlabError
 
 STAGE_LIST = "models.yaml"
@@ -130,7 +131,7 @@ def _check_model_deps(models: dict[str, dict]) -> None:
                     f"change the block's teachers to a model the profile trains or a folder outside models/.")
 
 
-TRANSFER_POOLINGS = ("cls", "mean", "first_last")
+TRANSFER_POOLINGS = BASELINE_POOLINGS   # the backbone's declared baseline poolings (sentlab.config.poolings)
 
 # The evaluation suites on a model's outputs (issue #39): suite -> the backbone poolings it evaluates as
 # base-<pooling>. dvc.yaml has one foreach group per suite (`transfer`, `glue`, `retrieval`: stage <suite>@<model>)
