@@ -179,7 +179,7 @@ def test_evaluate_pooling_changes_the_vectors_and_the_cache_key(trained_folder, 
     np.testing.assert_array_equal(again, b)
 
 
-TASK_ROWS = ('    Task("STS17", "sts", "STS17", needs=("sts",), sts_all=True),\n'
+TASK_ROWS = ('    Task("STS17", "sts", "STS17", needs=("sts",), sts_all=True, mteb=("STS17", "rev17", 250)),\n'
              '    Task("SICKE", "transfer", "SICK-E", keys=("SICKE", "SICKE_F1"), needs=("senteval",)),\n')
 TASK_CHILD = textwrap.dedent('''
     import importlib.util, json, sys
@@ -201,6 +201,7 @@ TASK_CHILD = textwrap.dedent('''
     import importlib
     resolve = importlib.import_module("sentlab.report.paper_tables.resolve")
     spec = importlib.import_module("sentlab.report.paper_tables.spec")
+    mteb = importlib.import_module("sentlab.evaluate.sts.mteb_results")
     from sentlab.hub.card import _results
     print(json.dumps({
         "params": TransferParams(tasks=["SICKE", "MR"]).tasks,
@@ -209,6 +210,7 @@ TASK_CHILD = textwrap.dedent('''
         "significance": list(significance.TESTED), "senteval": list(senteval_results.SUBSET_TASKS),
         "transfer_keys": list(resolve.TRANSFER_KEYS), "cols3": list(spec.COLS3), "hard": list(spec.COLS_HARD),
         "label": spec.LABELS.get("SICKE"),
+        "mteb": mteb.TASKS.get("STS17"),
         "card": "STS17" in _results({"model": "m", "STS17": 1.0}),
     }))
 ''')
@@ -236,3 +238,4 @@ def test_a_task_added_in_its_one_module_shows_up_everywhere(tmp_path):
     assert got["cols3"] == ["STS12-16", "STSBenchmark", "SICKRelatedness"]
     assert got["hard"] == [*five, "STS17", "Avg"]
     assert got["label"] == "SICK-E" and got["card"] is True
+    assert got["mteb"] == ["STS17", "rev17", 250]              # its MTEB result JSON is written by the stages

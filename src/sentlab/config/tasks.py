@@ -31,6 +31,10 @@ class Task:
     needs: the data assets it reads (:mod:`sentlab.assets`; registered by the data and suite modules).
     sts_all: an STS task scored in SentEval's "all" setting (one Spearman over its concatenated subsets:
         STS12-16), whose mean is the papers' "STS12-16" column.
+    mteb: MTEB's task with the same test pairs: (its name, its dataset revision, its test pairs), mteb 2.26's
+        metadata (``mteb.get_task(name)``); the evaluate stages write its result JSON
+        (:mod:`sentlab.evaluate.sts.mteb_results`).
+    mteb_left_out: why an STS task has no MTEB result (MTEB's task of that name scores other pairs).
     """
 
     name: str
@@ -39,6 +43,8 @@ class Task:
     keys: Optional[tuple[str, ...]] = None
     needs: tuple[str, ...] = ()
     sts_all: bool = False
+    mteb: Optional[tuple[str, str, int]] = None
+    mteb_left_out: Optional[str] = None
 
     def __post_init__(self):
         if self.suite not in SUITES:
@@ -47,14 +53,21 @@ class Task:
             object.__setattr__(self, "keys", (self.name,))
 
 
-def _sts(n: int) -> Task:
-    return Task(f"STS{n}", "sts", f"STS{n}", needs=("sts",), sts_all=True)
+def _sts(n: int, revision: str, pairs: int) -> Task:
+    return Task(f"STS{n}", "sts", f"STS{n}", needs=("sts",), sts_all=True, mteb=(f"STS{n}", revision, pairs))
 
 
 TASKS: tuple[Task, ...] = (
-    *(_sts(n) for n in (12, 13, 14, 15, 16)),
-    Task("STSBenchmark", "sts", "STS-B", needs=("sts",)),
-    Task("SICKRelatedness", "sts", "SICK-R", needs=("sick",)),
+    _sts(12, "a0d554a64d88156834ff5ae9920b964011b16384", 3108),
+    _sts(13, "7e90230a92c190f1bf69ae9002b8cea547a64cca", 1500),
+    _sts(14, "6031580fec1f6af667f0bd2da0a551cf4f0b2375", 3750),
+    _sts(15, "ae752c7c21bf194d8b67fd573edf7ae58183cbe3", 3000),
+    _sts(16, "4d8694f8f0e0100860b497b999b3dbed754a0513", 1186),
+    Task("STSBenchmark", "sts", "STS-B", needs=("sts",),
+         mteb=("STSBenchmark", "b0fddb56ed78048fa8b90373c8a3cfc37b684831", 1379)),
+    Task("SICKRelatedness", "sts", "SICK-R", needs=("sick",),
+         mteb_left_out="MTEB's SICK-R scores all 9,927 SICK pairs; sentlab's SICK-R is SentEval's 4,927-pair test "
+                       "split (a different test set)"),
     # SentEval's transfer tasks (logistic regression on frozen embeddings)
     *(Task(n, "transfer", n, needs=("senteval",)) for n in ("MR", "CR", "SUBJ", "MPQA")),
     Task("SST2", "transfer", "SST", needs=("senteval",)),
