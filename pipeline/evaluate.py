@@ -33,7 +33,8 @@ def main() -> None:
     from sentlab.data.sts import read_sts_table
     from sentlab.evaluate.sts.cache import embedding_cache
     from sentlab.evaluate.sts.figures import note_figure
-    from sentlab.evaluate.sts.runner import evaluate_and_record, read_model_info
+    from sentlab.evaluate.sts.runner import evaluate_sts, evaluation_pooling, read_model_info, stage_encoders
+    from sentlab.evaluate.sts.writers import STAGE_WRITERS, StageOutputs, write_all
     from sentlab.evaluate.sts.trained import check_trained_with, missing_model_error, trained_method_block
     from sentlab.config.stage_params import stage_params
 
@@ -52,16 +53,21 @@ def main() -> None:
     if not params.evaluate.diagnostics:
         # the stage's declared figure output must exist: say why it has no plot
         note_figure(FIGURES / f"{args.name}_density.png", args.name, "evaluate.diagnostics is false")
-    out = Path(f"reports/metrics/{args.name}.json")
     if info.get("status") != "trained":
         eval_not_run(args.name, info.get("status", "not trained"), params.model.backbone, params.profile)
         return
     # the method block it was trained with: the report files each row by what the model really was
     block = trained_method_block(params, args.name, info["method"])
+    # evaluate.pooling: null (its own pooling) or another declared pooling, recorded in the JSON when it is another
+    pooling = evaluation_pooling(params.evaluate.pooling, info)
     with embedding_cache():  # a re-run of this stage for an evaluate param or code change encodes nothing again
-        evaluate_and_record(args.name, str(model_dir), None, params, table, out, kind="trained",
-                            extra_params={"method": {"id": info["method"], **block}}, figures_dir=figures,
-                            extra_metrics={"method_id": info["method"], "method": block})
+        result = evaluate_sts(stage_encoders(str(model_dir), pooling, params, args.name), table, params,
+                              model=str(model_dir), kind="trained", figures_dir=figures,
+                              extra_params={"method": {"id": info["method"], **block}},
+                              extra_metrics={"method_id": info["method"], "method": block,
+                                             **({"pooling": pooling} if pooling else {})})
+    # the cosines and bootstrap, MTEB's result JSON, the metrics JSON, then the MLflow run (evaluate.sts.writers)
+    write_all(result, StageOutputs.of(args.name), STAGE_WRITERS)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness", "Avg")
+from sentlab.config.tasks import STS_KEYS as TASKS   # the seven STS tasks and Avg, as declared
 
 
 def profiles_training(root: Path) -> dict[str, list[str]]:

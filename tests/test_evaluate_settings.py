@@ -16,7 +16,8 @@ from sentlab.errors import SentlabError
 from sentlab.evaluate.sts.diagnostics import hard_subset_scores, split_alignment_uniformity
 from sentlab.evaluate.sts.diagnostics import evaluate_dev
 from sentlab.evaluate.sts.protocol import sample_pairs, select_splits
-from sentlab.evaluate.sts.runner import build_encoders, evaluate_and_record, resolve_device_precision
+from sentlab.evaluate.sts.runner import build_encoders, evaluate_sts, resolve_device_precision
+from sentlab.evaluate.sts.writers import StageOutputs, write_all
 from _support.sts_tables import LookupEncoder
 from _support.sts_tables import three_score_table as _table
 
@@ -65,10 +66,11 @@ def test_metrics_record_device_precision_and_method_block(saved_model, tmp_path,
     encs = build_encoders(str(model_dir), precision=precision, device="auto")
     assert encs["paser"].device == torch.device("cpu") and encs["paser"].pooling == "mean"
     params = Params(evaluate={"diagnostics": False, "batch_size": 4, "precision": precision, "device": "auto"})
-    out = tmp_path / "paser.json"
-    evaluate_and_record("paser", str(model_dir), None, params, _table(), out, kind="trained",
-                        extra_metrics={"method": method})
-    got = json.loads(out.read_text())
+    result = evaluate_sts(encs, _table(), params, model=str(model_dir), kind="trained",
+                          extra_metrics={"method": method})
+    assert result.metrics["method"] == method and not (tmp_path / "metrics").exists()   # the evaluator writes nothing
+    write_all(result, StageOutputs.of("paser", tmp_path))
+    got = json.loads((tmp_path / "metrics" / "paser.json").read_text())
     assert got["device"] == "cpu"
     assert got["precision"] == ("bf16" if precision == "bf16" else "fp32")
     assert got["numerics"].startswith(numerics)

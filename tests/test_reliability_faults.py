@@ -215,7 +215,7 @@ def test_the_evaluate_metrics_json_holds_no_timings_and_mlflow_gets_them(tmp_pat
     import pandas as pd
 
     from sentlab.config import load_params
-    from sentlab.evaluate.sts import runner
+    from sentlab.evaluate.sts import runner, writers
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     clock = iter([1.5, 7.25])
@@ -229,8 +229,8 @@ def test_the_evaluate_metrics_json_holds_no_timings_and_mlflow_gets_them(tmp_pat
     monkeypatch.setattr(runner, "pair_cosine_table", lambda *a: pd.DataFrame({"x": [1.0]}))
     monkeypatch.setattr(runner, "bootstrap_intervals", lambda *a, **k: {})
     monkeypatch.setattr(runner, "confidence_intervals", lambda *a, **k: {})
-    monkeypatch.setattr(runner, "write_cosines", lambda *a: None)
-    monkeypatch.setattr(runner, "write_bootstrap", lambda *a: None)
+    monkeypatch.setattr(writers, "write_cosines", lambda *a: None)
+    monkeypatch.setattr(writers, "write_bootstrap", lambda *a: None)
     from sentlab.evaluate.sts import mteb_results
 
     monkeypatch.setattr(mteb_results, "write_stage", lambda *a, **k: [])
@@ -240,7 +240,8 @@ def test_the_evaluate_metrics_json_holds_no_timings_and_mlflow_gets_them(tmp_pat
     out = tmp_path / "metrics" / "m.json"
     texts = []
     for _ in range(2):
-        runner.evaluate_and_record("m", "some/model", None, params, None, out, kind="baseline", encoders={"m": enc})
+        result = runner.evaluate_sts({"m": enc}, None, params, model="some/model", kind="baseline")
+        writers.write_all(result, writers.StageOutputs(out, tmp_path / "m.parquet", tmp_path / "mteb"))
         texts.append(out.read_text())
     assert texts[0] == texts[1] and "seconds" not in texts[0]
     assert json.loads(texts[0])["extra_rows"]["m-mean"] == {"Avg": 69.0}

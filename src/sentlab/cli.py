@@ -105,9 +105,10 @@ def _cmd_evaluate(args) -> int:
                               tags={"sentlab.stage": "evaluate", "sentlab.model": name}):
                 tracking.log_metrics({k: v for k, v in res.items()
                                       if k not in ("diagnostics", "transfer", "retrieval")})
-    keys = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness", "Avg"] * ("sts" in tasks)
-    keys += ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC", "MRPC_F1", "TransferAvg"] * ("transfer" in tasks)
-    keys += ["QQP_MAP", "QQP_MRR@10", "AskUbuntu_MAP", "AskUbuntu_MRR@10"] * ("retrieval" in tasks)
+    from .config.tasks import RETRIEVAL_KEYS, STS_KEYS, TRANSFER_KEYS
+
+    keys = [*STS_KEYS] * ("sts" in tasks) + [*TRANSFER_KEYS] * ("transfer" in tasks)
+    keys += [*RETRIEVAL_KEYS] * ("retrieval" in tasks)
     for name, res in out.items():
         print(name + ": " + "  ".join(f"{k} {res[k]:.2f}" for k in keys))
         if "diagnostics" in res:
@@ -132,8 +133,11 @@ def _retrieval_metrics(enc, batch: int) -> dict:
     from .evaluate.suites.retrieval_stage import retrieval_metrics
     from .config.sections import RetrievalExamplesParams
 
-    data = {"QQP": load_qqp(), "AskUbuntu": load_askubuntu()}
-    return retrieval_metrics(enc, ("QQP", "AskUbuntu"), data, batch, examples=RetrievalExamplesParams())
+    from .config.tasks import RETRIEVAL_TASKS
+
+    loaders = {"QQP": load_qqp, "AskUbuntu": load_askubuntu}   # each declared retrieval task's data
+    data = {t: loaders[t]() for t in RETRIEVAL_TASKS}
+    return retrieval_metrics(enc, RETRIEVAL_TASKS, data, batch, examples=RetrievalExamplesParams())
 
 
 def _cmd_glue(args) -> int:
@@ -241,6 +245,7 @@ def _cmd_stages(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sentlab", description=__doc__.splitlines()[0])
     p.add_argument("-v", "--verbose", action="store_true")
+    from .config.poolings import POOLINGS
     from .train.run import add_train_arguments
 
     sub = p.add_subparsers(dest="command", required=True)
@@ -249,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--model", required=True,
                    help="hub id or folder (a trained models/<method>, any sentence-transformers model folder, "
                         "or any HF model)")
-    e.add_argument("--pooling", choices=["cls", "mean", "first_last", "mask"], default=None,
+    e.add_argument("--pooling", choices=list(POOLINGS), default=None,
                    help="default: the trained model's own (sentlab.json), else a sentence-transformers folder's own "
                         "(modules.json: Pooling cls/mean, sentlab's modules, its default prompt), else cls")
     e.add_argument("--json", help="write the flat metrics JSON here")

@@ -5,16 +5,8 @@ loop's dev evaluation call. Its ``encode(sentences, batch_size=...)`` returns a
 NumPy array, the way MTEB and sentence-transformers call encoders, so any
 sentlab model can be handed to those tools.
 
-Poolings (docs/evaluation.md#pooling):
-
-* ``cls`` — last-layer [CLS] vector, no MLP (SimCSE's ``cls_before_pooler``);
-* ``mean`` — attention-masked mean of the last layer;
-* ``first_last`` — mean of the embedding-layer output and the last layer,
-  each masked-averaged over tokens (SimCSE's ``avg_first_last`` uses the
-  first *hidden state*, i.e. the embedding output);
-* ``top2_mean`` — mean of the last two layers' token averages (PaSeR App. B);
-* ``mask`` — the [MASK] vector of a prompt template (PromptBERT), see
-  :data:`PROMPT_TEMPLATE`.
+Poolings (docs/evaluation.md#pooling) are declared once, in :mod:`sentlab.config.poolings` (``cls``, ``mean``,
+``first_last``, ``top2_mean``, ``mask``: name, what each computes and needs); :func:`pool` applies one.
 
 A trained model may add a **head** after the pooling (:mod:`sentlab.encoder_head`).
 """
@@ -28,11 +20,13 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 import torch
 
+from .config.poolings import (NEEDS_HIDDEN_STATES, POOLINGS, PROMPT_TEMPLATE, apply_template, end_with_period,
+                             get_pooling, mask_positions, masked_mean)
 from .timing import timed
 
-POOLINGS = ("cls", "mean", "first_last", "top2_mean", "mask")
-NEEDS_HIDDEN_STATES = ("first_last", "top2_mean")
-PROMPT_TEMPLATE = 'This sentence : "{sentence}" means {mask} .'
+__all__ = ["NEEDS_HIDDEN_STATES", "POOLINGS", "PROMPT_TEMPLATE", "SentenceEncoder", "apply_template", "end_with_period",
+           "mask_positions", "masked_mean", "pool"]
+
 # Padded tokens per batch at most (sentences × longest in the batch; ``batch_size`` caps the sentences):
 # long sentences come in smaller batches, whose activations stay in the CPU's caches. Chosen with
 # benchmarks/eval_speed.py --levers (2,000 STS sentences, MiniLM-L6, 1 thread: 2048 was 1.53x the
@@ -40,69 +34,16 @@ PROMPT_TEMPLATE = 'This sentence : "{sentence}" means {mask} .'
 DEFAULT_TOKEN_BUDGET = 2048
 
 
-def masked_mean(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    m = attention_mask.unsqueeze(-1).to(hidden.dtype)
-    return (hidden * m).sum(1) / m.sum(1).clamp_min(1e-9)
-
-
 def pool(outputs, attention_mask: torch.Tensor, pooling: str, input_ids: torch.Tensor | None = None,
          mask_token_id: int | None = None, texts: Sequence[str] | None = None) -> torch.Tensor:
-    """Pool a Hugging Face model output (``output_hidden_states`` needed for ``first_last``).
+    """Pool a Hugging Face model output with the declared pooling ``pooling`` (:mod:`sentlab.config.poolings`;
+    ``output_hidden_states`` needed where it :attr:`~sentlab.config.poolings.Pooling.needs_hidden_states`).
 
     ``mask`` pooling raises :class:`~sentlab.errors.SentlabError` when truncation removed a row's
     [MASK] (:func:`mask_positions`); ``texts`` only name the offending input in that message.
     """
-    last = outputs.last_hidden_state
-    if pooling == "cls":
-        return last[:, 0]
-    if pooling == "mean":
-        return masked_mean(last, attention_mask)
-    if pooling == "first_last":
-        first = outputs.hidden_states[0]
-        return (masked_mean(first, attention_mask) + masked_mean(last, attention_mask)) / 2
-    if pooling == "top2_mean":  # PaSeR App. B "Top2 avg": mean of the last two layers' token averages
-        hs = outputs.hidden_states
-        return (masked_mean(hs[-1], attention_mask) + masked_mean(hs[-2], attention_mask)) / 2
-    if pooling == "mask":
-        if input_ids is None or mask_token_id is None:
-            raise ValueError("mask pooling needs input_ids and the tokenizer's mask token id")
-        pos = mask_positions(input_ids, attention_mask, mask_token_id, texts)
-        return last[torch.arange(last.size(0), device=last.device), pos]
-    raise ValueError(f"unknown pooling {pooling!r}; allowed: {', '.join(POOLINGS)}")
-
-
-def mask_positions(input_ids: torch.Tensor, attention_mask: torch.Tensor, mask_token_id: int,
-                   texts: Sequence[str] | None = None) -> torch.Tensor:
-    """Position of the first [MASK] of each row; a row whose [MASK] was truncated away raises.
-
-    (``argmax`` of an all-false row is 0: without the check such a row would silently be pooled
-    at [CLS].) ``texts`` (the batch's inputs) only make the message name the sentence.
-    """
-    is_mask = input_ids == mask_token_id
-    missing = (~is_mask.any(dim=1)).nonzero().flatten().tolist()
-    if missing:
-        from .errors import SentlabError
-
-        i = missing[0]
-        n = int(attention_mask[i].sum())
-        what = f"row {i} of the batch" + (f" ({texts[i][:80]!r})" if texts is not None else "")
-        raise SentlabError(
-            f"mask pooling: {len(missing)} input(s) of the batch have no [MASK] token left, first {what}: "
-            f"with its prompt template it was truncated to {n} tokens, cutting the template's [MASK] off "
-            f"(mask pooling would have fallen back to [CLS]). Raise the max_length (evaluate.max_length when "
-            f"evaluating, the method's max_length or train.max_length when training) above the sentence's length "
-            f"plus the template's, or use a shorter template.")
-    return is_mask.int().argmax(dim=1)
-
-
-def apply_template(sentences: Sequence[str], mask_token: str, template: str = PROMPT_TEMPLATE) -> list[str]:
-    return [template.format(sentence=s, mask=mask_token) for s in sentences]
-
-
-def end_with_period(sentences: Sequence[str]) -> list[str]:
-    """PromptBERT's evaluation batcher (kongds/Prompt-BERT ``evaluation.py``): "." appended to a non-empty
-    sentence whose last character is not one of ``.?"'``, before it goes into the template."""
-    return [s + "." if s and s[-1] not in ".?\"'" else s for s in sentences]
+    return get_pooling(pooling)(outputs.last_hidden_state, attention_mask, getattr(outputs, "hidden_states", None),
+                                input_ids, mask_token_id, texts)
 
 
 def resolve_workers(setting, device: torch.device) -> int:
@@ -157,9 +98,7 @@ class SentenceEncoder:
     head: Optional[torch.nn.Module] = None
 
     def __post_init__(self):
-        if self.pooling not in POOLINGS:
-            raise ValueError(f"unknown pooling {self.pooling!r}; allowed: {', '.join(POOLINGS)}")
-        if self.pooling == "mask" and self.template is None:
+        if get_pooling(self.pooling).needs_template and self.template is None:
             self.template = PROMPT_TEMPLATE
         if self.head is not None:
             self.head = self.head.to(self.device)
@@ -224,10 +163,8 @@ class SentenceEncoder:
         share this encoder's input text, so ``mask`` (which adds a template) cannot be mixed with others.
         """
         poolings = list(dict.fromkeys(poolings))
-        for p in poolings:
-            if p not in POOLINGS:
-                raise ValueError(f"unknown pooling {p!r}; allowed: {', '.join(POOLINGS)}")
-        if ("mask" in poolings or self.template is not None or self.end_period) and poolings != [self.pooling]:
+        templated = any(get_pooling(p).needs_template for p in poolings) or self.template is not None
+        if (templated or self.end_period) and poolings != [self.pooling]:
             raise ValueError("encode_poolings: a template (mask pooling) changes the input text; it cannot share a "
                              f"forward pass with other poolings ({poolings})")
         texts = _texts(sentences)

@@ -10,6 +10,12 @@ from typing import Annotated, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .poolings import BASELINE_POOLINGS, BaselinePoolingName, PoolingName
+from .tasks import GLUE_TASKS, RETRIEVAL_TASKS, TRANSFER_TASKS   # the declared tasks (sentlab.config.tasks)
+
+BASELINES = (*BASELINE_POOLINGS, "whitening", "bert_flow", "glove")
+"""``evaluate.baselines``' names: the backbone with each declared baseline pooling, then the fitted and GloVe ones."""
+
 
 class Strict(BaseModel):
     """Base for every params section: unknown keys are errors; every float is finite (no YAML .nan/.inf)."""
@@ -82,7 +88,7 @@ class WhiteningParams(Strict):
     sample_size: Optional[int] = Field(10000, gt=0, description="corpus / nli: a seeded sample of this many sentences "
                                                                 "fits mu and W (None: all of them)")
     dim: Optional[int] = Field(None, gt=0, description="keep the first k whitened dimensions (None: all)")
-    pooling: Literal["cls", "mean", "first_last"] = "first_last"
+    pooling: BaselinePoolingName = "first_last"
 
 
 class FlowParams(Strict):
@@ -97,7 +103,7 @@ class FlowParams(Strict):
         "'NLI' fit, behind the 66.55 of its Table 5: the paper profile)")
     sample_size: Optional[int] = Field(None, gt=0, description="fit_on nli: a seeded sample of this many NLI "
                                                                "sentences (None: all of them)")
-    pooling: Literal["cls", "mean", "first_last"] = Field(
+    pooling: BaselinePoolingName = Field(
         "first_last", description="the backbone pooling the flow is fitted on (the code's avg-last-2 averages the "
                                   "first transformer layer and the last; sentlab's first_last: embeddings and last)")
     levels: int = Field(3, gt=0, description="multi-scale levels (each but the last splits half the channels off)")
@@ -136,6 +142,10 @@ class EvaluateParams(Strict):
         "auto", description="CPU: batches encoded at once, each on one intra-op thread; auto = the torch thread count "
                             "(1 on CUDA); 1 = one batch at a time on every thread. The bits do not depend on it "
                             "above 1")
+    pooling: Optional[PoolingName] = Field(
+        None, description="the pooling a trained model is evaluated with (evaluate@<model>); null: the model's own "
+                          "(sentlab.json, what it was trained to export). Another pooling scores the bare encoder "
+                          "(no test-time head) without retraining, and has its own embedding-cache key")
     diagnostics: bool = True
     max_pairs: Optional[int] = Field(None, gt=0, description="None: every pair; else a seeded sample per task "
                                                              "(smoke runs; labelled)")
@@ -143,13 +153,11 @@ class EvaluateParams(Strict):
     whitening: WhiteningParams = WhiteningParams()
     bert_flow: FlowParams = FlowParams()
     glove: GloveParams = GloveParams()
-    baselines: list[Literal["cls", "mean", "first_last", "whitening", "bert_flow", "glove"]] = Field(
+    baselines: list[Literal[BASELINES]] = Field(
         default_factory=lambda: ["cls", "mean", "first_last", "whitening"],
         description="pooling / whitening / BERT-flow baselines of the backbone and averaged GloVe vectors (one "
                     "evaluate_baseline stage each)")
 
-
-TRANSFER_TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
 
 
 class TransferParams(Strict):
@@ -165,8 +173,6 @@ class TransferParams(Strict):
                                 "seeded sample of that many (a CPU slice; labelled)")
     batch_size: int = Field(128, gt=0, description="sentences encoded at once")
 
-
-GLUE_TASKS = ("WNLI", "QNLI", "QQP", "SST-2", "STS-B")
 
 
 class GlueFinetuneParams(Strict):
@@ -203,8 +209,6 @@ class GlueParams(Strict):
                                          "runs in the result)")
     finetune: GlueFinetuneParams = GlueFinetuneParams()
 
-
-RETRIEVAL_TASKS = ("QQP", "AskUbuntu")
 
 
 class RetrievalExamplesParams(Strict):

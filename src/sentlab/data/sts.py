@@ -17,11 +17,12 @@ import pandas as pd
 import pyarrow as pa
 
 from ..assets import STS_TASKS
+from ..config.tasks import STS_TASKS as STS_TASKS_DECLARED
 from ..errors import DataFormatError
 
 log = logging.getLogger(__name__)
 
-TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
+TASKS = STS_TASKS_DECLARED   # the seven STS tasks, as declared (sentlab.config.tasks)
 
 SCHEMA = pa.schema([
     ("task", pa.string()),

@@ -13,24 +13,24 @@ do not (:func:`sentlab.export.st.build_sentence_transformer` chooses):
 * :class:`ChannelSlice` — named slices of the embedding (the POS/BOW channels):
   ``model.encode(texts, channel="pos")``; without ``channel`` the whole embedding.
 
-Each computes exactly what :class:`sentlab.encoder.SentenceEncoder` computes for the same pooling
-(``tests/test_st_export.py`` pins the agreement to 1e-5). Loading a folder that uses them needs
-sentlab installed and, since sentence-transformers 6, ``trust_remote_code=True`` (the flag that lets
-sentence-transformers import a module class from outside its own package; nothing is downloaded).
+Each calls the declared pooling (:mod:`sentlab.config.poolings`), the one implementation
+:class:`sentlab.encoder.SentenceEncoder` calls too (``tests/test_st_export.py`` pins the agreement to 1e-5); which
+module exports which pooling follows from its declaration (:func:`sentlab.export.st.build_sentence_transformer`).
+Loading a folder that uses them needs sentlab installed and, since sentence-transformers 6,
+``trust_remote_code=True`` (the flag that lets sentence-transformers import a module class from outside its own
+package; nothing is downloaded).
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
-import torch
-
 try:  # sentence-transformers >= 6
     from sentence_transformers.sentence_transformer.modules import Module, Transformer
 except ImportError:  # 5.x
     from sentence_transformers.models import Module, Transformer
 
-from ..encoder import mask_positions, masked_mean
+from ..config.poolings import POOLINGS, layer_mean
 
 
 class TemplateTransformer(Transformer):
@@ -52,7 +52,7 @@ class TemplateTransformer(Transformer):
 
     def preprocess(self, inputs, prompt: Optional[str] = None, **kwargs) -> dict[str, Any]:
         if self.end_period:
-            from ..encoder import end_with_period
+            from ..config.poolings import end_with_period
 
             inputs = [end_with_period([x])[0] if isinstance(x, str) else x for x in inputs]
         if self.template_suffix:
@@ -92,15 +92,16 @@ class MaskPooling(_PoolingModule):
         self.embedding_dimension = int(embedding_dimension)
 
     def forward(self, features: dict[str, Any], **kwargs) -> dict[str, Any]:
-        tokens = features["token_embeddings"]
-        pos = mask_positions(features["input_ids"], features["attention_mask"], self.mask_token_id)
-        features["sentence_embedding"] = tokens[torch.arange(tokens.size(0), device=tokens.device), pos]
+        features["sentence_embedding"] = POOLINGS["mask"](features["token_embeddings"], features["attention_mask"],
+                                                          input_ids=features["input_ids"],
+                                                          mask_token_id=self.mask_token_id)
         return features
 
 
 class LayerMeanPooling(_PoolingModule):
     """The mean over ``layers`` (indices into the hidden states, 0 = embedding output) of each
-    layer's attention-masked token average: ``[0, -1]`` is ``first_last``, ``[-1, -2]`` ``top2_mean``.
+    layer's attention-masked token average: a declared pooling's ``layers`` (``[0, -1]`` is ``first_last``,
+    ``[-1, -2]`` ``top2_mean``).
 
     Reads ``all_layer_embeddings``, which the ``Transformer`` module returns when the model config
     has ``output_hidden_states`` (the exported ``config.json`` does).
@@ -117,11 +118,8 @@ class LayerMeanPooling(_PoolingModule):
         if "all_layer_embeddings" not in features:
             raise ValueError("LayerMeanPooling needs the hidden states of every layer: load the model with "
                              "config_kwargs={'output_hidden_states': True} (the exported config.json sets it)")
-        hs, mask = features["all_layer_embeddings"], features["attention_mask"]
-        total = masked_mean(hs[self.layers[0]], mask)
-        for i in self.layers[1:]:
-            total = total + masked_mean(hs[i], mask)
-        features["sentence_embedding"] = total / len(self.layers)
+        hs = features["all_layer_embeddings"]
+        features["sentence_embedding"] = layer_mean([hs[i] for i in self.layers], features["attention_mask"])
         return features
 
 

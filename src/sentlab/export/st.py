@@ -18,13 +18,15 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
-from ..encoder import NEEDS_HIDDEN_STATES, PROMPT_TEMPLATE
 from ..errors import SentlabError
+from ..config.poolings import POOLINGS, PROMPT_TEMPLATE, get_pooling
 
 TEMPLATE_PROMPT = "sentlab_template"
 """Name of the prompt holding a template's head (``prompts`` in ``config_sentence_transformers.json``)."""
-LAYERS = {"first_last": [0, -1], "top2_mean": [-1, -2]}
-ST_POOLINGS = ("cls", "mean")
+# which module exports a pooling follows from its declaration (sentlab.config.poolings): sentence-transformers' own
+# Pooling where it has the mode, else sentlab's LayerMeanPooling (the ``layers``) or MaskPooling (``token: mask``)
+LAYERS = {n: list(p.layers) for n, p in POOLINGS.items() if p.layers and not p.st_mode}
+ST_POOLINGS = {p.st_mode: n for n, p in POOLINGS.items() if p.st_mode}   # sentence-transformers' mode -> sentlab's
 SENTLAB_MODULES = "sentlab.export.modules."
 
 
@@ -40,7 +42,7 @@ def split_template(template: str, mask_token: str) -> tuple[str, str]:
 def needs_sentlab(info: dict) -> bool:
     """Whether loading the folder needs sentlab's module classes (not only sentence-transformers')."""
     pooling = info.get("pooling", "cls")
-    return pooling not in ST_POOLINGS or bool(info.get("template")) or bool(info.get("channels"))
+    return not get_pooling(pooling).st_mode or bool(info.get("template")) or bool(info.get("channels"))
 
 
 def build_sentence_transformer(folder: Path, info: dict, max_length: int):
@@ -55,13 +57,17 @@ def build_sentence_transformer(folder: Path, info: dict, max_length: int):
         from sentence_transformers.models import Pooling, Transformer
 
     pooling = info.get("pooling", "cls")
-    template = info.get("template") or (PROMPT_TEMPLATE if pooling == "mask" else None)
+    if pooling not in POOLINGS:
+        raise SentlabError(f"sentlab.json in {folder}: pooling {pooling!r} is not a sentlab pooling; "
+                           f"known: {', '.join(POOLINGS)}.")
+    spec = POOLINGS[pooling]
+    template = info.get("template") or (PROMPT_TEMPLATE if spec.needs_template else None)
     from ..assets import _is_bert_like
 
     kwargs: dict[str, Any] = {"max_seq_length": int(max_length)}
     if _is_bert_like(Path(folder)):  # as sentlab loads it: no pooler (none saved; a random one would be written)
         kwargs["model_kwargs"] = {"add_pooling_layer": False}
-    if pooling in NEEDS_HIDDEN_STATES:
+    if spec.needs_hidden_states:
         kwargs["config_kwargs"] = {"output_hidden_states": True}  # saved into config.json: ST returns every layer
     prompts, head = None, None
     if template:
@@ -74,15 +80,15 @@ def build_sentence_transformer(folder: Path, info: dict, max_length: int):
     else:
         first = Transformer(str(folder), **kwargs)
     dim = first.get_embedding_dimension()
-    if pooling in ST_POOLINGS:
-        pool = Pooling(dim, pooling_mode=pooling)
-    elif pooling == "mask":
+    if spec.st_mode:
+        pool = Pooling(dim, pooling_mode=spec.st_mode)
+    elif spec.needs_template:
         pool = MaskPooling(first.tokenizer.mask_token_id, dim)
-    elif pooling in LAYERS:
-        pool = LayerMeanPooling(LAYERS[pooling], dim)
+    elif spec.layers:
+        pool = LayerMeanPooling(list(spec.layers), dim)
     else:
-        raise SentlabError(f"sentlab.json in {folder}: pooling {pooling!r} has no sentence-transformers export; "
-                           f"known: {', '.join([*ST_POOLINGS, 'mask', *LAYERS])}.")
+        raise SentlabError(f"sentlab.json in {folder}: pooling {pooling!r} has no sentence-transformers export "
+                           f"(its declaration in sentlab.config.poolings names no st_mode, layers or mask token).")
     modules = [first, pool]
     if info.get("head"):   # the test-time head (supervised SimCSE's MLP), saved by sentlab in Dense's format
         try:
@@ -175,13 +181,13 @@ def st_pooling_info(folder: Path) -> Optional[dict]:
             continue
         else:
             raise SentlabError(f"{folder}/modules.json: module {kind!r} ({sub or 'root'}) "
-                               f"changes the embedding in a way "
-                               f"sentlab's evaluator does not reproduce (it knows Transformer, Pooling cls/mean, "
+                               f"changes the embedding in a way sentlab's evaluator does not reproduce (it knows "
+                               f"Transformer, Pooling {'/'.join(ST_POOLINGS)}, "
                                f"Normalize and sentlab's modules); evaluate this model with its own code, or pass "
                                f"--pooling to score the bare transformer.")
     if out["pooling"] is None:
         raise SentlabError(f"{folder}/modules.json has no pooling module; "
-                           f"pass --pooling (cls, mean, first_last, mask).")
+                           f"pass --pooling ({', '.join(POOLINGS)}).")
     st_cfg = _json(folder / "config_sentence_transformers.json")
     head = (st_cfg.get("prompts") or {}).get(st_cfg.get("default_prompt_name") or "", "") or ""
     if head or suffix:
@@ -211,7 +217,7 @@ def _st_pooling_mode(cfg: dict, where: Path) -> str:
     if cfg.get("include_prompt") is False:
         raise SentlabError(f"{where}/config.json: include_prompt false (prompt tokens left out of the pooling) is not "
                            f"reproduced by sentlab's evaluator; pass --pooling to choose one.")
-    return mode
+    return ST_POOLINGS[mode]
 
 
 def _as_template(head: str, suffix: str, model_dir: Path) -> str:

@@ -18,9 +18,8 @@ from typing import Any, Optional
 
 import yaml
 
+from ..config.tasks import AVG, LABELS, STS_TASKS as TASKS   # the seven STS tasks, as declared
 from ..export.st import needs_sentlab
-
-TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
 
 
 def _paper(method_id: str) -> tuple[str, Optional[str]]:
@@ -66,10 +65,9 @@ def _usage(name: str, info: dict) -> str:
     lines.append("```")
     text = "\n".join(lines)
     pooling = info.get("pooling", "cls")
-    how = {"cls": "the last layer's [CLS] vector", "mean": "the mean of the last layer's token vectors",
-           "first_last": "the mean of the embedding output's and the last layer's token averages",
-           "top2_mean": "the mean of the last two layers' token averages",
-           "mask": "the last layer's vector at the template's [MASK] token"}.get(pooling, pooling)
+    from ..config.poolings import POOLINGS
+
+    how = POOLINGS[pooling].label if pooling in POOLINGS else pooling
     notes = [f"Pooling: `{pooling}`, {how}."]
     if info.get("template"):
         notes.append(f"Template: `{info['template']}` (its part before `{{sentence}}` is the default prompt in "
@@ -101,9 +99,8 @@ def _ci_cell(ci: Any) -> str:
 
 
 def _results(metrics: dict) -> str:
-    keys = [*TASKS, "Avg"]
-    head = "| row | " + " | ".join(k.replace("STSBenchmark", "STS-B").replace("SICKRelatedness", "SICK-R")
-                                    for k in keys) + " |"
+    keys = [*TASKS, AVG]
+    head = "| row | " + " | ".join(LABELS.get(k, k) for k in keys) + " |"
     rows = [head, "|" + "---|" * (len(keys) + 1),
             f"| {metrics.get('model', 'model')} | " + " | ".join(_fmt(metrics.get(k)) for k in keys) + " |"]
     for row, res in (metrics.get("extra_rows") or {}).items():

@@ -7,6 +7,7 @@ from typing import Literal, Optional
 
 from pydantic import Field
 
+from ..config.poolings import TextPoolingName
 from .base import MethodParams
 
 
@@ -79,7 +80,7 @@ class PaSeRParams(MethodParams):
     gen_reduction: Literal["mean", "sum"] = Field(
         "mean", description="L_generative over target tokens: mean over the batch's tokens (code) or, as Eq. 3 "
                             "writes it, the sum over each sentence's tokens, averaged over sentences")
-    pooling: Literal["cls", "mean", "top2_mean", "first_last"] = Field(
+    pooling: TextPoolingName = Field(
         "cls", description="pooling of E_s, E_s̃ in training and of the exported encoder (Table 9)")
     grad_clip: Literal["global", "per_group"] = Field(
         "global", description="gradient clipping at train.max_grad_norm: one norm over every parameter (the code: "

@@ -150,7 +150,8 @@ class TwoViewContrastive(Method):
         return in_batch_info_nce(z1, z2, self.params.temperature)
 
     def export_info(self) -> dict:
+        info = super().export_info()   # pooling: the class's (mask for the templated methods, else cls)
         if self.templates is not None:
-            info = {"method": self.id, "pooling": "mask", "template": self.templates[0]}
+            info["template"] = self.templates[0]
             return info | ({"end_period": True} if getattr(self.params, "end_period", False) else {})
-        return {"method": self.id, "pooling": "cls"}
+        return info

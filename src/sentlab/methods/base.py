@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
 from ..encoder import SentenceEncoder
+from ..config.poolings import get_pooling
 from ..encoder_head import HEAD_DIR
 
 
@@ -200,7 +201,10 @@ class Method(nn.Module):
             corpus is a param overrides :meth:`corpus_name`.
         init_from: id of a method whose trained model (``models/<id>``)
             initialises the encoder (e.g. supervised PaSeR from unsupervised PaSeR).
-        inference_pooling: pooling of the exported encoder (docs/evaluation.md#pooling).
+        inference_pooling: pooling of the exported encoder, a declared pooling (:mod:`sentlab.config.poolings`,
+            docs/evaluation.md#pooling); a method whose Params have a ``pooling`` param (a choice its paper
+            ablates: PaSeR, CT, ConSERT) exports that instead and must not set this too. Read it as
+            :attr:`pooling`, the one place (``evaluate.pooling`` evaluates a trained model another way).
         run_name_params: the keys of its Params that tell its runs apart (ablation axes), in the order the MLflow
             run name shows them (:func:`sentlab.tracking.run_name`), e.g. ``("queue_size", "momentum")``.
         paper_avg: its own paper's STS Avg (:class:`PaperAvg`), the report's paper column; None: none reported.
@@ -228,6 +232,10 @@ class Method(nn.Module):
         for attr, default in OWN_ATTRIBUTES.items():   # not declared in the class body: the default, not the parent's
             if attr not in cls.__dict__:
                 setattr(cls, attr, default)
+        if "inference_pooling" in cls.__dict__ and "pooling" in cls.Params.model_fields:
+            raise TypeError(f"{cls.__name__}: its Params have a `pooling` param, which is the pooling it exports; "
+                            f"drop its `inference_pooling = {cls.inference_pooling!r}` (one way to set a pooling).")
+        get_pooling(cls.inference_pooling)   # a declared pooling (sentlab.config.poolings), else ValueError at import
 
     def __init__(self, encoder: nn.Module, tokenizer, params: MethodParams, seed: int = 0):
         super().__init__()
@@ -348,10 +356,16 @@ class Method(nn.Module):
         encoder of the exported model applies it."""
         return None
 
+    @property
+    def pooling(self) -> str:
+        """The pooling of the exported encoder (``sentlab.json``'s ``pooling``): the ``pooling`` param where the
+        method's Params declare one, else the class's ``inference_pooling``."""
+        return getattr(self.params, "pooling", None) or type(self).inference_pooling
+
     def export_info(self) -> dict:
         """What ``sentlab.json`` records about the exported model (pooling, template, channels, ``head``: the
         folder of the test-time head when :meth:`inference_head` has one)."""
-        info = {"method": self.id, "pooling": self.inference_pooling}
+        info = {"method": self.id, "pooling": self.pooling}
         if self.inference_head() is not None:
             info["head"] = HEAD_DIR
         return info

@@ -13,6 +13,7 @@ from pydantic import Field
 
 from ..encoder import NEEDS_HIDDEN_STATES, pool
 from ..errors import SentlabError
+from ..config.poolings import TextPoolingName
 from . import register
 from ._common import doubled, nt_xent, paired_views
 from ..optim import AdamWLegacy
@@ -20,7 +21,7 @@ from .base import Batch, ContrastiveParams, Method, PaperAvg, adamw
 
 VIEWS = ("none", "shuffle", "token_cutoff", "feature_cutoff")
 View = Literal["none", "shuffle", "token_cutoff", "feature_cutoff"]
-Pooling = Literal["mean", "cls", "top2_mean", "first_last"]
+Pooling = TextPoolingName   # any declared pooling of the text itself (no template)
 
 
 class ConSERTParams(ContrastiveParams):
@@ -232,4 +233,4 @@ International Joint Conference on Natural Language Processing (Volume 1: Long Pa
 
     def export_info(self) -> dict:
         p = self.params
-        return {"method": self.id, "pooling": p.pooling, "views": [p.view1, p.view2], "cutoff_rate": p.cutoff_rate}
+        return {**super().export_info(), "views": [p.view1, p.view2], "cutoff_rate": p.cutoff_rate}

@@ -73,7 +73,6 @@ Yl{\\"i}p{\\"a}{\\"a} and Sahlgren, Magnus},
     summary = ("CT-BERT: two independent encoder copies, same-sentence positives, K random negatives, "
                "BCE on dot products")
     Params = CTParams
-    inference_pooling = "mean"
 
     def __init__(self, encoder, tokenizer, params: CTParams, seed: int = 0):
         super().__init__(encoder, tokenizer, params, seed)
@@ -123,4 +122,4 @@ Yl{\\"i}p{\\"a}{\\"a} and Sahlgren, Magnus},
         return {"loss": loss, "pos_dot": logits[:, 0].mean().detach(), "neg_dot": logits[:, 1:].mean().detach()}
 
     def export_info(self) -> dict:
-        return {"method": self.id, "pooling": self.params.pooling, "exported_copy": self.params.export}
+        return {**super().export_info(), "exported_copy": self.params.export}

@@ -316,5 +316,5 @@ Computational Linguistics: Human Language Technologies},
                 "loss_rtd": loss_rtd.detach(), "replaced_frac": frac, "rtd_acc": acc}
 
     def export_info(self) -> dict:
-        return {"method": self.id, "pooling": "cls", "generator": self.params.generator,
+        return {**super().export_info(), "generator": self.params.generator,
                 "training_only": ["projector", "discriminator", "rtd_head", "generator"]}

@@ -246,7 +246,7 @@ class ESimCSE(MoCo):
         return {"loss": loss, "candidates": float(candidates.size(0))}
 
     def export_info(self) -> dict:
-        return {"method": self.id, "pooling": self.inference_pooling, "dup_rate": self.params.dup_rate,
+        return {**super().export_info(), "dup_rate": self.params.dup_rate,
                 "dup_len_rule": self.params.dup_len_rule, "queue_size": self.params.queue_size,
                 "momentum": self.params.momentum, "momentum_init": self.params.momentum_init,
                 "momentum_update": self.params.momentum_update, "queue_reset": self.params.queue_reset}

@@ -266,8 +266,7 @@ Embeddings},
         self._momentum_update_key_encoder()
 
     def export_info(self) -> dict:
-        return {"method": self.id, "pooling": self.inference_pooling,
-                **augmentation_info(self.augmentation, self.params)}
+        return {**super().export_info(), **augmentation_info(self.augmentation, self.params)}
 
 
 @register("moco_reorder")

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from ..augment.eda import EDA
 from ..encoder import pool
+from ..config.poolings import POOLINGS
 from ..errors import SentlabError
 from ._paser_reconstruction import export_reconstruction, heldout_split
 from . import register
@@ -137,7 +138,6 @@ class PaSeR(Method):
     Params = PaSeRParams
     corpus_columns = ("rake", "chunks")
     corpus = "sts_unlabeled"
-    inference_pooling = "cls"
 
     def __init__(self, encoder, tokenizer, params: PaSeRParams, seed: int = 0):
         super().__init__(encoder, tokenizer, params, seed)
@@ -289,10 +289,10 @@ class PaSeR(Method):
     # --- steps 3-6 ----------------------------------------------------------------------
     def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Pooled sentence vectors with ``params.pooling`` (E_s / E_s̃)."""
-        hidden_states = self.params.pooling in ("first_last", "top2_mean")
+        hidden_states = POOLINGS[self.pooling].needs_hidden_states
         out = self.encoder(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=hidden_states,
                            return_dict=True)
-        return pool(out, attention_mask, self.params.pooling)
+        return pool(out, attention_mask, self.pooling)
 
     def decoding_signal(self, features: dict, e_s: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Eq. 2's memory ``(B, 4, d)`` from ``E_s`` (``features["s"]``, or given) and ``E_s̃``."""
@@ -395,5 +395,5 @@ class PaSeR(Method):
         export_reconstruction(self, folder, data_root, self.recon_sets)
 
     def export_info(self) -> dict:
-        return {"method": self.id, "pooling": self.params.pooling, "lm_head": self.lm_head_source,
+        return {**super().export_info(), "lm_head": self.lm_head_source,
                 "training_only": ["decoder", "signal", "lm_head"]}

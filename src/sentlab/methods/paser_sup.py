@@ -8,7 +8,6 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field, model_validator
 
-from ..encoder_head import HEAD_DIR
 from ..errors import SentlabError
 from . import register
 from ._common import MLPHead, cosine_logits
@@ -117,8 +116,7 @@ class PaSeRSup(PaSeR):
         return self.mlp if self.params.test_mlp else None
 
     def export_info(self) -> dict:
-        head = {"head": HEAD_DIR} if self.inference_head() is not None else {}
-        return {**super().export_info(), **head, **{f"nli_{k}": v for k, v in self.nli_meta.items()}}
+        return {**super().export_info(), **{f"nli_{k}": v for k, v in self.nli_meta.items()}}   # head: the base's
 
     def contrastive_loss(self, h: torch.Tensor, n: int) -> torch.Tensor:
         z = self.mlp(h) if self.mlp is not None else h

@@ -210,6 +210,6 @@ class PTBert(MoCo):
             self.key_encoder.train(was_training)
 
     def export_info(self) -> dict:
-        return {"method": self.id, "pooling": self.inference_pooling, "pseudo_len": self.params.pseudo_len,
+        return {**super().export_info(), "pseudo_len": self.params.pseudo_len,
                 "attend_to": self.params.attend_to, "num_heads": self.attn.num_heads,
                 "key_second_attention": self.params.key_second_attention}

@@ -13,6 +13,7 @@ from pydantic import Field, model_validator
 from torch import nn
 
 from ..encoder import apply_template, pool
+from ..config.poolings import POOLINGS
 from ..errors import SentlabError
 from . import register
 from ._common import FrozenSubmodules, MLPHead, cosine_logits, full_precision, in_batch_info_nce, two_views
@@ -284,7 +285,8 @@ Zhao, Dongyan and Chen, Kai and Yan, Rui},
         total = None
         for i, (model, info, w) in enumerate(zip(self.teachers, self.teacher_infos, self.params.teacher_weights)):
             enc = features[f"teacher{i}"]
-            out = model(**enc, output_hidden_states=info["pooling"] in ("first_last", "top2_mean"), return_dict=True)
+            out = model(**enc, output_hidden_states=POOLINGS[info["pooling"]].needs_hidden_states,
+                        return_dict=True)
             t = pool(out, enc["attention_mask"], info["pooling"], input_ids=enc["input_ids"]).float()
             s = w * cosine_logits(t, t, self.params.teacher_temperature)
             total = s if total is None else total + s
@@ -320,5 +322,5 @@ Zhao, Dongyan and Chen, Kai and Yan, Rui},
                 "loss_rank": loss_rank.detach()}
 
     def export_info(self) -> dict:
-        return {"method": self.id, "pooling": "cls", "teachers": list(self.params.teachers),
+        return {**super().export_info(), "teachers": list(self.params.teachers),
                 "training_only": ["mlp", "teachers"]}

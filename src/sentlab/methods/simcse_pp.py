@@ -187,5 +187,5 @@ class SimCSEPP(SimCSEPlusPlusTerms, SimCSE):
 
     def export_info(self) -> dict:
         p = self.params
-        return {"method": self.id, "pooling": self.inference_pooling, "off_dropout": p.off_dropout,
+        return {**super().export_info(), "off_dropout": p.off_dropout,
                 "pos_ratio": p.pos_ratio, "dcl_weight": p.dcl_weight, "dcl_temperature": p.dcl_temperature}

@@ -25,6 +25,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from ..assets import ASSETS, resolve_data, resolve_model
+from ..config.tasks import RETRIEVAL_ASSETS   # each retrieval task's data assets, as declared (re-exported)
 
 log = logging.getLogger("prepare")
 _CHUNK = 1 << 20
@@ -94,9 +95,6 @@ def glue_sources(tasks, models) -> dict:
             continue
         out[name] = {rel: sha256_file(root / rel) for rel in rels}
     return out
-
-
-RETRIEVAL_ASSETS = {"QQP": ("qqp",), "AskUbuntu": ("askubuntu_text", "askubuntu_test")}
 
 
 def retrieval_sources(tasks, models) -> dict:

@@ -234,8 +234,9 @@ def curves_section(groups: dict[str, list[str]], curves: dict[str, list[dict]], 
         loss = svg_chart({r: _curve_points(c, "step", "loss") for r, c in have.items()},
                          "training loss", "step", "loss")
         out.append('<div class="curves">' + "".join(f"<figure>{s}</figure>" for s in (dev, au, loss)) + "</div>")
-        cols = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness", "Avg",
-                "STSBenchmark-dev")
+        from ..config.tasks import STS_DEV, STS_KEYS
+
+        cols = (*STS_KEYS, STS_DEV)
         rows = []
         for r in runs:
             m = metrics.get(r, {})

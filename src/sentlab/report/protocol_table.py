@@ -21,12 +21,12 @@ from typing import Optional
 
 import numpy as np
 
+from ..config.tasks import STS_ALL, STS_TASKS
 from ..evaluate.sts.cosines import SICK_ALL, task_arrays
 from ..evaluate.sts.stats import spearman_vec
 from .diagnostics_tables import _fmt
 
-STS5 = ("STS12", "STS13", "STS14", "STS15", "STS16")
-STS7 = (*STS5, "STSBenchmark", "SICKRelatedness")
+STS5, STS7 = STS_ALL, STS_TASKS   # STS12-16 and the seven, as declared (sentlab.config.tasks)
 HEADER = ["model", "STS12-16 all", "STS12-16 mean", "STS12-16 wmean", "max |all-wmean|", "task",
           "SICK-R test", "SICK-R all pairs", "SICK delta", "Avg (papers)", "Avg (SICK all pairs)",
           "dev best", "best step", "dev last", "last step"]

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Optional
 
 from ..config.models import split_seed
+from ..config.tasks import STS_DEV, STS_KEYS
 from .significance import seed_groups
 
 HEADER = ["model", "run", "method", "seed", "task", "score"]
-TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness", "Avg", "STSBenchmark-dev")
+TASKS = (*STS_KEYS, STS_DEV)   # the seven STS tasks, Avg and STS-B dev, as declared (sentlab.config.tasks)
 SEEDS_CSV = Path("reports/seeds.csv")
 
 

@@ -11,7 +11,9 @@ SentEval stores ``(ρ, p-value)`` pairs from scipy, here ρ alone.
 
 from __future__ import annotations
 
-SUBSET_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16")
+from ..config.tasks import STS_ALL
+
+SUBSET_TASKS = STS_ALL   # STS12-16, as declared (sentlab.config.tasks)
 SPLIT_TASKS = {"STSBenchmark": (("test", "STSBenchmark"), ("dev", "STSBenchmark-dev")),
                "SICKRelatedness": (("test", "SICKRelatedness"),)}
 

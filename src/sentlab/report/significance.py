@@ -37,13 +37,13 @@ from typing import Optional
 import numpy as np
 
 from ..config.models import split_seed
+from ..config.tasks import STS_DEV, STS_TASKS
 from ..evaluate.sts import stats as S
 from .backbones import comparable, family
 from ..evaluate.sts.cosines import bootstrap_intervals, bootstrap_path, read_bootstrap, read_cosines
 
 REFERENCE = "simcse"
-STS7 = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
-DEV = "STSBenchmark-dev"
+STS7, DEV = STS_TASKS, STS_DEV   # as declared (sentlab.config.tasks)
 TESTED = (*STS7, "Avg")                         # columns that get a CI and marks (dev: none, see the docstring)
 TESTED_TASKS = (*STS7, DEV)                     # tasks with stored bootstrap distributions
 METHOD_MARK, CHECKPOINT_MARK, OUTSIDE_MARK = "*", "§", "†"

@@ -1,6 +1,6 @@
 """The fitted baselines' encoders: the backbone with BERT-whitening's transform or BERT-flow's flow as its ``post``,
 fitted on the STS evaluation pool, NLI sentences or the training corpus (``evaluate.whitening`` /
-``evaluate.bert_flow``), for :mod:`.stage` to evaluate with :func:`sentlab.evaluate.sts.runner.evaluate_and_record`.
+``evaluate.bert_flow``), for :mod:`.stage` to evaluate with :func:`sentlab.evaluate.sts.runner.evaluate_sts`.
 """
 
 from __future__ import annotations

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-BASELINES = ("cls", "mean", "first_last", "whitening", "bert_flow", "glove")
-# evaluate.baselines: one evaluate_baseline stage each (`sentlab methods` lists them after the trained methods)
+from ...config.sections import BASELINES
+from ...config.poolings import POOLINGS
+
+# evaluate.baselines (config.sections.BASELINES: the declared backbone poolings, then these): one evaluate_baseline
+# stage each (`sentlab methods` lists them after the trained methods)
 DESCRIPTIONS = {
-    "cls": "the backbone's last-layer [CLS] (no training)",
-    "mean": "the backbone's mean of the last layer's token states (no training)",
-    "first_last": "the backbone's mean of the first and last layers' token states (no training)",
+    **{name: p.baseline for name, p in POOLINGS.items() if p.baseline},
     "whitening": "BERT-whitening (Su et al. 2021): a linear map fitted on embeddings (evaluate.whitening)",
     "bert_flow": "BERT-flow (Li et al. 2020): a Glow-style flow fitted on the STS or NLI sentences' embeddings "
                  "(evaluate.bert_flow)",
@@ -61,19 +62,20 @@ def _glove_encoder(params, table, name):
 
 def evaluate_baseline(kind: str, params, table, figures) -> None:
     """One baseline stage: the backbone with pooling ``kind``, BERT-whitening, BERT-flow or GloVe -> base-<kind>."""
-    from ..sts.runner import evaluate_and_record
+    from ..sts.runner import evaluate_sts, stage_encoders
+    from ..sts.writers import STAGE_WRITERS, StageOutputs, write_all
     from .fitted import flow_encoder, whitening_encoder
 
     name = f"base-{kind}"
-    out = Path(f"reports/metrics/{name}.json")
     fitted = {"whitening": ("whitening", whitening_encoder), "bert_flow": ("flow", flow_encoder),
               "glove": ("word_vectors", _glove_encoder)}   # kind -> (key of what it recorded, its encoder's maker)
     if kind in fitted:
         key, make = fitted[kind]
         enc, embeddings, info = make(params, table, name=name)
         source = info["name"] if kind == "glove" else params.model.backbone   # GloVe: its vector set
-        evaluate_and_record(name, source, enc.pooling, params, table, out, kind="baseline",
-                            extra_params={key: info}, figures_dir=figures, encoders={name: enc},
-                            embeddings=embeddings, extra_metrics={key: info})
-        return
-    evaluate_and_record(name, params.model.backbone, kind, params, table, out, kind="baseline", figures_dir=figures)
+        result = evaluate_sts({name: enc}, table, params, model=source, kind="baseline", extra_params={key: info},
+                              extra_metrics={key: info}, embeddings=embeddings, figures_dir=figures)
+    else:
+        result = evaluate_sts(stage_encoders(params.model.backbone, kind, params, name), table, params,
+                              model=params.model.backbone, kind="baseline", figures_dir=figures)
+    write_all(result, StageOutputs.of(name), STAGE_WRITERS)   # sentlab.evaluate.sts.writers

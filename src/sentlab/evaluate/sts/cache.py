@@ -54,6 +54,7 @@ import torch
 
 from ... import encoder as encoder_module
 from ... import encoder_head as encoder_head_module
+from ...config import poolings as pooling_module
 from ...encoder import SentenceEncoder
 from ...io import write_json
 
@@ -63,8 +64,9 @@ DEFAULT_ROOT = Path(".sentlab_cache/embeddings")
 ENV = "SENTLAB_EMBEDDING_CACHE"
 MAX_GB_ENV = "SENTLAB_EMBEDDING_CACHE_MAX_GB"
 DEFAULT_MAX_GB = 10.0
-# sentlab/encoder.py and encoder_head.py (the head encode() applies): their sources are in every key
-_ENCODER_SOURCES = tuple(Path(m.__file__).resolve() for m in (encoder_module, encoder_head_module))
+# sentlab/encoder.py, the poolings it applies (config/poolings.py) and encoder_head.py (the head encode() applies):
+# their sources are in every key
+_ENCODER_SOURCES = tuple(Path(m.__file__).resolve() for m in (encoder_module, pooling_module, encoder_head_module))
 _active: contextvars.ContextVar[Optional["EmbeddingCache"]] = contextvars.ContextVar("sentlab_embedding_cache",
                                                                                        default=None)
 

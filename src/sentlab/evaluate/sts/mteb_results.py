@@ -42,17 +42,11 @@ from typing import Optional
 
 import numpy as np
 
-# task -> (MTEB task name, MTEB dataset revision, test pairs): mteb 2.26's metadata (``mteb.get_task(name)``)
-TASKS = {
-    "STS12": ("STS12", "a0d554a64d88156834ff5ae9920b964011b16384", 3108),
-    "STS13": ("STS13", "7e90230a92c190f1bf69ae9002b8cea547a64cca", 1500),
-    "STS14": ("STS14", "6031580fec1f6af667f0bd2da0a551cf4f0b2375", 3750),
-    "STS15": ("STS15", "ae752c7c21bf194d8b67fd573edf7ae58183cbe3", 3000),
-    "STS16": ("STS16", "4d8694f8f0e0100860b497b999b3dbed754a0513", 1186),
-    "STSBenchmark": ("STSBenchmark", "b0fddb56ed78048fa8b90373c8a3cfc37b684831", 1379),
-}
-LEFT_OUT = {"SICKRelatedness": "MTEB's SICK-R scores all 9,927 SICK pairs; sentlab's SICK-R is SentEval's "
-                               "4,927-pair test split (a different test set)"}
+from ...config.tasks import tasks_of
+
+# task -> (MTEB task name, MTEB dataset revision, test pairs): mteb 2.26's metadata, declared with each task
+TASKS = {t.name: t.mteb for t in tasks_of("sts") if t.mteb}
+LEFT_OUT = {t.name: t.mteb_left_out for t in tasks_of("sts") if t.mteb_left_out}   # the STS tasks MTEB scores otherwise
 NO_REVISION = "no_revision_available"   # MTEB's folder name for a model without a hub revision
 SCORE_KEYS = ("pearson", "spearman", "cosine_pearson", "cosine_spearman", "manhattan_pearson", "manhattan_spearman",
               "euclidean_pearson", "euclidean_spearman", "main_score")

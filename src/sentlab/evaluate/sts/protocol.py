@@ -23,7 +23,6 @@ from scipy.stats import spearmanr
 
 from ...data.sts import TASKS, eval_split
 
-STS_ALL = ("STS12", "STS13", "STS14", "STS15", "STS16")
 SAMPLE_SEED = 0  # the seed of every pair sample (:func:`sample_pairs`)
 
 

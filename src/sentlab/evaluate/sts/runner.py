@@ -1,15 +1,17 @@
-"""Evaluate one model (a hub id / folder + pooling, or a trained ``models/<method>``).
+"""Evaluate one model (a hub id / folder + pooling, or a trained ``models/<method>``) on the STS protocol.
 
-Writes the flat metrics JSON (``STS12`` … ``Avg`` as Spearman × 100, plus
-labelled extras) atomically and logs the run to MLflow.
+:func:`evaluate_sts` returns an :class:`STSResult` (the flat metrics, ``STS12`` … ``Avg`` as Spearman × 100 plus
+labelled extras, the per-pair cosines, the bootstrap, the MLflow params) and writes nothing; the stages compose
+the writers of :mod:`.writers` over it (pipeline/evaluate.py, :mod:`sentlab.evaluate.baselines.stage`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
@@ -17,7 +19,7 @@ from ...assets import load_model
 from ...encoder import SentenceEncoder, resolve_workers
 from ...encoder_head import read_head
 from ...errors import SentlabError
-from .cosines import bootstrap_intervals, bootstrap_path, confidence_intervals, write_bootstrap, write_cosines
+from .cosines import bootstrap_intervals, confidence_intervals
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,14 @@ def precision_record(enc: SentenceEncoder) -> dict:
     exact = enc.precision == "fp32"
     return {"device": enc.device.type, "precision": enc.precision,
             "numerics": "exact (fp32)" if exact else "approximate (bf16 autocast; fp32 pooling and cosine)"}
+
+
+def evaluation_pooling(setting: Optional[str], info: dict) -> Optional[str]:
+    """The pooling ``evaluate.pooling`` (``setting``) asks for a trained model whose ``sentlab.json`` is ``info``:
+    None, its own pooling with its test-time head, when the setting is null or names that pooling (the numbers do
+    not move); else the setting: the bare encoder pooled that way, without retraining (the embedding cache keys
+    it apart: the pooling is part of :func:`~sentlab.evaluate.sts.cache.cache_key`)."""
+    return None if setting in (None, info.get("pooling", "cls")) else setting
 
 
 def build_encoders(model: str, pooling: Optional[str] = None, precision: str = "auto", max_length: Optional[int] = None,
@@ -164,85 +174,71 @@ def metrics_backbone(params, kind: str, extra_metrics: Optional[dict]) -> str:
     return own or vectors or params.model.backbone
 
 
-def evaluate_and_record(name: str, model: str, pooling: Optional[str], params, table, out_path: Path,
-                        kind: str, extra_params: Optional[dict] = None, figures_dir: Optional[Path] = None,
-                        encoders: Optional[dict[str, SentenceEncoder]] = None, embeddings: Optional[dict] = None,
-                        extra_metrics: Optional[dict] = None, cosines_dir: Optional[Path] = None) -> dict:
-    """Evaluate, write ``out_path`` atomically, log an MLflow run named ``name``.
+@dataclass
+class STSResult:
+    """One model evaluated on the STS protocol (:func:`evaluate_sts`), before anything is written: the stage
+    composes the writers of :mod:`.writers` (the metrics JSON, the per-pair cosines and bootstrap, MTEB's result
+    JSON, the MLflow run) over it, the way sentence-transformers' evaluators return scores and leave the files to
+    their callers."""
 
-    ``encoders`` (prebuilt, e.g. the whitening baseline) replaces building them from ``model``;
-    ``extra_metrics`` are stored in the JSON (e.g. how the whitening was fitted, a trained model's
-    ``method`` block). The JSON records the device and precision (:func:`precision_record`), the
-    95 % bootstrap CI of each task (``ci95``) and the environment fingerprint; the per-pair cosines
-    (and, as ``<name>.bootstrap.parquet``, the bootstrap distributions behind ``ci95``) go to
-    ``cosines_dir/<name>.parquet`` (:func:`pair_cosine_table`; default: ``reports/cosines`` beside
-    ``reports/metrics``, else a ``cosines`` folder beside ``out_path``); MTEB's result JSON of its STS tasks to
-    ``reports/mteb/sentlab__<name>/`` (:func:`sentlab.evaluate.sts.mteb_results.write_stage`; the same rule of place).
-    """
-    from ... import tracking
-    from ...io import write_json
-    from .diagnostics import flat_diagnostics
+    name: str
+    model: str                      # what was evaluated: a hub id or folder (a vector set for GloVe)
+    kind: str                       # trained | baseline
+    metrics: dict                   # the metrics JSON, key for key as written
+    timings: dict                   # wall-clock seconds: MLflow only, never in a file a stage depends on
+    cosines: Any                    # the per-pair cosines (:func:`pair_cosine_table`, a DataFrame)
+    intervals: dict                 # the bootstrap distributions behind ``ci95``
+    lookup: dict                    # the main row's sentence -> embedding (MTEB's scores are computed from it)
+    table: Any                      # the STS table evaluated
+    run_params: dict                # the MLflow run's params
+    seed: int                       # the bootstrap's seed
+    max_pairs: Optional[int] = None  # evaluate.max_pairs (a sample of each task: no MTEB result)
+    normalize_mteb: bool = False    # MTEB's distances on normalised vectors (mteb_results.normalizes)
+    profile: str = ""
 
-    if encoders is None:
-        ep = params.evaluate
-        encoders = build_encoders(model, pooling=pooling, precision=ep.precision, max_length=ep.max_length, name=name,
-                                  device=ep.device, workers=ep.workers)
+
+def stage_encoders(model: str, pooling: Optional[str], params, name: str) -> dict[str, SentenceEncoder]:
+    """:func:`build_encoders` with the stage's ``evaluate`` settings (precision, max_length, device, workers)."""
+    ep = params.evaluate
+    return build_encoders(model, pooling=pooling, precision=ep.precision, max_length=ep.max_length, name=name,
+                          device=ep.device, workers=ep.workers)
+
+
+def evaluate_sts(encoders: dict[str, SentenceEncoder], table, params, *, model: str, kind: str,
+                 extra_metrics: Optional[dict] = None, extra_params: Optional[dict] = None,
+                 embeddings: Optional[dict] = None, figures_dir: Optional[Path] = None) -> STSResult:
+    """Evaluate ``encoders`` (the main row first: its name is the result's) on ``table``; writes nothing but the
+    density figure (``figures_dir``, with ``evaluate.diagnostics``).
+
+    ``model`` is what was evaluated (the MLflow param; the baselines' backbone or vector set); ``extra_metrics`` go
+    into the JSON (how a whitening was fitted, a trained model's ``method`` block), ``extra_params`` into the MLflow
+    run; ``embeddings`` is a precomputed lookup of the main row (the fitted baselines). The JSON records the device
+    and precision (:func:`precision_record`), the 95 % bootstrap CI of each task (``ci95``) and the environment
+    fingerprint; the timings are taken out of it (:func:`pop_timings`)."""
+    from ...provenance.environment import environment_fingerprint
+    from . import mteb_results
+    from .protocol import TASKS
+
+    name = next(iter(encoders))
+    main = encoders[name]
     lookups: dict = {}
     metrics = evaluate_encoders(encoders, table, params, figures_dir=figures_dir, embeddings=embeddings,
                                 lookups=lookups)
-    frame = pair_cosine_table(encoders[name], lookups[name], table, params)
-    from .protocol import TASKS
-
+    frame = pair_cosine_table(main, lookups[name], table, params)
     intervals = bootstrap_intervals(frame, [*TASKS, "STSBenchmark-dev"], seed=params.seed)
-    from ...provenance.environment import environment_fingerprint
-
     metrics = {"model": name, "kind": kind, "backbone": metrics_backbone(params, kind, extra_metrics),
                "profile": params.profile,
-               "status": "evaluated", **precision_record(encoders[name]), **(extra_metrics or {}), **metrics,
+               "status": "evaluated", **precision_record(main), **(extra_metrics or {}), **metrics,
                "ci95": confidence_intervals(frame, TASKS, intervals=intervals), "bootstrap_seed": params.seed,
-               "fingerprint": environment_fingerprint(encoders[name].device, encoders[name].precision,
-                                                      threads=encoders[name].batch_threads,
+               "fingerprint": environment_fingerprint(main.device, main.precision, threads=main.batch_threads,
                                                       data_files=[Path("data/sts/sts.parquet")])}
     timings = pop_timings(metrics)
-    run_params = {"model": model, "pooling": pooling or encoders[name].pooling, "kind": kind,
-                  "evaluate": params.evaluate.model_dump(), **(extra_params or {})}
-    skip = ("per_task", "extra_rows", "diagnostics", "whitening", "flow", "word_vectors", "method", "ci95",
-            "fingerprint", "bootstrap_seed")
-    out_path = Path(out_path)
-    if cosines_dir is None:
-        cosines_dir = (out_path.parent.parent / "cosines" if out_path.parent.name == "metrics"
-                       else out_path.parent / "cosines")
-    write_cosines(Path(cosines_dir) / f"{name}.parquet", frame)
-    write_bootstrap(bootstrap_path(Path(cosines_dir) / f"{name}.parquet"), intervals, params.seed)
-    from . import mteb_results   # MTEB's result JSON of the STS tasks, as `sentlab evaluate --format mteb`
-
-    mteb_results.write_stage(name, table, lookups[name], timings.get("encode_seconds"),
-                             normalize=getattr(encoders[name], "post", None) is None and mteb_results.normalizes(model),
-                             out=out_path.parent.parent / "mteb" if out_path.parent.name == "metrics"
-                             else out_path.parent / "mteb", max_pairs=params.evaluate.max_pairs)
-    write_json(out_path, metrics)
-    # the outputs first: tracking is a side channel that may fail or wait (sentlab.tracking.degrade)
-    from ...provenance.environment import fingerprint_tags
-
-    with tracking.run(f"eval/{name}", params=run_params, tags={"sentlab.stage": "evaluate", "sentlab.model": name,
-                                                                "sentlab.profile": params.profile,
-                                                                **fingerprint_tags(metrics["fingerprint"])}) as ml:
-        tracking.log_metrics({k: v for k, v in metrics.items() if k not in skip})
-        tracking.log_metrics(timings)
-        if "diagnostics" in metrics:
-            tracking.log_metrics(flat_diagnostics(metrics["diagnostics"]))
-            fig = metrics["diagnostics"]["density"].get("figure")
-            if fig:
-                ml.log_artifact(fig, artifact_path="figures")
-        for row, res in (metrics.get("extra_rows") or {}).items():
-            tracking.log_metrics({f"{row}.{k}": v for k, v in res.items() if k not in skip})
-            if "diagnostics" in res:
-                tracking.log_metrics({f"{row}.{k}": v for k, v in flat_diagnostics(res["diagnostics"]).items()})
-        info = read_model_info(Path(model)) if kind == "trained" else None
-        train_run = tracking.find_training_run(name, info.get("run_key")) if info and info.get("run_key") else None
-        if train_run is not None:  # the test results beside the dev curve of the run that trained the model
-            tracking.log_to_run(train_run, {k: v for k, v in metrics.items() if k not in skip})
-    return metrics
+    run_params = {"model": model, "pooling": main.pooling, "kind": kind, "evaluate": params.evaluate.model_dump(),
+                  **(extra_params or {})}
+    return STSResult(name=name, model=model, kind=kind, metrics=metrics, timings=timings, cosines=frame,
+                     intervals=intervals, lookup=lookups[name], table=table, run_params=run_params, seed=params.seed,
+                     max_pairs=params.evaluate.max_pairs, profile=params.profile,
+                     normalize_mteb=getattr(main, "post", None) is None and mteb_results.normalizes(model))
 
 
 def pop_timings(metrics: dict) -> dict:

@@ -23,9 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from ... import assets
+from ...config.tasks import TRANSFER_TASKS as TASKS   # as declared (sentlab.config.tasks)
 from ...errors import SentlabError
-
-TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
 
 # task -> (folder, {file: records}); records are sentences, or pairs for MRPC (header excluded)
 LAYOUT: dict[str, tuple[str, dict[str, int]]] = {

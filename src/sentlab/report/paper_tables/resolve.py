@@ -9,14 +9,14 @@ import math
 from pathlib import Path
 from typing import Optional
 
+from ...config.tasks import STS_ALL
 from .spec import EVALUATED, OTHER_SETTINGS, STS7, Resolved, RowSpec, TableSpec
 
-TRANSFER_KEYS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC", "MRPC_F1", "TransferAvg")
+# the keys each suite's metrics JSON holds, from the declared tasks (sentlab.config.tasks)
+from ...config.tasks import GLUE_KEYS, RETRIEVAL_KEYS, TRANSFER_KEYS  # noqa: E402,F401 - re-exported
 TRANSFER_DIR = "transfer"   # reports/metrics/transfer/<model>.json (the transfer@<model> stages)
 RETRIEVAL_DIR = "retrieval"  # reports/metrics/retrieval/<model>.json (the retrieval@<model> stages)
 GLUE_DIR = "glue"             # reports/metrics/glue/<model>.json (the glue@<model> stages, `sentlab glue --json`)
-GLUE_KEYS = ("WNLI", "QNLI", "QQP", "SST-2", "STS-B")
-RETRIEVAL_KEYS = ("QQP_MAP", "QQP_MRR@10", "AskUbuntu_MAP", "AskUbuntu_MRR@10")
 
 
 def retrieval_missing() -> str:
@@ -70,7 +70,7 @@ def extract(m: dict, how: str) -> tuple[dict, Optional[str]]:
     """(column -> value, reason when the needed part is absent)."""
     if how == "sts":
         vals = {k: _num(m.get(k)) for k in (*STS7, "Avg", "STSBenchmark-dev")}
-        vals["STS12-16"] = _mean([m.get(t) for t in STS7[:5]])
+        vals["STS12-16"] = _mean([m.get(t) for t in STS_ALL])
         return vals, None
     if how == "sts_transfer":
         vals, _ = extract(m, "sts")

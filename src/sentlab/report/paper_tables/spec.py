@@ -7,16 +7,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-STS7 = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
-LABELS = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R", "STSBenchmark-dev": "STS-B dev", "Avg": "Avg.",
-          "SST2": "SST", "TransferAvg": "Avg.", "QQP_MAP": "QQP MAP", "QQP_MRR@10": "QQP MRR@10",
+from ...config.tasks import LABELS as TASK_LABELS, STS_ALL, STS_TASKS as STS7
+
+# the declared tasks' labels (sentlab.config.tasks), then the labels of the derived columns
+LABELS = {**TASK_LABELS, "STSBenchmark-dev": "STS-B dev", "Avg": "Avg.", "TransferAvg": "Avg.",
+          "QQP_MAP": "QQP MAP", "QQP_MRR@10": "QQP MRR@10",
           "AskUbuntu_MAP": "AskUbuntu MAP", "AskUbuntu_MRR@10": "AskUbuntu MRR@10"}
 EVALUATED = "evaluated"
 OTHER_SETTINGS = "sentlab runs at other settings (no paper row)"
 
 COLS7 = (*STS7, "Avg")
-COLS_HARD = (*STS7[:5], "Avg")
-COLS3 = ("STS12-16", "STSBenchmark", "SICKRelatedness")
+COLS_HARD = (*STS_ALL, "Avg")
+COLS3 = ("STS12-16", *(t for t in STS7 if t not in STS_ALL))   # the mean of STS12-16, then the others
 NOT_IMPL = "not implemented in sentlab"
 
 
