@@ -14,7 +14,7 @@ import sys
 
 # Modules that add subcommands through ``register_cli(subparsers)``.
 PLUGINS: list[str] = ["sentlab.annotate.cli", "sentlab.report.cli", "sentlab.parallel.report_cli",
-                      "sentlab.preflight",
+                      "sentlab.preflight.cli",
                       "sentlab.backbones.standin", "sentlab.parallel.cli", "sentlab.plan", "sentlab.hub.push",
                       "sentlab.preflight.fetch", "sentlab.parallel.repro"]
 

@@ -30,12 +30,11 @@ The preflight knows no method and patches nothing. In order:
 
 from __future__ import annotations
 
-from .cli import cmd_preflight, register_cli
 from .run import preflight
 from .slice import SLICE, slice_edits, whitening_min_pairs
 from .stages import Stage, consumers_first, dvc_stages
 from .standins import backbone_standin, classify_asset, standin_for
 from .table import Row
 
-__all__ = ["SLICE", "Row", "Stage", "backbone_standin", "classify_asset", "cmd_preflight", "consumers_first",
-           "dvc_stages", "preflight", "register_cli", "slice_edits", "standin_for", "whitening_min_pairs"]
+__all__ = ["SLICE", "Row", "Stage", "backbone_standin", "classify_asset", "consumers_first",
+           "dvc_stages", "preflight", "slice_edits", "standin_for", "whitening_min_pairs"]
