@@ -299,6 +299,15 @@ def test_unknown_backend():
         get_backend("stanza")
 
 
+def test_sentlab_annotate_is_a_subcommand_of_the_sentlab_command():
+    """``sentlab annotate`` is registered by the ``sentlab`` command itself (no stand-alone entry of its own)."""
+    from sentlab.annotate.cli import run_cli
+    from sentlab.cli import build_parser
+
+    args = build_parser().parse_args(["annotate", "in.txt", "--out", "o.parquet", "--backend", "spacy"])
+    assert args.func is run_cli and args.backend == "spacy" and args.out == "o.parquet"
+
+
 def test_cli_text_file_to_one_parquet(tmp_path, capsys):
     import argparse
     import json

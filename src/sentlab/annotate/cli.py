@@ -45,23 +45,3 @@ def run_cli(args) -> int:
     print(json.dumps(stats.as_dict()))
     return 0
 
-
-def main(argv=None) -> int:
-    """Stand-alone entry (``python -m sentlab.annotate.cli``) until the lead wires ``register_cli``."""
-    import sys
-
-    from ..errors import SentlabError
-
-    parser = argparse.ArgumentParser(prog="sentlab")
-    sub = parser.add_subparsers(dest="command", required=True)
-    register_cli(sub)
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except SentlabError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return e.exit_code
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
