@@ -56,7 +56,7 @@ lock-check: env
 # exists; widening later (another TABLE, or none) re-runs nothing already done.
 # JOBS=N (N > 1): the independent stages (each model's train -> evaluate) in parallel on Ray, N at a time
 # (sentlab run, docs/scale-ray.md; installs the `ray` extra); ADDRESS=host:port joins an existing Ray cluster.
-# `sentlab repro` writes the profile and runs the pipeline under one workspace lock (sentlab.parallel.repro): a
+# `sentlab repro` writes the profile and runs the pipeline under one workspace lock (sentlab.cli.repro): a
 # second make repro here is refused while it runs, so params.yaml is never rewritten under a running pipeline.
 repro: env
 ifneq ($(filter-out 0 1,$(JOBS))$(ADDRESS),)

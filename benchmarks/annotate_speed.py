@@ -66,7 +66,7 @@ def naive_loop(texts: list[str]) -> tuple[float, float]:
 
 def sentlab_run(texts: list[str], jobs: int, shard_size: int) -> tuple[float, float]:
     """Wall and CPU seconds of one complete annotation, backend load included (its cache is cleared first)."""
-    import sentlab.annotate.runner as runner
+    import sentlab.annotate.corpus as runner
     from sentlab.annotate import annotate_corpus
 
     runner._BACKEND = runner._BACKEND_KEY = None

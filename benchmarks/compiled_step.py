@@ -53,7 +53,7 @@ def backbone(device: str, kind: str):
     import torch
     from transformers import BertConfig, BertModel
 
-    from sentlab.assets import load_model, resolve_model
+    from sentlab.assets.resolve import load_model, resolve_model
 
     if kind == "tiny":
         from transformers import AutoTokenizer
@@ -161,7 +161,7 @@ def same_batch_loss(method, batch, device, precision: str) -> dict:
 
     import torch
 
-    from sentlab.encoder import autocast
+    from sentlab.nn.encoder import autocast
 
     method.eval()
     batch = method.prepare(batch)

@@ -36,9 +36,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from sentlab.assets import load_model, resolve_data  # noqa: E402
+from sentlab.assets.resolve import load_model, resolve_data  # noqa: E402
 from sentlab.data.sts import TASKS, eval_split, parse_all  # noqa: E402
-from sentlab.encoder import NEEDS_HIDDEN_STATES, SentenceEncoder, pool, resolve_workers  # noqa: E402
+from sentlab.nn.encoder import NEEDS_HIDDEN_STATES, SentenceEncoder, pool, resolve_workers  # noqa: E402
 from sentlab.evaluate.sts.protocol import (evaluate_table, pool_sentences, sample_pairs, select_splits,  # noqa: E402
                                        senteval_style)
 

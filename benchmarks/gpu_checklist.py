@@ -132,10 +132,10 @@ def eval_part(device: str = "cuda", max_pairs: int | None = None) -> dict:
     from transformers import AutoModel
 
     sys.path.insert(0, str(REPO / "src"))
-    from sentlab.assets import resolve_data
+    from sentlab.assets.resolve import resolve_data
     from sentlab.backbones import architecture_config, build_tokenizer, spread_layer_norms
     from sentlab.data.sts import TASKS, parse_all
-    from sentlab.encoder import SentenceEncoder
+    from sentlab.nn.encoder import SentenceEncoder
     from sentlab.evaluate.sts.protocol import evaluate_table
 
     table = parse_all(resolve_data("senteval_sts").root, resolve_data("sick").root)

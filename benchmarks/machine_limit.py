@@ -44,10 +44,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 sys.path.insert(0, str(HERE))
 
-from sentlab.assets import load_model, resolve_data, resolve_model  # noqa: E402
+from sentlab.assets.resolve import load_model, resolve_data, resolve_model  # noqa: E402
 from sentlab.data.sts import TASKS, eval_split, parse_all  # noqa: E402
-from sentlab.device import cpu_summary  # noqa: E402
-from sentlab.encoder import DEFAULT_TOKEN_BUDGET, SentenceEncoder, resolve_workers  # noqa: E402
+from sentlab.runtime.device import cpu_summary  # noqa: E402
+from sentlab.nn.encoder import DEFAULT_TOKEN_BUDGET, SentenceEncoder, resolve_workers  # noqa: E402
 from sentlab.evaluate.sts.protocol import evaluate_table, pool_sentences, select_splits  # noqa: E402
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"

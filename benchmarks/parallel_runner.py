@@ -103,7 +103,7 @@ def paper_chains(est: dict[str, float | None]) -> tuple[dict, dict, float, float
     """(chain -> hours, chain -> the chain it waits for, shared hours, final hours) of the paper profile."""
     from sentlab.config.profile_files import profile_values
     from sentlab.config import validate
-    from sentlab.pipeline.stage_list import stage_list_for
+    from sentlab.stages.stage_list import stage_list_for
 
     lists = stage_list_for(validate(profile_values("paper", REPO / "profiles")))
     models = lists["models"]

@@ -34,7 +34,7 @@ def build(batch: int, rows: int):
 
     from sentlab.annotate.base import BackendOptions
     from sentlab.annotate.nltk_backend import NltkBackend
-    from sentlab.assets import load_model
+    from sentlab.assets.resolve import load_model
     from sentlab.config import TrainParams
     from sentlab.methods import get_method
     from sentlab.train.data import Corpus
@@ -82,7 +82,7 @@ def main() -> int:
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from sentlab.encoder import autocast
+    from sentlab.nn.encoder import autocast
     from sentlab.train.dropout import dropout_kernel
 
     torch.set_num_threads(args.threads)

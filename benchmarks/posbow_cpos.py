@@ -44,7 +44,7 @@ def probe(rows: int) -> None:
     import pyarrow.parquet as pq
     from transformers import AutoModel, AutoTokenizer
 
-    from sentlab.assets import resolve_model
+    from sentlab.assets.resolve import resolve_model
     from sentlab.config import load_params
     from sentlab.data.tags import pos_targets
 

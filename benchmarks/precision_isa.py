@@ -65,7 +65,7 @@ def child(method: str, precision: str, isa: str, work: Path) -> dict:
 
     params = load_params("params.yaml")
     # emulated bf16 is what a `capped` cell (or a CPU without native bf16) measures: asked for, so it runs
-    # (sentlab.device refuses it otherwise)
+    # (sentlab.runtime.device refuses it otherwise)
     params = params.model_copy(update={"train": params.train.model_copy(update={"precision": precision}),
                                        "evaluate": params.evaluate.model_copy(update={"precision": "fp32",
                                                                                       "diagnostics": False}),

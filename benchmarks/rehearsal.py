@@ -11,7 +11,7 @@
 3. ``make repro PROFILE=rehearsal`` there (``make -o <venv>/.installed``: the venv running this script is used
    as it is; the env target would otherwise ``pip install -e`` the scratch copy into it), with
    ``SENTLAB_UPSTREAM`` pointing at the server and no ``SENTLAB_DATA_MIRROR``: every data file comes through the
-   real download code (:mod:`sentlab.download`), into the scratch folder's own caches. ``--targets``: ``dvc
+   real download code (:mod:`sentlab.assets.download`), into the scratch folder's own caches. ``--targets``: ``dvc
    repro`` of those stages (and what they need) in place of the whole pipeline, then the report.
 4. The table of stages (stage, status, seconds) from the run's log, ``sentlab status``, and the report's first
    lines, into ``DIR/rehearsal.md``.
@@ -24,7 +24,7 @@ Every difference from paper-lite (``profiles/rehearsal.yaml`` is ``extends: pape
   evaluation, batch 8, 40 STS-B dev pairs, 40 pairs per evaluation task, one process, each method line's own caps
   (its ``slice_caps``), GLUE at one seed and as many steps, the BERT-flow fit's steps, and ``runtime.device:
   cpu`` (paper-lite states ``cuda``: the stand-ins train on the CPU, said so in the profile file; without it every
-  stage would stop, as a GPU profile does where torch sees no GPU: :mod:`sentlab.device`);
+  stage would stop, as a GPU profile does where torch sees no GPU: :mod:`sentlab.runtime.device`);
 - the synthetic data's sizes: 60 pairs per STS/SICK file, 200 rows per GLUE split, 400 QQP rows, 20 AskUbuntu
   queries, 2,000 NLI triples, GloVe vectors for 5,000 words.
 

@@ -32,9 +32,9 @@ sys.path.insert(0, str(HERE))
 
 import train_speed  # noqa: E402
 
-from sentlab.assets import load_model  # noqa: E402
+from sentlab.assets.resolve import load_model  # noqa: E402
 from sentlab.config import TrainParams  # noqa: E402
-from sentlab.encoder import pool  # noqa: E402
+from sentlab.nn.encoder import pool  # noqa: E402
 from sentlab.methods import get_method  # noqa: E402
 from sentlab.methods.base import Batch  # noqa: E402
 from sentlab.train.data import Corpus  # noqa: E402

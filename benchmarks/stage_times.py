@@ -226,7 +226,7 @@ def main() -> None:
         _, second, again = run_streaming([sys.executable, "-m", "dvc", "repro"], repo, env, work / "repro2.log")
         if again:
             print(f"warning: the second dvc repro ran {len(again)} stage(s): {[s for s, _ in again][:5]}")
-    from sentlab.train.loop import cpu_has_native_bf16   # what sentlab.device refuses emulated bf16 on
+    from sentlab.train.loop import cpu_has_native_bf16   # what sentlab.runtime.device refuses emulated bf16 on
 
     bf16 = cpu_has_native_bf16()
     (work / RUN_JSON).write_text(json.dumps({"rc": rc, "total_s": total, "peak_kb": peak_kb, "second_s": second,

@@ -59,7 +59,7 @@ DEFAULT_METHODS = "simcse,ct,moco,moco_deletion,ptbert"
 
 
 def corpus_sentences(n: int) -> list[str]:
-    from sentlab.assets import resolve_data
+    from sentlab.assets.resolve import resolve_data
 
     try:
         path = resolve_data("wiki1m_head").path   # the quick profile's corpus (prepare.corpus), the mirror's sample
@@ -82,7 +82,7 @@ def build_backbone(device: str):
         model = AutoModel.from_config(architecture_config("bert-base-uncased"), add_pooling_layer=False)
         spread_layer_norms(model)
         return model, tok, "bert-base-uncased (random, its architecture config)"
-    from sentlab.assets import load_model
+    from sentlab.assets.resolve import load_model
 
     model, tok = load_model("sentence-transformers/all-MiniLM-L6-v2")
     return model, tok, "all-MiniLM-L6-v2"
@@ -165,7 +165,7 @@ def child(method_id: str, steps: int, device: str, precision: str, threads: int 
 
 def stsb_dev(method, dev_pairs: int) -> float:
     """STS-B dev Spearman x 100 of the trained model, evaluated in fp32 (``dev_pairs`` 0: every pair)."""
-    from sentlab.assets import resolve_data
+    from sentlab.assets.resolve import resolve_data
     from sentlab.data.sts import parse_all
     from sentlab.evaluate.sts.diagnostics import evaluate_dev
 

@@ -78,7 +78,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
 
-    from sentlab.assets import resolve_data
+    from sentlab.assets.resolve import resolve_data
     from sentlab.evaluate.sts.cache import embedding_cache
     from sentlab.evaluate.sts.protocol import embed_unique
     from sentlab.evaluate.sts.runner import build_encoders

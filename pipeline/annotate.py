@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 from sentlab.annotate import annotate_file, options_from_params
-from sentlab.io import write_json
-from sentlab.pipeline.entry import run_stage
+from sentlab.runtime.io import write_json
+from sentlab.stages.entry import run_stage
 from sentlab.config.stage_params import stage_params
 
 CORPUS_DIR = Path("data/corpus")

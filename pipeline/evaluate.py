@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from sentlab.evaluate.sts.not_run import eval_not_run
-from sentlab.pipeline.entry import run_stage
+from sentlab.stages.entry import run_stage
 
 
 FIGURES = Path("reports/figures")

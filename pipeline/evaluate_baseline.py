@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from sentlab.pipeline.entry import run_stage
+from sentlab.stages.entry import run_stage
 
 if __name__ == "__main__":
     from sentlab.evaluate.baselines.stage import run_baseline_stage

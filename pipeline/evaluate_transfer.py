@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sentlab.pipeline.entry import run_stage
+from sentlab.stages.entry import run_stage
 
 
 def main() -> None:

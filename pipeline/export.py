@@ -20,9 +20,9 @@ from typing import Optional
 
 from sentlab.errors import SentlabError
 from sentlab.hub.card import model_card
-from sentlab.io import atomic_path, independent_copy
-from sentlab.pipeline.entry import run_stage
-from sentlab.pipeline.stage_list import profile_models
+from sentlab.runtime.io import atomic_path, independent_copy
+from sentlab.stages.entry import run_stage
+from sentlab.stages.stage_list import profile_models
 from sentlab.config.models import load_models, split_seed, train_stage
 from sentlab.config.stage_params import stage_params
 
@@ -41,7 +41,7 @@ def _read(path: Path) -> dict:
 
 
 def _copy_tree(src: Path, dest: Path) -> None:
-    """``dest`` as a copy of ``src`` whose files are their own (:func:`sentlab.io.independent_copy`)."""
+    """``dest`` as a copy of ``src`` whose files are their own (:func:`sentlab.runtime.io.independent_copy`)."""
     shutil.copytree(src, dest, copy_function=independent_copy)
 
 

@@ -12,13 +12,13 @@ import shutil
 import sys
 from pathlib import Path
 
-from sentlab.assets import ASSETS
+from sentlab.assets.resolve import ASSETS
 from sentlab.data.corpus import stats_dict, write_corpus, write_sample
 from sentlab.data.nli import SOURCES, write_nli
 from sentlab.data.sts import all_sides, write_table
-from sentlab.io import staged_outputs, write_json
-from sentlab.pipeline.entry import run_stage
-from sentlab.pipeline.sources import parse_sources, sha256_file
+from sentlab.runtime.io import staged_outputs, write_json
+from sentlab.stages.entry import run_stage
+from sentlab.stages.sources import parse_sources, sha256_file
 from sentlab.config.stage_params import stage_params
 
 def copy_raw(resolved, rel_paths, dest: Path) -> None:

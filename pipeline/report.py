@@ -12,9 +12,9 @@ import logging
 import os
 import sys
 
-from sentlab.pipeline.entry import run_stage
+from sentlab.stages.entry import run_stage
 from sentlab.report.build import build_report, log_to_mlflow
-from sentlab.pipeline.stage_list import profile_models
+from sentlab.stages.stage_list import profile_models
 from sentlab.config.stage_params import stage_params
 
 log = logging.getLogger("report")

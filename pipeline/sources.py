@@ -4,10 +4,10 @@ stage executes -> data/sources/ (``data.json``, ``model.json``, ``transfer.json`
 
 ``always_changed`` in dvc.yaml: DVC cannot see files outside the repository, so this stage looks at
 them at every ``dvc repro``; the stages that read a source depend on its file here, so they re-run
-exactly when a source's bytes change (:mod:`sentlab.pipeline.sources`). The code files hash the sentlab modules
+exactly when a source's bytes change (:mod:`sentlab.stages.sources`). The code files hash the sentlab modules
 each entry point can import, comments and docstrings left out (:mod:`sentlab.provenance.code`). It runs
 first, so it is also where a stale stage list (models.yaml) stops the run
-(:func:`sentlab.pipeline.stage_list.check_stage_list`), and where a machine that cannot run the profile as it asks
+(:func:`sentlab.stages.stage_list.check_stage_list`), and where a machine that cannot run the profile as it asks
 stops it before any stage works (:func:`sentlab.config.stage_params.check_machine`: a ``runtime.device: cuda``
 profile where torch sees no GPU, bf16 where it would be emulated).
 """
@@ -18,14 +18,14 @@ import json
 import sys
 from pathlib import Path
 
-from sentlab.io import sweep_temporaries, write_json
-from sentlab.pipeline.entry import run_stage
-from sentlab.pipeline.writers import check_no_live_writer
+from sentlab.runtime.io import sweep_temporaries, write_json
+from sentlab.stages.entry import run_stage
+from sentlab.stages.writers import check_no_live_writer
 from sentlab.provenance.code import stage_code_files
-from sentlab.pipeline.sources import (data_sources, glue_sources, model_sources, parse_sources, retrieval_sources,
+from sentlab.stages.sources import (data_sources, glue_sources, model_sources, parse_sources, retrieval_sources,
                              transfer_sources)
 from sentlab.methods.blocks import check_blocks
-from sentlab.pipeline.stage_list import check_stage_list
+from sentlab.stages.stage_list import check_stage_list
 from sentlab.config.stage_params import stage_params
 from sentlab.tracking.budget import probe
 from sentlab.tracking.runs import sweep_orphans

@@ -9,7 +9,7 @@ seed outside the method's seeds, params.yaml ``seeds``; an ablation variant whil
 
 import sys
 
-from sentlab.pipeline.entry import run_stage
+from sentlab.stages.entry import run_stage
 
 if __name__ == "__main__":
     from sentlab.evaluate.sts.diagnostics import make_dev_evaluator   # the STS-B dev check during training

@@ -77,9 +77,10 @@ def mirror_with(monkeypatch, *files: str) -> Path:
 
 
 def nltk_with(*resources: str) -> None:
-    """A skip naming the NLTK resources that cannot be found (``sentlab.nltk_resources.require_nltk`` looks them up), so
+    """A skip naming the NLTK resources that cannot be found (``sentlab.assets.nltk_resources.require_nltk`` looks them
+    up), so
     that a sentlab error of any other kind fails the test instead of skipping it."""
-    from sentlab.nltk_resources import require_nltk
+    from sentlab.assets.nltk_resources import require_nltk
     from sentlab.errors import AssetMissingError
 
     missing = []
@@ -105,7 +106,7 @@ def tok():
     """The MiniLM tokenizer (BERT uncased vocabulary), from the installed package."""
     from transformers import AutoTokenizer
 
-    from sentlab.assets import resolve_model
+    from sentlab.assets.resolve import resolve_model
 
     return AutoTokenizer.from_pretrained(resolve_model("sentence-transformers/all-MiniLM-L6-v2"))
 

@@ -4,7 +4,7 @@ here, served by :mod:`upstream` (one module for ``tests/test_rehearsal.py`` and 
 What :func:`populate` puts on the server (paths as the real hosts have them, so ``SENTLAB_UPSTREAM`` reaches them):
 
 - SimCSE's ``wiki1m_for_simcse.txt``: exactly 1,000,000 lines (the download refuses another count,
-  ``sentlab.download.EXPECTED_LINES``), each a sentence of 4-12 words drawn (seeded) from the vocabulary of the
+  ``sentlab.assets.download.EXPECTED_LINES``), each a sentence of 4-12 words drawn (seeded) from the vocabulary of the
   mirror's head sample ``/work/shared/data/wiki/wiki1m_head.txt`` (its words, never its lines);
 - SimCSE's ``nli_for_simcse.csv``: the header ``sent0,sent1,hard_neg`` and synthetic triples;
 - SimCSE's ``senteval.tar``: ``downstream/STS/...`` (STS12-16 every subset, STS-B's three splits) and
@@ -19,7 +19,7 @@ What :func:`populate` puts on the server (paths as the real hosts have them, so 
 :func:`hf_cache_standins` puts tiny hub-shaped stand-ins (``sentlab standin`` with small dims: the real
 architecture, key names and tokenizer files) into a Hugging Face cache in the hub's cache layout
 (``models--<id>/refs/main``, ``snapshots/<rev>/``; roberta-base's stand-in BPE learns on the text of
-``/work/shared/data``, as ``sentlab standin`` does), which :func:`sentlab.assets.resolve_model` reads through
+``/work/shared/data``, as ``sentlab standin`` does), which :func:`sentlab.assets.resolve.resolve_model` reads through
 ``huggingface_hub.snapshot_download``; they are not served over HTTP.
 """
 
@@ -75,7 +75,7 @@ def nli_csv(words: list[str], rows: int = 2000) -> bytes:
 
 def senteval_tar(words: list[str], pairs: int = 60) -> bytes:
     """SentEval's ``senteval.tar`` (``downstream/STS/…``, ``downstream/SICK/…``) with ``pairs`` pairs a file."""
-    from sentlab.assets import ASSETS
+    from sentlab.assets.resolve import ASSETS
 
     rng = random.Random(3)
     files = {}
@@ -209,10 +209,10 @@ def populate(up, *, wiki_lines: int = WIKI_LINES, pairs: int = 60) -> dict:
     up.files[f"{SIMCSE}/senteval.tar"] = senteval_tar(words, pairs)
     from urllib.parse import urlsplit
 
-    from sentlab.assets import GLOVE_URL
+    from sentlab.assets.resolve import GLOVE_URL
     from sentlab.evaluate.suites.glue import GLUE_URL, TASKS
     from sentlab.evaluate.suites.retrieval import assets as _registered   # noqa: F401 - registers qqp / askubuntu_*
-    from sentlab.assets import ASSETS
+    from sentlab.assets.resolve import ASSETS
 
     for task, (folder, _, _) in TASKS.items():
         up.files[f"{urlsplit(GLUE_URL).path}/{folder}.zip"] = glue_zip(task, words)
@@ -237,7 +237,7 @@ def install_nltk(up, nltk_data: Path) -> list[Path]:
     """The upstream's NLTK packages unpacked-as-zips into ``nltk_data`` (``<subdir>/<id>.zip``, where NLTK looks).
     Not through NLTK's downloader: NLTK 3.10's SSRF filter (``nltk.pathsec.validate_network_url``) refuses every
     loopback address, so its downloader cannot be pointed at a server on 127.0.0.1 without switching that filter
-    off; :func:`sentlab.nltk_resources.require_nltk` then finds them present."""
+    off; :func:`sentlab.assets.nltk_resources.require_nltk` then finds them present."""
     out = []
     for path, data in up.files.items():
         if path.startswith(NLTK_PACKAGES + "/"):
@@ -358,7 +358,7 @@ def deepest_layers(values: dict, floor: int = 2) -> int:
     own block: L2P-CSR's perturbed layers, e.g. the paper profile's ``l2p_layers_6`` ablation), at least
     ``floor``: the stand-ins' depth."""
     from sentlab.config import validate
-    from sentlab.pipeline.stage_list import models_for
+    from sentlab.stages.stage_list import models_for
 
     def scan(block) -> int:
         if isinstance(block, dict):

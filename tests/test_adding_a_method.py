@@ -48,7 +48,7 @@ def with_line(tmp_path: Path, train: bool = False) -> Path:
     """A copy of profiles/ with the one line added to profiles/quick.yaml's ``methods`` (and, with ``train``, the
     method's name in its ``train.methods``), then params.yaml and models.yaml written from it by ``sentlab profile
     quick``; returns the params.yaml."""
-    from sentlab.pipeline.profiles import set_profile
+    from sentlab.stages.profiles import set_profile
 
     shutil.copytree(REPO / "profiles", tmp_path / "profiles")
     quick = tmp_path / "profiles" / "quick.yaml"
@@ -89,7 +89,7 @@ def test_sentlab_methods_and_params_pick_it_up(added, tmp_path, capsys):
     assert "mean_simcse" in capsys.readouterr().out
     params = load_params(with_line(tmp_path))
     assert method_params(params, "mean_simcse").temperature == 0.05
-    from sentlab.pipeline.stage_list import stage_list_for
+    from sentlab.stages.stage_list import stage_list_for
 
     assert "mean_simcse" not in stage_list_for(params)["models"]   # no stage until train.methods lists it
 
@@ -137,8 +137,8 @@ def test_it_trains_logs_to_mlflow_and_reaches_the_report(added, tmp_path, tok, m
     # its run name carries the params its class names (run_name_params), the train batch and rate, the seed
     assert runs[0].info.run_name == "mean_simcse temperature=0.05 bs=8 lr=3e-05 seed=42"
 
-    from sentlab.assets import load_model
-    from sentlab.encoder import SentenceEncoder
+    from sentlab.assets.resolve import load_model
+    from sentlab.nn.encoder import SentenceEncoder
 
     model, tk = load_model(str(root / "models" / "mean_simcse"))
     enc = SentenceEncoder(model, tk, pooling="mean", name="mean_simcse")

@@ -20,7 +20,7 @@ WIKI = Path(os.environ.get("SENTLAB_DATA_MIRROR", REPO.parent / "shared" / "data
 
 
 def _nltk_ready() -> str | None:
-    from sentlab.nltk_resources import require_nltk
+    from sentlab.assets.nltk_resources import require_nltk
 
     try:
         require_nltk("averaged_perceptron_tagger_eng")
@@ -218,7 +218,7 @@ def test_single_file_output_and_parallel_equals_serial(nltk_be, tmp_path):
 # --- resume and corruption ---------------------------------------------------------
 _KILL_AFTER_FIRST_SHARD = textwrap.dedent("""
     import os, signal, sys
-    import sentlab.annotate.runner as runner
+    import sentlab.annotate.corpus as runner
     from sentlab.annotate import annotate_corpus
     real = runner._write
     def write_then_die(table, path):
@@ -301,7 +301,7 @@ def test_unknown_backend():
 
 def test_sentlab_annotate_is_a_subcommand_of_the_sentlab_command():
     """``sentlab annotate`` is registered by the ``sentlab`` command itself (no stand-alone entry of its own)."""
-    from sentlab.annotate.cli import run_cli
+    from sentlab.cli.annotate import run_cli
     from sentlab.cli import build_parser
 
     args = build_parser().parse_args(["annotate", "in.txt", "--out", "o.parquet", "--backend", "spacy"])
@@ -312,7 +312,7 @@ def test_cli_text_file_to_one_parquet(tmp_path, capsys):
     import argparse
     import json
 
-    from sentlab.annotate.cli import register_cli
+    from sentlab.cli.annotate import register_cli
 
     if _nltk_ready():
         pytest.skip("needs NLTK resources averaged_perceptron_tagger_eng and stopwords (set NLTK_DATA)")

@@ -14,7 +14,7 @@ from spacy.tokens import Doc  # noqa: E402
 from conftest import nltk_with
 
 from sentlab.annotate import BackendOptions, get_backend  # noqa: E402
-from sentlab.nltk_resources import stopwords_english  # noqa: E402
+from sentlab.assets.nltk_resources import stopwords_english  # noqa: E402
 from sentlab.annotate.spacy_backend import annotate_doc, frames_from_doc  # noqa: E402
 from sentlab.errors import SentlabError  # noqa: E402
 
@@ -120,7 +120,7 @@ def test_two_predicates_shared_subject_and_passive():
 
 def test_spacy_backend_through_the_runner(monkeypatch, tmp_path, rake):
     """SpacyBackend.annotate + the shard runner, with a stand-in pipeline returning hand-built parses."""
-    import sentlab.annotate.runner as runner
+    import sentlab.annotate.corpus as runner
     import sentlab.annotate.spacy_backend as sb
     from sentlab.annotate import annotate_corpus, read_annotations
 
@@ -202,7 +202,7 @@ def test_real_pipeline_frames(real, text, frames):
 
 def test_real_pipeline_rows_have_the_nltk_backends_schema(monkeypatch, tmp_path, real):
     """Both backends write the same Parquet schema through the runner (spacy on the real pipeline)."""
-    import sentlab.annotate.runner as runner
+    import sentlab.annotate.corpus as runner
     from sentlab.annotate import ANNOTATION_COLUMNS, CHUNK_LABELS, annotate_corpus, read_annotations
 
     texts = ["The cat chased the mouse.", "", "The man who wrote the book lives in Paris."]

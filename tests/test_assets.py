@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sentlab import assets
+from sentlab.assets import resolve as assets
 from sentlab.errors import AssetMissingError
 
 
@@ -114,7 +114,7 @@ def test_minilm_hub_id_resolves_to_the_installed_package(offline_env):
 def test_missing_nltk_resource_names_download_command(monkeypatch, tmp_path):
     import nltk
 
-    from sentlab.nltk_resources import require_nltk
+    from sentlab.assets.nltk_resources import require_nltk
 
     monkeypatch.setattr(nltk.data, "path", [str(tmp_path)])
     with pytest.raises(AssetMissingError, match=r"python -m nltk.downloader wordnet"):

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 from _support.sts_tables import random_word_table
 
-from sentlab.encoder import SentenceEncoder
+from sentlab.nn.encoder import SentenceEncoder
 
 KINDS = ("cls", "mean", "first_last", "whitening", "bert_flow")
 
@@ -40,7 +40,7 @@ def backbone(tmp_path, one_thread):
     """A tiny random BERT saved with the MiniLM tokenizer as it ships (its tokenizer.json's truncation and padding)."""
     from transformers import AutoTokenizer
 
-    from sentlab.assets import resolve_model
+    from sentlab.assets.resolve import resolve_model
     from tiny import tiny_bert
 
     tok = AutoTokenizer.from_pretrained(resolve_model("sentence-transformers/all-MiniLM-L6-v2"))   # fresh, unused
@@ -118,7 +118,7 @@ def test_the_five_baselines_encode_each_sentence_once_and_match_separate_passes(
         assert (tmp_path / f"reports/metrics/base-{k}.json").read_bytes() == off[k], k
         assert json.loads(off[k])["status"] == "evaluated"
 
-    from sentlab.assets import load_model
+    from sentlab.assets.resolve import load_model
     from sentlab.evaluate.sts.cache import EmbeddingCache
 
     net, tok = load_model(str(backbone), device="cpu")
@@ -177,7 +177,7 @@ def test_stages_encoding_at_once_wait_for_one_pass(tmp_path, tiny_bert, one_thre
 def test_the_chains_of_a_local_ray_run_share_the_workspace_embedding_cache(tmp_path, monkeypatch):
     """Each chain of `sentlab run --jobs N` runs in its own worktree: a relative cache folder would be the worktree's,
     so every baseline chain encoded for itself. Where the workers see the workspace, they get its folder."""
-    from sentlab.parallel.runner import chain_env
+    from sentlab.parallel.ray_run import chain_env
 
     monkeypatch.delenv("SENTLAB_EMBEDDING_CACHE", raising=False)
     assert chain_env(tmp_path, True, False)["SENTLAB_EMBEDDING_CACHE"] == str(tmp_path / ".sentlab_cache/embeddings")

@@ -37,7 +37,7 @@ def test_every_profile_is_valid(profile):
 
 
 def test_the_committed_params_are_the_quick_profile_byte_for_byte():
-    from sentlab.pipeline.profiles import params_text
+    from sentlab.stages.profiles import params_text
 
     assert (REPO / "params.yaml").read_text() == params_text("quick", PROFILES_DIR)
     assert raw()["profile"] == "quick"
@@ -154,7 +154,7 @@ def test_method_lines_list_only_what_differs_from_the_defaults():
 
 
 def test_set_profile_writes_params_and_the_stage_list(tmp_path):
-    from sentlab.pipeline.profiles import set_profile
+    from sentlab.stages.profiles import set_profile
     from sentlab.config.models import ModelSpec, load_models
 
     p = copy_params(tmp_path)
@@ -177,7 +177,7 @@ def test_set_profile_writes_params_and_the_stage_list(tmp_path):
 
 
 def test_a_profile_drops_the_comments_of_the_values_it_changes():
-    from sentlab.pipeline.profiles import params_text
+    from sentlab.stages.profiles import params_text
 
     paper = params_text("paper", PROFILES_DIR)
     assert "quick: a CPU-sized slice of the epoch" not in paper and "max_steps: null" in paper
@@ -186,7 +186,7 @@ def test_a_profile_drops_the_comments_of_the_values_it_changes():
 
 
 def test_the_stage_list_follows_the_profile():
-    from sentlab.pipeline.stage_list import active_models, stage_list_for
+    from sentlab.stages.stage_list import active_models, stage_list_for
 
     quick = stage_list_for(load_params(REPO / "params.yaml"))
     assert list(quick["models"]) == ["simcse", "ct", "moco", "moco_srl", "ptbert", "paser", "l2p", "prompt_l2p",
@@ -207,7 +207,7 @@ def test_the_stage_list_follows_the_profile():
 
 
 def test_the_committed_stage_list_is_the_committed_params(tmp_path):
-    from sentlab.pipeline.stage_list import check_stage_list, stage_list_text
+    from sentlab.stages.stage_list import check_stage_list, stage_list_text
 
     assert (REPO / "models.yaml").read_text() == stage_list_text(load_params(REPO / "params.yaml"))
     r = raw()
@@ -296,8 +296,9 @@ def test_a_method_line_sets_its_own_backbone(monkeypatch, tmp_path):
     def load_model(name, device=None):
         raise Loaded(name)
 
-    monkeypatch.setattr("sentlab.assets.load_model", load_model)
-    # the paper profile says runtime.device: cuda; here it runs on the CPU, stated (else it stops: sentlab.device)
+    monkeypatch.setattr("sentlab.assets.resolve.load_model", load_model)
+    # the paper profile says runtime.device: cuda; here it runs on the CPU, stated (else it stops:
+    # sentlab.runtime.device)
     on_cpu = paper.model_copy(update={"train": paper.train.model_copy(update={"device": "cpu"})})
     with pytest.raises(Loaded, match="^roberta-base$"):
         train_method(on_cpu, "posbow_adv", root=tmp_path, dev_eval=lambda enc: {}, tracking=False, progress=False)

@@ -11,7 +11,7 @@ import torch
 
 from sentlab.methods.blocks import method_params
 from sentlab.config import TrainParams
-from sentlab.encoder import pool
+from sentlab.nn.encoder import pool
 from sentlab.errors import SentlabError
 from sentlab.methods import get_method
 from sentlab.methods._common import nt_xent
@@ -250,7 +250,7 @@ def test_the_code_s_optimiser_schedule_and_corpus_are_the_defaults(tok):
     on bias/LayerNorm, warmup_steps = ceil(10 % of the steps), clip_grad_norm_ over every parameter at once);
     --train_data stssick --no_pair: every side of every pair (issue #53 §3.7)."""
     from sentlab.train.loop import linear_schedule
-    from sentlab.optim import AdamWLegacy
+    from sentlab.nn.optim import AdamWLegacy
 
     m = build(tok)
     assert m.corpus_name() == "sts_all_sides" and m.grad_clip == "global"

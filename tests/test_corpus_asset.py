@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sentlab import assets
+from sentlab.assets import resolve as assets
 from sentlab.config import validate
 from sentlab.data.corpus import sample_corpus
 from sentlab.errors import AssetMissingError, SentlabError
@@ -94,7 +94,7 @@ def test_a_mirror_with_only_the_sample_stops_the_paper_profile_naming_wiki1m(sam
                                                                           capsys, script):
     from conftest import stage_workspace
 
-    from sentlab.pipeline.entry import report_errors
+    from sentlab.stages.entry import report_errors
 
     paper = profile_values("paper", REPO / "profiles")["prepare"]
     work = stage_workspace(tmp_path / "work", lambda r: r["prepare"].update({**paper, "nli": "none"}))
@@ -109,7 +109,7 @@ def test_a_mirror_with_only_the_sample_stops_the_paper_profile_naming_wiki1m(sam
 def test_the_report_names_the_corpus_in_its_first_lines(mirror, tmp_path, monkeypatch):
     from conftest import stage_workspace
 
-    from sentlab.pipeline.entry import report_errors
+    from sentlab.stages.entry import report_errors
     from sentlab.report.build import build_report
 
     monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(mirror))

@@ -89,7 +89,7 @@ def test_an_install_outside_the_lock_is_reported(tmp_path, monkeypatch, caplog):
 
 
 def test_a_stage_warns_at_its_start_when_the_install_is_outside_the_lock(tmp_path, monkeypatch, capsys):
-    from sentlab.pipeline.entry import run_stage
+    from sentlab.stages.entry import run_stage
 
     fake = tmp_path / "lock.txt"
     fake.write_text("pytest==0.0.1 \\\n    --hash=sha256:00\n")

@@ -1,4 +1,5 @@
-"""What this machine can run (sentlab.device; issues #69 §1 and #65 §1): bf16 is never emulated unless asked for,
+"""What this machine can run (sentlab.runtime.device; issues #69 §1 and #65 §1): bf16 is never emulated unless asked
+for,
 a GPU profile never trains on the CPU of a node where torch sees no GPU, and `sentlab doctor` says which. The GPU
 facts are faked (CI has no GPU): the probes are replaced, or nvidia-smi is a script printing a real one's output."""
 
@@ -12,7 +13,7 @@ import sys
 import pytest
 import torch
 
-from sentlab import device as dev
+from sentlab.runtime import device as dev
 from sentlab.errors import SentlabError
 
 AVX2_ONLY = "processor\t: 0\nmodel name\t: AMD EPYC 7B13\nflags\t\t: fpu sse sse2 avx fma avx2\n"

@@ -195,7 +195,7 @@ def test_encoder_accepts_mteb_and_sentence_transformers_calls(tiny_bert):
     from scipy.stats import spearmanr
     from sklearn.metrics.pairwise import paired_cosine_distances
 
-    from sentlab.encoder import SentenceEncoder
+    from sentlab.nn.encoder import SentenceEncoder
 
     model, tok = tiny_bert
     enc = SentenceEncoder(model, tok, pooling="mean", name="tiny")

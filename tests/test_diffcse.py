@@ -64,8 +64,8 @@ def test_the_defaults_are_the_code_behind_the_number_and_the_papers_text_is_an_a
     from conftest import REPO
     from sentlab.config import validate
     from sentlab.config.profile_files import profile_values
-    from sentlab.report.ablations import trained_settings
-    from sentlab.pipeline.stage_list import stage_list_for
+    from _support.ablations import trained_settings
+    from sentlab.stages.stage_list import stage_list_for
 
     p = get_method("diffcse").Params()
     assert (p.generator_decoding, p.generator_positions, p.rtd_positions) == ("argmax", "all", "all")
@@ -277,7 +277,8 @@ def test_the_preflight_has_a_generator_standin(tok, tmp_path, monkeypatch, mirro
     """The paper profile's generator (distilbert-base-uncased) is a hub model the preflight cannot fetch: it gets the
     hub-shaped stand-in (DistilBertForMaskedLM's original keys, random values, the uncased vocabulary) in the scratch
     mirror, which load_generator reads as a download, MLM head included (here scaled down)."""
-    from sentlab import assets, backbones
+    from sentlab.assets import resolve as assets
+    from sentlab import backbones
     from sentlab.config import validate
     from sentlab.preflight.standins import hub_standins, method_hub_models
     from sentlab.config.profile_files import profile_values

@@ -1,6 +1,8 @@
 """Concurrent fetchers of one missing file (issue #65 §6): PaSeR's chains each build EDA, which loads WordNet
-(:func:`sentlab.nltk_resources.require_nltk`), and under ``sentlab run --jobs N`` several run at once; two stages can
-miss the same data file. With :func:`sentlab.download.download_lock` the file is fetched once, and no caller reads a
+(:func:`sentlab.assets.nltk_resources.require_nltk`), and under ``sentlab run --jobs N`` several run at once; two stages
+can
+miss the same data file. With :func:`sentlab.assets.download.download_lock` the file is fetched once, and no caller
+reads a
 copy another is still writing or unpacking."""
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ def test_two_concurrent_wordnet_fetchers_download_once_and_neither_reads_a_half_
     import nltk
     import nltk.downloader
 
-    from sentlab.nltk_resources import require_nltk
+    from sentlab.assets.nltk_resources import require_nltk
 
     target = tmp_path / "nltk_data"
     monkeypatch.setenv("NLTK_DATA", str(target))
@@ -81,7 +83,7 @@ def test_two_concurrent_wordnet_fetchers_download_once_and_neither_reads_a_half_
 def test_two_concurrent_fetchers_of_one_tar_download_it_once(tmp_path, monkeypatch):
     """STS and SICK come in one tar: two stages that miss them at once fetched it twice, into the same ``.part``
     file (the second resuming from the first's bytes while the first still wrote)."""
-    from sentlab.assets import resolve_data
+    from sentlab.assets.resolve import resolve_data
 
     for k in ("SENTLAB_OFFLINE", "HF_HUB_OFFLINE"):
         monkeypatch.setenv(k, "0")

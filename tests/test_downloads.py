@@ -20,7 +20,7 @@ def offline_off(monkeypatch, tmp_path):
 
 
 def test_a_transfer_cut_mid_file_resumes_with_a_range_request(tmp_path, monkeypatch):
-    from sentlab.download import fetch
+    from sentlab.assets.download import fetch
 
     body = bytes(range(256)) * 4000                          # 1,024,000 bytes
     with serve() as up:
@@ -34,7 +34,7 @@ def test_a_transfer_cut_mid_file_resumes_with_a_range_request(tmp_path, monkeypa
 
 
 def test_a_part_left_by_an_earlier_run_is_resumed_not_restarted(tmp_path, monkeypatch):
-    from sentlab.download import fetch
+    from sentlab.assets.download import fetch
 
     body = b"line\n" * 50_000
     (tmp_path / ".w.txt.part").write_bytes(body[:123_456])   # what a killed run received
@@ -48,7 +48,7 @@ def test_a_part_left_by_an_earlier_run_is_resumed_not_restarted(tmp_path, monkey
 
 @pytest.mark.parametrize("fault", ["wrong_announced_size", "wrong_line_count"])
 def test_a_wrong_size_or_line_count_is_refused_and_nothing_counts_as_present(tmp_path, monkeypatch, fault):
-    from sentlab.download import fetch
+    from sentlab.assets.download import fetch
 
     path = f"{SIMCSE}/wiki1m_for_simcse.txt"
     with serve() as up:
@@ -59,7 +59,7 @@ def test_a_wrong_size_or_line_count_is_refused_and_nothing_counts_as_present(tmp
         with pytest.raises(SentlabError) as e:
             fetch(f"https://huggingface.co{path}", tmp_path / "wiki1m_for_simcse.txt", progress=False)
     msg = str(e.value)
-    if fault == "wrong_line_count":   # wiki1m has 1,000,000 lines (sentlab.download.EXPECTED_LINES)
+    if fault == "wrong_line_count":   # wiki1m has 1,000,000 lines (sentlab.assets.download.EXPECTED_LINES)
         assert "1,000 lines where the file has 1,000,000" in msg
     else:                             # the resumed request's Content-Range total says 14,000
         assert "announced 14,001 bytes, then 14,000" in msg
@@ -67,7 +67,7 @@ def test_a_wrong_size_or_line_count_is_refused_and_nothing_counts_as_present(tmp
 
 
 def test_senteval_downloads_from_the_upstream_and_unpacks_into_the_cache(offline_off, monkeypatch):
-    from sentlab.assets import resolve_data
+    from sentlab.assets.resolve import resolve_data
 
     with serve() as up:
         monkeypatch.setenv("SENTLAB_UPSTREAM", up.url)
@@ -82,8 +82,8 @@ def test_senteval_downloads_from_the_upstream_and_unpacks_into_the_cache(offline
 
 
 def test_a_zip_asset_unpacks_atomically_and_an_unsafe_member_writes_nothing(offline_off, tmp_path, monkeypatch):
-    from sentlab.assets import resolve_data
-    from sentlab.download import extract_zip
+    from sentlab.assets.resolve import resolve_data
+    from sentlab.assets.download import extract_zip
 
     vectors = b"the 0.1 0.2 0.3\ncat 0.4 0.5 0.6\n"
     with serve() as up:
@@ -107,7 +107,7 @@ def test_a_missing_nltk_resource_is_fetched_with_nltks_own_downloader(tmp_path, 
 
     import nltk
 
-    from sentlab.nltk_resources import require_nltk
+    from sentlab.assets.nltk_resources import require_nltk
 
     data = zip_of({"wordnet/README": b"WordNet 3.0 (stand-in: the package layout, not the data)\n",
                    "wordnet/lexnames": b"00\tadj.all\t3\n"})
@@ -155,7 +155,8 @@ def test_an_unreachable_upstream_is_a_miss_at_once_and_the_callers_fallback_appl
 
 
 def test_a_hub_snapshot_of_only_the_files_transformers_loads_resolves_offline(tmp_path):
-    """A snapshot taken with allow_patterns (sentlab.download.hub_snapshot: safetensors, configs, tokenizer) lacks the
+    """A snapshot taken with allow_patterns (sentlab.assets.download.hub_snapshot: safetensors, configs, tokenizer)
+    lacks the
     repository's other weight formats; huggingface_hub 2.x's offline look-up without the same patterns called it
     incomplete (IncompleteSnapshotError), so resolve_model failed offline on the model it had just downloaded
     (issue #65 §6: a compute node). Each half runs in a process of its own: huggingface_hub reads HF_ENDPOINT and
@@ -169,7 +170,7 @@ def test_a_hub_snapshot_of_only_the_files_transformers_loads_resolves_offline(tm
     env = {k: v for k, v in os.environ.items() if k not in ("SENTLAB_DATA_MIRROR", "TRANSFORMERS_OFFLINE")}
     env.update(HF_HUB_CACHE=str(tmp_path / "hub"), HF_HUB_DISABLE_TELEMETRY="1", SENTLAB_OFFLINE="0",
                HF_HUB_OFFLINE="0")
-    code = "import sys; from sentlab.assets import resolve_model; print(resolve_model(sys.argv[1]))"
+    code = "import sys; from sentlab.assets.resolve import resolve_model; print(resolve_model(sys.argv[1]))"
     with serve() as up:
         up.hub_repo("sentlab-test/m", files)
         online = subprocess.run([sys.executable, "-c", code, "sentlab-test/m"], capture_output=True, text=True,

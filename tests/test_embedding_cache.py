@@ -13,7 +13,7 @@ import pytest
 import torch
 from tiny import sentences
 
-from sentlab.encoder import SentenceEncoder
+from sentlab.nn.encoder import SentenceEncoder
 from sentlab.evaluate.sts.cache import EmbeddingCache, embedding_cache
 from sentlab.evaluate.sts.protocol import embed_unique
 

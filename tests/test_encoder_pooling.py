@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from sentlab.encoder import SentenceEncoder, mask_positions, pool
+from sentlab.nn.encoder import SentenceEncoder, mask_positions, pool
 from sentlab.errors import SentlabError
 
 MASK_ID = 103

@@ -40,10 +40,10 @@ CHILD = textwrap.dedent('''
 
     import torch
     from types import SimpleNamespace
-    from sentlab.encoder import pool, SentenceEncoder
+    from sentlab.nn.encoder import pool, SentenceEncoder
     from sentlab.config.sections import EvaluateParams, WhiteningParams
     from sentlab.config import load_params
-    from sentlab.pipeline.stage_list import SUITES, stage_list_for
+    from sentlab.stages.stage_list import SUITES, stage_list_for
     from sentlab.evaluate.baselines.stage import DESCRIPTIONS
     from sentlab.export import st
     from sentlab.hub.card import _usage
@@ -97,7 +97,7 @@ def test_an_undeclared_pooling_is_refused_by_the_params_and_the_encoder(tiny_ber
     from pydantic import ValidationError
 
     from sentlab.config.sections import EvaluateParams
-    from sentlab.encoder import SentenceEncoder
+    from sentlab.nn.encoder import SentenceEncoder
 
     assert EvaluateParams(pooling="top2_mean").pooling == "top2_mean"
     with pytest.raises(ValidationError, match="pooling"):

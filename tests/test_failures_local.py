@@ -13,7 +13,7 @@ import pytest
 from sentlab.config.models import ModelSpec
 from sentlab.provenance import failures
 from sentlab.errors import SentlabError
-from sentlab.pipeline.entry import run_stage
+from sentlab.stages.entry import run_stage
 from sentlab.report.build import build_report
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -123,7 +123,7 @@ def test_status_lists_a_stage_that_failed_under_plain_dvc_repro(tmp_path, monkey
 
 
 def test_the_runner_builds_report_and_export_outside_dvc_when_a_chain_failed(tmp_path):
-    from sentlab.parallel.runner import partial_outputs
+    from sentlab.parallel.ray_run import partial_outputs
 
     (tmp_path / "dvc.yaml").write_text(
         "stages:\n  report:\n    cmd: echo built > report.txt\n  export:\n    cmd: echo $DVC_STAGE- > export.txt\n")
@@ -139,7 +139,7 @@ def test_the_export_leaves_out_what_failed_naming_the_stage(tmp_path, monkeypatc
 
     from conftest import stage_workspace
 
-    from sentlab.pipeline.entry import report_errors
+    from sentlab.stages.entry import report_errors
 
     work = stage_workspace(tmp_path / "work")
     monkeypatch.chdir(work)
@@ -161,7 +161,7 @@ def test_the_export_after_a_failed_first_stage_has_no_models_folder_and_no_trace
 
     from conftest import stage_workspace
 
-    from sentlab.pipeline.entry import report_errors
+    from sentlab.stages.entry import report_errors
 
     work = stage_workspace(tmp_path / "work")
     monkeypatch.chdir(work)

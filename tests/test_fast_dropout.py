@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from sentlab.config import EvaluateParams, TrainParams
-from sentlab.encoder import SentenceEncoder, resolve_workers
+from sentlab.nn.encoder import SentenceEncoder, resolve_workers
 from sentlab.errors import SentlabError
 from sentlab.train.dropout import dropout_kernel, fast_dropout, keep_mask, resolve_kernel
 from tiny import sentences

@@ -21,7 +21,7 @@ from synthetic_upstream import stopwords_zip, wordnet_zip
 from upstream import SIMCSE, senteval_tar, serve, tar_of, zip_of
 
 HUB_ID = "sentlab-test/tiny-bert"
-# what a hub repository holds besides what transformers loads: never downloaded (sentlab.download.hub_patterns)
+# what a hub repository holds besides what transformers loads: never downloaded (sentlab.assets.download.hub_patterns)
 OTHER_FORMATS = ("pytorch_model.bin", "tf_model.h5", "flax_model.msgpack", "onnx/model.onnx", "rust_model.ot")
 
 REPO = Path(__file__).resolve().parents[1]
@@ -155,7 +155,7 @@ def test_fetch_downloads_what_the_profile_reads_and_then_its_sources_stage_runs_
     assert list(json.loads((ws / "data" / "sources" / "transfer.json").read_text())) == ["senteval_cr"]
     glue = json.loads((ws / "data" / "sources" / "glue.json").read_text())
     assert list(glue) == ["glue_wnli"] and "missing" not in glue["glue_wnli"]
-    eda = _run(ws, offline, "-c", "from sentlab.augment.eda import EDA; from sentlab.nltk_resources import "
+    eda = _run(ws, offline, "-c", "from sentlab.augment.eda import EDA; from sentlab.assets.nltk_resources import "
                "require_nltk; require_nltk('averaged_perceptron_tagger_eng'); print(EDA('sr+rd').synonyms.__name__)")
     assert eda.returncode == 0 and eda.stdout.strip() == "wordnet_synonyms", eda.stderr
 

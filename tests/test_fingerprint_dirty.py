@@ -59,7 +59,7 @@ def _repo_copy(tmp_path):
 def test_params_written_from_a_committed_profile_are_not_dirty_but_a_hand_edit_is(tmp_path):
     """Issue #55: `make repro PROFILE=smoke` in a fresh clone rewrites params.yaml and models.yaml from the committed
     profiles/: the run's fingerprint said `sentlab_dirty true`."""
-    from sentlab.pipeline.profiles import set_profile
+    from sentlab.stages.profiles import set_profile
 
     clone = _repo_copy(tmp_path)
     set_profile(clone / "params.yaml", "smoke")                         # what `make repro PROFILE=smoke` does
@@ -77,7 +77,7 @@ def test_the_profile_record_does_not_outlive_a_change_of_the_profile_files(tmp_p
     import json
 
     from sentlab.provenance.environment import PROFILE_MARK
-    from sentlab.pipeline.profiles import set_profile
+    from sentlab.stages.profiles import set_profile
 
     clone = _repo_copy(tmp_path)
     set_profile(clone / "params.yaml", "smoke")

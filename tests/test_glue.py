@@ -117,7 +117,7 @@ def test_glue_zip_download_unpacks_into_the_cache(tmp_path, monkeypatch):
 
     from upstream import serve, zip_of
 
-    from sentlab import assets
+    from sentlab.assets import resolve as assets
 
     tsv = "index\tsentence1\tsentence2\tlabel\n0\tA b.\tA.\t1\n1\tC d.\tE.\t0\n"
     for k in ("SENTLAB_OFFLINE", "HF_HUB_OFFLINE", "SENTLAB_DATA_MIRROR"):

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from sentlab.config import TrainParams
-from sentlab.encoder import SentenceEncoder, apply_template, end_with_period
+from sentlab.nn.encoder import SentenceEncoder, apply_template, end_with_period
 from sentlab.errors import SentlabError
 from sentlab.methods._common import info_nce
 from sentlab.methods._perturb import (ascend, freelb_init, freelb_step, perturbable_modules, threshold,
@@ -446,7 +446,7 @@ def l2p_variants() -> dict:
     """params.yaml ``ablations.variants`` of L2P-CSR: the one ablation registry."""
     from pathlib import Path
 
-    from sentlab.report.ablations import load, variants
+    from _support.ablations import load, variants
 
     params = load(Path(__file__).resolve().parents[1] / "params.yaml", "paper")
     return {k: v[1] for k, v in variants(params).items() if v[0] == "l2p" and "backbone" not in v[1]}

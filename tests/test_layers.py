@@ -48,11 +48,11 @@ def test_no_new_circles(graph):
     ("sentlab.report.significance", "sentlab.report.paper_tables"),
     ("sentlab.annotate.base", "sentlab.annotate.nltk_backend"),
     ("sentlab.annotate.base", "sentlab.annotate.spacy_backend"),
-    ("sentlab.config", "sentlab.pipeline.profiles"),
+    ("sentlab.config", "sentlab.stages.profiles"),
     ("sentlab.config.profile_files", "sentlab.config"),
     ("sentlab.backbones", "sentlab.backbones.standin"),
     ("sentlab.config", "sentlab.methods"),
-    ("sentlab.provenance.environment", "sentlab.pipeline.profiles"),
+    ("sentlab.provenance.environment", "sentlab.stages.profiles"),
 ])
 def test_broken_circles_stay_broken(graph, importer, imported):
     """The circles #57 names, broken by moving a function (evaluate_dev to diagnostics, LOCK_ERRORS to graph,

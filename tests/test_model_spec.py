@@ -21,7 +21,7 @@ from sentlab.config.models import (TEACHER_SLOTS, ModelSpec, load_models, seed_n
 from sentlab.config.profile_files import profile_values
 from sentlab.config.yaml_files import deep_merge
 from sentlab.errors import SentlabError
-from sentlab.pipeline.stage_list import models_for, stage_list_for, write_stage_list
+from sentlab.stages.stage_list import models_for, stage_list_for, write_stage_list
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -149,8 +149,8 @@ def test_a_variant_is_one_entry_of_ablations_and_every_reader_sees_it(tmp_path):
     DVC has its train and evaluate stages, the report counts it as the profile's, and its settings are its method's
     line with its `set` on top wherever they are read."""
     from sentlab.methods.blocks import check_blocks, method_params
-    from sentlab.pipeline.stage_list import profile_models
-    from sentlab.report.ablations import trained_settings
+    from sentlab.stages.stage_list import profile_models
+    from _support.ablations import trained_settings
 
     new = {"simcse_t0p1": {"method": "simcse", "set": {"temperature": 0.1}}}
     params = check_blocks(validate(deep_merge(profile_values("quick", REPO / "profiles"),

@@ -18,9 +18,9 @@ import hashlib
 
 import pytest
 
-from sentlab.assets import load_model
+from sentlab.assets.resolve import load_model
 from sentlab.data.sts import parse_all
-from sentlab.encoder import SentenceEncoder
+from sentlab.nn.encoder import SentenceEncoder
 from sentlab.evaluate.sts.protocol import evaluate_table
 from sentlab.report.paper_numbers import MTEB_MINILM_MEAN
 

@@ -1,4 +1,4 @@
-"""AdamWLegacy (sentlab.optim): Adam without bias correction, decoupled decay after (transformers' old AdamW,
+"""AdamWLegacy (sentlab.nn.optim): Adam without bias correction, decoupled decay after (transformers' old AdamW,
 ConSERT) or before (BERT's AdamWeightDecayOptimizer, BERT-flow) the step, against the rule written out by hand."""
 
 import math
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from sentlab.optim import AdamWLegacy
+from sentlab.nn.optim import AdamWLegacy
 
 GRADS = [np.array([0.5, -2.0, 1e-3]), np.array([0.1, 0.3, -0.2]), np.array([-1.0, 0.0, 4.0])]
 

@@ -41,7 +41,7 @@ def test_four_quarter_gpu_tasks_land_on_four_devices_of_a_local_ray(monkeypatch)
     on one (the control: what `num_gpus=0.25` did before)."""
     ray = pytest.importorskip("ray", reason="`ray` is not installed: pip install 'sentlab[ray]' (the parallel "
                                             "runner's optional extra)")
-    from sentlab.parallel.runner import start_ray
+    from sentlab.parallel.ray_run import start_ray
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7")   # the node's GPUs, as a scheduler may number them
     try:

@@ -143,7 +143,7 @@ def test_status_edges_parse():
 def test_the_runner_says_when_the_profiles_training_threads_oversubscribe_the_cpu(monkeypatch, capsys):
     """The runner never changes a training's thread count (its bits depend on it: train.num_threads); it says when
     N local tasks of that many threads ask for more than the cores, and what fits."""
-    from sentlab.parallel import runner
+    from sentlab.parallel import ray_run as runner
 
     monkeypatch.setattr(runner.os, "cpu_count", lambda: 2)
     assert runner.oversubscribed(2, 2, None)

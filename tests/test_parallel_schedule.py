@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from sentlab.errors import SentlabError
-from sentlab.parallel import runner, schedule
+from sentlab.parallel import ray_run as runner, schedule
 from sentlab.parallel.graph import Chain, Plan, plan
 from sentlab.parallel.gpus import slot_resources
 from sentlab.parallel.schedule import StageCost, chain_gpus, check_nproc, share_of_step, submission_order
@@ -44,7 +44,8 @@ def paper_costs():
 
 
 def test_the_share_of_a_step():
-    # the H100 step times of sentlab.plan.STEP_S at their batch: SimCSE 0.04 s, PT-BERT 0.10 s, L2P 0.36 s (batch
+    # the H100 step times of sentlab.campaign.plan.STEP_S at their batch: SimCSE 0.04 s, PT-BERT 0.10 s, L2P 0.36 s
+    # (batch
     # 512), PaSeR 0.65 s, PaSeR-sup 1.93 s; the rule: quarters of a GPU, a whole one from a 0.4 s step
     assert [share_of_step(t) for t in (0.04, 0.10, 0.11, 0.2, 0.25, 0.36, 0.65, 1.93)] == \
         [0.25, 0.25, 0.5, 0.5, 0.75, 1.0, 1.0, 1.0]

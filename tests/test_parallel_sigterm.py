@@ -13,7 +13,7 @@ pytest.importorskip("ray", reason="`ray` is not installed: pip install 'sentlab[
 
 CHILD = """
 import time
-from sentlab.parallel.runner import import_ray, on_sigterm, start_ray
+from sentlab.parallel.ray_run import import_ray, on_sigterm, start_ray
 on_sigterm()
 ray = import_ray()
 start_ray(ray, 1, None, 0, 1)

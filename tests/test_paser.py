@@ -681,7 +681,7 @@ def test_pretrained_head_is_loaded_from_a_hub_shaped_checkpoint(tmp_path, names,
     the head is the file's, in every layout; init says so."""
     from safetensors.torch import load_file
 
-    from sentlab.assets import load_model
+    from sentlab.assets.resolve import load_model
     from sentlab.backbones.standin import write_standin
 
     folder = write_standin("bert-base-uncased", tmp_path / "bbu", layer_norm_names=names, fmt=fmt, config={
@@ -954,7 +954,7 @@ def test_the_reconstruction_check_imports_no_method_module():
 def test_lm_head_output_copy_is_the_heads_own_matrix_from_the_checkpoint(tmp_path):
     """The released code's lm_head is never tied to the word embeddings (transformers ties nothing in BertForCL):
     its output matrix starts as the checkpoint's and trains apart (chengzhipanpan/PaSeR@877ac00, train.py)."""
-    from sentlab.assets import load_model
+    from sentlab.assets.resolve import load_model
     from sentlab.backbones.standin import write_standin
 
     folder = write_standin("bert-base-uncased", tmp_path / "bbu", config={

@@ -104,7 +104,7 @@ def test_paser_sup_trains_two_steps_from_models_paser(tok, tmp_path):
 def test_paser_sup_starts_from_paser_s_trained_head(tok, tmp_path):
     """#34 defect 2: models/paser keeps the encoder only, so paser_sup's head was always a fresh one. It is
     PaSeR's trained head (paser_heads.safetensors); the decoder random as the paper's; sentlab.json says so."""
-    from sentlab.assets import load_model
+    from sentlab.assets.resolve import load_model
 
     make_data(tmp_path)
     save_fake_paser(tok, tmp_path / "models" / "paser")
@@ -181,7 +181,7 @@ def test_paser_sup_tests_without_its_mlp_unless_asked(tok, tmp_path):
     """Issue #53 §3.4: paser_sup keeps PaSeR's released test pooling (the pooled vector, no MLP: its eval.sh's
     cls_before_pooler; PaSeR's supervised code is unreleased) in the quick and paper profiles; ``test_mlp: true``
     tests it as SimCSE tests simcse_sup (tanh(W·[CLS] + b), exported as sentlab.json's ``head``)."""
-    from sentlab.assets import load_model
+    from sentlab.assets.resolve import load_model
 
     from sentlab.train.run import method_params
 

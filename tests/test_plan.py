@@ -9,7 +9,7 @@ import pytest
 
 from sentlab import cli
 from sentlab.config import load_params
-from sentlab.plan import plan, render
+from sentlab.campaign.plan import plan, render
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -76,7 +76,7 @@ def test_paper_lite_costs_a_fraction_of_paper(paper):
 
 
 def test_the_readme_projection_is_the_plans(paper):
-    from sentlab.plan import makespan
+    from sentlab.campaign.plan import makespan
 
     text = (REPO / "README.md").read_text()
     assert "16,484" not in text and "2-core CPU hours" not in text     # the CPU-hours table is gone
@@ -90,7 +90,7 @@ def test_the_readme_projection_is_the_plans(paper):
 
 
 def _changes(cost, method: str) -> set[str]:
-    from sentlab.plan import CHANGED
+    from sentlab.campaign.plan import CHANGED
 
     return {e.split(CHANGED, 1)[1] for e in cost.estimated if e.startswith(f"{method}{CHANGED}")}
 
@@ -115,8 +115,8 @@ def test_a_step_measured_with_other_settings_counts_as_estimated(as_measured):
 
 def test_editing_a_measured_methods_settings_makes_its_step_estimated():
     from sentlab.config import validate
-    from sentlab.pipeline.stage_list import models_for
-    from sentlab.plan import training_cost
+    from sentlab.stages.stage_list import models_for
+    from sentlab.campaign.plan import training_cost
 
     def simcse(values):
         params = validate(values)
@@ -142,7 +142,7 @@ def test_the_disk_figure_counts_exports_hub_snapshots_and_worktrees_each_with_it
     on top. Inputs chosen here: 10 GB of trained models, 3 chains at once, bert-base-uncased with DiffCSE (its
     generator: distilbert-base-uncased), wiki1m, the GloVe baseline."""
     from sentlab.config import validate
-    from sentlab.plan import disk
+    from sentlab.campaign.plan import disk
 
     values = _values("quick", methods=["simcse", "diffcse"])
     values["model"] = {"backbone": "bert-base-uncased"}
@@ -178,7 +178,7 @@ def test_glue_is_costed_at_its_precision_and_fp32_says_it_is_a_lower_bound(preci
     """#65 §5: GLUE fine-tunes in `glue.finetune.precision` (fp32: run_glue's default); the plan's only GPU step is
     SimCSE's bf16 one, so an fp32 GLUE cost says it is a lower bound and names the benchmark that times it."""
     from sentlab.config import validate
-    from sentlab.plan import evaluation_cost
+    from sentlab.campaign.plan import evaluation_cost
 
     values = _values("paper")
     values["glue"].setdefault("finetune", {})["precision"] = precision

@@ -21,7 +21,7 @@ from sentlab.methods._grad_reverse import grad_reverse
 from sentlab.methods.base import Batch
 from sentlab.data.tags import POS_TAGS, pos_histogram
 from sentlab.data.vocab import build_bow_vocab, stopword_and_punct_ids
-from sentlab.encoder import SentenceEncoder
+from sentlab.nn.encoder import SentenceEncoder
 from sentlab.errors import AssetMissingError
 from sentlab.methods.posbow_adv import (PosBowAdv, bow_nll, bow_r_precision, pos_divergence, tag_overlap,
                                         top_tag_accuracy)

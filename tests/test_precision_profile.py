@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from sentlab.config import PROFILES
-from sentlab.pipeline.profiles import load_all_profiles
+from sentlab.stages.profiles import load_all_profiles
 from sentlab.train import loop
 
 

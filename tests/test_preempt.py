@@ -31,7 +31,7 @@ from sentlab.train import preempt
 from sentlab.train.run import train_method
 from _support.training import factory, fake_dev_eval, params
 from transformers import AutoTokenizer
-from sentlab.assets import resolve_model
+from sentlab.assets.resolve import resolve_model
 
 tok = AutoTokenizer.from_pretrained(resolve_model("sentence-transformers/all-MiniLM-L6-v2"))
 root = Path({root!r})
@@ -43,7 +43,7 @@ def wait_at_3(step, record):   # step 3 tells the test it is there and waits for
         while not preempt._received and time.time() - t < 120:
             time.sleep(0.05)
 
-from sentlab.pipeline.entry import run_stage   # what pipeline/train.py runs its stage in
+from sentlab.stages.entry import run_stage   # what pipeline/train.py runs its stage in
 sys.exit(run_stage(lambda: train_method(params(**{p!r}), "simcse", root=root, dev_eval=fake_dev_eval(),
                                         encoder_factory=factory(tok), tracking=False, progress=False,
                                         callbacks=[wait_at_3])))

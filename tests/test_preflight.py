@@ -1,5 +1,5 @@
 """`sentlab preflight`: the stages of a profile on a tiny slice in a scratch copy (sentlab.preflight), the timed
-phases it observes (sentlab.timing), and the kept paper backbones (sentlab.backbones)."""
+phases it observes (sentlab.runtime.timing), and the kept paper backbones (sentlab.backbones)."""
 
 from __future__ import annotations
 
@@ -339,7 +339,7 @@ def test_asset_messages_name_the_fetch_command_and_the_standins_are_params_edits
     from sentlab.config import validate
     from sentlab.config.yaml_files import deep_merge
     from sentlab.preflight.standins import changed_models
-    from sentlab.pipeline.stage_list import models_for
+    from sentlab.stages.stage_list import models_for
 
     assert classify_asset("NLTK resource 'wordnet' (corpora/wordnet) is not installed.") == (
         "NLTK wordnet", "python -m nltk.downloader wordnet")
@@ -393,12 +393,12 @@ def _tiny_training(tmp_path, tok):
 
 
 def test_every_declared_phase_reaches_an_observer(tmp_path, tok):
-    """The preflight's probe sees the code only through sentlab.timing: each phase it relies on (the stage and
+    """The preflight's probe sees the code only through sentlab.runtime.timing: each phase it relies on (the stage and
     its exception, the training's corpus, plan and optimiser steps, the encoder's passes) must be reported.
     This fails when a phase is no longer declared (the preflight's columns would go blank without a word)."""
     from sentlab.errors import SentlabError
-    from sentlab.pipeline.entry import run_stage
-    from sentlab.timing import PHASES, observing
+    from sentlab.stages.entry import run_stage
+    from sentlab.runtime.timing import PHASES, observing
 
     def failing_stage():
         _tiny_training(tmp_path, tok)
@@ -419,7 +419,7 @@ def test_every_declared_phase_reaches_an_observer(tmp_path, tok):
 
 def test_no_observer_no_cost_and_observers_come_and_go():
     """Without an observer a phase is one shared do-nothing context; an observer is told only while registered."""
-    from sentlab.timing import Observer, Recorder, add_observer, observing, remove_observer, timed
+    from sentlab.runtime.timing import Observer, Recorder, add_observer, observing, remove_observer, timed
 
     assert timed("encode", sentences=3) is timed("step")
     with timed("plan") as phase:
@@ -475,7 +475,7 @@ def test_bert_base_uncased_tokenizer_reproduced_id_for_id(mirror):
     from tokenizers import BertWordPieceTokenizer
     from transformers import AutoTokenizer
 
-    from sentlab.assets import resolve_model
+    from sentlab.assets.resolve import resolve_model
     from sentlab.backbones import build_tokenizer
     from sentlab.data.sts import parse_all
 
@@ -520,7 +520,8 @@ def test_backbone_standin_goes_through_a_mirror(tmp_path, monkeypatch, mirror):
     """The preflight's backbone: the hub-shaped stand-in at models/<hub id> of a scratch mirror that links the
     real mirror's data; the stage processes resolve the hub id there (SENTLAB_DATA_MIRROR), as a mirrored
     download; the preflight's own process is untouched."""
-    from sentlab import assets, backbones
+    from sentlab.assets import resolve as assets
+    from sentlab import backbones
     from sentlab.preflight import backbone_standin
 
     small = dict(backbones.spec("bert-base-uncased"))

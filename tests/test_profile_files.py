@@ -13,9 +13,9 @@ import yaml
 from sentlab import cli
 from sentlab.config import load_params, validate
 from sentlab.errors import SentlabError
-from sentlab.pipeline.profiles import params_text
+from sentlab.stages.profiles import params_text
 from sentlab.config.profile_files import profile_names, profile_values
-from sentlab.pipeline.stage_list import models_for
+from sentlab.stages.stage_list import models_for
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILES_DIR = REPO / "profiles"
@@ -94,7 +94,7 @@ def test_a_methods_from_line_cannot_have_more_seeds_than_its_source():
 def test_a_seed_of_paser_sup_starts_from_the_same_seed_of_paser(tmp_path, monkeypatch):
     import json
 
-    import sentlab.assets
+    import sentlab.assets.resolve
     from sentlab.methods import get_method
     from sentlab.train.run import load_encoder
 
@@ -106,7 +106,7 @@ def test_a_seed_of_paser_sup_starts_from_the_same_seed_of_paser(tmp_path, monkey
     class M:
         pass
 
-    monkeypatch.setattr(sentlab.assets, "load_model", lambda path: (loaded.append(Path(path).name) or M(), None))
+    monkeypatch.setattr(sentlab.assets.resolve, "load_model", lambda path: (loaded.append(Path(path).name) or M(), None))
     params = load_params(REPO / "params.yaml", profile="paper")
     load_encoder(params, get_method("paser_sup"), tmp_path, None, init_name="paser-s43")
     load_encoder(params, get_method("paser_sup"), tmp_path, None)

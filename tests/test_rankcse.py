@@ -227,7 +227,7 @@ def test_the_teachers_are_dvc_deps_of_the_train_stage_and_must_be_trained():
     from sentlab.config import validate
     from sentlab.config.yaml_files import deep_merge
     from sentlab.config.profile_files import profile_values
-    from sentlab.pipeline.stage_list import models_for
+    from sentlab.stages.stage_list import models_for
 
     values = profile_values("paper", REPO / "profiles")
     models = models_for(validate(values))
@@ -260,7 +260,7 @@ def test_the_paper_profile_runs_listmle_and_listnet_is_its_ablation_row():
     from conftest import REPO
     from sentlab.config import validate
     from sentlab.config.profile_files import profile_values
-    from sentlab.report.ablations import trained_settings
+    from _support.ablations import trained_settings
 
     paper = validate(profile_values("paper", REPO / "profiles"))
     main = trained_settings(paper, "rankcse")

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from sentlab.methods.blocks import validate_params
-from sentlab.pipeline.profiles import load_all_profiles
+from sentlab.stages.profiles import load_all_profiles
 from sentlab.config.profile_files import profile_values
 from sentlab.errors import SentlabError
 
@@ -26,7 +26,7 @@ def raw() -> dict:
 
 # --- atomic outputs get the normal mode -------------------------------------------------------
 def test_atomic_outputs_get_the_mode_of_a_plain_open(tmp_path):
-    from sentlab.io import atomic_path, write_text
+    from sentlab.runtime.io import atomic_path, write_text
 
     old = os.umask(0o022)
     try:
@@ -50,7 +50,7 @@ def _tar(path: Path, members: dict[str, bytes]) -> Path:
 
 
 def test_tar_extraction_strips_the_prefix(tmp_path):
-    from sentlab.assets import extract_tar
+    from sentlab.assets.resolve import extract_tar
 
     arc = _tar(tmp_path / "a.tar", {"downstream/STS/x.txt": b"ok", "other/y.txt": b"no"})
     out = tmp_path / "cache"
@@ -61,7 +61,7 @@ def test_tar_extraction_strips_the_prefix(tmp_path):
 
 
 def test_tar_member_escaping_the_folder_is_refused(tmp_path):
-    from sentlab.assets import extract_tar
+    from sentlab.assets.resolve import extract_tar
 
     arc = _tar(tmp_path / "evil.tar", {"downstream/../../escaped.txt": b"pwned"})
     out = tmp_path / "a" / "cache"
@@ -75,7 +75,7 @@ def test_tar_member_escaping_the_folder_is_refused(tmp_path):
 def test_corrupt_safetensors_is_one_paragraph_not_a_traceback(tmp_path, tok):
     from tiny import tiny_bert
 
-    from sentlab.assets import load_model
+    from sentlab.assets.resolve import load_model
 
     model = tiny_bert(tok)
     model.save_pretrained(tmp_path / "m", safe_serialization=True)
@@ -192,7 +192,7 @@ def test_runs_carry_the_commit_and_the_dvc_experiment(monkeypatch, tmp_path):
 def test_no_stage_declares_runtime_and_runtime_changes_no_stage_list():
     """`runtime` (threads, device, checkpoint interval) is how a training runs: no stage declares it, so an edit of
     it re-runs nothing; it changes no entry of the stage list either."""
-    from sentlab.pipeline.stage_list import stage_list_for
+    from sentlab.stages.stage_list import stage_list_for
 
     dvc_yaml = yaml.safe_load((REPO / "dvc.yaml").read_text())
     for name, stage in dvc_yaml["stages"].items():
@@ -206,7 +206,7 @@ def test_no_stage_declares_runtime_and_runtime_changes_no_stage_list():
 
 
 def test_editing_train_methods_changes_only_the_entries_added_or_removed():
-    from sentlab.pipeline.stage_list import stage_list_for
+    from sentlab.stages.stage_list import stage_list_for
 
     r = raw()
     base = stage_list_for(validate_params(r))["models"]
@@ -217,7 +217,7 @@ def test_editing_train_methods_changes_only_the_entries_added_or_removed():
 
 
 def test_an_ablation_entry_names_its_method_line_and_does_not_depend_on_the_methods_selection():
-    from sentlab.pipeline.stage_list import stage_list_for
+    from sentlab.stages.stage_list import stage_list_for
 
     paper = profile_values("paper", REPO / "profiles")
     v = stage_list_for(validate_params(paper))["models"]["ptbert_m64"]
@@ -309,7 +309,7 @@ def test_prepare_on_a_bad_source_names_it_and_leaves_the_outputs_as_they_were(mi
     import runpy
     import shutil
 
-    from sentlab.pipeline.entry import report_errors
+    from sentlab.stages.entry import report_errors
 
     src = tmp_path / "mirror"
     shutil.copytree(mirror, src)

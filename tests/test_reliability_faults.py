@@ -73,7 +73,7 @@ def _tar(path: Path, members: list) -> Path:
     ([("downstream/x.txt", "downstream/../../etc/passwd", "hard")], "downstream/"),
 ])
 def test_tar_member_outside_its_final_destination_is_refused(tmp_path, members, prefix):
-    from sentlab.assets import extract_tar
+    from sentlab.assets.resolve import extract_tar
 
     arc = _tar(tmp_path / "evil.tar", [("downstream/STS/ok.txt", b"ok", "file")] + members)
     out = tmp_path / "hf" / "cache"
@@ -86,7 +86,7 @@ def test_tar_member_outside_its_final_destination_is_refused(tmp_path, members, 
 
 
 def test_tar_member_with_dotdot_inside_the_folder_lands_where_it_normalises(tmp_path):
-    from sentlab.assets import extract_tar
+    from sentlab.assets.resolve import extract_tar
 
     arc = _tar(tmp_path / "a.tar", [("downstream/STS/sub/../x.txt", b"ok", "file")])
     out = tmp_path / "cache"
@@ -107,7 +107,7 @@ def test_a_pickled_pytorch_model_bin_is_one_paragraph_without_the_unpickling_adv
     import torch
     from tiny import tiny_bert
 
-    from sentlab.assets import load_model
+    from sentlab.assets.resolve import load_model
 
     model = tiny_bert(tok)
     model.save_pretrained(tmp_path / "m")
@@ -255,8 +255,8 @@ def test_every_file_prepare_reads_is_hashed_by_content_not_by_place(mirror, tmp_
     import runpy
     import shutil
 
-    from sentlab.pipeline.entry import report_errors
-    from sentlab.pipeline.sources import data_sources
+    from sentlab.stages.entry import report_errors
+    from sentlab.stages.sources import data_sources
 
     src = tmp_path / "mirror"
     shutil.copytree(mirror, src, ignore=shutil.ignore_patterns("models"))
@@ -318,7 +318,7 @@ def test_a_bad_source_fails_in_the_sources_stage_before_prepare_loses_its_output
     import runpy
     import shutil
 
-    from sentlab.pipeline.entry import report_errors
+    from sentlab.stages.entry import report_errors
 
     src = tmp_path / "mirror"
     shutil.copytree(mirror, src, ignore=shutil.ignore_patterns("models"))
@@ -352,7 +352,7 @@ def test_the_sources_stage_checks_every_method_line_first(mirror, tmp_path, monk
     import runpy
 
     from conftest import stage_workspace
-    from sentlab.pipeline.entry import report_errors
+    from sentlab.stages.entry import report_errors
 
     work = stage_workspace(tmp_path / "work", lambda r: r["methods"]["simcse"].update(temprature=0.05))
     monkeypatch.chdir(work)

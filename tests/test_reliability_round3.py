@@ -195,8 +195,8 @@ def test_a_second_make_repro_cannot_rewrite_params_under_a_running_dvc_repro(tmp
 
 def test_a_second_coordinator_in_one_workspace_is_refused_naming_the_first(tmp_path):
     from sentlab.errors import SentlabError
-    from sentlab.io import write_json
-    from sentlab.parallel.runner import exclusive_run
+    from sentlab.runtime.io import write_json
+    from sentlab.parallel.ray_run import exclusive_run
 
     write_json(tmp_path / "run.json", {"pid": 4242})
     with exclusive_run(tmp_path):
@@ -256,7 +256,7 @@ def test_a_sigkilled_coordinator_leaves_no_tracking_server_behind(tmp_path):
 
 
 def test_a_folder_cut_between_its_two_renames_is_recovered_by_the_next_writer(tmp_path):
-    from sentlab.io import atomic_path
+    from sentlab.runtime.io import atomic_path
 
     best = tmp_path / "checkpoints" / "simcse" / "best"
     best.parent.mkdir(parents=True)
@@ -270,7 +270,7 @@ def test_a_folder_cut_between_its_two_renames_is_recovered_by_the_next_writer(tm
 
 
 def test_the_sources_stage_sweep_removes_killed_writers_temporaries_and_recovers_a_cut_replacement(tmp_path):
-    from sentlab.io import sweep_temporaries
+    from sentlab.runtime.io import sweep_temporaries
 
     left = [tmp_path / ".exports.ab12.tmp", tmp_path / "models" / ".simcse.x1.tmp",
             tmp_path / "data" / ".staged.q9.tmp", tmp_path / "data" / "annotated" / "train" / ".part-3.tmp"]

@@ -39,7 +39,7 @@ def _stage_that_edits(work, edit):
 
 
 def test_a_declared_params_edit_while_a_stage_runs_fails_it_naming_the_key_and_removes_its_outputs(work, capsys):
-    from sentlab.pipeline.entry import run_stage
+    from sentlab.stages.entry import run_stage
 
     rc = run_stage(_stage_that_edits(work, lambda: _set_lr(work, 5e-5)))
     err = capsys.readouterr().err
@@ -50,7 +50,7 @@ def test_a_declared_params_edit_while_a_stage_runs_fails_it_naming_the_key_and_r
 
 
 def test_an_edit_of_a_key_the_stage_does_not_declare_lets_it_finish(work, capsys):
-    from sentlab.pipeline.entry import run_stage
+    from sentlab.stages.entry import run_stage
 
     def other():
         raw = yaml.safe_load((work / "params.yaml").read_text())
@@ -93,7 +93,7 @@ def _evaluate_stage(monkeypatch):
 
 
 def test_evaluate_refuses_a_model_trained_with_other_method_settings(work, monkeypatch, capsys):
-    from sentlab.pipeline.entry import run_stage
+    from sentlab.stages.entry import run_stage
 
     stage_workspace(work, lambda r: r["methods"]["simcse"].update(temperature=0.07))   # labelled 0.07 ...
     _trained_model(work, lambda i: i["method_params"].update(temperature=0.05))        # ... trained with 0.05
@@ -111,7 +111,7 @@ def test_evaluate_refuses_a_model_trained_with_other_method_settings(work, monke
 def test_evaluate_refuses_a_model_whose_run_key_does_not_match_its_record(work, monkeypatch, capsys, case, said):
     import json
 
-    from sentlab.pipeline.entry import run_stage
+    from sentlab.stages.entry import run_stage
 
     _trained_model(work, key="0123456789abcdef" if case == "key" else None)
     if case == "none":
@@ -278,7 +278,7 @@ def test_sentlab_mlflow_wrap_runs_its_command_untracked_after_one_probe(hung, tm
 
 
 def test_an_export_killed_between_its_renames_is_put_back_by_the_sweep(tmp_path):
-    from sentlab.io import sweep_temporaries
+    from sentlab.runtime.io import sweep_temporaries
 
     (tmp_path / ".exports.old").mkdir()                                 # exports/ moved aside ...
     (tmp_path / ".exports.old" / "index.md").write_text("the last good export\n")
@@ -290,7 +290,7 @@ def test_an_export_killed_between_its_renames_is_put_back_by_the_sweep(tmp_path)
 
 
 def test_a_replaced_folder_killed_after_its_second_rename_keeps_the_new_one(tmp_path):
-    from sentlab.io import sweep_temporaries
+    from sentlab.runtime.io import sweep_temporaries
 
     for where in (tmp_path, tmp_path / "models"):
         (where / ".simcse.old").mkdir(parents=True)
@@ -342,7 +342,7 @@ def test_credentials_reach_a_remote_node_only_when_its_stages_use_them(monkeypat
     import json
     import time
 
-    from sentlab.parallel.runner import task_env
+    from sentlab.parallel.ray_run import task_env
 
     for k in list(__import__("os").environ):
         if k.startswith(("HF_", "HUGGING_FACE", "MLFLOW_")):
@@ -378,8 +378,8 @@ def test_credentials_reach_a_remote_node_only_when_its_stages_use_them(monkeypat
 STAGE_CHILD = """
 import os, sys, time
 from pathlib import Path
-from sentlab.io import atomic_path
-from sentlab.pipeline.entry import run_stage
+from sentlab.runtime.io import atomic_path
+from sentlab.stages.entry import run_stage
 
 def main():
     with atomic_path(Path("models/simcse"), is_dir=True) as tmp:
@@ -455,7 +455,7 @@ def live_writer(tmp_path, monkeypatch):
     import subprocess
     import sys
 
-    from sentlab.pipeline.writers import start_time
+    from sentlab.stages.writers import start_time
 
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     lock = tmp_path / ".dvc/tmp/sentlab/writers/train@simcse.json"
@@ -469,7 +469,7 @@ def live_writer(tmp_path, monkeypatch):
 
 
 def test_a_stage_does_not_start_beside_a_live_writer_of_its_outputs(live_writer, monkeypatch, capsys):
-    from sentlab.pipeline.entry import run_stage
+    from sentlab.stages.entry import run_stage
 
     ran = []
     monkeypatch.setenv("DVC_STAGE", "train@simcse")
@@ -482,8 +482,8 @@ def test_a_stage_does_not_start_beside_a_live_writer_of_its_outputs(live_writer,
 def test_the_sources_stage_sweeps_nothing_while_a_writer_lives_and_a_dead_ones_lock_is_taken_over(live_writer,
                                                                                                   monkeypatch):
     from sentlab.errors import SentlabError
-    from sentlab.pipeline.entry import run_stage
-    from sentlab.pipeline.writers import check_no_live_writer
+    from sentlab.stages.entry import run_stage
+    from sentlab.stages.writers import check_no_live_writer
 
     with pytest.raises(SentlabError, match=f"pid {live_writer.pid}"):
         check_no_live_writer()
@@ -497,8 +497,8 @@ def test_the_sources_stage_sweeps_nothing_while_a_writer_lives_and_a_dead_ones_l
 HOLDER = """
 import sys, time
 from pathlib import Path
-from sentlab.io import write_json
-from sentlab.parallel.runner import exclusive_run
+from sentlab.runtime.io import write_json
+from sentlab.parallel.ray_run import exclusive_run
 
 state = Path(sys.argv[1])
 state.mkdir(parents=True, exist_ok=True)

@@ -135,7 +135,7 @@ def test_every_table_model_is_trained_with_what_its_row_expects_in_the_paper_pro
     """The one registry is params.yaml: every variant a table names is an ``ablations.variants`` entry,
     and in the paper profile each settings-checked row's own model (its first candidate) is trained with
     the settings the row expects (the method block + the variant's ``set``, validated)."""
-    from sentlab.report.ablations import load, trained_settings, variants
+    from _support.ablations import load, trained_settings, variants
     from sentlab.report.paper_tables import mismatch, models_in_tables
 
     params = load(Path(__file__).resolve().parents[1] / "params.yaml", "paper")
@@ -338,7 +338,7 @@ def test_tables_name_their_variants_literally():
     """Each variant id of params.yaml ``ablations.variants`` is written out in its paper's table module (no
     name built from a setting), and the table modules read no other ablation list."""
     import sentlab.report.paper_tables as T
-    from sentlab.report.ablations import load, variants
+    from _support.ablations import load, variants
 
     sources = "".join(Path(m.__file__).read_text() for m in (T.ptbert, T.paser, T.l2p, T.posbow, T.followups))
     registry = variants(load(Path(__file__).resolve().parents[1] / "params.yaml", "paper"))

@@ -13,7 +13,7 @@ import pytest
 from sentlab.config import load_params
 from sentlab.errors import SentlabError
 from sentlab.parallel.graph import plan
-from sentlab.scope import base_name, table_stages
+from sentlab.campaign.scope import base_name, table_stages
 
 sys.path.insert(0, str(Path(__file__).parent))
 from toy import make_toy, sentlab_run  # noqa: E402

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sentlab.config import Params
-from sentlab.encoder import SentenceEncoder
+from sentlab.nn.encoder import SentenceEncoder
 from sentlab.evaluate.sts.protocol import evaluate_table
 from sentlab.evaluate.sts.runner import evaluate_encoders
 from _support.sts_tables import three_score_table as _table

@@ -121,7 +121,7 @@ def _raw():
 
 
 def test_adding_a_seed_adds_only_its_own_stage_entry():
-    from sentlab.pipeline.stage_list import stage_list_for
+    from sentlab.stages.stage_list import stage_list_for
 
     raw = _raw()
     before = stage_list_for(validate(raw))["models"]
@@ -178,7 +178,7 @@ def test_the_report_reads_only_the_profiles_models(tmp_path):
     """Another profile's outputs left in the workspace (no stage of this profile writes them) are not
     reported as current: a method the profile does not train says "not run in this profile"."""
     from sentlab.report.build import build_report
-    from sentlab.pipeline.stage_list import profile_models
+    from sentlab.stages.stage_list import profile_models
 
     _evaluated(tmp_path, "simcse", 2.0, 1, {"id": "simcse"})
     _evaluated(tmp_path, "moco_reorder", 0.5, 2, {"id": "moco_reorder"})   # an earlier paper run's, stale here

@@ -164,7 +164,7 @@ def test_optimiser_and_schedule_are_the_code_s_fit(tok):
     """SG-BERT's training.py → modules.SentenceTransformer.fit: transformers' AdamW (correct_bias=True, eps 1e-6,
     betas (0.9, 0.9)), groups with decay 0.01 but bias/LayerNorm (fit's weight_decay=0.01 sets the groups; the
     script's --weight_decay 0 only the optimiser default), one clip over all parameters, 10 % warm-up (ceil)."""
-    from sentlab.optim import AdamWLegacy
+    from sentlab.nn.optim import AdamWLegacy
 
     m = build(tok)
     opt = m.configure_optimizers(weight_decay=0.0)

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from sentlab.encoder import SentenceEncoder
+from sentlab.nn.encoder import SentenceEncoder
 from sentlab.export import load_sentence_transformer, st_pooling_info
 from sentlab.train.checkpoint import export_model, publish
 
@@ -181,7 +181,7 @@ def test_every_trained_model_loads_with_sentence_transformers(dev_sentences, tmp
 def test_evaluate_reads_a_published_sentence_transformers_folder():
     """`sentlab evaluate --model PATH` on a published model (all-MiniLM-L6-v2: Transformer, mean Pooling,
     Normalize) pools as its modules say and truncates at its max_seq_length."""
-    from sentlab.assets import resolve_model
+    from sentlab.assets.resolve import resolve_model
     from sentlab.evaluate.sts.runner import build_encoders
 
     path = resolve_model("sentence-transformers/all-MiniLM-L6-v2")

@@ -53,7 +53,7 @@ def test_full_shape_bert_keys_are_the_original_files():
 def test_standin_loads_through_the_mirror_like_a_hub_download(standin_mirror):
     """The hub id resolves to the mirror's folder; from_pretrained renames gamma/beta; every file tensor
     lands in the model; the tokenizer is bert-base-uncased's id for id."""
-    from sentlab import assets
+    from sentlab.assets import resolve as assets
 
     assert assets.resolve_model("bert-base-uncased") == standin_mirror
     info = json.loads((standin_mirror / "sentlab_standin.json").read_text())
@@ -91,7 +91,7 @@ def test_roberta_standin_keys_load_into_masked_lm(tmp_path, tok):
     tokenizer comes from --tokenizer-from (here MiniLM's, for the shape only)."""
     from transformers import AutoModelForMaskedLM
 
-    from sentlab.assets import resolve_model
+    from sentlab.assets.resolve import resolve_model
 
     folder = write_standin("roberta-base", tmp_path / "rb", config=SMALL,
                            tokenizer_from=resolve_model("sentence-transformers/all-MiniLM-L6-v2"))

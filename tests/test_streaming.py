@@ -102,7 +102,7 @@ EXPECTED_SHARDS = [
 @needs_wiki
 def test_annotate_file_reads_one_shard_at_a_time_and_writes_the_same_rows(tmp_path, monkeypatch):
     nltk_with("averaged_perceptron_tagger_eng", "stopwords")
-    from sentlab.annotate import runner
+    from sentlab.annotate import corpus as runner
     from sentlab.annotate.source import iter_shards
     from sentlab.data.corpus import select_corpus, write_sample
 

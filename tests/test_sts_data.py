@@ -128,7 +128,7 @@ def test_consert_corpus_on_the_mirror_is_what_its_data_utils_builds(mirror):
 
 
 def test_consert_corpus_keeps_unscored_pairs_repeats_and_order(tmp_path):
-    from sentlab.assets import STS_TASKS
+    from sentlab.assets.resolve import STS_TASKS
     from sentlab.data.sts import all_sides
 
     folders = [tmp_path / "STS" / f for f, _ in STS_TASKS.values()]

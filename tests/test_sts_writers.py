@@ -12,7 +12,7 @@ import pytest
 
 from _support.sts_tables import three_score_table as _table
 from sentlab.config import Params
-from sentlab.encoder import SentenceEncoder
+from sentlab.nn.encoder import SentenceEncoder
 from sentlab.evaluate.sts.runner import STSResult, evaluate_sts
 from sentlab.evaluate.sts.writers import (STAGE_WRITERS, StageOutputs, log_mlflow, write_all, write_cosine_files,
                                           write_metrics_json, write_mteb_files)

@@ -21,7 +21,7 @@ BACKBONE = "data/sources/model.json"
 def _lists(profile: str) -> dict:
     from sentlab.config import validate
     from sentlab.config.profile_files import profile_values
-    from sentlab.pipeline.stage_list import stage_list_for
+    from sentlab.stages.stage_list import stage_list_for
 
     return stage_list_for(validate(profile_values(profile, REPO / "profiles")))
 
@@ -51,7 +51,7 @@ def test_a_suite_lists_only_what_it_can_evaluate():
     from sentlab.config import validate
     from sentlab.errors import SentlabError
     from sentlab.config.profile_files import profile_values
-    from sentlab.pipeline.stage_list import stage_list_for
+    from sentlab.stages.stage_list import stage_list_for
 
     values = profile_values("quick", REPO / "profiles")
     values["glue"]["models"] = ["base-mean"]   # GLUE fine-tunes the backbone with a [CLS] head: base-cls only
@@ -250,7 +250,7 @@ def test_missing_data_fails_the_stage_naming_every_fetch(work, tmp_path, monkeyp
     with pytest.raises(AssetMissingError, match=r"QQP: .*Data asset 'qqp'.*quora_duplicate_questions.*AskUbuntu: "):
         run_retrieval_stage("base-cls")
     # the sources stage records them as missing (it runs; the stage that reads them fails) and their fetch
-    from sentlab.pipeline.sources import glue_sources, retrieval_sources
+    from sentlab.stages.sources import glue_sources, retrieval_sources
 
     assert "unzip" in glue_sources(["WNLI"], ["base-cls"])["glue_wnli"]["missing"]
     assert set(retrieval_sources(["QQP", "AskUbuntu"], ["x"])) == {"qqp", "askubuntu_text", "askubuntu_test"}

@@ -13,11 +13,11 @@ SCRIPT = textwrap.dedent('''
     import torch
     import torch.distributed as dist
     from transformers import AutoTokenizer, BertConfig, BertModel
-    from sentlab.assets import resolve_model
+    from sentlab.assets.resolve import resolve_model
     from sentlab.config import TrainParams
     from sentlab.methods import get_method
     from sentlab.methods.base import Batch
-    from sentlab import distributed as D
+    from sentlab.runtime import distributed as D
     from sentlab.train.data import Corpus
     from sentlab.train.loop import train_loop
     import numpy as np
@@ -96,10 +96,10 @@ RESUME_SCRIPT = textwrap.dedent('''
     import torch
     import torch.distributed as dist
     from transformers import AutoTokenizer, BertConfig, BertModel
-    from sentlab.assets import resolve_model
+    from sentlab.assets.resolve import resolve_model
     from sentlab.config import TrainParams
     from sentlab.methods.simcse import SimCSE
-    from sentlab import distributed as D
+    from sentlab.runtime import distributed as D
     from sentlab.train.data import Corpus
     from sentlab.train.loop import train_loop
 

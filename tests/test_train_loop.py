@@ -38,7 +38,7 @@ def test_simcse_end_to_end_exports_loadable_best_model(tmp_path, tok, monkeypatc
     assert meta["best_step"] == int(best["step"]) and meta["best_stsb_dev"] == pytest.approx(float(best["stsb_dev"]))
     assert not (root / "checkpoints" / "simcse").exists() or not any((root / "checkpoints" / "simcse").iterdir())
     # the export is the best checkpoint: its dev score reproduces from the loaded weights
-    from sentlab.encoder import SentenceEncoder
+    from sentlab.nn.encoder import SentenceEncoder
     from transformers import AutoModel, AutoTokenizer
     model = AutoModel.from_pretrained(out)
     enc = SentenceEncoder(model, AutoTokenizer.from_pretrained(out), pooling="cls")
@@ -93,7 +93,7 @@ def test_resume_equals_uninterrupted(tmp_path, tok, method_id, checkpoint_every,
 
 def test_grad_accum_and_bf16_autocast_on_cpu(tmp_path, tok):
     """bf16 autocast on whatever CPU runs the test (emulated where it has no AVX-512 BF16 / AMX: asked for with
-    runtime.emulated_precision, so the training does not stop: sentlab.device)."""
+    runtime.emulated_precision, so the training does not stop: sentlab.runtime.device)."""
     root = make_root(tmp_path)
     p = params(grad_accum=2, batch_size=4, precision="bf16", max_steps=2, eval_every=2)
     p = p.model_copy(update={"runtime": p.runtime.model_copy(update={"emulated_precision": "allow"})})
@@ -108,7 +108,7 @@ def test_precision_never_depends_on_the_cpu(tmp_path, monkeypatch, flags, native
     """Issue #35 (was issue 15's `auto` = bf16 on CPUs with AVX-512 BF16/AMX): the CPU's bf16 support is still
     detected (benchmarks, messages) but `auto` is fp32 on every CPU and bf16 on CUDA (on a GPU with bf16: the
     GPU's capability decides, tests/test_device.py); an explicit value is kept."""
-    from sentlab import device
+    from sentlab.runtime import device
     from sentlab.train import loop
 
     monkeypatch.setattr(device, "gpu_bf16", lambda: True)
@@ -187,7 +187,7 @@ def test_the_stage_of_a_model_the_profile_does_not_train_does_not_exist(tmp_path
     paragraph naming the fix, exit 2, and nothing written."""
     from conftest import stage_workspace
 
-    from sentlab.pipeline.entry import report_errors
+    from sentlab.stages.entry import report_errors
 
     monkeypatch.chdir(stage_workspace(tmp_path))
     monkeypatch.delenv("DVC_STAGE", raising=False)

@@ -47,7 +47,7 @@ def _transfer(sl):
 
 
 def test_stage_list_has_one_transfer_stage_per_listed_model():
-    from sentlab.pipeline.stage_list import stage_list_for
+    from sentlab.stages.stage_list import stage_list_for
 
     sl = stage_list_for(_params(models=["base-cls", "simcse", "paser_sup"]))
     assert _transfer(sl) == {"base-cls": {"dep": "data/sources/model.json"}, "simcse": {"dep": "models/simcse"},
@@ -61,7 +61,7 @@ def test_stage_list_has_one_transfer_stage_per_listed_model():
 
 
 def test_quick_profile_evaluates_every_line_model_and_table2_baselines():
-    from sentlab.pipeline.stage_list import stage_list_for
+    from sentlab.stages.stage_list import stage_list_for
 
     p = _params()
     lines = [m for m, e in stage_list_for(p)["models"].items() if e["seed"] == p.seed]
@@ -109,7 +109,7 @@ def test_sources_hash_the_transfer_files_and_check_a_changed_copy(tmp_path, monk
     stages) and parses a task whose bytes changed, so a truncated copy fails there, naming the file."""
     import shutil
 
-    from sentlab.pipeline.sources import transfer_sources
+    from sentlab.stages.sources import transfer_sources
 
     shutil.copytree(mirror_with(monkeypatch, "CR") / "CR", tmp_path / "CR")
     monkeypatch.setenv("SENTLAB_DATA_MIRROR", str(tmp_path))

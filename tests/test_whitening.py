@@ -102,7 +102,7 @@ def test_whitening_encoder_is_a_post_transform_and_pool_is_encoded_once(tiny_ber
 
 def test_whitening_fit_on_corpus(tiny_bert, monkeypatch, tmp_path):
     from sentlab.config import Params
-    from sentlab.encoder import SentenceEncoder
+    from sentlab.nn.encoder import SentenceEncoder
     from sentlab.evaluate.baselines import fitted
 
     model, tok = tiny_bert
@@ -128,7 +128,7 @@ def test_whitening_fit_on_corpus(tiny_bert, monkeypatch, tmp_path):
 def test_whitening_fit_on_nli(tiny_bert, monkeypatch, tmp_path):
     """fit_on: nli (SimCSE App. C's "NLI" fit, its Table 5 row): μ and W from the distinct NLI sentences."""
     from sentlab.config import Params
-    from sentlab.encoder import SentenceEncoder
+    from sentlab.nn.encoder import SentenceEncoder
     from sentlab.evaluate.baselines import fitted
     from _support.sts_tables import nli_corpus as _nli
 

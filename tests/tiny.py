@@ -30,7 +30,7 @@ def tiny_bert(tok, seed: int = 0, initializer_range: float = 0.02, max_position_
 
 def counting_encoder(model, tok, name: str, calls: list):
     """A mean-pooling SentenceEncoder over ``model`` that appends every list it encodes to ``calls``."""
-    from sentlab.encoder import SentenceEncoder
+    from sentlab.nn.encoder import SentenceEncoder
 
     class Counting(SentenceEncoder):
         def encode(self, sentences, *a, **kw):

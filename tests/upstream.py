@@ -1,7 +1,7 @@
 """A local upstream for the download tests (issue #54 §1): an HTTP server on 127.0.0.1 that serves files at the
 paths of the real hosts (SimCSE's files under ``/datasets/princeton-nlp/datasets-for-simcse/resolve/main/``, GloVe's
 zip under ``/data/``, …), so ``SENTLAB_UPSTREAM=http://127.0.0.1:PORT`` points every asset's URL at it
-(:func:`sentlab.download.upstream_url`).
+(:func:`sentlab.assets.download.upstream_url`).
 
 It answers ``Range`` requests (206 with ``Content-Range``), logs each request's path and Range, and has two fault
 switches: ``cut_once[path] = n`` ends the first transfer of ``path`` after ``n`` bytes (the connection closes with
@@ -143,7 +143,7 @@ def zip_of(files: dict[str, bytes]) -> bytes:
 
 def senteval_tar() -> bytes:
     """SentEval's ``senteval.tar`` in its layout (``downstream/STS/…``, ``downstream/SICK/…``), a few pairs a file."""
-    from sentlab.assets import ASSETS
+    from sentlab.assets.resolve import ASSETS
 
     files = {}
     for rel in ASSETS["senteval_sts"].paths + ASSETS["sick"].paths:

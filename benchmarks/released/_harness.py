@@ -194,7 +194,7 @@ def no_dropout(module: torch.nn.Module) -> torch.nn.Module:
 
 
 def minilm_path() -> Path:
-    from sentlab.assets import resolve_model
+    from sentlab.assets.resolve import resolve_model
 
     return resolve_model(MINILM)
 

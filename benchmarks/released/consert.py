@@ -19,7 +19,7 @@ inside its functions), which is replaced, while it runs, by a queue that hands i
 The extra ``step_norm`` is ‖θ₁ − θ₀‖ of the encoder after one optimiser step (lr 1e-5, after clipping the global
 gradient norm at 1): the released side with its bundled ``transformers.AdamW(eps=1e-6, correct_bias=False)`` and
 sentence-transformers' ``fit`` groups (decay 0.01 but bias/LayerNorm), sentlab's with
-``ConSERT.configure_optimizers`` (``sentlab.optim.AdamWLegacy``).
+``ConSERT.configure_optimizers`` (``sentlab.nn.optim.AdamWLegacy``).
 
 Shims (current Python / torch / protobuf, none in the loss): stub modules ``sacremoses``, ``sentencepiece`` and
 ``transformers.utils.sentencepiece_model_pb2`` (transformers 3.4.0 imports them at package import; its

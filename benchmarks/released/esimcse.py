@@ -21,7 +21,7 @@ The setting at which the two agree: **four optimiser steps** (issue #66), batch 
 
 * the release: ``compute_loss`` (its ``cl_forward`` moves the momentum encoder before the keys; the queue
   ``pre_z1`` starts empty and keeps ``cat((pre_z1, eval_z))[-neg_size:]``), ``loss.backward()``, its trainer's
-  ``clip_grad_norm_(model.parameters(), 1.0)``, transformers 4.2's AdamW (``sentlab.optim.AdamWLegacy
+  ``clip_grad_norm_(model.parameters(), 1.0)``, transformers 4.2's AdamW (``sentlab.nn.optim.AdamWLegacy
   (correct_bias=True)``, the rule of the AdamW its HF Trainer builds; weight decay 0 as run.sh leaves it);
 * sentlab: the method's forward and backward, the loop's ``clip_gradients``, ``configure_optimizers()`` with
   ``optimizer: adamw_transformers``, ``after_optimizer_step()``; ``momentum_update: forward`` (the release's);
@@ -154,9 +154,9 @@ def sentlab_outputs() -> Outputs:
 def released_outputs(checkout: Path) -> Outputs:
     """The release's run: ``BertForCL`` and ``CLTrainer.compute_loss`` (its momentum update inside the forward, its
     ``pre_z1`` queue), then its trainer's step: ``clip_grad_norm_(model.parameters(), 1.0)`` and transformers 4.2's
-    ``AdamW`` (weight decay 0, as run.sh leaves it; its rule: ``sentlab.optim.AdamWLegacy(correct_bias=True)``, eps
+    ``AdamW`` (weight decay 0, as run.sh leaves it; its rule: ``sentlab.nn.optim.AdamWLegacy(correct_bias=True)``, eps
     1e-8), the learning rate constant on both sides."""
-    from sentlab.optim import AdamWLegacy
+    from sentlab.nn.optim import AdamWLegacy
 
     root = Path(checkout)
     root = root / "ESimCSE" if (root / "ESimCSE" / "esimcse").is_dir() else root

@@ -15,7 +15,7 @@ default λ = 0.885 is the paper's MoCo and this case's mutation control, which t
 
 **Four optimiser steps** (issue #66), batch 8, MiniLM, dropout off, each side its own loop from an empty queue of
 two batches: the release's forward (its list ``momentum_queue``, ``queue_size`` 2), its trainer's
-``clip_grad_norm_(model.parameters(), 1.0)`` and transformers 4.2's AdamW (``sentlab.optim.AdamWLegacy
+``clip_grad_norm_(model.parameters(), 1.0)`` and transformers 4.2's AdamW (``sentlab.nn.optim.AdamWLegacy
 (correct_bias=True)``, lr 1e-4); sentlab's forward, ``clip_gradients``, ``configure_optimizers()``
 (``optimizer: adamw_transformers``), ``after_optimizer_step()``. Given to both: the online MLP (N(0, 0.02), zero
 bias), the key MLP and the key encoder (the online ones plus a fixed perturbation, so the keys are hard negatives
@@ -100,7 +100,7 @@ def sentlab_outputs() -> Outputs:
 
 
 def released_outputs(checkout: Path) -> Outputs:
-    from sentlab.optim import AdamWLegacy
+    from sentlab.nn.optim import AdamWLegacy
 
     encoder, tok = load_backbone()
     config = encoder.config

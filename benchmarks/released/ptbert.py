@@ -17,7 +17,7 @@ W_V: nn.Linear's init), the MLP (N(0, 0.02), zero bias); the momentum copies (ke
 MLP_k) = the online ones plus a fixed perturbation, as after some momentum steps, so that which module each
 branch uses shows in the loss. Then **four optimiser steps** (issue #66), each side its own loop from an empty
 queue: the release's forward (its list ``momentum_queue``, ``queue_size`` 2: three batches of candidates),
-``clip_grad_norm_(model.parameters(), 1.0)``, transformers 4.2's AdamW (``sentlab.optim.AdamWLegacy
+``clip_grad_norm_(model.parameters(), 1.0)``, transformers 4.2's AdamW (``sentlab.nn.optim.AdamWLegacy
 (correct_bias=True)``) and ``mocotrainers.py``'s ``update_average`` (β = 0.885, compiled from the checkout);
 sentlab's forward, ``clip_gradients``, ``configure_optimizers()`` (``optimizer: adamw_transformers``) and
 ``after_optimizer_step()``. Each step compares the loss, the gradients, the momentum weights that made the keys
@@ -193,10 +193,10 @@ def sentlab_outputs() -> Outputs:
 def released_outputs(checkout: Path) -> Outputs:
     """The release's run: ``BertForPolyMoCo`` (its list queue, ``queue_size`` 2 = 3 batches of candidates), then
     ``ptbert/mocotrainers.py``'s step: ``clip_grad_norm_(model.parameters(), 1.0)``, transformers 4.2's ``AdamW``
-    (``sentlab.optim.AdamWLegacy(correct_bias=True)``, ε 1e-8, weight decay 0) and its ``update_average`` of the
+    (``sentlab.nn.optim.AdamWLegacy(correct_bias=True)``, ε 1e-8, weight decay 0) and its ``update_average`` of the
     encoder, pooler, MLP, pseudo tokens and attention (β = ``mo_beta``). Its queue after a step: the batches the
     next forward keeps (the list's first ``queue_size``; the last is popped before the next forward)."""
-    from sentlab.optim import AdamWLegacy
+    from sentlab.nn.optim import AdamWLegacy
 
     encoder, tok = load_backbone()
     config = encoder.config

@@ -18,7 +18,7 @@ the global gradient norm at 1): the released side with the optimiser of its ``mo
 as ``training.py`` calls it — transformers' old ``AdamW(lr, correct_bias=True, betas=(0.9, 0.9), eps=1e-6)`` over
 fit's two groups, weight decay 0.01 on every tensor but biases and LayerNorm (fit's own ``weight_decay=0.01``
 sets the groups' decay; ``--weight_decay 0`` only reaches the optimiser's default, which the groups override) —
-written here from that rule with ``sentlab.optim.AdamWLegacy(correct_bias=True, decay='after')``, as
+written here from that rule with ``sentlab.nn.optim.AdamWLegacy(correct_bias=True, decay='after')``, as
 transformers 4.x no longer has it; sentlab's with ``SGOPT.configure_optimizers``.
 
 Shims: ``modules.py`` cannot be imported on current sentence-transformers (it imports ``__DOWNLOAD_SERVER__``,
@@ -130,7 +130,7 @@ class _SentenceTransformer(nn.Sequential):
 
 
 def released_outputs(checkout: Path) -> Outputs:
-    from sentlab.optim import AdamWLegacy
+    from sentlab.nn.optim import AdamWLegacy
 
     ours = _method()
     backbone, tok = load_backbone()

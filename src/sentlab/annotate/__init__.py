@@ -48,7 +48,7 @@ Example::
 """
 
 from .base import Backend, BackendOptions, register_backend
-from .runner import (AnnotateStats, annotate_corpus, annotate_file, backend_names, get_backend, input_hash,
+from .corpus import (AnnotateStats, annotate_corpus, annotate_file, backend_names, get_backend, input_hash,
                      params_hash, read_annotations)
 from .source import iter_shards, read_texts
 from .schema import ANNOTATION_COLUMNS, CHUNK_LABELS, SCHEMA

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..nltk_resources import stopwords_english
+from ..assets.nltk_resources import stopwords_english
 from .base import NEGATIONS, Backend, BackendOptions, RakeExtractor, clean, has_word, register_backend, span
 
 GRAMMAR = r"""
@@ -50,7 +50,7 @@ class NltkBackend(Backend):
         import nltk
         from nltk.tokenize import TreebankWordTokenizer, WordPunctTokenizer
 
-        from ..nltk_resources import require_nltk
+        from ..assets.nltk_resources import require_nltk
         from .tagger import BatchPerceptronTagger
 
         require_nltk("averaged_perceptron_tagger_eng")

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..errors import AssetMissingError, SentlabError
-from ..nltk_resources import stopwords_english
+from ..assets.nltk_resources import stopwords_english
 from .base import Backend, BackendOptions, RakeExtractor, clean, has_word, register_backend, span
 
 INSTALL = "python -m spacy download {model}"

@@ -99,7 +99,7 @@ def wordnet_synonyms(word: str) -> list[str]:
 
 
 def _english_stopwords() -> frozenset[str]:
-    from ..nltk_resources import require_nltk
+    from ..assets.nltk_resources import require_nltk
 
     require_nltk("stopwords")
     from nltk.corpus import stopwords
@@ -184,7 +184,7 @@ class EDA:
         self.synonyms = synonyms
         if "sr" in self.ops:
             if self.synonyms is None:
-                from ..nltk_resources import require_nltk
+                from ..assets.nltk_resources import require_nltk
 
                 require_nltk("wordnet")  # AssetMissingError naming `python -m nltk.downloader wordnet`
                 self.synonyms = wordnet_synonyms

@@ -22,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Optional
 
-from ..download import hub_fetch_command
+from ..assets.download import hub_fetch_command
 from ..errors import AssetMissingError, SentlabError
 
 
@@ -68,7 +68,7 @@ def build_tokenizer(hub_id: str):
             f"at <mirror>/models/{hub_id}).")
     from transformers import BertTokenizerFast
 
-    from ..assets import resolve_model
+    from ..assets.resolve import resolve_model
 
     if recipe["class"] == "RobertaTokenizerFast":
         return _bpe_standin_tokenizer(recipe, int(s["config"]["vocab_size"]))

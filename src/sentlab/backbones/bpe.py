@@ -37,7 +37,7 @@ def bpe_training_text(wiki_lines: int) -> list[str]:
     """The text the stand-in BPE learns on: the first ``wiki_lines`` lines of the wiki corpus (the mirror's head
     sample holds exactly 11,913; a mirror with the whole file gives the same lines) and both sentences of every
     scored pair of STS12-16, STS-B and SICK-R, in :func:`sentlab.data.sts.parse_all`'s order."""
-    from ..assets import data_present, resolve_data
+    from ..assets.resolve import data_present, resolve_data
     from ..data.sts import parse_all
 
     # the head sample (asset wiki1m_head) is by definition wiki1m's first 11,913 lines: either gives the same text

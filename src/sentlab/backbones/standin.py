@@ -5,7 +5,7 @@ The folder has the hub layout: ``config.json`` (the hub's, kept in :mod:`sentlab
 its files' format, :func:`sentlab.backbones.bpe.bpe_standin_files`, or ``--tokenizer-from`` a folder that has the
 real one) and one weights file whose parameter names, shapes and dtypes are the original checkpoint's, filled with
 random values. It is loaded through exactly the code a hub download takes (``from_pretrained`` of the folder, found by
-:func:`sentlab.assets.resolve_model` in a mirror's ``models/<hub id>/``), so a defect in that path (a renamed
+:func:`sentlab.assets.resolve.resolve_model` in a mirror's ``models/<hub id>/``), so a defect in that path (a renamed
 key, a head that does not load) shows on the stand-in before a GPU day is spent.
 
 Where the key lists come from: no original file is here, so they are derived from transformers' own model
@@ -123,7 +123,7 @@ def write_standin(hub_id: str, dest: str | Path, *, layer_norm_names: Optional[s
 
     from . import build_tokenizer, spec
     from .bpe import bpe_standin_files
-    from ..io import atomic_path, write_json
+    from ..runtime.io import atomic_path, write_json
 
     s = spec(hub_id)
     if s is None:
@@ -188,7 +188,7 @@ def standin_mirror(hub_id: str, dest: str | Path, mirror: Optional[Path] = None,
     """A data mirror at ``dest`` that answers ``hub_id`` with its stand-in: ``dest/models/<hub id>`` written by
     :func:`write_standin` (``kw``), every other entry of ``mirror`` (the real one, if any: STS/, SICK/, wiki/,
     models/<other ids>) linked in. With ``SENTLAB_DATA_MIRROR=dest`` the hub id goes through the resolver a
-    mirror's model goes through (:func:`sentlab.assets.resolve_model`), and ``from_pretrained`` of the folder
+    mirror's model goes through (:func:`sentlab.assets.resolve.resolve_model`), and ``from_pretrained`` of the folder
     is the code a hub download takes. The preflight's way to load a backbone that is not here."""
     dest = Path(dest)
     (dest / "models").mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,7 @@
 """Typed params: ``params.yaml`` (the values in force) validated before any stage does work.
 
 ``params.yaml`` holds every value a run uses; ``sentlab profile NAME`` writes it from the profile files
-(``profiles/quick.yaml`` and the overrides of ``profiles/<name>.yaml``, :mod:`sentlab.pipeline.profiles`), and a
+(``profiles/quick.yaml`` and the overrides of ``profiles/<name>.yaml``, :mod:`sentlab.stages.profiles`), and a
 researcher edits it directly (``dvc exp run -S methods.moco.lr=1e-5``). Its sections::
 
     profile: quick            # the profile the values came from (recorded with every output)
@@ -17,7 +17,7 @@ researcher edits it directly (``dvc exp run -S methods.moco.lr=1e-5``). Its sect
     ablations: {enabled: ..., variants: {...}}     # one train + evaluate stage per variant
     seeds: {pool: [...], count: 1, per_method: {...}}   # more seeds per method
 
-The stage list (``models.yaml``, :mod:`sentlab.pipeline.stage_list`) is made from it; a stage reads only the
+The stage list (``models.yaml``, :mod:`sentlab.stages.stage_list`) is made from it; a stage reads only the
 keys it declares (:mod:`sentlab.config.stage_params`). An unknown key or a bad value raises
 :class:`~sentlab.errors.SentlabError` naming the key and the allowed values. This module is the schema and imports no
 method: a method's line (``methods.<id>``) and the ablation variants are checked against the method's own ``Params`` by
@@ -27,7 +27,7 @@ The package's modules: this one (:class:`Params`, :func:`validate`, :func:`load_
 :mod:`.sections` (the models of each section: ``train``, ``evaluate``, ...); :mod:`.profile_files` (the profile files
 read, a profile's ``extends`` chain merged); :mod:`.stage_params` (the keys one stage declares in dvc.yaml, and
 nothing else, as it reads them); :mod:`.yaml_files` (YAML read and merged). Writing params.yaml and the stage list from
-a profile is the pipeline wing's (:mod:`sentlab.pipeline`).
+a profile is the pipeline wing's (:mod:`sentlab.stages`).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ with one seed, or an ablation variant of one. Its description::
     teachers   []                  the other models its training reads (RankCSE's: the method's block declares
                                    them, ``Params.model_deps``)
 
-It is built once from the profile (:func:`sentlab.pipeline.stage_list.models_for`, which asks the methods for their
+It is built once from the profile (:func:`sentlab.stages.stage_list.models_for`, which asks the methods for their
 teachers), written as ``models.yaml`` (``sentlab stages``), which dvc.yaml's loops read, and read back by every stage
 and command through :func:`load_models`. Its stages are :func:`train_stage` and :func:`evaluate_stage`; dvc.yaml has
 one ``train`` group for every model: its deps name :data:`TEACHER_SLOTS` teacher slots (``reads``: the teachers,

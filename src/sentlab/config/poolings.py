@@ -1,7 +1,7 @@
 """The poolings, each declared once: its name, what it computes, what it needs, how it is exported.
 
 sentence-transformers' ``models/Pooling.py`` shape: one table (:data:`POOLINGS`) that everything else derives
-from — the encoder's :func:`sentlab.encoder.pool`, the sentence-transformers modules of an exported folder
+from — the encoder's :func:`sentlab.nn.encoder.pool`, the sentence-transformers modules of an exported folder
 (:mod:`sentlab.export.modules`, :mod:`sentlab.export.st`), the params that name a pooling
 (``evaluate.pooling``, ``evaluate.whitening.pooling``, ``evaluate.baselines``: :mod:`sentlab.config.sections`),
 the backbone's baseline stages (``evaluate_baseline@<pooling>``), ``sentlab evaluate --pooling`` and the model

@@ -1,7 +1,7 @@
 """The profile files (``profiles/<name>.yaml``), read: their names, their ``extends`` chains and the values
 of a profile (the base merged with each file of its chain). Core: a schema of files that imports no method and no
 stage, so :func:`sentlab.config.load_params` (``profile=``) and the report read a profile without the pipeline's
-writer (:mod:`sentlab.pipeline.profiles`, which writes params.yaml and the stage list from these values).
+writer (:mod:`sentlab.stages.profiles`, which writes params.yaml and the stage list from these values).
 
 Every ``profiles/<name>.yaml`` is a profile (found by listing the folder: a researcher's ``profiles/mine.yaml``
 works without touching code). ``profiles/quick.yaml`` holds every value (the base); any other file states the

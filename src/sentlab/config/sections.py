@@ -116,7 +116,7 @@ class FlowParams(Strict):
     weight_decay: float = Field(0.01, ge=0, description="decoupled weight decay (the code's AdamWeightDecayOptimizer)")
     bias_correction: bool = Field(
         True, description="Adam's bias correction: true = torch's AdamW; false = the code's AdamWeightDecayOptimizer "
-        "(BERT's TF optimiser: no correction, the decay on the value before the step; sentlab.optim."
+        "(BERT's TF optimiser: no correction, the decay on the value before the step; sentlab.nn.optim."
         "AdamWLegacy): the paper profile")
     batch_size: int = Field(64, gt=0, description="fit sentences per step (the code: 32 pairs, both sides)")
     epochs: int = Field(1, gt=0, description="passes over the fit sentences")
@@ -264,7 +264,7 @@ class TrainParams(Strict):
                             "the GPU computes bf16 natively, else fp16 autocast with a gradient scaler (V100, T4); "
                             "the resolved value is recorded. bf16/fp16 where they would be emulated (a CPU without "
                             "AVX-512 BF16/AMX) stop the run unless runtime.emulated_precision is allow "
-                            "(sentlab.device); logits and losses stay fp32; evaluation precision is evaluate.precision")
+                            "(sentlab.runtime.device); logits and losses stay fp32; evaluation precision is evaluate.precision")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     attention: Literal["auto", "eager", "sdpa"] = Field(
         "auto", description="the backbone's attention kernel while training: auto = eager on CPU (PyTorch's CPU SDPA "
@@ -336,7 +336,7 @@ class RuntimeParams(Strict):
     task_retries: int = Field(2, ge=0)
     # bf16/fp16 autocast where it would be emulated (a CPU without AVX-512 BF16/AMX: ~30x slower a step): refuse =
     # the stage stops before any work naming train.precision: fp32; allow = run it all the same, recorded in the
-    # run (sentlab.device.check_precision). Not a TrainParams key: it changes no number, only whether it runs.
+    # run (sentlab.runtime.device.check_precision). Not a TrainParams key: it changes no number, only whether it runs.
     emulated_precision: Literal["refuse", "allow"] = "refuse"
 
 
@@ -345,7 +345,7 @@ class SeedsParams(Strict):
     ``models/<m>``); a method trains ``n`` seeds in all, where ``n`` is ``per_method[<m>]`` or
     ``count``: ``seed``, then the first ``n - 1`` of ``pool`` (stage ``train@<m>-s<s>`` ->
     ``models/<m>-s<s>``). ``pool`` is the seeds that can have stages, the same in every profile; the
-    ones a profile trains are in its stage list (:mod:`sentlab.pipeline.stage_list`). Changing ``n`` runs
+    ones a profile trains are in its stage list (:mod:`sentlab.stages.stage_list`). Changing ``n`` runs
     or drops only the stages of the seeds it adds or removes."""
     pool: list[int] = Field(default_factory=lambda: [43, 44, 45, 46],
                             description="the extra seeds that have stages (train@<method>-s<seed>)")

@@ -124,7 +124,7 @@ def stage_name(default: Optional[str] = None) -> str:
 
 
 # What this process's stage read (stage -> (root, the declared values)): compared with params.yaml when the stage
-# ends (:func:`check_unchanged`, called by sentlab.pipeline.entry.run_stage).
+# ends (:func:`check_unchanged`, called by sentlab.stages.entry.run_stage).
 _READ: dict[str, tuple[Path, dict]] = {}
 
 
@@ -145,17 +145,18 @@ def stage_params(stage: Optional[str] = None, root: str | os.PathLike = ".") -> 
 
 def check_machine(params: Declared, stage: str) -> list[str]:
     """Whether this machine can run ``stage`` as the profile asks, before it does any work
-    (:func:`sentlab.device.check_profile`): a stage that declares ``train.precision`` (the trainings; ``sources``,
+    (:func:`sentlab.runtime.device.check_profile`): a stage that declares ``train.precision`` (the trainings;
+    ``sources``,
     which checks the whole profile at the start of every ``dvc repro``) checks the training's device
     (``runtime.device``: ``cuda`` where torch sees no CUDA GPU stops) and precision (bf16 where it would be emulated
     stops unless ``runtime.emulated_precision: allow``); one that declares ``evaluate.device`` (the encodings) the
     same for ``runtime.device`` and ``evaluate.device`` / ``evaluate.precision`` (and ``glue.finetune.precision``
     where it declares it: the GLUE stages, ``sources``). Returns what ``allow`` let run
     emulated (logged). ``sources`` checks nothing in a job of the CPU stages only
-    (:data:`sentlab.device.CPU_STAGES_ENV`)."""
+    (:data:`sentlab.runtime.device.CPU_STAGES_ENV`)."""
     import logging
 
-    from ..device import check_profile, cpu_stages_only
+    from ..runtime.device import check_profile, cpu_stages_only
 
     paths = params._paths
     trains, encodes = ("train", "precision") in paths, ("evaluate", "device") in paths

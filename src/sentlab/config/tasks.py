@@ -28,7 +28,7 @@ class Task:
     suite: ``sts`` (``evaluate@<model>``), ``transfer``, ``glue`` or ``retrieval`` (their stages).
     label: the short column label of a table (``STS-B``).
     keys: the metrics-JSON keys it writes (default: its name).
-    needs: the data assets it reads (:mod:`sentlab.assets`; registered by the data and suite modules).
+    needs: the data assets it reads (:mod:`sentlab.assets.resolve`; registered by the data and suite modules).
     sts_all: an STS task scored in SentEval's "all" setting (one Spearman over its concatenated subsets:
         STS12-16), whose mean is the papers' "STS12-16" column.
     mteb: MTEB's task with the same test pairs: (its name, its dataset revision, its test pairs), mteb 2.26's

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import DataFormatError, SentlabError
-from ..io import atomic_path
+from ..runtime.io import atomic_path
 
 SCHEMA = pa.schema([("id", pa.int64()), ("text", pa.string())])
 ROW_GROUP = 1024 * 1024   # rows per Parquet row group: pq.write_table's default, so a corpus up to it keeps its bytes

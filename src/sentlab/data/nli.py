@@ -4,7 +4,7 @@ Two sources, chosen by ``prepare.nli`` (:func:`choose_source`):
 
 * ``simcse``: SimCSE's ``nli_for_simcse.csv`` (SNLI + MNLI; columns ``sent0``
   = premise, ``sent1`` = its entailment hypothesis, ``hard_neg`` = its
-  contradiction), found by :func:`sentlab.assets.resolve_data` ("nli": mirror,
+  contradiction), found by :func:`sentlab.assets.resolve.resolve_data` ("nli": mirror,
   cache, upstream download);
 * ``sick_standin``: a small offline stand-in built from English SICK *train*
   (never trial or test, which are evaluation data; :func:`sick_standin`): one
@@ -38,9 +38,9 @@ from typing import Optional
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..assets import Resolved, resolve_data
+from ..assets.resolve import Resolved, resolve_data
 from ..errors import AssetMissingError, DataFormatError, SentlabError
-from ..io import atomic_path
+from ..runtime.io import atomic_path
 
 log = logging.getLogger(__name__)
 

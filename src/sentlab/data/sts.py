@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from ..assets import STS_TASKS
+from ..assets.resolve import STS_TASKS
 from ..config.tasks import STS_TASKS as STS_TASKS_DECLARED
 from ..errors import DataFormatError
 
@@ -190,7 +190,7 @@ def language_warnings(table: pd.DataFrame, threshold: float = 0.9) -> dict[str, 
 def write_table(df: pd.DataFrame, path: Path) -> None:
     import pyarrow.parquet as pq
 
-    from ..io import atomic_path
+    from ..runtime.io import atomic_path
 
     table = pa.Table.from_pandas(df, schema=SCHEMA, preserve_index=False)
     with atomic_path(path) as tmp:
@@ -215,13 +215,13 @@ def sts_table(path: str | Path | None = None) -> tuple[pd.DataFrame, str]:
     """(the STS table, where it came from) for an evaluation outside the pipeline: ``path`` when given (a table
     the prepare stage wrote), else this directory's ``data/sts/sts.parquet`` when it is a pipeline workspace, else
     the table parsed from the STS and SICK assets wherever they are (the mirror, the cache, or a download:
-    :func:`sentlab.assets.resolve_data`), as the prepare stage parses them: ``sentlab evaluate`` works in any
+    :func:`sentlab.assets.resolve.resolve_data`), as the prepare stage parses them: ``sentlab evaluate`` works in any
     directory."""
     if path is not None:
         return read_sts_table(path), str(path)
     if PIPELINE_TABLE.is_file():
         return read_sts_table(PIPELINE_TABLE), str(PIPELINE_TABLE)
-    from ..assets import resolve_data
+    from ..assets.resolve import resolve_data
 
     sts, sick = resolve_data("senteval_sts"), resolve_data("sick")
     return parse_all(sts.root, sick.root), f"STS from {sts.root} ({sts.source}), SICK from {sick.root} ({sick.source})"

@@ -47,7 +47,7 @@ def read_corpus_texts(path: str) -> list[str]:
 def _stopword_and_punct_texts(tokenizer) -> tuple[np.ndarray, np.ndarray]:
     """(stop word, no letter or digit): boolean masks over the tokenizer's ids, each piece read as the text it
     decodes to on its own."""
-    from ..nltk_resources import stopwords_english
+    from ..assets.nltk_resources import stopwords_english
 
     try:
         stop = {w.lower() for w in stopwords_english()}
@@ -67,7 +67,7 @@ def stopword_and_punct_ids(tokenizer, starts_word: np.ndarray | None = None) -> 
 
     A piece is read as the text it decodes to on its own (``##s`` stays ``##s``, RoBERTa's ``Ġthe``
     becomes ``the``). Stop words: NLTK's English list plus the Penn clitics
-    (:func:`sentlab.nltk_resources.stopwords_english`). A word-continuation piece is never taken for a stop word:
+    (:func:`sentlab.assets.nltk_resources.stopwords_english`). A word-continuation piece is never taken for a stop word:
     WordPiece marks it (``##``); byte-level BPE marks the word start instead (``Ġ``), and its unmarked pieces are
     both continuations (``s`` of ``cat|s``) and the first word of a text (``The``), so ``starts_word`` (per id:
     :func:`word_start_ids` on the corpus) says which stop-word texts start a word; None: every one does.

@@ -8,5 +8,5 @@
   transfer, GLUE, QQP/AskUbuntu retrieval.
 
 The packages import nothing on import: a module imports what it uses, so a stage's code files
-(``sentlab.pipeline.sources`` traces them) are only those it runs.
+(``sentlab.stages.sources`` traces them) are only those it runs.
 """

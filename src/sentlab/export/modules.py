@@ -14,7 +14,7 @@ do not (:func:`sentlab.export.st.build_sentence_transformer` chooses):
   ``model.encode(texts, channel="pos")``; without ``channel`` the whole embedding.
 
 Each calls the declared pooling (:mod:`sentlab.config.poolings`), the one implementation
-:class:`sentlab.encoder.SentenceEncoder` calls too (``tests/test_st_export.py`` pins the agreement to 1e-5); which
+:class:`sentlab.nn.encoder.SentenceEncoder` calls too (``tests/test_st_export.py`` pins the agreement to 1e-5); which
 module exports which pooling follows from its declaration (:func:`sentlab.export.st.build_sentence_transformer`).
 Loading a folder that uses them needs sentlab installed and, since sentence-transformers 6,
 ``trust_remote_code=True`` (the flag that lets sentence-transformers import a module class from outside its own
@@ -48,7 +48,7 @@ class TemplateTransformer(Transformer):
                  **kwargs) -> None:
         super().__init__(model_name_or_path, **kwargs)
         self.template_suffix = template_suffix
-        self.end_period = end_period   # PromptBERT's test input: sentlab.encoder.end_with_period
+        self.end_period = end_period   # PromptBERT's test input: sentlab.nn.encoder.end_with_period
 
     def preprocess(self, inputs, prompt: Optional[str] = None, **kwargs) -> dict[str, Any]:
         if self.end_period:
@@ -81,7 +81,7 @@ class MaskPooling(_PoolingModule):
     """The last layer's vector at the first ``mask_token_id`` of each input (PromptBERT's [MASK]).
 
     An input whose [MASK] was truncated away raises :class:`~sentlab.errors.SentlabError`, as in
-    :func:`sentlab.encoder.mask_positions`, instead of pooling another token.
+    :func:`sentlab.nn.encoder.mask_positions`, instead of pooling another token.
     """
 
     config_keys = ["mask_token_id", "embedding_dimension"]

@@ -62,7 +62,7 @@ def build_sentence_transformer(folder: Path, info: dict, max_length: int):
                            f"known: {', '.join(POOLINGS)}.")
     spec = POOLINGS[pooling]
     template = info.get("template") or (PROMPT_TEMPLATE if spec.needs_template else None)
-    from ..assets import _is_bert_like
+    from ..assets.resolve import _is_bert_like
 
     kwargs: dict[str, Any] = {"max_seq_length": int(max_length)}
     if _is_bert_like(Path(folder)):  # as sentlab loads it: no pooler (none saved; a random one would be written)
@@ -176,7 +176,7 @@ def st_pooling_info(folder: Path) -> Optional[dict]:
         elif kind == SENTLAB_MODULES + "ChannelSlice":
             out["channels"] = _json(cfg_dir / "config.json").get("channels")
         elif cls == "Dense" and out["pooling"] is not None and not out["head"] and _is_tanh_head(cfg_dir):
-            out["head"] = sub   # a Linear + tanh after the pooling: SimCSE's MLP (sentlab.encoder_head.read_head)
+            out["head"] = sub   # a Linear + tanh after the pooling: SimCSE's MLP (sentlab.nn.encoder_head.read_head)
         elif cls == "Normalize":
             continue
         else:

@@ -87,7 +87,7 @@ def in_batch_info_nce(z1: torch.Tensor, z2: torch.Tensor, temperature: float) ->
     rank (this rank's rows keep their gradient, the others' are constants, as in SimCSE's
     ``cl_forward``), so each sentence has ``train.batch_size - 1`` in-batch negatives whatever the
     number of ranks; row i's positive is row i. In one process it is :func:`info_nce`."""
-    from ..distributed import gather_with_grad
+    from ..runtime.distributed import gather_with_grad
 
     return info_nce(gather_with_grad(z1), gather_with_grad(z2), temperature)
 
@@ -97,7 +97,7 @@ def nt_xent(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> torch.Ten
     each view against the other view's N rows (positive: row i) and its own view's other N−1 rows, so 2N−2
     negatives; the two directions' mean cross-entropies **summed** (``loss_a + loss_b``). Logits and loss in
     fp32. Under torchrun both views are gathered as in :func:`in_batch_info_nce`."""
-    from ..distributed import gather_with_grad
+    from ..runtime.distributed import gather_with_grad
 
     z1, z2 = gather_with_grad(z1), gather_with_grad(z2)
     n = z1.size(0)

@@ -11,7 +11,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, field_validator, model_validator
 
-from ..encoder import PROMPT_TEMPLATE
+from ..nn.encoder import PROMPT_TEMPLATE
 from .base import ContrastiveParams
 
 

@@ -352,7 +352,7 @@ def save_heads(method: nn.Module, folder) -> Path:
     ``folder/paser_heads.safetensors``."""
     from safetensors.torch import save_file
 
-    from ..io import atomic_path
+    from ..runtime.io import atomic_path
 
     state = {k: v.detach().cpu().contiguous() for k, v in method.state_dict().items()
              if not k.startswith("encoder.")}

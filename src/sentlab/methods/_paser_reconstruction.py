@@ -295,7 +295,7 @@ def reconstruction_report(method, sentences: Sequence[str], extras: dict, fit_se
 
 def write_reconstruction(path, report: dict) -> None:
     """Write the report atomically (e.g. ``models/paser/reconstruction.json``)."""
-    from ..io import write_json
+    from ..runtime.io import write_json
 
     write_json(path, report)
 

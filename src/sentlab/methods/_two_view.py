@@ -10,7 +10,7 @@ from typing import Optional
 
 import torch
 
-from ..encoder import pool
+from ..nn.encoder import pool
 from ._common import MLPHead, doubled, in_batch_info_nce
 from .base import Batch, Method
 

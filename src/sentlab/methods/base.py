@@ -30,9 +30,9 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
-from ..encoder import SentenceEncoder
+from ..nn.encoder import SentenceEncoder
 from ..config.poolings import get_pooling
-from ..encoder_head import HEAD_DIR
+from ..nn.encoder_head import HEAD_DIR
 
 
 # train.<key> a method's params block may set for itself (None there: the train block's value)
@@ -94,13 +94,13 @@ class MethodParams(BaseModel):
         return [self.backbone] if self.backbone else []
 
     def nltk_resources(self) -> list[str]:
-        """NLTK resources this block's training loads (:data:`sentlab.nltk_resources.NLTK_RESOURCES` names), for
+        """NLTK resources this block's training loads (:data:`sentlab.assets.nltk_resources.NLTK_RESOURCES` names), for
         ``sentlab fetch``, which downloads them before a run without network; [] when none."""
         return []
 
     def model_deps(self) -> list[str]:
         """Repository paths of other pipeline outputs this block's training reads (RankCSE's teachers
-        ``models/simcse``): its train stage's DVC deps beside ``init`` (:mod:`sentlab.pipeline.stage_list`)."""
+        ``models/simcse``): its train stage's DVC deps beside ``init`` (:mod:`sentlab.stages.stage_list`)."""
         return []
 
     def standin(self, asset: str) -> dict:
@@ -327,7 +327,7 @@ class Method(nn.Module):
     def init_sources(self) -> dict[str, str]:
         """Where each module's weights came from, before training (``sentlab.json``'s ``init``).
 
-        ``encoder``: the loader's record (:func:`sentlab.assets.load_model`: ``checkpoint``, or which tensors
+        ``encoder``: the loader's record (:func:`sentlab.assets.resolve.load_model`: ``checkpoint``, or which tensors
         the checkpoint lacked), or the id of the trained method it starts from (``init_from``); ``given``
         when the caller built it. Every other direct sub-module with parameters (and the method's own
         parameters, ``params``): what the method set in ``module_init`` (``checkpoint``, ``random``, a
@@ -352,7 +352,7 @@ class Method(nn.Module):
     def inference_head(self) -> Optional[nn.Module]:
         """A trained module applied to the pooled vector at test (a Linear + tanh with a ``dense`` layer: SimCSE's
         MLP, which supervised SimCSE keeps at test), or None (the pooled vector is the embedding). The export
-        writes it beside the encoder (:func:`sentlab.encoder_head.write_head`, ``sentlab.json``'s ``head``) and every
+        writes it beside the encoder (:func:`sentlab.nn.encoder_head.write_head`, ``sentlab.json``'s ``head``) and every
         encoder of the exported model applies it."""
         return None
 

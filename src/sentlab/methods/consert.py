@@ -11,12 +11,12 @@ from typing import Literal
 import torch
 from pydantic import Field
 
-from ..encoder import NEEDS_HIDDEN_STATES, pool
+from ..nn.encoder import NEEDS_HIDDEN_STATES, pool
 from ..errors import SentlabError
 from ..config.poolings import TextPoolingName
 from . import register
 from ._common import doubled, nt_xent, paired_views
-from ..optim import AdamWLegacy
+from ..nn.optim import AdamWLegacy
 from .base import Batch, ContrastiveParams, Method, PaperAvg, adamw
 
 VIEWS = ("none", "shuffle", "token_cutoff", "feature_cutoff")
@@ -37,7 +37,7 @@ class ConSERTParams(ContrastiveParams):
                                                        "up (main.py: 10 %), then the linear decay")
     optimizer: Literal["adamw_legacy", "adamw"] = Field(
         "adamw_legacy", description="adamw_legacy: main.py's transformers AdamW (correct_bias=False, the decay "
-        "after the step; sentlab.optim.AdamWLegacy); adamw: torch's AdamW (bias-corrected)")
+        "after the step; sentlab.nn.optim.AdamWLegacy); adamw: torch's AdamW (bias-corrected)")
     adam_eps: float = Field(1e-6, gt=0, description="Adam's ε (main.py: 1e-6)")
     weight_decay: float = Field(0.01, ge=0, description="decoupled weight decay of every tensor but biases and "
                                                         "LayerNorm (sentence-transformers' fit: 0.01; replaces "

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field
 
-from ..encoder import pool
+from ..nn.encoder import pool
 from ..errors import SentlabError
 from . import register
 from ._common import full_precision

@@ -85,14 +85,14 @@ class ProjectionMLP(nn.Module):
 
 def load_generator(name: str, tokenizer, method_id: str = "diffcse") -> tuple[nn.Module, str]:
     """(frozen MLM generator in eval mode, its folder) for hub id or folder ``name``, through
-    :func:`sentlab.assets.resolve_model` (a hub id that is not here fails with the command that fetches it) and
+    :func:`sentlab.assets.resolve.resolve_model` (a hub id that is not here fails with the command that fetches it) and
     transformers' ``AutoModelForMaskedLM`` (safetensors, or a .bin read with ``weights_only``). A checkpoint without
     MLM head weights, or with another vocabulary than the encoder's tokenizer, fails here: the generator would
     replace tokens at random."""
     import transformers
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    from ..assets import resolve_model
+    from ..assets.resolve import resolve_model
 
     path = resolve_model(name)
     verbosity = transformers.logging.get_verbosity()

@@ -10,7 +10,7 @@ from pydantic import Field
 from torch import nn
 
 from ..errors import SentlabError
-from ..distributed import concat_all_gather, gather_with_grad
+from ..runtime.distributed import concat_all_gather, gather_with_grad
 from . import register
 from ._common import info_nce
 from .base import Batch, PaperAvg

@@ -17,7 +17,7 @@ from torch import nn
 
 from ..augment import span_text, make_augmenter
 from ..errors import SentlabError
-from ..distributed import concat_all_gather, rank
+from ..runtime.distributed import concat_all_gather, rank
 from . import register
 from ._common import MLPHead, augmentation_info, info_nce
 from .base import Batch, ContrastiveParams, Method, MethodParams, PaperAvg
@@ -29,7 +29,7 @@ class MoCoParams(ContrastiveParams):
         256, gt=0, description="M: candidates per query, the current (global) batch's keys included")
     optimizer: Literal["adamw", "adamw_transformers"] = Field(
         "adamw", description="adamw: torch's AdamW | adamw_transformers: the HF Trainer's AdamW of the releases "
-                             "(transformers 4.2: ε added to √v before the bias correction, sentlab.optim.AdamWLegacy"
+                             "(transformers 4.2: ε added to √v before the bias correction, sentlab.nn.optim.AdamWLegacy"
                              "(correct_bias=True); smaller steps where √v̂ ~ ε; the paper profile of esimcse/ptbert)")
     key_dropout: bool = Field(True, description="the momentum key encoder (the backbone copy) in train mode, dropout "
                                                 "on, while it encodes keys; false: eval mode. That copy only: the key "
@@ -155,7 +155,7 @@ Embeddings},
         Trainer the releases ran (transformers 4.2, ``correct_bias=True``, ε 1e-8, the decay after the step)."""
         if self.params.optimizer == "adamw":
             return super().configure_optimizers(weight_decay=weight_decay, fused=fused)
-        from ..optim import AdamWLegacy
+        from ..nn.optim import AdamWLegacy
 
         return AdamWLegacy(list(self.trainable_parameters()), lr=self.params.lr, eps=1e-8,
                            weight_decay=weight_decay, correct_bias=True)

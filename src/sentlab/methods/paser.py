@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from ..augment.eda import EDA
-from ..encoder import pool
+from ..nn.encoder import pool
 from ..config.poolings import POOLINGS
 from ..errors import SentlabError
 from ._paser_reconstruction import export_reconstruction, heldout_split

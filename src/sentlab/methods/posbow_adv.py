@@ -52,7 +52,7 @@ from torch import nn
 
 from ..data.tags import POS_TAGS, pos_targets, words_seen
 from ..data.vocab import corpus_bow_vocab
-from ..encoder import pool
+from ..nn.encoder import pool
 from ..errors import SentlabError
 from . import register
 from ._common import MLPHead, in_batch_info_nce, two_views

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from pydantic import Field, model_validator
 from torch import nn
 
-from ..encoder import apply_template, pool
+from ..nn.encoder import apply_template, pool
 from ..config.poolings import POOLINGS
 from ..errors import SentlabError
 from . import register
@@ -240,7 +240,7 @@ Zhao, Dongyan and Chen, Kai and Yan, Rui},
     def __init__(self, encoder, tokenizer, params: RankCSEParams, seed: int = 0):
         super().__init__(encoder, tokenizer, params, seed)
         self.mlp = MLPHead.of(encoder.config)
-        from ..assets import load_model
+        from ..assets.resolve import load_model
 
         self.teacher_infos = [teacher_info(t, self.id or "rankcse") for t in params.teachers]
         models, self.teacher_tokenizers = [], []

@@ -11,11 +11,11 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
-from ..encoder import masked_mean
+from ..nn.encoder import masked_mean
 from ..errors import SentlabError
 from . import register
 from ._common import full_precision
-from ..optim import AdamWLegacy
+from ..nn.optim import AdamWLegacy
 from .base import Batch, ContrastiveParams, Method, PaperAvg
 
 
@@ -210,7 +210,7 @@ International Joint Conference on Natural Language Processing (Volume 1: Long Pa
 
     def configure_optimizers(self, *, weight_decay: float = 0.0, fused: bool = False) -> torch.optim.Optimizer:
         """The code's ``SentenceTransformer.fit`` with ``training.py``'s ``optimizer_params``: transformers'
-        ``AdamW`` (bias correction on, the decay after the step: :class:`~sentlab.optim.AdamWLegacy`), betas
+        ``AdamW`` (bias correction on, the decay after the step: :class:`~sentlab.nn.optim.AdamWLegacy`), betas
         (0.9, ``adam_beta2``), ε ``adam_eps``, over BERT_T (embeddings frozen) and the head in two groups:
         ``weight_decay`` on every tensor but biases and LayerNorm, 0 on those (the loop's ``train.weight_decay``
         is not used)."""

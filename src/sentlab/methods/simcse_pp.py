@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
-from ..distributed import gather_with_grad
+from ..runtime.distributed import gather_with_grad
 from . import register
 from ._common import cosine_logits, full_precision, in_batch_info_nce, two_views
 from .base import Batch, PaperAvg

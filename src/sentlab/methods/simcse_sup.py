@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from pydantic import Field, model_validator
 
 from ..errors import SentlabError
-from ..distributed import gather_with_grad
+from ..runtime.distributed import gather_with_grad
 from . import register
 from ._common import MLPHead, cosine_logits
 from .base import Batch, ContrastiveParams, Method

@@ -1,8 +1,9 @@
 """What each chain of a parallel run asks of Ray, and in which order it is submitted (issue #54 §7).
 
 * **GPU share** (``runtime.gpus_per_task``). A number: every chain asks for that many GPUs (as before).
-  ``auto``: a chain's share comes from the plan's measured step times (:mod:`sentlab.plan`, the H100 run of
-  :data:`sentlab.plan.GPU_RUN`): a training stage whose planned step (its method's measured seconds per sentence x
+  ``auto``: a chain's share comes from the plan's measured step times (:mod:`sentlab.campaign.plan`, the H100 run of
+  :data:`sentlab.campaign.plan.GPU_RUN`): a training stage whose planned step (its method's measured seconds per
+  sentence x
   the profile's batch x grad_accum) takes ``t`` seconds asks for ``min(1, ceil(t / FULL_STEP_S x 4) / 4)`` of a GPU
   -- a quarter for a step of up to 0.1 s (SimCSE 0.04 s, CT, MoCo, PT-BERT 0.10 s at batch 64: several such
   trainings share one GPU), a half up to 0.2 s, three quarters up to 0.3 s, a whole GPU above (L2P 0.36 s at
@@ -12,8 +13,8 @@
   FULL_STEP_S is a rule of thumb (a bert-base step under ~0.1 s on an H100 is bound by kernel launches and the
   host, so four overlap), not a measured co-location throughput.
 * **Order.** Ray starts queued tasks roughly in submission order, so the chains are submitted longest first:
-  a chain's priority is its planned GPU seconds (:func:`sentlab.plan.training_cost`,
-  :func:`sentlab.plan.evaluation_cost`) plus the longest path of chains that wait for it (paser_sup after
+  a chain's priority is its planned GPU seconds (:func:`sentlab.campaign.plan.training_cost`,
+  :func:`sentlab.campaign.plan.evaluation_cost`) plus the longest path of chains that wait for it (paser_sup after
   paser), ties in DVC's order; a chain never goes before one it needs.
 * **nproc.** :func:`check_nproc`: DDP ranks need a GPU each (one paragraph, exit 2 otherwise).
 
@@ -43,7 +44,7 @@ def share_of_step(step_s: float) -> float:
 
 @dataclass
 class StageCost:
-    seconds: float            # planned GPU seconds (sentlab.plan)
+    seconds: float            # planned GPU seconds (sentlab.campaign.plan)
     share: float              # the GPU share under `auto` (nproc 1)
     training: bool = False
 
@@ -51,9 +52,9 @@ class StageCost:
 def stage_costs(params) -> dict[str, StageCost]:
     """Every GPU stage of ``params``' stage list -> its planned seconds and ``auto`` share."""
     from ..methods import get_method  # noqa: F401 - registers the methods plan.training_cost looks up
-    from ..plan import _per_sentence, evaluation_cost, training_cost
+    from ..campaign.plan import _per_sentence, evaluation_cost, training_cost
     from ..preflight.projection import model_params
-    from ..pipeline.stage_list import models_for, stage_list_for, suite_items, suite_stage
+    from ..stages.stage_list import models_for, stage_list_for, suite_items, suite_stage
     from ..train.run import resolve_train
 
     lists = stage_list_for(params)
@@ -77,7 +78,7 @@ def costs_for(root: str | Path) -> tuple[Optional[dict[str, StageCost]], str]:
 
     try:
         return stage_costs(load_checked(Path(root) / "params.yaml")), ""
-    except Exception as e:  # noqa: BLE001 - a pipeline sentlab.plan does not know: DVC order, whole GPUs
+    except Exception as e:  # noqa: BLE001 - a pipeline sentlab.campaign.plan does not know: DVC order, whole GPUs
         return None, f"{type(e).__name__}: {str(e)[:300]}"
 
 

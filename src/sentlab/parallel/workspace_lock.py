@@ -5,7 +5,7 @@ Held for its whole run by ``sentlab run`` (the Ray coordinator: a second one wou
 worktrees) and by ``sentlab repro`` (``make repro``: from the profile check, through the writing of params.yaml,
 to the end of ``dvc repro`` and the report built after a failure), so a second ``make repro`` with another profile
 cannot rewrite params.yaml in the seconds between the first one's profile check and ``dvc repro`` taking DVC's
-lock (issue #64). ``sentlab profile`` looks at it too (:func:`sentlab.pipeline.entry.coordinator_running`). The lock
+lock (issue #64). ``sentlab profile`` looks at it too (:func:`sentlab.stages.entry.coordinator_running`). The lock
 file names its holder (pid, what it runs), so a refusal names it. Re-entrant within a process: ``sentlab repro
 --jobs N`` holds it and calls the coordinator, which takes it again.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import SentlabError
-from ..pipeline.entry import COORDINATOR_LOCK
+from ..stages.entry import COORDINATOR_LOCK
 
 def holder(state: Path) -> dict:
     """What the lock file says of its holder (pid, what), falling back on run.json's pid (a coordinator of a

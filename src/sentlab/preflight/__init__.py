@@ -11,9 +11,9 @@ The preflight knows no method and patches nothing. In order:
    (``sentlab stages``).
 3. **Every stage, in order** (:mod:`.stages`): the stages of the copy's dvc.yaml and models.yaml, each after
    what it depends on, a model's readers right after its training (its weights can go then). A ``python
-   script.py`` stage runs in a process forked from a server that has imported torch (:mod:`.runner`), with
+   script.py`` stage runs in a process forked from a server that has imported torch (:mod:`.stage_runner`), with
    ``DVC_STAGE`` set as ``dvc repro`` sets it, so it reads exactly the params it declares.
-4. **Probe** (:mod:`.probe`): an observer of the phases the code declares (:mod:`sentlab.timing`: the stage,
+4. **Probe** (:mod:`.probe`): an observer of the phases the code declares (:mod:`sentlab.runtime.timing`: the stage,
    the training's corpus, plan and optimiser steps, the encoder's passes): seconds per step, seconds per
    encoded sentence, peak RSS and CUDA peak, the stage's exception.
 5. **Collect, never stop.** One row per stage: ``ok``; ``failed`` with the one-paragraph error; ``needs asset``

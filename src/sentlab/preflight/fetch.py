@@ -4,7 +4,7 @@ runs the profile (``SENTLAB_OFFLINE=1 HF_HUB_OFFLINE=1``; issue #65 §6, docs/sl
 
 What a profile reads (:func:`profile_needs`), each with the setting that asks for it:
 
-* data sets (:data:`sentlab.assets.ASSETS`; into ``$SENTLAB_CACHE`` unless the mirror holds them): STS and SICK
+* data sets (:data:`sentlab.assets.resolve.ASSETS`; into ``$SENTLAB_CACHE`` unless the mirror holds them): STS and SICK
   (prepare), ``prepare.corpus``, SimCSE's NLI triples (``prepare.nli``: simcse, or auto, which would otherwise fall
   back to the SICK stand-in), SentEval's transfer tasks (``transfer.models``), GLUE's tasks (``glue.models``), QQP
   and AskUbuntu (``retrieval.models``), GloVe (the ``glove`` baseline): what the ``sources`` stage hashes and
@@ -15,8 +15,8 @@ What a profile reads (:func:`profile_needs`), each with the setting that asks fo
   POS tagger for the nltk backend) and every trained line's (its Params' ``nltk_resources``: PaSeR's WordNet when its
   EDA replaces synonyms); the spaCy backend's model is a pip package, checked, never downloaded here.
 
-Each is had through the resolver the stage itself calls (:func:`sentlab.assets.resolve_data`,
-:func:`~sentlab.assets.resolve_model`, :func:`sentlab.nltk_resources.require_nltk`, GLUE's
+Each is had through the resolver the stage itself calls (:func:`sentlab.assets.resolve.resolve_data`,
+:func:`~sentlab.assets.resolve.resolve_model`, :func:`sentlab.assets.nltk_resources.require_nltk`, GLUE's
 :func:`~sentlab.evaluate.suites.glue.glue_files`): the same downloads (resume, size checks, atomic renames), the
 same places, no second downloader. What could not be had ends the command with one paragraph naming each and its
 fetch command; the others stay fetched.
@@ -47,7 +47,7 @@ def _add(out: list[Need], kind: str, name: str, why: str) -> None:
 
 def trained_params(params) -> dict:
     """``{model: its method's Params}`` for every model the profile trains (lines, seeds, ablation variants)."""
-    from ..pipeline.stage_list import models_for
+    from ..stages.stage_list import models_for
     from .projection import model_params
 
     return {name: model_params(params, spec) for name, spec in models_for(params).items()}
@@ -57,7 +57,7 @@ def profile_needs(values: dict) -> list[Need]:
     """The sources profile ``values`` (its merged values) reads from outside the repository, in stage order."""
     from ..config import validate
     from ..evaluate.suites.glue import asset_name
-    from ..pipeline.sources import RETRIEVAL_ASSETS
+    from ..stages.sources import RETRIEVAL_ASSETS
 
     params = validate(values)
     out: list[Need] = []
@@ -97,13 +97,13 @@ def _tree_bytes(path: Path) -> int:
 
 
 def _data_here(name: str) -> bool:
-    from ..assets import data_present
+    from ..assets.resolve import data_present
 
     return data_present(name)
 
 
 def _data(name: str) -> tuple[Path, int]:
-    from ..assets import ASSETS, resolve_data
+    from ..assets.resolve import ASSETS, resolve_data
 
     r = resolve_data(name)
     files = [r.root / p for p in ASSETS[name].paths if (r.root / p).is_file()] or [r.path]
@@ -111,7 +111,7 @@ def _data(name: str) -> tuple[Path, int]:
 
 
 def _glue_here(task: str) -> bool:
-    from ..assets import data_present
+    from ..assets.resolve import data_present
     from ..evaluate.suites.glue import FALLBACK, asset_name
 
     return data_present(asset_name(task)) or (task in FALLBACK and data_present(FALLBACK[task][0]))
@@ -125,7 +125,7 @@ def _glue(task: str) -> tuple[Path, int]:
 
 
 def _hub_here(name: str) -> bool:
-    from ..assets import resolve_model
+    from ..assets.resolve import resolve_model
 
     try:
         resolve_model(name, download=False)
@@ -135,7 +135,7 @@ def _hub_here(name: str) -> bool:
 
 
 def _hub(name: str) -> tuple[Path, int]:
-    from ..assets import resolve_model
+    from ..assets.resolve import resolve_model
 
     path = resolve_model(name)
     return path, _tree_bytes(path)
@@ -144,7 +144,7 @@ def _hub(name: str) -> tuple[Path, int]:
 def _nltk_path(resource: str) -> Optional[Path]:
     import nltk
 
-    from ..nltk_resources import NLTK_RESOURCES
+    from ..assets.nltk_resources import NLTK_RESOURCES
 
     loc = NLTK_RESOURCES.get(resource, resource)
     for root in nltk.data.path:
@@ -155,7 +155,7 @@ def _nltk_path(resource: str) -> Optional[Path]:
 
 
 def _nltk(resource: str) -> tuple[Path, int]:
-    from ..nltk_resources import require_nltk
+    from ..assets.nltk_resources import require_nltk
 
     require_nltk(resource)
     path = _nltk_path(resource)
@@ -178,7 +178,7 @@ GETTERS: dict[str, tuple[Callable[[str], bool], Callable[[str], tuple[Path, int]
 
 def fetch_command(need: Need) -> str:
     """The command that provides ``need`` by hand (what the stage's own error would name)."""
-    from ..assets import data_fetch_command, hub_fetch_command
+    from ..assets.resolve import data_fetch_command, hub_fetch_command
 
     if need.kind == "data":
         return data_fetch_command(need.name)

@@ -1,4 +1,4 @@
-"""The probe: an observer of the phases a stage declares (:mod:`sentlab.timing`), in the stage's process.
+"""The probe: an observer of the phases a stage declares (:mod:`sentlab.runtime.timing`), in the stage's process.
 
 It patches nothing. It measures the ``step`` phases of the training loop (seconds per optimiser step, the
 resident size after the first), keeps each ``plan`` (the slice's batch and step count), the ``corpus`` a
@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from ..timing import Observer, Phase
+from ..runtime.timing import Observer, Phase
 
 
 def current_rss_mb() -> Optional[float]:
@@ -35,7 +35,7 @@ def _cuda_sync(phase: Phase) -> None:
 
 
 class Probe(Observer):
-    """Registered in a stage's process (``sentlab.timing.add_observer``); :meth:`result` is its record."""
+    """Registered in a stage's process (``sentlab.runtime.timing.add_observer``); :meth:`result` is its record."""
 
     def __init__(self):
         self.step_seconds: list[float] = []

@@ -79,9 +79,9 @@ def _train(row: Row, p: dict, real, sl: dict, spec, dev_full: int) -> None:
 
 def project(rows: list[Row], real, sl: dict, scratch: Path, models: Optional[dict] = None) -> None:
     """Fill each row's projection for the full run of the real profile (``real``: its Params; ``models``: its
-    stage list's models, ``sentlab.pipeline.stage_list.models_for(real)``)."""
+    stage list's models, ``sentlab.stages.stage_list.models_for(real)``)."""
     if models is None:
-        from ..pipeline.stage_list import models_for
+        from ..stages.stage_list import models_for
 
         models = models_for(real)
     counts = _sts_counts(scratch)

@@ -17,7 +17,7 @@ from ..config.yaml_files import deep_merge, read_yaml
 from ..errors import SentlabError
 from . import slice as S
 from .projection import project
-from .runner import StageRunner, error_paragraph
+from .stage_runner import StageRunner, error_paragraph
 from .scratch import check_location, make_scratch, scratch_env
 from .stages import Stage, consumers, consumers_first, dvc_stages, prune_weights, with_upstream
 from .standins import (backbone_standin, changed_models, classify_asset, corpus_shortfall, corpus_standin,
@@ -85,7 +85,7 @@ class Preflight:
 
     def suite_stages(self) -> set[str]:
         """The ``<suite>@<model>`` stages of the scratch copy's stage list as it is now (a stand-in may drop some)."""
-        from ..pipeline.stage_list import suite_items, suite_stage
+        from ..stages.stage_list import suite_items, suite_stage
 
         return {suite_stage(s, m) for s, m in suite_items(read_yaml(self.scratch / "models.yaml") or {})}
 

@@ -33,7 +33,7 @@ SLICE = {"size": 1200, "steps": 3, "batch_size": 8, "dev_max_pairs": 40, "max_pa
 def apply_profile(scratch: Path, profile: str) -> dict:
     """``sentlab profile <profile>`` in the scratch copy (``--force`` over another profile's params.yaml);
     returns the values in force. A profile that does not validate raises its SentlabError."""
-    from ..pipeline.profiles import set_profile
+    from ..stages.profiles import set_profile
 
     path = scratch / "params.yaml"
     current = read_yaml(path).get("profile") if path.is_file() else None
@@ -44,7 +44,7 @@ def apply_profile(scratch: Path, profile: str) -> dict:
 def write_params(scratch: Path, values: dict, *edits: Optional[dict]) -> dict:
     """params.yaml of the scratch copy = ``values`` with ``edits`` merged in, and its stage list written
     again (what ``sentlab stages`` does); returns the merged values."""
-    from ..pipeline.stage_list import write_stage_list
+    from ..stages.stage_list import write_stage_list
 
     merged = values
     for edit in edits:
@@ -120,7 +120,7 @@ def slice_device(values: dict) -> tuple[str, str]:
     """(the preflight's ``runtime.device``, the line that says so): CUDA where torch sees a GPU, else the CPU; a
     profile that asks for ``cuda`` and runs its slice on the CPU here is told so (its full run here would stop:
     ``sentlab doctor``)."""
-    from ..device import check_device
+    from ..runtime.device import check_device
 
     here = check_device("auto")
     asked = (values.get("runtime") or {}).get("device", "auto")
@@ -156,7 +156,7 @@ def backbone_width(backbone: str) -> Optional[int]:
     if kept is not None:
         return int(kept["config"]["hidden_size"])
     try:
-        from ..assets import resolve_model
+        from ..assets.resolve import resolve_model
 
         cfg = json.loads((Path(resolve_model(backbone)) / "config.json").read_text(encoding="utf-8"))
         return int(cfg["hidden_size"])

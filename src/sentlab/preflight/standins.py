@@ -26,7 +26,7 @@ PIPELINE_STANDINS = {"nli": ({"prepare": {"nli": "sick_standin"}}, "prepare.nli:
 
 def classify_asset(message: str) -> tuple[str, str]:
     """(asset, fetch command) named by an :class:`~sentlab.errors.AssetMissingError` message."""
-    from ..assets import data_fetch_command, hub_fetch_command
+    from ..assets.resolve import data_fetch_command, hub_fetch_command
 
     m = re.search(r"NLTK resource '([^']+)'", message)
     if m:
@@ -80,8 +80,8 @@ def _here(suite: str, task: str) -> bool:
 
             glue_files(task)
         else:
-            from ..assets import resolve_data
-            from ..pipeline.sources import RETRIEVAL_ASSETS as BY_TASK
+            from ..assets.resolve import resolve_data
+            from ..stages.sources import RETRIEVAL_ASSETS as BY_TASK
 
             for name in BY_TASK[task]:
                 resolve_data(name)
@@ -129,7 +129,7 @@ def corpus_standin(real) -> Optional[str]:
     """The sample asset the preflight's slice trains on when the profile's corpus is not here (wiki1m_head for a
     missing wiki1m), or None (the corpus is here, or no sample is: prepare's own row says what is missing). The
     slice is a few hundred sentences either way; the full run never takes the sample (issue #54 §2)."""
-    from ..assets import ASSETS, data_present
+    from ..assets.resolve import ASSETS, data_present
 
     name = real.prepare.corpus
     if data_present(name):
@@ -140,7 +140,7 @@ def corpus_standin(real) -> Optional[str]:
 
 def corpus_shortfall(real, standin: Optional[str]) -> Optional[tuple[str, str]]:
     """(asset, fetch) when the slice ran on the sample ``standin`` because the profile's corpus is not here."""
-    from ..assets import ASSETS, data_fetch_command, resolve_data
+    from ..assets.resolve import ASSETS, data_fetch_command, resolve_data
 
     if standin is None:
         return None
@@ -154,7 +154,7 @@ def backbone_standin(backbone: str, scratch: Path) -> tuple[Optional[Path], str,
     """(a scratch mirror that holds the backbone's stand-in, for the stage processes' SENTLAB_DATA_MIRROR, or None
     when the backbone is here; how the backbone is had; (asset, fetch) when it cannot be)."""
     from .. import backbones
-    from ..assets import hub_fetch_command, mirror_root, resolve_model
+    from ..assets.resolve import hub_fetch_command, mirror_root, resolve_model
     from ..backbones.standin import standin_mirror
 
     try:
@@ -190,7 +190,7 @@ def hub_standins(names, scratch: Path, mirror: Optional[Path]) -> tuple[Optional
     ``mirror`` (the backbone's scratch mirror; None: one is made when needed). A model that is here, or has no kept
     config or offline tokenizer, is left to its stage, whose row names the asset."""
     from .. import backbones
-    from ..assets import mirror_root, resolve_model
+    from ..assets.resolve import mirror_root, resolve_model
     from ..backbones.standin import standin_mirror
 
     notes = []

@@ -95,7 +95,7 @@ def markdown(rows: list[Row], meta: dict) -> str:
 
 def write(rows: list[Row], meta: dict, out: Path) -> str:
     """Write preflight.md/.json (also after every stage: a long run shows where it is); returns the Markdown."""
-    from ..io import write_json, write_text
+    from ..runtime.io import write_json, write_text
 
     meta["projected_total_s"] = sum(r.projected_s or 0 for r in rows)
     meta["projected_peak_mb"] = max([r.projected_peak_mb or 0 for r in rows] or [0])

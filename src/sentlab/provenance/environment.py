@@ -84,7 +84,7 @@ def _mark_path(top: Path) -> Path:
 
 def record_profile_written(root: str | os.PathLike) -> None:
     """Record that params.yaml and models.yaml in ``root`` are what ``sentlab profile`` just wrote from the profile
-    files there (called by :func:`sentlab.pipeline.profiles.set_profile`): :func:`git_state` then does not count them
+    files there (called by :func:`sentlab.stages.profiles.set_profile`): :func:`git_state` then does not count them
     as a dirty tree, while a later hand edit (other bytes) or another commit or profile file does. Outside the top of a
     git checkout nothing is recorded."""
     import json

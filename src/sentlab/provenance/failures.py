@@ -4,7 +4,7 @@ are built from what finished and every missing row names the stage that failed a
 Two sources, one view:
 
 * a stage run by DVC (``dvc repro --keep-going``: the other chains go on) records its own failure:
-  :func:`sentlab.pipeline.entry.run_stage` writes ``.dvc/tmp/sentlab/failed/<stage>.json`` and
+  :func:`sentlab.stages.entry.run_stage` writes ``.dvc/tmp/sentlab/failed/<stage>.json`` and
   ``<stage>.log`` (the error paragraph or the traceback) when the stage (``DVC_STAGE``) exits non-zero, and
   removes them when it runs again;
 * ``sentlab run`` (the parallel runner) keeps each stage's state and log in ``.dvc/tmp/sentlab/stages`` and

@@ -14,7 +14,7 @@ import io
 import json
 from pathlib import Path
 
-from ..io import atomic_path, write_text
+from ..runtime.io import atomic_path, write_text
 
 NOT_RUN = "not run in this profile"
 CURVE_COLUMNS = ("step", "stsb_dev", "alignment", "uniformity", "loss")

@@ -19,7 +19,7 @@ import shutil
 import time
 from pathlib import Path
 
-from ..io import atomic_path
+from ..runtime.io import atomic_path
 from .failures import STATE_DIR, _stage_file
 
 RESULTS = "results"

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ..io import write_text
+from ..runtime.io import write_text
 from ..provenance.markers import NOT_RUN
 from . import diagnostics_tables, examples, figures, protocol_table, retrieval_examples, significance
 from .paper_tables import (EVALUATED, Resolved, TableSpec, all_tables, load_metrics, models_in_tables, rank,

@@ -87,7 +87,7 @@ def _order(names) -> list[str]:
 
 
 def _save(fig, path: Path) -> None:
-    from ..io import atomic_path
+    from ..runtime.io import atomic_path
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:

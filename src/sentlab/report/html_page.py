@@ -313,7 +313,7 @@ def render(rep, metrics: dict[str, dict], links: Optional[dict[str, str]] = None
 def write(rep, metrics: dict[str, dict]) -> None:
     """The report stage's page and raw results: ``reports/index.html`` and ``reports/seeds.csv``
     (:mod:`.seeds_csv`), both registered in ``rep.files``."""
-    from ..io import write_text
+    from ..runtime.io import write_text
     from . import seeds_csv
 
     models_dir = rep.root / "models"

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import SentlabError
-from ..io import atomic_path
+from ..runtime.io import atomic_path
 from ..provenance.failures import STATE_DIR, failed_stages
 from ..provenance.run_results import MODEL_FILES, REPORT_INPUTS, kept_results, report_files, stage_outs
 

@@ -46,7 +46,7 @@ def marker_path() -> Optional[Path]:
 
 
 def _write(uri: str, reachable: bool, why: str) -> None:
-    from ..io import write_json
+    from ..runtime.io import write_json
 
     path = marker_path()
     if path is None:

@@ -5,8 +5,9 @@
 * :mod:`sentlab.train.run` — one run from params (``pipeline/train.py METHOD``, ``sentlab train``);
 * :mod:`sentlab.train.checkpoint` — resume state and exported models;
 * :mod:`sentlab.train.data` — corpus + annotation columns + seeded order;
-* :mod:`sentlab.train.cli` — ``sentlab train`` (registered, with the STS-B dev check, by ``sentlab.cli``).
+* :mod:`sentlab.cli.train` — ``sentlab train`` (registered, with the STS-B dev check, by ``sentlab.cli``).
 
-The torchrun helpers (:mod:`sentlab.distributed`) and the legacy Adam (:mod:`sentlab.optim`) sit in the core layer
+The torchrun helpers (:mod:`sentlab.runtime.distributed`) and the legacy Adam (:mod:`sentlab.nn.optim`) sit in the core
+layer
 below, beside the methods that use them (docs/architecture.md).
 """

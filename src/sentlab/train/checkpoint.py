@@ -27,7 +27,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from ..io import atomic_path
+from ..runtime.io import atomic_path
 
 from ..provenance.markers import CURVE_COLUMNS, write_curve, write_marker  # noqa: F401 - re-exported (train loop, run)
 
@@ -64,7 +64,7 @@ def set_rng_state_tensors(state: dict) -> None:
 def _all_ranks(obj):
     """``[obj of rank 0, obj of rank 1, …]`` on rank 0 (a collective: every rank calls it);
     ``[obj]`` in a single process."""
-    from .. import distributed as D
+    from ..runtime import distributed as D
 
     if not D.is_dist():
         return [obj]
@@ -80,7 +80,7 @@ def save_resume(folder: Path, method, optimizer, scheduler, meta: dict) -> None:
 
     Called by every rank: the RNG states of all ranks are gathered and saved (rank r resumes with
     its own), rank 0 writes."""
-    from .. import distributed as D
+    from ..runtime import distributed as D
 
     rng_tensors = _all_ranks(rng_state_tensors())
     rng_json = _all_ranks(rng_state_json())
@@ -101,7 +101,7 @@ def load_resume(folder: Path, method, optimizer, scheduler, rank: int = 0) -> Op
     if not (folder / "state.json").is_file() or not (folder / "state.pt").is_file():
         return None
     from ..errors import SentlabError
-    from ..weights import load_tensors
+    from ..assets.weights import load_tensors
 
     fix = (f"It cannot be resumed: delete the checkpoint folder {folder.parent} (`rm -r {folder.parent}`) and run "
            f"again, which trains this run from step 0.")
@@ -159,7 +159,7 @@ def _export(folder: Path, method, info: dict) -> None:
         method.encoder.save_pretrained(tmp, safe_serialization=True)
         method.tokenizer.save_pretrained(tmp)
         if info.get("head"):   # the test-time head (supervised SimCSE's MLP), sentence-transformers' Dense format
-            from ..encoder_head import write_head
+            from ..nn.encoder_head import write_head
 
             write_head(method.inference_head(), tmp / info["head"])
         (tmp / "sentlab.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")

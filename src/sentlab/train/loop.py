@@ -42,7 +42,7 @@
   ``benchmarks/precision_isa.py``). ``auto`` = fp32 on every CPU; on CUDA bf16 autocast where the GPU has it,
   else fp16 autocast with a gradient scaler (``torch.amp.GradScaler``: the loss scaled, the gradients unscaled
   before clipping, the step skipped on inf/NaN; its state in the resume checkpoint); ``fp32``/``bf16``/``fp16``
-  force it (the train stage refuses an emulated one first: :mod:`sentlab.device`). Logits and losses stay fp32
+  force it (the train stage refuses an emulated one first: :mod:`sentlab.runtime.device`). Logits and losses stay fp32
   under autocast (docs/methods.md); evaluation is fp32 whatever training used;
 * dropout: ``train.dropout_kernel`` ``auto`` = on CPU the same inverted dropout with a mask from fewer random
   numbers (:mod:`sentlab.train.dropout`), PyTorch's elsewhere; ``train.compile``/``pad_buckets``: :mod:`.compiled`;
@@ -64,13 +64,13 @@ import numpy as np
 import torch
 from transformers import get_linear_schedule_with_warmup, set_seed
 
-from ..device import check_device, cpu_flags, cpu_native
-from ..device import resolve_precision as resolve_device_precision
-from ..encoder import autocast
+from ..runtime.device import check_device, cpu_flags, cpu_native
+from ..runtime.device import resolve_precision as resolve_device_precision
+from ..nn.encoder import autocast
 from ..errors import SentlabError
-from ..io import recover_replaced
-from ..timing import timed
-from .. import distributed as D
+from ..runtime.io import recover_replaced
+from ..runtime.timing import timed
+from ..runtime import distributed as D
 from .checkpoint import export_model, load_resume, save_resume
 from .compiled import check_step_options, step_forward
 from .batches import micro_batch_loader
@@ -99,7 +99,8 @@ class TrainResult:
 
 def resolve_device(device: str) -> torch.device:
     """``runtime.device``: ``auto`` = CUDA when torch sees a GPU, else the CPU; ``cuda`` where torch sees none stops
-    with the paragraph of :func:`sentlab.device.check_device` (torch's CUDA build, the driver, the install line)."""
+    with the paragraph of :func:`sentlab.runtime.device.check_device` (torch's CUDA build, the driver, the install
+    line)."""
     if check_device(device) == "cuda":
         return torch.device("cuda", D.local_rank())
     return torch.device("cpu")
@@ -107,7 +108,8 @@ def resolve_device(device: str) -> torch.device:
 
 def cpu_has_native_bf16(cpuinfo: Optional[Path] = None) -> bool:
     """Whether this CPU computes bf16 natively (AVX-512 BF16 or AMX-BF16 in /proc/cpuinfo's flags); elsewhere
-    (other OSes, older CPUs) bf16 autocast is emulated, ~30x slower a step than fp32 (:mod:`sentlab.device` refuses
+    (other OSes, older CPUs) bf16 autocast is emulated, ~30x slower a step than fp32 (:mod:`sentlab.runtime.device`
+    refuses
     it unless asked for). Precision is never chosen from it (:func:`resolve_precision`)."""
     return cpu_native("bf16", cpu_flags(cpuinfo))
 
@@ -115,7 +117,7 @@ def cpu_has_native_bf16(cpuinfo: Optional[Path] = None) -> bool:
 def resolve_precision(precision: str, device: torch.device) -> str:
     """``auto``: fp32 on every CPU — never by the CPU's instruction set (numbers must not depend on which CPU ran
     it); on CUDA bf16 where the GPU computes it natively, else fp16 with a gradient scaler
-    (:func:`sentlab.device.resolve_precision`). An explicit value is kept."""
+    (:func:`sentlab.runtime.device.resolve_precision`). An explicit value is kept."""
     return resolve_device_precision(precision, device.type)
 
 
@@ -301,7 +303,7 @@ def train_loop(method, corpus: Corpus, train_cfg, *, seed: int, dev_eval: DevEva
     signals.enter_context(stop_on_signals())   # SIGTERM: a resume checkpoint after this step, then exit (preempt.py)
     try:
         while step < total_steps:
-            with timed("step", step=step + 1, device=device.type):  # sentlab.timing: observed by tools
+            with timed("step", step=step + 1, device=device.type):  # sentlab.runtime.timing: observed by tools
                 step_loss = torch.zeros((), device=device)
                 extras: dict[str, torch.Tensor] = {}
                 for a in range(grad_accum):

@@ -60,7 +60,7 @@ def stop_requested(step: int, device=None) -> int | None:
     process reads a Python flag (no device read). Under ``torchrun`` the ranks agree every
     :data:`DIST_CHECK_EVERY` steps, the same steps on every rank (saving the checkpoint is a collective: all ranks
     stop at the same step): one small all-reduce and read-back there, none per step."""
-    from .. import distributed as D
+    from ..runtime import distributed as D
 
     got = _received[0] if _received else 0
     if D.is_dist():

@@ -24,19 +24,19 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from .. import distributed as D
+from ..runtime import distributed as D
 from ..config import RUNTIME_TRAIN_KEYS, Params
 from ..config.models import seed_name, split_seed
 from ..errors import SentlabError
 from ..methods import get_method
 from ..methods.blocks import method_params
-from ..timing import timed
+from ..runtime.timing import timed
 from .checkpoint import publish, write_curve, write_marker
 from .data import load_corpus
 from .compiled import check_step_options
 from .dropout import resolve_kernel
 from .heap import apply_heap, resolve_heap
-from ..device import check_precision
+from ..runtime.device import check_precision
 from .loop import DevEval, resolve_attention, resolve_device, resolve_precision, seed_everything, train_loop
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ def load_encoder(params: Params, cls, models_dir: Path, device: torch.device, ba
                  init_name: Optional[str] = None):
     """The encoder a training starts from: the backbone, or the trained model of ``cls.init_from`` (``init_name``:
     its folder under ``models_dir``, e.g. ``paser-s43`` for ``paser_sup-s43``; default the method's id)."""
-    from ..assets import load_model
+    from ..assets.resolve import load_model
 
     if cls.init_from:
         src = models_dir / (init_name or cls.init_from)
@@ -156,7 +156,7 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
         torch.set_num_threads(cfg.num_threads)
     device = resolve_device(cfg.device)
     precision = resolve_precision(cfg.precision, device)  # `auto` resolved: what the loop uses
-    # before any work: an emulated bf16 stops here (sentlab.device), unless runtime.emulated_precision allows it
+    # before any work: an emulated bf16 stops here (sentlab.runtime.device), unless runtime.emulated_precision allows it
     emulated = check_precision(precision, device.type, "train.precision", params.runtime.emulated_precision)
     heap = resolve_heap(cfg.heap, device)
     apply_heap(heap)  # before the model's first allocation
@@ -174,7 +174,7 @@ def train_method(params: Params, method_id: str, *, name: Optional[str] = None, 
     check_step_options(method, cfg)   # train.pad_buckets / train.compile refused before anything is written
 
     corpus_name = method.corpus_name()
-    with timed("corpus", name=corpus_name) as phase:  # sentlab.timing: observed by tools (the preflight)
+    with timed("corpus", name=corpus_name) as phase:  # sentlab.runtime.timing: observed by tools (the preflight)
         corpus = load_corpus(root / "data" / "corpus" / f"{corpus_name}.parquet", method.corpus_columns,
                              root / "data" / "annotations" / corpus_name)
         corpus = method.split_heldout(corpus)

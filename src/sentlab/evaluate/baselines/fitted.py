@@ -11,7 +11,7 @@ from typing import Optional
 
 import numpy as np
 
-from ...encoder import SentenceEncoder
+from ...nn.encoder import SentenceEncoder
 from ..sts.runner import build_encoders
 
 log = logging.getLogger(__name__)

@@ -43,7 +43,7 @@ import torch
 from torch import nn
 
 from ...errors import SentlabError
-from ...optim import AdamWLegacy
+from ...nn.optim import AdamWLegacy
 
 log = logging.getLogger(__name__)
 LOGSCALE = 3.0  # the code's logscale_factor: the parameter s is stored as s / 3
@@ -225,7 +225,7 @@ def check_dim(dim: int, levels: int) -> None:
 
 @dataclass
 class Flow:
-    """A fitted flow: x ↦ z as a plain callable on arrays (a :class:`~sentlab.encoder.SentenceEncoder` ``post``)."""
+    """A fitted flow: x ↦ z as a plain callable on arrays (a :class:`~sentlab.nn.encoder.SentenceEncoder` ``post``)."""
 
     model: Glow
     fit_size: int

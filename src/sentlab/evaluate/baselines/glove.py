@@ -1,7 +1,7 @@
 """Averaged GloVe vectors (Pennington et al. 2014), as SentEval's bag-of-words example computes them
 (facebookresearch/SentEval ``examples/bow.py``; docs/methods.md#glove).
 
-* vectors: glove.840B.300d (SentEval's ``PATH_TO_GLOVE``), the asset ``glove`` of :mod:`sentlab.assets`
+* vectors: glove.840B.300d (SentEval's ``PATH_TO_GLOVE``), the asset ``glove`` of :mod:`sentlab.assets.resolve`
   (``<mirror or cache>/glove/glove.840B.300d.txt``, unpacked from the Stanford release);
 * tokenisation: SentEval's loaders split each sentence on whitespace (``str.split()``), case kept (the 840B
   vectors are cased);
@@ -114,7 +114,7 @@ class GloveEncoder:
 
 def glove_path() -> Path:
     """The vector file (mirror or cache), or :class:`AssetMissingError` naming the command that fetches it."""
-    from ...assets import data_fetch_command, resolve_data
+    from ...assets.resolve import data_fetch_command, resolve_data
 
     try:
         return resolve_data("glove").path
@@ -125,7 +125,7 @@ def glove_path() -> Path:
 
 def glove_missing() -> Optional[str]:
     """The report's reason for a GloVe row without results when the vectors are not here (None when they are)."""
-    from ...assets import data_fetch_command, data_present
+    from ...assets.resolve import data_fetch_command, data_present
 
     if data_present("glove"):
         return None

@@ -20,7 +20,7 @@ Key (:meth:`EmbeddingCache.key`): the sha256 of
   edited model misses, and a process that has encoded computes the same key as a fresh one;
 * how it is encoded: pooling, template, dims, precision, device, effective max_length, token
   budget, batch size, torch threads, the trained head's weights, the torch/transformers versions and the sources
-  of ``sentlab/encoder.py`` and ``encoder_head.py`` — everything that can change an embedding's bits;
+  of ``sentlab/nn/encoder.py`` and ``encoder_head.py`` — everything that can change an embedding's bits;
 * the sentence list (in order: row ``i`` of the stored array is sentence ``i``).
 
 A hit is therefore bit-identical to a fresh encode (``tests/test_embedding_cache.py`` checks it).
@@ -52,11 +52,11 @@ from typing import Iterator, Optional, Sequence
 import numpy as np
 import torch
 
-from ... import encoder as encoder_module
-from ... import encoder_head as encoder_head_module
+from ...nn import encoder as encoder_module
+from ...nn import encoder_head as encoder_head_module
 from ...config import poolings as pooling_module
-from ...encoder import SentenceEncoder
-from ...io import write_json
+from ...nn.encoder import SentenceEncoder
+from ...runtime.io import write_json
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ DEFAULT_ROOT = Path(".sentlab_cache/embeddings")
 ENV = "SENTLAB_EMBEDDING_CACHE"
 MAX_GB_ENV = "SENTLAB_EMBEDDING_CACHE_MAX_GB"
 DEFAULT_MAX_GB = 10.0
-# sentlab/encoder.py, the poolings it applies (config/poolings.py) and encoder_head.py (the head encode() applies):
+# sentlab/nn/encoder.py, the poolings it applies (config/poolings.py) and encoder_head.py (the head encode() applies):
 # their sources are in every key
 _ENCODER_SOURCES = tuple(Path(m.__file__).resolve() for m in (encoder_module, pooling_module, encoder_head_module))
 _active: contextvars.ContextVar[Optional["EmbeddingCache"]] = contextvars.ContextVar("sentlab_embedding_cache",

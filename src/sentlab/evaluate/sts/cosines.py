@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ...io import atomic_path
+from ...runtime.io import atomic_path
 
 SCHEMA = pa.schema([("task", pa.string()), ("subset", pa.string()), ("pair", pa.int32()),
                     ("cos", pa.float64()), ("gold", pa.float64()), ("cluster", pa.int32())])

@@ -119,7 +119,7 @@ def make_dev_evaluator(sts_path: str | Path, max_pairs: int | None, batch_size: 
     import dataclasses
 
     from ...data.sts import read_sts_table
-    from ...encoder import resolve_workers
+    from ...nn.encoder import resolve_workers
     from ...errors import SentlabError
 
     sts_path = Path(sts_path)

@@ -76,7 +76,7 @@ def note_figure(path: str | os.PathLike, title: str, reason: str) -> Path:
 
 def _save_png(fig, path: str | os.PathLike) -> Path:
     """Write ``fig`` as a PNG at ``path`` atomically."""
-    from ...io import atomic_path
+    from ...runtime.io import atomic_path
 
     path = Path(path)
     with atomic_path(path) as tmp:

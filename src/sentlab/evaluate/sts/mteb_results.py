@@ -63,10 +63,10 @@ def mteb_version() -> Optional[str]:
 
 
 def normalizes(model: str) -> bool:
-    """Whether ``model`` (a folder or a hub id :func:`sentlab.assets.resolve_model` finds) is a
+    """Whether ``model`` (a folder or a hub id :func:`sentlab.assets.resolve.resolve_model` finds) is a
     sentence-transformers model whose last module is ``Normalize`` (its ``encode`` returns unit vectors)."""
     try:
-        from ...assets import resolve_model
+        from ...assets.resolve import resolve_model
 
         mods = json.loads((resolve_model(model) / "modules.json").read_text())
         return bool(mods) and str(mods[-1].get("type", "")).endswith("Normalize")
@@ -146,7 +146,7 @@ def results(table, lookup: dict[str, np.ndarray], evaluation_time: Optional[floa
 
 def write(out: Path, model_name: str, res: dict[str, dict], revision: Optional[str] = None) -> list[Path]:
     """Write each TaskResult and ``model_meta.json`` (name, revision) under :func:`model_dir`; returns the paths."""
-    from ...io import write_text
+    from ...runtime.io import write_text
 
     d = model_dir(out, model_name, revision)
     paths = []
@@ -173,7 +173,7 @@ def stage_dir(name: str, out: Path = STAGE_DIR) -> Path:
 
 def write_none(name: str, why: str, out: Path = STAGE_DIR) -> Path:
     """The stage's folder without results: a README.md saying why (a model not trained, a partial table)."""
-    from ...io import write_text
+    from ...runtime.io import write_text
 
     path = stage_dir(name, out) / "README.md"
     write_text(path, f"# sentlab/{name}: no MTEB results\n\n{why}.\n")

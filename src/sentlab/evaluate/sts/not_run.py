@@ -9,7 +9,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ...io import atomic_path, write_json
+from ...runtime.io import atomic_path, write_json
 from .mteb_results import write_none
 
 PLACEHOLDER_PNG = Path(__file__).resolve().parents[2] / "static" / "not_run.png"

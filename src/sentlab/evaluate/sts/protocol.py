@@ -45,7 +45,7 @@ def embed_unique(encoder, sentences: Iterable[str], batch_size: int = 128) -> di
 
     Inside :func:`sentlab.evaluate.sts.cache.embedding_cache` a sentlab encoder's embeddings come from
     (and go to) the content-addressed embedding cache, bit-identical to encoding them here."""
-    from ...encoder import SentenceEncoder
+    from ...nn.encoder import SentenceEncoder
     from .cache import active_cache
 
     uniq = list(dict.fromkeys(sentences))

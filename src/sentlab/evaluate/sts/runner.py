@@ -15,9 +15,9 @@ from typing import Any, Optional
 
 import torch
 
-from ...assets import load_model
-from ...encoder import SentenceEncoder, resolve_workers
-from ...encoder_head import read_head
+from ...assets.resolve import load_model
+from ...nn.encoder import SentenceEncoder, resolve_workers
+from ...nn.encoder_head import read_head
 from ...errors import SentlabError
 from .cosines import bootstrap_intervals, confidence_intervals
 
@@ -73,7 +73,7 @@ def build_encoders(model: str, pooling: Optional[str] = None, precision: str = "
     """Encoders to evaluate for ``model``: the main one under ``name`` plus any extra rows
     recorded in a trained model's ``sentlab.json`` (e.g. the POS/BOW channels). ``device`` and
     ``precision`` as :func:`resolve_device_precision`; ``workers`` as ``evaluate.workers``
-    (:func:`~sentlab.encoder.resolve_workers`)."""
+    (:func:`~sentlab.nn.encoder.resolve_workers`)."""
     dev, precision = resolve_device_precision(device, precision)
     root = Path(model)
     info = read_model_info(root) if root.is_dir() else None

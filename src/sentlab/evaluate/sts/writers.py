@@ -58,7 +58,7 @@ def write_mteb_files(result: STSResult, out: StageOutputs) -> None:
 
 
 def write_metrics_json(result: STSResult, out: StageOutputs) -> None:
-    from ...io import write_json
+    from ...runtime.io import write_json
 
     write_json(out.metrics, result.metrics)
 

@@ -9,7 +9,7 @@ at 2e-5 with linear decay after 10 % warm-up (``transformers.get_linear_schedule
 3 epochs, max length 128 — the defaults of transformers' ``run_glue.py``. Metrics: accuracy × 100 (WNLI, QNLI,
 SST-2), accuracy and F1 × 100 (QQP; the table shows accuracy), Spearman × 100 (STS-B; Pearson beside).
 
-Data, in GLUE's own layout (``<root>/glue/<TASK>/{train,dev}.tsv``, ``sentlab.assets``: the mirror, the cache,
+Data, in GLUE's own layout (``<root>/glue/<TASK>/{train,dev}.tsv``, ``sentlab.assets.resolve``: the mirror, the cache,
 then GLUE's download): SST-2 and STS-B fall back to the copies this project's mirror holds (SentEval's
 ``SST/binary`` — GLUE's SST-2 sentences — and STS-B's ``sts-{train,dev}.csv``); WNLI, QNLI and QQP have none
 here and fail with the download command.
@@ -25,7 +25,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from ... import assets
+from ...assets import resolve as assets
 from ...errors import AssetMissingError, SentlabError
 
 GLUE_URL = "https://dl.fbaipublicfiles.com/glue/data"
@@ -171,7 +171,7 @@ def finetune(encoder, tokenizer, task: str, splits: dict[str, GlueSplit], cfg: G
     from tqdm.auto import tqdm
     from transformers import get_linear_schedule_with_warmup, set_seed
 
-    from ...encoder import autocast
+    from ...nn.encoder import autocast
 
     set_seed(seed)
     n_labels = TASKS[task][2]
@@ -237,7 +237,7 @@ def finetune(encoder, tokenizer, task: str, splits: dict[str, GlueSplit], cfg: G
 def run_glue(model: str, tasks, cfg: GlueConfig = GlueConfig(), seed: int = 42, device: str = "cpu") -> dict:
     """``{task: result}`` of fine-tuning a fresh copy of ``model`` (a folder or hub id) on each task; a task whose
     data is not here is ``{"status": "needs data: <the download>"}``, the others run."""
-    from ...assets import load_model
+    from ...assets.resolve import load_model
 
     out: dict = {}
     for task in tasks:

@@ -100,7 +100,7 @@ def load_run(where: Path, task: str, seed: int, inputs: dict) -> Optional[dict]:
 def save_run(where: Path, task: str, seed: int, inputs: dict, result: dict) -> Path:
     """Keep ``result`` (temporary file + rename), then remove the results of (``task``, ``seed``) kept with other
     inputs (superseded)."""
-    from ...io import write_json
+    from ...runtime.io import write_json
 
     path = _path(where, task, seed, key_of(inputs))
     write_json(path, {"inputs": inputs, "result": result})

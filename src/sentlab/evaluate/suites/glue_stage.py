@@ -33,7 +33,7 @@ def glue_results(model: str, tasks, splits: dict, cfg, seeds, device: str = "cpu
     seed; ``score`` (and each metric) is the mean over the seeds, ``std`` the sample standard deviation (n > 1).
     ``keep``: a folder where each (task, seed) result is kept as it finishes and read back instead of fine-tuning
     again when its inputs are the same (:mod:`sentlab.evaluate.suites.glue_runs`)."""
-    from ...assets import load_model
+    from ...assets.resolve import load_model
     from . import glue_runs
     from .glue import finetune
 
@@ -78,7 +78,7 @@ def run_glue_stage(name: str) -> dict:
     from ...config.stage_params import stage_params
     from .glue import GlueConfig, load_glue
     from .glue_runs import folder
-    from ...device import resolve_precision
+    from ...runtime.device import resolve_precision
     from ..sts.runner import resolve_device_precision
     from .suite_stage import missing_data, record, stage_of, suite_model, use_training_threads
 

@@ -14,7 +14,7 @@ Both score a candidate by the cosine of its embedding with the query's and rank 
   itself). The result's ``examples`` are PaSeR Table 6's: the top hits of a few queries, the paper's own where QQP
   holds them, then seeded ones (:mod:`.retrieval_examples`).
 
-The data are resolved like every source (:mod:`sentlab.assets`): the mirror, the cache, then the upstream
+The data are resolved like every source (:mod:`sentlab.assets.resolve`): the mirror, the cache, then the upstream
 files (``qqp``: Quora's ``quora_duplicate_questions.tsv``; ``askubuntu_text`` / ``askubuntu_test``: the
 ``taolei87/askubuntu`` release). Neither is in this project's offline mirror: their table rows say which
 command fetches them.
@@ -31,7 +31,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from ... import assets
+from ...assets import resolve as assets
 from ...errors import SentlabError
 from .retrieval_examples import ExampleSettings, examples as retrieval_examples
 

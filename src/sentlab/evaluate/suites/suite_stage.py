@@ -1,5 +1,5 @@
 """What the evaluation-suite stages share (dvc.yaml's ``transfer``, ``glue`` and ``retrieval`` groups,
-:data:`sentlab.pipeline.stage_list.SUITES`): ``<suite>@<name>`` evaluates one model of the stage list
+:data:`sentlab.stages.stage_list.SUITES`): ``<suite>@<name>`` evaluates one model of the stage list
 (``models/<name>``) or the backbone (``base-<pooling>``), writes ``reports/metrics/<suite>/<name>.json`` (a temporary
 file renamed into place) and logs its numbers to MLflow: a run ``<suite>/<name>``, and as ``<suite>.*`` beside the
 dev curve of the run that trained the model."""
@@ -83,7 +83,7 @@ def record(suite: str, name: str, metrics: dict, settings: dict, info: Optional[
     """Write ``reports/metrics/<suite>/<name>.json`` (temp path + rename), then log ``metrics``' numbers to MLflow
     (run ``<suite>/<name>``; the training run of ``name`` as ``<suite>.*``): a tracking failure costs no result."""
     from ... import tracking
-    from ...io import write_json
+    from ...runtime.io import write_json
 
     flat = {_metric_name(k): v for k, v in metrics.items() if isinstance(v, float)}
     write_json(OUT / suite / f"{name}.json", metrics)   # the output first: tracking may fail or wait

@@ -8,7 +8,7 @@ accepted). Sentences are whitespace-tokenised and re-joined with single spaces, 
 every split is sorted as SentEval sorts it (by token count, then label; MRPC by both lengths, then label),
 because SentEval's seeded stratified folds depend on that order.
 
-The data are resolved like STS (:mod:`sentlab.assets`): the mirror (``SENTLAB_DATA_MIRROR``), the cache, then
+The data are resolved like STS (:mod:`sentlab.assets.resolve`): the mirror (``SENTLAB_DATA_MIRROR``), the cache, then
 the upstream download of SimCSE's ``senteval.tar`` (SentEval's ``data/downstream`` as fetched by its
 ``get_transfer_data.bash``, MRPC included). Each file's record count is checked against the published size;
 a mismatch is one :class:`~sentlab.errors.SentlabError` paragraph naming the file and the fix.
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ... import assets
+from ...assets import resolve as assets
 from ...config.tasks import TRANSFER_TASKS as TASKS   # as declared (sentlab.config.tasks)
 from ...errors import SentlabError
 
@@ -168,7 +168,8 @@ def _mrpc(folder: Path, expected) -> dict[str, Split]:
 
 def load_task(task: str, root: Path | None = None, expected: dict[str, int] | None | str = "release") -> TransferTask:
     """Task ``task`` from ``root`` (a folder in SentEval's ``data/downstream`` layout; default: resolved by
-    :func:`sentlab.assets.resolve_data`). ``expected``: per-file record counts to enforce ("release": SentEval's,
+    :func:`sentlab.assets.resolve.resolve_data`). ``expected``: per-file record counts to enforce ("release":
+    SentEval's,
     None: no check)."""
     if task not in LAYOUT:
         raise SentlabError(f"Unknown transfer task {task!r}; known: {', '.join(TASKS)}.")

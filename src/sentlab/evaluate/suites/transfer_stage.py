@@ -29,7 +29,7 @@ def embedder(enc, batch_size: int):
 
 def transfer_metrics(enc, tasks, batch_size: int, max_examples=None, progress: bool = True) -> dict:
     """``{MR: acc, ..., MRPC_F1, TransferAvg, transfer: {task: details}}`` of ``enc`` (a
-    :class:`~sentlab.encoder.SentenceEncoder`), encoded through the embedding cache."""
+    :class:`~sentlab.nn.encoder.SentenceEncoder`), encoded through the embedding cache."""
     from ..sts.cache import embedding_cache
     from .transfer import evaluate_transfer
 

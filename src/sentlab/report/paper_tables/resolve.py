@@ -21,7 +21,7 @@ GLUE_DIR = "glue"             # reports/metrics/glue/<model>.json (the glue@<mod
 
 def retrieval_missing() -> str:
     """The reason of a retrieval row without results: the data to fetch, then the command that fills it."""
-    from ...assets import data_fetch_command
+    from ...assets.resolve import data_fetch_command
     from ...evaluate.suites import retrieval  # noqa: F401 - registers the qqp / askubuntu assets
 
     fetch = "; ".join(f"`{data_fetch_command(a)}`" for a in ("qqp", "askubuntu_text", "askubuntu_test"))

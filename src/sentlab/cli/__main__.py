@@ -1,0 +1,7 @@
+"""``python -m sentlab.cli``: the ``sentlab`` command."""
+
+import sys
+
+from . import main
+
+sys.exit(main())
