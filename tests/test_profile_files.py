@@ -106,7 +106,8 @@ def test_a_seed_of_paser_sup_starts_from_the_same_seed_of_paser(tmp_path, monkey
     class M:
         pass
 
-    monkeypatch.setattr(sentlab.assets.resolve, "load_model", lambda path: (loaded.append(Path(path).name) or M(), None))
+    monkeypatch.setattr(sentlab.assets.resolve, "load_model",
+                        lambda path: (loaded.append(Path(path).name) or M(), None))
     params = load_params(REPO / "params.yaml", profile="paper")
     load_encoder(params, get_method("paser_sup"), tmp_path, None, init_name="paser-s43")
     load_encoder(params, get_method("paser_sup"), tmp_path, None)

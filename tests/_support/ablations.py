@@ -1,4 +1,5 @@
-"""The ablation variants, read from their one registry: ``params.yaml``'s ``ablations.variants``.
+"""A test helper (nothing in src/ imports it, so it left ``sentlab.report``: #67 §3). The ablation variants, read from
+their one registry: ``params.yaml``'s ``ablations.variants``.
 
 A variant ``<name>: {method: <id>, set: {<key>: <value>}}`` is the method trained with those keys of
 ``methods.<id>`` overridden (``pipeline/train.py --variant``); its model is ``models/<name>`` and its
@@ -22,7 +23,7 @@ from sentlab.methods.blocks import load_checked
 from sentlab.config.yaml_files import deep_merge
 from sentlab.errors import SentlabError
 
-REPO_PARAMS = Path(__file__).resolve().parents[3] / "params.yaml"
+REPO_PARAMS = Path(__file__).resolve().parents[2] / "params.yaml"
 
 
 def load(path: Optional[Path] = None, profile: Optional[str] = None) -> Params:

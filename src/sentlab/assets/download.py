@@ -199,7 +199,8 @@ def _check(url: str, part: Path, total: Optional[int], expected_lines: Optional[
         with open(part, "rb") as fh:
             lines = sum(block.count(b"\n") for block in iter(lambda: fh.read(CHUNK), b""))
         if lines != expected_lines:
-            problems.append(f"{lines:,} lines where the file has {expected_lines:,} (sentlab.assets.download.EXPECTED_LINES)")
+            problems.append(f"{lines:,} lines where the file has {expected_lines:,} "
+                            f"(sentlab.assets.download.EXPECTED_LINES)")
     if problems:
         part.unlink(missing_ok=True)
         raise SentlabError(f"The download of {url} is not the upstream file: {'; '.join(problems)}. It was removed, "

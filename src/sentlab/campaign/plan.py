@@ -179,7 +179,8 @@ def training_cost(params, spec) -> Cost:
     corpus = getattr(mparams, "corpus", None) or get_method(method).corpus
     if corpus not in CORPUS_ROWS:
         raise SentlabError(f"`sentlab plan` knows no size for the corpus `{corpus}` of {name} (known: "
-                           f"{', '.join(CORPUS_ROWS)}); add its full-run row count to sentlab.campaign.plan.CORPUS_ROWS.")
+                           f"{', '.join(CORPUS_ROWS)}); add its full-run row count to "
+                           f"sentlab.campaign.plan.CORPUS_ROWS.")
     rows = CORPUS_ROWS[corpus]
     if corpus == "train":
         rows = min(params.prepare.size, rows)

@@ -264,7 +264,8 @@ class TrainParams(Strict):
                             "the GPU computes bf16 natively, else fp16 autocast with a gradient scaler (V100, T4); "
                             "the resolved value is recorded. bf16/fp16 where they would be emulated (a CPU without "
                             "AVX-512 BF16/AMX) stop the run unless runtime.emulated_precision is allow "
-                            "(sentlab.runtime.device); logits and losses stay fp32; evaluation precision is evaluate.precision")
+                            "(sentlab.runtime.device); logits and losses stay fp32; evaluation precision is "
+                            "evaluate.precision")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     attention: Literal["auto", "eager", "sdpa"] = Field(
         "auto", description="the backbone's attention kernel while training: auto = eager on CPU (PyTorch's CPU SDPA "

@@ -12,13 +12,12 @@ from DVC's run cache (no stage runs twice), writes ``dvc.lock`` and runs the rep
 
 Modules: :mod:`.graph` (stages, chains), :mod:`.worktree` (a task's checkout, dvc with lock retries),
 :mod:`.task` (the Ray task), :mod:`.schedule` (GPU shares, order, nproc), :mod:`.gpus` (which GPU a share goes
-to), :mod:`.tracking_server` (MLflow
-under concurrency), :mod:`.ray_run`
-(``sentlab run``), :mod:`.stop` (how it stops: SIGTERM, its chains cancelled), :mod:`.status` (``sentlab status``),
-:mod:`.guard` (a stage dies with its worker), :mod:`sentlab.cli.report` (``sentlab report [--from-run]``: a run's report
-from what it finished), :mod:`.workspace_lock` (one pipeline run per workspace), :mod:`sentlab.cli.repro` (``sentlab
-repro``:
-what ``make repro`` runs, the profile written and the pipeline run under that lock).
+to), :mod:`.tracking_server` (MLflow under concurrency), :mod:`.ray_run` (the run on Ray), :mod:`.stop` (how it
+stops: SIGTERM, its chains cancelled), :mod:`.status` (what ``sentlab status`` prints), :mod:`.guard` (a stage dies
+with its worker), :mod:`.workspace_lock` (one pipeline run per workspace). The commands that drive it are in
+:mod:`sentlab.cli`: ``sentlab run`` and ``sentlab status`` (:mod:`sentlab.cli.run`), ``sentlab repro``
+(:mod:`sentlab.cli.repro`: what ``make repro`` runs, the profile written and the pipeline run under that lock),
+``sentlab report [--from-run]`` (:mod:`sentlab.cli.report`: a run's report from what it finished).
 Ray is an optional extra: ``pip install sentlab[ray]``.
 """
 
