@@ -1,5 +1,9 @@
 """The ``sentlab`` command line: one entry point for every stage's library code.
 
+This package is the one folder of commands (docs/architecture.md): this module builds the parser (``sentlab``,
+``python -m sentlab.cli``) and holds the commands it registers itself (evaluate, glue, params, doctor, profile,
+stages, methods, train); each other command is a module beside it, named for the command, listed in :data:`PLUGINS`.
+
 Errors meant for the user (:class:`~sentlab.errors.SentlabError`) are printed
 as one paragraph without a traceback, with exit status 2.
 """
@@ -12,11 +16,10 @@ import logging
 import sys
 
 
-# Modules that add subcommands through ``register_cli(subparsers)``.
-PLUGINS: list[str] = ["sentlab.cli.annotate", "sentlab.cli.mlflow", "sentlab.cli.report",
-                      "sentlab.cli.preflight",
-                      "sentlab.backbones.standin", "sentlab.cli.run", "sentlab.campaign.plan", "sentlab.hub.push",
-                      "sentlab.preflight.fetch", "sentlab.cli.repro"]
+# The command modules beside this one that add subcommands through ``register_cli(subparsers)``.
+PLUGINS: list[str] = ["sentlab.cli.annotate", "sentlab.cli.mlflow", "sentlab.cli.report", "sentlab.cli.preflight",
+                      "sentlab.cli.standin", "sentlab.cli.run", "sentlab.cli.plan", "sentlab.cli.push",
+                      "sentlab.cli.fetch", "sentlab.cli.repro"]
 
 
 def _cmd_evaluate(args) -> int:
