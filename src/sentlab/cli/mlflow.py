@@ -1,7 +1,5 @@
-"""``sentlab mlflow start-parent | end-parent | wrap`` (``sentlab report``: :mod:`sentlab.cli.report`, which
-reads the profile's models through the stage list, a layer above the report).
-
-Wire into ``sentlab/cli/__init__.py`` with ``PLUGINS.append("sentlab.cli.mlflow")`` (``register_cli(subparsers)``).
+"""``sentlab mlflow start-parent | end-parent | wrap``: the MLflow parent run of one pipeline run (``sentlab repro``,
+:mod:`sentlab.cli.repro`, opens and closes it the same way).
 
 The Makefile groups one pipeline run under one MLflow parent run::
 

@@ -1,7 +1,7 @@
 """``sentlab report [--from-run]``: every paper table and figure from the workspace's outputs (``reports/index.md``),
-or a parallel run's report from the stages it finished (:mod:`sentlab.report.run_report`). Here, in the top wing
-beside ``sentlab run``: the profile's models come from the stage list
-(:func:`sentlab.stages.stage_list.profile_models`), a layer above the report."""
+or a parallel run's report from the stages it finished (:mod:`sentlab.report.run_report`). A command, not a module of
+the report: the profile's models come from the stage list (:func:`sentlab.stages.stage_list.profile_models`), a floor
+above the report."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@
 * :mod:`sentlab.export.st` — writes a model folder's sentence-transformers files with
   sentence-transformers' own ``save``, and reads any such folder's pooling back.
 
-In the core layer (docs/architecture.md): training publishes its models in this format
+On the ground floor (docs/architecture.md): training publishes its models in this format
 (:mod:`sentlab.train.checkpoint`), ``sentlab evaluate --model`` and RankCSE's teachers read it back. The package's
 name is part of the format: a folder's ``modules.json`` names the module classes by their import path
 (``sentlab.export.modules.MaskPooling``, ...), so a move would break every published model. What publishes a model

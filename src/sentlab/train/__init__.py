@@ -7,7 +7,6 @@
 * :mod:`sentlab.train.data` — corpus + annotation columns + seeded order;
 * :mod:`sentlab.cli.train` — ``sentlab train`` (registered, with the STS-B dev check, by ``sentlab.cli``).
 
-The torchrun helpers (:mod:`sentlab.runtime.distributed`) and the legacy Adam (:mod:`sentlab.nn.optim`) sit in the core
-layer
-below, beside the methods that use them (docs/architecture.md).
+The torchrun helpers (:mod:`sentlab.runtime.distributed`) and the legacy Adam (:mod:`sentlab.nn.optim`) sit on the
+ground floor, below the methods that use them (docs/architecture.md).
 """
