@@ -13,7 +13,7 @@ from ..errors import SentlabError
 from ..runtime.distributed import concat_all_gather, gather_with_grad
 from . import register
 from ._common import info_nce
-from .base import Batch, PaperAvg
+from .base import Batch, Method, PaperAvg
 from .moco import MoCo, MoCoParams, momentum_update
 
 
@@ -246,7 +246,7 @@ class ESimCSE(MoCo):
         return {"loss": loss, "candidates": float(candidates.size(0))}
 
     def export_info(self) -> dict:
-        return {**super().export_info(), "dup_rate": self.params.dup_rate,
+        return {**Method.export_info(self), "dup_rate": self.params.dup_rate,
                 "dup_len_rule": self.params.dup_len_rule, "queue_size": self.params.queue_size,
                 "momentum": self.params.momentum, "momentum_init": self.params.momentum_init,
                 "momentum_update": self.params.momentum_update, "queue_reset": self.params.queue_reset}

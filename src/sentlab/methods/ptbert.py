@@ -13,7 +13,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ..errors import SentlabError
 from . import register
-from .base import PaperAvg
+from .base import Method, PaperAvg
 from .moco import MoCo, MoCoParams, frozen_copy
 
 
@@ -210,6 +210,6 @@ class PTBert(MoCo):
             self.key_encoder.train(was_training)
 
     def export_info(self) -> dict:
-        return {**super().export_info(), "pseudo_len": self.params.pseudo_len,
+        return {**Method.export_info(self), "pseudo_len": self.params.pseudo_len,
                 "attend_to": self.params.attend_to, "num_heads": self.attn.num_heads,
                 "key_second_attention": self.params.key_second_attention}
