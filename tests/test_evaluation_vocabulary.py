@@ -23,20 +23,29 @@ REPO = Path(__file__).resolve().parents[1]
 NEW_ROW = ('    Pooling("last3_mean", "the mean of the last three layers\' token averages", layers=(-1, -2, -3),\n'
            '            baseline="the backbone\'s mean of its last three layers (no training)"),\n')
 
+
+def _with_row(module: str, before: str) -> str:
+    """A child script's first lines: ``sentlab.config.<module>`` loaded from its source with ``sys.argv[1]`` (the
+    new declaration rows) inserted before the text ``before`` (the end of its table), so that every later import
+    sees the new rows."""
+    return textwrap.dedent(f'''
+        import importlib.util, json, sys
+        from pathlib import Path
+        import sentlab
+        path = Path(sentlab.__file__).parent / "config" / "{module}.py"
+        src = path.read_text()
+        end = src.index({before!r})
+        src = src[:end] + sys.argv[1] + src[end:]
+        spec = importlib.util.spec_from_file_location("sentlab.config.{module}", path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["sentlab.config.{module}"] = mod
+        exec(compile(src, str(path), "exec"), mod.__dict__)
+        ''')
+
+
 # Run in a child: the declared poolings are read when the package is imported (pydantic's Literal types, the CLI's
 # choices), so the new row goes into pooling.py's source before anything imports it; nothing else is edited.
-CHILD = textwrap.dedent('''
-    import importlib.util, json, sys
-    from pathlib import Path
-    import sentlab
-    path = Path(sentlab.__file__).parent / "config" / "poolings.py"
-    src = path.read_text()
-    end = src.index(")}\\n\\"\\"\\"Every pooling")
-    src = src[:end] + sys.argv[1] + src[end:]
-    spec = importlib.util.spec_from_file_location("sentlab.config.poolings", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["sentlab.config.poolings"] = mod
-    exec(compile(src, str(path), "exec"), mod.__dict__)
+CHILD = _with_row("poolings", ')}\n"""Every pooling') + textwrap.dedent('''
 
     import torch
     from types import SimpleNamespace
@@ -181,18 +190,7 @@ def test_evaluate_pooling_changes_the_vectors_and_the_cache_key(trained_folder, 
 
 TASK_ROWS = ('    Task("STS17", "sts", "STS17", needs=("sts",), sts_all=True, mteb=("STS17", "rev17", 250)),\n'
              '    Task("SICKE", "transfer", "SICK-E", keys=("SICKE", "SICKE_F1"), needs=("senteval",)),\n')
-TASK_CHILD = textwrap.dedent('''
-    import importlib.util, json, sys
-    from pathlib import Path
-    import sentlab
-    path = Path(sentlab.__file__).parent / "config" / "tasks.py"
-    src = path.read_text()
-    end = src.index(")\\n\\"\\"\\"Every task")
-    src = src[:end] + sys.argv[1] + src[end:]
-    spec = importlib.util.spec_from_file_location("sentlab.config.tasks", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["sentlab.config.tasks"] = mod
-    exec(compile(src, str(path), "exec"), mod.__dict__)
+TASK_CHILD = _with_row("tasks", ')\n"""Every task') + textwrap.dedent('''
 
     from sentlab.config.sections import TransferParams
     from sentlab.data import sts

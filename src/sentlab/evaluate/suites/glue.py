@@ -172,6 +172,7 @@ def finetune(encoder, tokenizer, task: str, splits: dict[str, GlueSplit], cfg: G
     from transformers import get_linear_schedule_with_warmup, set_seed
 
     from ...nn.encoder import autocast
+    from ...train.loop import loss_scaler
 
     set_seed(seed)
     n_labels = TASKS[task][2]
@@ -186,7 +187,7 @@ def finetune(encoder, tokenizer, task: str, splits: dict[str, GlueSplit], cfg: G
     sched = get_linear_schedule_with_warmup(opt, int(cfg.warmup * total), total)
     rng = np.random.RandomState(seed)
     dev_t = torch.device(device)
-    scaler = torch.amp.GradScaler(dev_t.type) if cfg.precision == "fp16" else None
+    scaler = loss_scaler(cfg.precision, dev_t)   # fp16 only, as a training's
 
     def enc(split, rows):
         return tokenizer([split.a[i] for i in rows], [split.b[i] for i in rows] if split.b else None,
