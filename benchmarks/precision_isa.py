@@ -26,7 +26,7 @@ Usage::
     python benchmarks/precision_isa.py --methods simcse,ptbert --precisions bf16,fp32 --json out.json
     python benchmarks/precision_isa.py --only simcse:bf16:capped --json cell.json
     python benchmarks/precision_isa.py --summarise a.json b.json ...      # the table of earlier cells
-    python benchmarks/precision_isa.py --methods prompt_l2p --isas native,gemm32 --set max_steps=40
+    python benchmarks/precision_isa.py --methods prompt_l2p --isas gemm32 --set max_steps=40   # fp32, gemm32 bf16
     python benchmarks/precision_isa.py --validate-gemm32 2
 
 ``--set KEY=VALUE`` (repeatable) changes the method's line of the profile for every cell (a setup to try; the
@@ -124,7 +124,8 @@ def child(method: str, precision: str, isa: str, work: Path, sets: dict | None =
         params = params.model_copy(update={"methods": {**params.methods, method: {**(params.methods.get(method) or {}),
                                                                                   **sets}}})
     if isa == "gemm32" and precision != "bf16":
-        raise SystemExit(f"cell {method}:{precision}:gemm32: gemm32 changes bf16 matrix products only; use bf16")
+        raise SystemExit(f"cell {method}:{precision}:gemm32: gemm32 changes bf16 matrix products only; use "
+                         f"{method}:bf16:gemm32, or {method}:{precision}:native")
     name = f"{method}-{precision}-{isa}"
     mode = bf16_gemms_in_fp32() if isa == "gemm32" else contextlib.nullcontext()
     t0 = time.perf_counter()
@@ -269,8 +270,10 @@ def main(argv=None) -> int:
     if args.only:
         todo = [tuple(args.only.split(":"))]
     else:
-        todo = [(m, p, i) for m in args.methods.split(",") for p in args.precisions.split(",")
-                for i in args.isas.split(",")]
+        # fp32 has no bf16 product for gemm32 to change: its gemm32 cell is the native one
+        todo = list(dict.fromkeys((m, p, "native" if (i, p) == ("gemm32", "fp32") else i)
+                                  for m in args.methods.split(",") for p in args.precisions.split(",")
+                                  for i in args.isas.split(",")))
     sets = parse_sets(args.set)
     cells = [run_cell(m, p, i, work, sets) for m, p, i in todo]
     if args.json:

@@ -11,6 +11,13 @@ eval mode: the relative round-off of the [MASK] vector h, of the empty template'
 (cancellation: h and b nearly equal makes their difference carry the round-off of both, relative to a small vector).
 
     python benchmarks/roundoff_probe.py --methods simcse,l2p,prompt_l2p --steps 6
+    python benchmarks/roundoff_probe.py --against gemm32 --threads 1 --steps 10 --methods simcse,prompt_l2p \
+        --variant 'prompt_l2p:{"learn": false}' --variant 'prompt_l2p:{"denoise": false}'
+
+``--against gemm32``: the second training is bf16 autocast with its products summed by the fp32 kernels
+(benchmarks/precision_isa.py's gemm32 cells: another CPU's bf16), the first fp32, both on ``--threads``: how far
+bf16's round-off carries a method's weights, step by step. ``--variant METHOD:JSON`` adds a method with some of its
+Params changed (an ablation: which part of a method amplifies).
 
 The relative distances are what to compare across methods: a method whose distance grows by orders of magnitude in
 a step has a step that amplifies round-off; one that stays near 1e-7 does not.
@@ -19,6 +26,7 @@ a step has a step that amplifies round-off; one that stays near 1e-7 does not.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -43,14 +51,14 @@ from sentlab.train.loop import resolve_attention, train_loop  # noqa: E402
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
 
-def build(method_id: str, steps: int):
+def build(method_id: str, steps: int, overrides: dict | None = None):
     torch.manual_seed(0)
     model, tok = load_model(MODEL)
     model.set_attn_implementation(resolve_attention("auto", torch.device("cpu")))
     cfg = TrainParams(batch_size=64, max_length=32, lr=3e-5, eval_every=10_000, max_steps=steps, precision="fp32",
                       device="cpu")
     cls = get_method(method_id)
-    params = cls.Params(**train_speed.profile_block(method_id, "quick"))
+    params = cls.Params(**{**train_speed.profile_block(method_id, "quick"), **(overrides or {})})
     return cls(model, tok, params.resolved(cfg), seed=0), cfg
 
 
@@ -63,10 +71,18 @@ def binary_masks(method) -> torch.Tensor | None:
     return torch.cat(parts) if parts else None
 
 
-def trajectory(method_id: str, steps: int, threads: int, texts: list[str]) -> list[dict]:
-    """One training on ``threads`` intra-op threads: per step the weights (flattened), loss and binary masks."""
+def trajectory(method_id: str, steps: int, threads: int, texts: list[str], overrides: dict | None = None,
+               gemm32: bool = False) -> list[dict]:
+    """One training on ``threads`` intra-op threads: per step the weights (flattened), loss and binary masks.
+    ``gemm32``: in bf16 autocast with the products summed by the fp32 kernels (precision_isa.bf16_gemms_in_fp32)."""
+    import contextlib
+
+    import precision_isa
+
     torch.set_num_threads(threads)
-    method, cfg = build(method_id, steps)
+    method, cfg = build(method_id, steps, overrides)
+    if gemm32:
+        cfg = cfg.model_copy(update={"precision": "bf16"})
     out: list[dict] = []
 
     def tick(step, record):
@@ -75,7 +91,8 @@ def trajectory(method_id: str, steps: int, threads: int, texts: list[str]) -> li
                     "masks": binary_masks(method)})
 
     corpus = Corpus(ids=np.arange(len(texts)), texts=texts)
-    with tempfile.TemporaryDirectory() as tmp:
+    mode = precision_isa.bf16_gemms_in_fp32() if gemm32 else contextlib.nullcontext()
+    with tempfile.TemporaryDirectory() as tmp, mode:
         train_loop(method, corpus, cfg, seed=0, dev_eval=lambda e: {"stsb_dev": 0.0}, ckpt_dir=Path(tmp),
                    callbacks=[tick], progress=False)
     return out
@@ -112,14 +129,28 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--methods", default="simcse,l2p,prompt_l2p")
     ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--against", choices=["threads", "gemm32"], default="threads",
+                    help="threads: fp32 on 2 against 1 threads; gemm32: fp32 against bf16 (products in fp32 kernels)")
+    ap.add_argument("--threads", type=int, default=2, help="--against gemm32: the threads of both trainings")
+    ap.add_argument("--variant", action="append", default=[], metavar="METHOD:JSON",
+                    help='a method with Params changed, e.g. prompt_l2p:{"learn": false} (repeatable)')
     args = ap.parse_args()
     texts = train_speed.corpus_sentences(64 * args.steps)
-    for method_id in args.methods.split(","):
-        denoising(method_id, texts)
-        a = trajectory(method_id, args.steps, 2, texts)
-        b = trajectory(method_id, args.steps, 1, texts)
+    runs = [(m, {}) for m in args.methods.split(",") if m]
+    for v in args.variant:
+        m, _, js = v.partition(":")
+        runs.append((m, json.loads(js or "{}")))
+    for method_id, over in runs:
+        label = method_id + (json.dumps(over) if over else "")
+        if args.against == "threads":
+            denoising(method_id, texts)
+            a = trajectory(method_id, args.steps, 2, texts, over)
+            b = trajectory(method_id, args.steps, 1, texts, over)
+        else:
+            a = trajectory(method_id, args.steps, args.threads, texts, over)
+            b = trajectory(method_id, args.steps, args.threads, texts, over, gemm32=True)
         for ra, rb in zip(a, b):
-            line = (f"{method_id} step {ra['step']:3d}: ||Δθ||/||θ|| {rel(rb['w'], ra['w']):.2e}  loss "
+            line = (f"{label} step {ra['step']:3d}: ||Δθ||/||θ|| {rel(rb['w'], ra['w']):.2e}  loss "
                     f"{ra['loss']:.6f} vs {rb['loss']:.6f}")
             if ra["masks"] is not None and rb["masks"] is not None and ra["masks"].shape == rb["masks"].shape:
                 line += f"  masks differing {float((ra['masks'] != rb['masks']).float().mean()):.2e}"

@@ -320,6 +320,10 @@ def test_quick_step_budgets_follow_encoder_passes_with_two_dev_points():
     for m, c in cfg.items():
         assert c.max_steps % c.eval_every == 0 and c.max_steps // c.eval_every == 2, m
     assert resolve_train(paper, method_params(paper, "paser")).eval_every == paper.train.eval_every == 125
+    # prompt L2P-CSR's quick lr (1e-4: its 20 steps level off; benchmarks/RESULTS.md "prompt_l2p's round-off
+    # spread") is quick's alone: the paper profile trains it at the paper's 3e-5, like every method there
+    assert cfg["prompt_l2p"].lr == 1e-4 and quick.train.lr == 3e-5
+    assert resolve_train(paper, method_params(paper, "prompt_l2p")).lr == 3e-5
 
 
 def test_run_key_includes_the_code_fingerprint(monkeypatch):
