@@ -181,7 +181,7 @@ def summarise(cells: list[dict]) -> str:
             lines.append(f"{m} {p}: |Δ Avg.| native vs capped = {d:.3f} ({'within' if d <= TARGET else 'OUTSIDE'} "
                          f"{TARGET}); train time capped/native = {other['train_s'] / c['train_s']:.2f}x")
     for (m, p, isa), c in sorted(by.items()):
-        fp32 = by.get((m, "fp32", isa)) or (by.get((m, "fp32", "native")) if isa == "gemm32" else None)
+        fp32 = by.get((m, "fp32", "native" if isa == "gemm32" else isa))   # fp32's gemm32 cell is its native one
         if p == "bf16" and fp32:
             lines.append(f"{m} {isa}: |Δ Avg.| bf16 vs fp32 = {abs(c['avg'] - fp32['avg']):.3f}; "
                          f"train time fp32/bf16 = {fp32['train_s'] / c['train_s']:.2f}x")
@@ -194,34 +194,19 @@ def validate_gemm32(steps: int, method_id: str = "simcse") -> int:
     ``||θ_a − θ_b|| / ||θ_b||`` of each pair. gemm32 stands for another CPU's bf16 when its distance to fp32 is that
     of the real bf16 and its distance to the real bf16 is of the same order (two bf16 runs that sum in other
     orders), not above it."""
-    import contextlib
-
-    import numpy as np
     import torch
 
     sys.path.insert(0, str(REPO / "src"))
     sys.path.insert(0, str(REPO / "benchmarks"))
     import roundoff_probe
     import train_speed
-    from sentlab.train.data import Corpus
-    from sentlab.train.loop import train_loop
 
     texts = train_speed.corpus_sentences(64 * steps)
 
     def weights(precision: str, gemm32: bool) -> tuple[list, float]:
-        torch.set_num_threads(2)
-        method, cfg = roundoff_probe.build(method_id, steps)
-        cfg = cfg.model_copy(update={"precision": precision})
-        seen: list = []
-
-        def tick(step, record):
-            seen.append(torch.cat([p.detach().flatten() for p in method.trainable_parameters()]).clone())
-
         t0 = time.perf_counter()
-        with tempfile.TemporaryDirectory() as tmp, (bf16_gemms_in_fp32() if gemm32 else contextlib.nullcontext()):
-            train_loop(method, Corpus(ids=np.arange(len(texts)), texts=texts), cfg, seed=0,
-                       dev_eval=lambda e: {"stsb_dev": 0.0}, ckpt_dir=Path(tmp), callbacks=[tick], progress=False)
-        return seen, time.perf_counter() - t0
+        run = roundoff_probe.trajectory(method_id, steps, 2, texts, precision=precision, gemm32=gemm32)
+        return [r["w"] for r in run], time.perf_counter() - t0
 
     fp32, t_fp32 = weights("fp32", False)
     fast, t_fast = weights("bf16", True)

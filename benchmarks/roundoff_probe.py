@@ -72,17 +72,17 @@ def binary_masks(method) -> torch.Tensor | None:
 
 
 def trajectory(method_id: str, steps: int, threads: int, texts: list[str], overrides: dict | None = None,
-               gemm32: bool = False) -> list[dict]:
+               gemm32: bool = False, precision: str | None = None) -> list[dict]:
     """One training on ``threads`` intra-op threads: per step the weights (flattened), loss and binary masks.
-    ``gemm32``: in bf16 autocast with the products summed by the fp32 kernels (precision_isa.bf16_gemms_in_fp32)."""
+    ``gemm32``: in bf16 autocast with the products summed by the fp32 kernels (precision_isa.bf16_gemms_in_fp32);
+    ``precision``: ``train.precision`` (default fp32, bf16 with ``gemm32``)."""
     import contextlib
 
     import precision_isa
 
     torch.set_num_threads(threads)
     method, cfg = build(method_id, steps, overrides)
-    if gemm32:
-        cfg = cfg.model_copy(update={"precision": "bf16"})
+    cfg = cfg.model_copy(update={"precision": precision or ("bf16" if gemm32 else "fp32")})
     out: list[dict] = []
 
     def tick(step, record):
