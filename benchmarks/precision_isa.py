@@ -27,6 +27,7 @@ Usage::
     python benchmarks/precision_isa.py --only simcse:bf16:capped --json cell.json
     python benchmarks/precision_isa.py --summarise a.json b.json ...      # the table of earlier cells
     python benchmarks/precision_isa.py --methods prompt_l2p --isas gemm32 --set max_steps=40   # fp32, gemm32 bf16
+    python benchmarks/precision_isa.py --methods prompt_l2p --isas native,gemm32 --seed 43   # another seed
     python benchmarks/precision_isa.py --validate-gemm32 2
 
 ``--set KEY=VALUE`` (repeatable) changes the method's line of the profile for every cell (a setup to try; the
@@ -54,11 +55,16 @@ STS7 = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelate
 
 
 def prepare(work: Path) -> None:
-    """The prepare stage in ``work`` (params.yaml copied there): data/corpus and data/sts, once."""
+    """The prepare stage in ``work``: data/corpus and data/sts, once. A stage script runs in a DVC project (it reads
+    the params its dvc.yaml entry declares), so ``work`` is made one: params.yaml, dvc.yaml and models.yaml copied
+    there, ``dvc init --no-scm``."""
     if (work / "data" / "sts" / "sts.parquet").is_file():
         return
     work.mkdir(parents=True, exist_ok=True)
-    (work / "params.yaml").write_text((REPO / "params.yaml").read_text())
+    for name in ("params.yaml", "dvc.yaml", "models.yaml"):
+        (work / name).write_text((REPO / name).read_text())
+    if not (work / ".dvc").is_dir():
+        subprocess.run([sys.executable, "-m", "dvc", "init", "--no-scm", "-q"], cwd=work, check=True)
     subprocess.run([sys.executable, str(REPO / "pipeline" / "prepare.py")], cwd=work, check=True,
                    env={**os.environ, "PYTHONPATH": str(REPO / "src")})
 
@@ -100,7 +106,8 @@ def parse_sets(sets: list[str]) -> dict:
     return out
 
 
-def child(method: str, precision: str, isa: str, work: Path, sets: dict | None = None) -> dict:
+def child(method: str, precision: str, isa: str, work: Path, sets: dict | None = None,
+          seed: int | None = None) -> dict:
     """One cell, in this process (the ISA variables were set by the parent before torch loaded)."""
     os.chdir(work)
     import contextlib
@@ -120,13 +127,15 @@ def child(method: str, precision: str, isa: str, work: Path, sets: dict | None =
                                        "evaluate": params.evaluate.model_copy(update={"precision": "fp32",
                                                                                       "diagnostics": False}),
                                        "runtime": params.runtime.model_copy(update={"emulated_precision": "allow"})})
+    if seed is not None:   # the training's seed (the corpus stays the one prepared with params.yaml's)
+        params = params.model_copy(update={"seed": seed})
     if sets:
         params = params.model_copy(update={"methods": {**params.methods, method: {**(params.methods.get(method) or {}),
                                                                                   **sets}}})
     if isa == "gemm32" and precision != "bf16":
         raise SystemExit(f"cell {method}:{precision}:gemm32: gemm32 changes bf16 matrix products only; use "
                          f"{method}:bf16:gemm32, or {method}:{precision}:native")
-    name = f"{method}-{precision}-{isa}"
+    name = f"{method}-{precision}-{isa}-s{params.seed}"
     mode = bf16_gemms_in_fp32() if isa == "gemm32" else contextlib.nullcontext()
     t0 = time.perf_counter()
     with mode:
@@ -141,11 +150,12 @@ def child(method: str, precision: str, isa: str, work: Path, sets: dict | None =
     return {"method": method, "precision": precision, "isa": isa, "env": {k: os.environ.get(k) for k in CAPPED},
             "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(), "train_s": round(train_s, 1),
             "steps": info.get("steps"), "best_stsb_dev": info.get("best_stsb_dev"), "best_step": info.get("best_step"),
-            "set": sets or {}, "gemm32_calls": getattr(mode, "calls", None),
+            "seed": params.seed, "set": sets or {}, "gemm32_calls": getattr(mode, "calls", None),
             "sts": {t: round(float(res[t]), 4) for t in STS7}, "avg": round(float(res["Avg"]), 4)}
 
 
-def run_cell(method: str, precision: str, isa: str, work: Path, sets: dict | None = None) -> dict:
+def run_cell(method: str, precision: str, isa: str, work: Path, sets: dict | None = None,
+             seed: int | None = None) -> dict:
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     for k in CAPPED:
         env.pop(k, None)
@@ -154,7 +164,8 @@ def run_cell(method: str, precision: str, isa: str, work: Path, sets: dict | Non
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         out = Path(f.name)
     subprocess.run([sys.executable, __file__, "--child", f"{method}:{precision}:{isa}", "--work", str(work),
-                    "--child-out", str(out), "--child-set", json.dumps(sets or {})], env=env, check=True)
+                    "--child-out", str(out), "--child-set", json.dumps(sets or {})]
+                   + ([] if seed is None else ["--seed", str(seed)]), env=env, check=True)
     cell = json.loads(out.read_text())
     out.unlink()
     print(json.dumps(cell), flush=True)
@@ -162,6 +173,9 @@ def run_cell(method: str, precision: str, isa: str, work: Path, sets: dict | Non
 
 
 def summarise(cells: list[dict]) -> str:
+    # cells of several seeds are compared within their seed: "prompt_l2p s43" (cells from before --seed: the method)
+    cells = [{**c, "method": f"{c['method']} s{c['seed']}" if c.get("seed") is not None else c["method"]}
+             for c in cells]
     cells = sorted(cells, key=lambda c: (c["method"], c["precision"], c["isa"] != "native"))
     lines = ["| method | train.precision | ISA | torch capability | train s | " + " | ".join(STS7) + " | Avg. |",
              "|---" * (len(STS7) + 6) + "|"]
@@ -233,6 +247,8 @@ def main(argv=None) -> int:
                     help="a key of the method's line for every cell (repeatable), e.g. max_steps=40")
     ap.add_argument("--validate-gemm32", type=int, default=None, metavar="STEPS",
                     help="SimCSE's weights after STEPS steps: real bf16, gemm32 and fp32 against each other")
+    ap.add_argument("--seed", type=int, default=None,
+                    help="the trainings' seed (default: params.yaml's); the corpus stays the one prepared with it")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child-set", default="{}", help=argparse.SUPPRESS)
@@ -240,7 +256,7 @@ def main(argv=None) -> int:
     work = Path(args.work)
     if args.child:
         m, p, isa = args.child.split(":")
-        Path(args.child_out).write_text(json.dumps(child(m, p, isa, work, json.loads(args.child_set))))
+        Path(args.child_out).write_text(json.dumps(child(m, p, isa, work, json.loads(args.child_set), args.seed)))
         return 0
     if args.validate_gemm32:
         return validate_gemm32(args.validate_gemm32)
@@ -260,7 +276,7 @@ def main(argv=None) -> int:
                                   for m in args.methods.split(",") for p in args.precisions.split(",")
                                   for i in args.isas.split(",")))
     sets = parse_sets(args.set)
-    cells = [run_cell(m, p, i, work, sets) for m, p, i in todo]
+    cells = [run_cell(m, p, i, work, sets, args.seed) for m, p, i in todo]
     if args.json:
         Path(args.json).write_text(json.dumps(cells, indent=1))
     print(summarise(cells))
