@@ -183,12 +183,114 @@ def test_the_train_stage_of_a_cuda_profile_stops_before_any_work(tmp_path, tok, 
 
 
 @pytest.mark.parametrize("driver, cuda, wanted", [
-    ("580.65.06", "13.0", "whl/cu130"), ("570.133.20", "12.8", "whl/cu128"), ("560.35.03", "12.6", "whl/cu126"),
+    ("580.65.06", "13.0", "whl/cu130"), ("560.35.03", "12.6", "whl/cu126"),
+    ("570.133.20", "12.8", "whl/cu126"),        # torch 2.13 has no CUDA 12.8 build (was: whl/cu128, no such torch)
     ("550.54.15", "12.4", "whl/cu126"),          # CUDA 12's minor-version compatibility: the oldest 12.x build
     ("470.256.02", "11.4", "upgrade the NVIDIA driver"), (None, None, "install the NVIDIA driver")])
 def test_the_install_line_fits_the_driver(driver, cuda, wanted):
     assert wanted in dev.install_line(facts(torch_version="2.13.0+cpu", cuda_build=None, driver=driver,
                                             driver_cuda=cuda))
+
+
+# --- the GPU's architecture: torch 2.13's CUDA 13 build has no kernels for Volta, its CUDA 12.6 none for Blackwell ---
+
+CU130_ARCHS = ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")     # torch 2.13.0+cu130's get_arch_list()
+V100 = dict(torch_gpus=("Tesla V100-SXM2-32GB",) * 2, torch_caps=("7.0",) * 2, arch_list=CU130_ARCHS,
+            driver="580.95.05", driver_cuda="13.0", nvml_gpus=("Tesla V100-SXM2-32GB",) * 2, nvml_caps=("7.0",) * 2,
+            probe="NVML")
+
+
+def test_the_pin_and_the_builds_named_are_the_projects_torch():
+    """The install line names torch==TORCH_PIN: the pin of requirements/pins.txt and of the Makefile's TORCH_SPEC."""
+    from conftest import REPO
+
+    pins = (REPO / "requirements" / "pins.txt").read_text()
+    assert f"torch=={dev.TORCH_PIN}" in pins.split()
+    assert f"TORCH_SPEC ?= torch=={dev.TORCH_PIN}\n" in (REPO / "Makefile").read_text()
+    assert set(dev.BUILD_ARCHS) == set(dev.TORCH_CUDA_BUILDS)
+
+
+def _torch_table():
+    import torch.cuda as tc
+
+    if torch.__version__.split("+")[0] != dev.TORCH_PIN or not hasattr(tc, "PYTORCH_RELEASES_CODE_CC"):
+        pytest.skip(f"needs torch {dev.TORCH_PIN} with its build table torch.cuda.PYTORCH_RELEASES_CODE_CC (this is "
+                    f"torch {torch.__version__})")
+    return tc
+
+
+# real GPUs: Maxwell M40, Pascal P100 and GTX 1080, V100, T4, A100, A10, L4, H100, B200, B300, RTX 5090, DGX Spark
+GPU_CAPS = ("5.2", "6.0", "6.1", "7.0", "7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "10.3", "12.0", "12.1")
+
+
+def test_the_builds_architectures_are_torchs_own_table():
+    """BUILD_ARCHS against torch's table of its release builds (x86_64), and arch_runs against torch's own rule
+    (torch.cuda._code_compatible_with_device) for every kernel of every build on every GPU above."""
+    tc = _torch_table()
+    for build, archs in dev.BUILD_ARCHS.items():
+        assert {int(a[3:]) for a in archs} == tc.PYTORCH_RELEASES_CODE_CC[build]["x86_64"], build
+        for cap in GPU_CAPS:
+            for a in archs:
+                assert dev.arch_runs(a, cap) == tc._code_compatible_with_device(dev._cc(cap), int(a[3:])), (a, cap)
+
+
+@pytest.mark.parametrize("arch, cap, runs", [
+    ("sm_80", "8.6", True), ("sm_86", "8.0", False), ("sm_90", "10.0", False), ("sm_90a", "9.0", True),
+    ("sm_90a", "9.1", False), ("compute_90", "12.0", True), ("compute_120", "9.0", False), ("sm_75", "7.0", False)])
+def test_kernels_run_on_their_major_version_and_ptx_on_newer_gpus(arch, cap, runs):
+    assert dev.arch_runs(arch, cap) is runs
+
+
+def test_a_gpu_torch_has_no_kernels_for_stops_before_any_work():
+    """Before: check_device said "cuda" (torch.cuda.is_available() is True on a V100 with torch 2.13's CUDA 13
+    build), and the first CUDA operation of the first training failed ("no kernel image is available")."""
+    for setting in ("cuda", "auto"):
+        with pytest.raises(SentlabError) as e:
+            dev.check_device(setting, facts=facts(**V100))
+        msg = str(e.value)
+        assert f"`runtime.device: {setting}`" in msg and "no kernels for Tesla V100-SXM2-32GB (7.0)" in msg
+        assert "CUDA 13.0 build with kernels for sm_75 sm_80 sm_86 sm_90 sm_100 sm_120" in msg
+        assert ('TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126"' in msg
+                and "has kernels for Tesla V100-SXM2-32GB (7.0)" in msg and "\n" not in msg)
+    h100 = facts(torch_gpus=("NVIDIA H100 80GB HBM3",), torch_caps=("9.0",), arch_list=CU130_ARCHS)
+    assert dev.check_device("cuda", facts=h100) == "cuda" and dev.check_device("auto", facts=h100) == "cuda"
+
+
+def test_the_train_stage_on_a_gpu_without_kernels_stops_before_any_work(tmp_path, tok, monkeypatch):
+    monkeypatch.setattr(dev, "probe_gpus", lambda driver=True: facts(**V100))
+    with pytest.raises(SentlabError, match="no kernels for Tesla V100"):
+        _train(tmp_path, tok, train={"device": "cuda"})
+    assert not (tmp_path / "models").exists() and not (tmp_path / "checkpoints").exists()
+
+
+@pytest.mark.parametrize("gpu, cap, driver, cuda, wanted", [
+    ("Tesla V100-SXM2-32GB", "7.0", "580.95.05", "13.0", "whl/cu126"),     # CUDA 13 has no Volta kernels
+    ("Tesla P100-PCIE-16GB", "6.0", "535.183.01", "12.2", "whl/cu126"),
+    ("NVIDIA H100 80GB HBM3", "9.0", "580.95.05", "13.0", "whl/cu130"),
+    ("NVIDIA B200", "10.0", "570.133.20", "12.8", "upgrade the NVIDIA driver (>= 580 for CUDA 13.0)"),
+    ("Tesla K80", "3.7", "470.256.02", "11.4", "no CUDA build of torch==2.13.0 (12.6, 13.0) has kernels for Tesla "
+                                               "K80 (3.7)")])
+def test_the_install_line_fits_the_gpus_too(gpu, cap, driver, cuda, wanted):
+    got = dev.install_line(facts(torch_version="2.13.0+cpu", cuda_build=None, driver=driver, driver_cuda=cuda,
+                                 nvml_gpus=(gpu,), nvml_caps=(cap,), probe="NVML"))
+    assert wanted in got
+
+
+def test_nvml_reports_each_gpus_compute_capability(monkeypatch):
+    import types
+
+    class NVMLError(Exception):
+        pass
+    fake = types.SimpleNamespace(
+        NVMLError=NVMLError, nvmlInit=lambda: None, nvmlShutdown=lambda: None,
+        nvmlSystemGetCudaDriverVersion=lambda: 12020, nvmlSystemGetDriverVersion=lambda: b"535.183.01",
+        nvmlDeviceGetCount=lambda: 2, nvmlDeviceGetHandleByIndex=lambda i: i,
+        nvmlDeviceGetName=lambda h: b"Tesla V100-SXM2-32GB", nvmlDeviceGetCudaComputeCapability=lambda h: (7, 0))
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    got = dev.probe_gpus()
+    assert (got.probe, got.driver, got.driver_cuda, got.nvml_caps) == ("NVML", "535.183.01", "12.2", ("7.0", "7.0"))
+    assert "NVML sees 2 GPU(s): Tesla V100-SXM2-32GB (7.0), Tesla V100-SXM2-32GB (7.0)" in dev.gpu_summary(got)
 
 
 def test_a_cpu_build_on_a_node_without_driver(monkeypatch):
@@ -208,7 +310,15 @@ def test_auto_and_cpu_still_run_without_a_gpu():
 def test_nvidia_smi_is_asked_without_a_shell_when_nvml_is_not_installed(tmp_path, monkeypatch):
     """No nvidia-ml-py: the driver's view comes from nvidia-smi (its query and its header's CUDA version)."""
     smi = tmp_path / "nvidia-smi"
-    smi.write_text("#!/bin/sh\nif [ \"$1\" = \"--query-gpu=name,driver_version\" ]; then\n"
+    old_driver = tmp_path / "old"
+    old_driver.write_text("1")
+
+    # a driver from 510 on answers compute_cap; an older one refuses the field (exit 2), then is asked without it
+    smi.write_text("#!/bin/sh\nif [ \"$1\" = \"--query-gpu=name,driver_version,compute_cap\" ]; then\n"
+                   f"  if [ -e {old_driver} ]; then echo 'Field \"compute_cap\" is not a valid field to query.'; "
+                   "exit 2; fi\n"
+                   "  echo 'Tesla V100-SXM2-32GB, 535.183.01, 7.0'; echo 'Tesla V100-SXM2-32GB, 535.183.01, 7.0'\n"
+                   "elif [ \"$1\" = \"--query-gpu=name,driver_version\" ]; then\n"
                    "  echo 'Tesla V100-SXM2-32GB, 535.183.01'; echo 'Tesla V100-SXM2-32GB, 535.183.01'\n"
                    "else\n  echo '| NVIDIA-SMI 535.183.01   Driver Version: 535.183.01   CUDA Version: 12.2 |'\n"
                    "fi\n")
@@ -217,8 +327,11 @@ def test_nvidia_smi_is_asked_without_a_shell_when_nvml_is_not_installed(tmp_path
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     got = dev.probe_gpus()
-    assert (got.probe, got.driver, got.driver_cuda) == ("nvidia-smi", "535.183.01", "12.2")
+    assert (got.probe, got.driver, got.driver_cuda, got.nvml_caps) == ("nvidia-smi", "535.183.01", "12.2", ())
     assert got.nvml_gpus == ("Tesla V100-SXM2-32GB",) * 2 and got.torch_gpus == ()
+    old_driver.unlink()
+    got = dev.probe_gpus()
+    assert got.nvml_caps == ("7.0", "7.0") and got.driver == "535.183.01"
     monkeypatch.setenv("PATH", "/nonexistent")
     assert dev.probe_gpus().probe == "none"
 

@@ -4,7 +4,9 @@ Two ways a run used to lose its time silently (issues #65 §1, #69 §1):
 
 * a profile meant for GPUs (``runtime.device: cuda``) on a node where torch sees no CUDA GPU (a CPU build of torch,
   or a CUDA build newer than the NVIDIA driver) trained on the CPU; now :func:`check_device` stops with one
-  paragraph: torch's version and CUDA build, the driver and the GPUs NVML sees, the install line that fits;
+  paragraph: torch's version and CUDA build, the driver and the GPUs NVML sees, the install line that fits. A
+  torch that sees a GPU it has no kernels for (torch 2.13's default CUDA 13 build on a V100 or P100) stops the same
+  way, where it used to fail at the first CUDA operation of the first training;
 * ``bf16`` (or ``fp16``) autocast on a CPU without the native instructions (AVX-512 BF16 / AMX) is emulated, ~30x
   slower a step in fp32's place; on a GPU without bf16 (V100, T4) it is emulated too. :func:`check_precision`
   stops with one paragraph (the CPU features seen, the slowdown measured, the fix), unless params.yaml
@@ -41,10 +43,18 @@ EMULATED_BF16_COST = ("a SimCSE step of the quick profile took 78-102 s in bf16 
                       "2-core AMD EPYC with AVX2 only, and its training 3.0x the fp32 time on an Intel Xeon with "
                       "AVX-512F but no AVX-512 BF16 (benchmarks/RESULTS.md \"Precision\")")
 
-# PyTorch's CUDA builds of the pinned torch on its wheel index (download.pytorch.org/whl/cuXYZ), oldest first; the
-# public index's default wheel is the newest (CUDA 13: NVIDIA driver >= 580). Check the list against PyTorch's
-# install matrix when the pin moves.
-TORCH_CUDA_BUILDS = ("12.6", "12.8", "13.0")
+# The torch this project pins (requirements/pins.txt, the Makefile's TORCH_SPEC; tests/test_device.py checks both),
+# and PyTorch's CUDA builds of it on its wheel index (download.pytorch.org/whl/cuXYZ), oldest first, each with the
+# GPU architectures it has kernels for (Linux x86_64). Checked on 2026-12-07 (benchmarks/RESULTS.md "torch 2.13's
+# CUDA builds, checked"): PyPI's torch 2.13.0 wheel requires cuda-toolkit 13.0.3 (the default build); torch 2.13 has
+# cu126 and cu130 builds and no cu128 (PyTorch dropped CUDA 12.8 in 2.12; pytorch/FBGEMM#5976 counted the index);
+# the architectures are torch 2.13's own table, torch.cuda.PYTORCH_RELEASES_CODE_CC (the test compares them).
+# CUDA 13 has no kernels for Maxwell, Pascal and Volta (V100, P100); CUDA 12.6 none for Blackwell. Check all of this
+# against PyTorch's install matrix when the pin moves.
+TORCH_PIN = "2.13.0"
+TORCH_CUDA_BUILDS = ("12.6", "13.0")
+BUILD_ARCHS = {"12.6": ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
+               "13.0": ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")}
 # The oldest Linux NVIDIA driver of each CUDA release (NVIDIA's CUDA toolkit release notes, table 3): where the
 # driver is known but not the CUDA it runs (nvidia-smi without its header line).
 DRIVER_CUDA = ((580, "13.0"), (575, "12.9"), (570, "12.8"), (560, "12.6"), (555, "12.5"), (550, "12.4"),
@@ -101,6 +111,9 @@ class GpuFacts:
     nvml_gpus: tuple[str, ...] = ()           # the GPUs the driver sees
     probe: str = "none"                       # how the driver was asked: NVML, nvidia-smi, or none
     probe_error: str = field(default="", compare=False)
+    arch_list: tuple[str, ...] = ()           # the kernels this torch carries (torch.cuda.get_arch_list())
+    torch_caps: tuple[str, ...] = ()          # the compute capability ("7.0") of each GPU torch sees
+    nvml_caps: tuple[str, ...] = ()           # ... of each GPU the driver sees (empty: not asked or not known)
 
     @property
     def cuda(self) -> bool:
@@ -108,7 +121,8 @@ class GpuFacts:
 
 
 def _nvml() -> Optional[tuple]:
-    """(driver, its CUDA, GPU names, error) through NVML (``nvidia-ml-py``), None where it is not installed."""
+    """(driver, its CUDA, GPU names, their compute capabilities, error) through NVML (``nvidia-ml-py``), None where
+    it is not installed."""
     try:
         import pynvml
     except ImportError:
@@ -119,35 +133,42 @@ def _nvml() -> Optional[tuple]:
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as e:   # the library without a driver (libnvidia-ml.so not found)
-        return None, None, (), f"NVML: {e}"
+        return None, None, (), (), f"NVML: {e}"
     try:
         cuda = pynvml.nvmlSystemGetCudaDriverVersion()
-        names = tuple(text(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i)))
-                      for i in range(pynvml.nvmlDeviceGetCount()))
-        return text(pynvml.nvmlSystemGetDriverVersion()), f"{cuda // 1000}.{cuda % 1000 // 10}", names, ""
+        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        names = tuple(text(pynvml.nvmlDeviceGetName(h)) for h in handles)
+        caps = tuple("{}.{}".format(*pynvml.nvmlDeviceGetCudaComputeCapability(h)) for h in handles)
+        return text(pynvml.nvmlSystemGetDriverVersion()), f"{cuda // 1000}.{cuda % 1000 // 10}", names, caps, ""
     except pynvml.NVMLError as e:
-        return None, None, (), f"NVML: {e}"
+        return None, None, (), (), f"NVML: {e}"
     finally:
         pynvml.nvmlShutdown()
 
 
 def _nvidia_smi() -> Optional[tuple]:
-    """(driver, its CUDA, GPU names, error) from ``nvidia-smi`` (no shell), None where it is not on PATH."""
+    """(driver, its CUDA, GPU names, their compute capabilities, error) from ``nvidia-smi`` (no shell), None where
+    it is not on PATH. Drivers before 510 know no ``compute_cap`` field: they are asked without it."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None
     try:
-        q = subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True,
-                           text=True, timeout=30)
+        for fields in ("name,driver_version,compute_cap", "name,driver_version"):
+            q = subprocess.run([smi, f"--query-gpu={fields}", "--format=csv,noheader"], capture_output=True,
+                               text=True, timeout=30)
+            if q.returncode == 0:
+                break
         if q.returncode != 0:
-            return None, None, (), f"nvidia-smi: {(q.stdout + q.stderr).strip().splitlines()[:1]}"
+            return None, None, (), (), f"nvidia-smi: {(q.stdout + q.stderr).strip().splitlines()[:1]}"
         rows = [[c.strip() for c in line.split(",")] for line in q.stdout.strip().splitlines() if line.strip()]
         header = subprocess.run([smi], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired) as e:
-        return None, None, (), f"nvidia-smi: {e}"
+        return None, None, (), (), f"nvidia-smi: {e}"
     m = re.search(r"CUDA Version:\s*([0-9]+\.[0-9]+)", header)
     driver = rows[0][1] if rows and len(rows[0]) > 1 else None
-    return driver, m.group(1) if m else None, tuple(r[0] for r in rows), ""
+    caps = tuple(r[2] for r in rows) if rows and all(len(r) > 2 and re.fullmatch(r"[0-9]+\.[0-9]+", r[2])
+                                                      for r in rows) else ()
+    return driver, m.group(1) if m else None, tuple(r[0] for r in rows), caps, ""
 
 
 def driver_cuda(driver: Optional[str]) -> Optional[str]:
@@ -165,17 +186,44 @@ def probe_gpus(driver: bool = True) -> GpuFacts:
     import torch
 
     gpus: tuple[str, ...] = ()
+    caps: tuple[str, ...] = ()
     if torch.cuda.is_available():
         gpus = tuple(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
+        caps = tuple("{}.{}".format(*torch.cuda.get_device_capability(i)) for i in range(len(gpus)))
     facts = dict(torch_version=torch.__version__, cuda_build=torch.version.cuda, torch_gpus=gpus,
-                 torch_bf16=bool(gpus) and gpu_bf16())
+                 torch_bf16=bool(gpus) and gpu_bf16(),
+                 arch_list=tuple(torch.cuda.get_arch_list()), torch_caps=caps)
     for probe, ask in (("NVML", _nvml), ("nvidia-smi", _nvidia_smi)) if driver else ():
         got = ask()
         if got is not None:
-            found, cuda, names, error = got
+            found, cuda, names, nvml_caps, error = got
             return GpuFacts(**facts, driver=found, driver_cuda=cuda or driver_cuda(found), nvml_gpus=names,
-                            probe=probe, probe_error=error)
+                            nvml_caps=nvml_caps, probe=probe, probe_error=error)
     return GpuFacts(**facts)
+
+
+def _cc(capability: str) -> int:
+    major, minor = capability.split(".")
+    return 10 * int(major) + int(minor)
+
+
+def arch_runs(arch: str, capability: str) -> bool:
+    """Whether kernels compiled for ``arch`` (``sm_80``, ``sm_90a``, ``compute_120``: an entry of
+    ``torch.cuda.get_arch_list()``) run on a GPU of compute capability ``capability`` ("8.6"): machine code runs on
+    its own major version at the same or a newer minor one (``a``: that GPU only), PTX on any newer GPU."""
+    kind, _, code = arch.partition("_")
+    exact = code.endswith("a")
+    code_cc, cc = int(code.rstrip("af")), _cc(capability)
+    if kind == "compute":
+        return code_cc <= cc
+    if exact:
+        return code_cc == cc
+    return code_cc // 10 == cc // 10 and code_cc % 10 <= cc % 10
+
+
+def runs_here(arch_list, capabilities) -> bool:
+    """Whether every GPU (``capabilities``) has kernels in ``arch_list`` (True where either is unknown)."""
+    return all(any(arch_runs(a, c) for a in arch_list) for c in capabilities) if arch_list else True
 
 
 def gpu_bf16() -> bool:
@@ -186,10 +234,10 @@ def gpu_bf16() -> bool:
 
 
 def install_line(facts: GpuFacts) -> str:
-    """The torch install that fits this node's driver: the newest CUDA build of the pinned torch
-    (:data:`TORCH_CUDA_BUILDS`) that the driver runs (CUDA 12's minor-version compatibility: any 12.x driver runs
-    the oldest 12.x build)."""
-    pin = f"torch=={facts.torch_version.split('+')[0]}"
+    """The torch install that fits this node: the newest CUDA build of the pinned torch (:data:`TORCH_CUDA_BUILDS`)
+    that the driver runs (CUDA 12's minor-version compatibility: any 12.x driver runs the oldest 12.x build) and
+    that has kernels for every GPU seen (:data:`BUILD_ARCHS`; where the GPUs' capabilities are known)."""
+    pin = f"torch=={TORCH_PIN}"
     if facts.driver is None:
         return ("install the NVIDIA driver (none was found), then the CUDA build of torch its CUDA runs: "
                 f"`make clean-env env TORCH_SPEC=\"{pin} --index-url https://download.pytorch.org/whl/cuXYZ\"` "
@@ -198,36 +246,55 @@ def install_line(facts: GpuFacts) -> str:
     def key(v: str) -> tuple[int, ...]:
         return tuple(int(x) for x in v.split("."))
     cuda = facts.driver_cuda
-    fits = [b for b in TORCH_CUDA_BUILDS if cuda and key(b) <= key(cuda)]
-    if not fits and cuda and key(cuda)[0] == key(TORCH_CUDA_BUILDS[0])[0]:
-        fits = [TORCH_CUDA_BUILDS[0]]
+    caps = facts.nvml_caps or facts.torch_caps
+    gpus = ", ".join(f"{n} ({c})" for n, c in zip(facts.nvml_gpus or facts.torch_gpus, caps))
+    for_gpus = [b for b in TORCH_CUDA_BUILDS if runs_here(BUILD_ARCHS[b], caps)]
+    if not for_gpus:
+        return (f"no CUDA build of {pin} ({', '.join(TORCH_CUDA_BUILDS)}) has kernels for {gpus}: run this profile "
+                "on another GPU, or on the CPU")
+    fits = [b for b in for_gpus if cuda and key(b) <= key(cuda)]
+    if not fits and cuda and key(cuda)[0] == key(for_gpus[0])[0]:
+        fits = [for_gpus[0]]
     if not fits:
-        return (f"the driver {facts.driver} runs CUDA {cuda or 'unknown'}, older than every CUDA build of {pin} "
-                f"({', '.join(TORCH_CUDA_BUILDS)}): upgrade the NVIDIA driver (>= 560 for CUDA 12.6)")
+        least = min(d for d, c in DRIVER_CUDA if c == for_gpus[0])
+        older = (f"older than every CUDA build of {pin} that has kernels for {gpus} ({', '.join(for_gpus)})"
+                 if caps else f"older than every CUDA build of {pin} ({', '.join(for_gpus)})")
+        return (f"the driver {facts.driver} runs CUDA {cuda or 'unknown'}, {older}: upgrade the NVIDIA driver "
+                f"(>= {least} for CUDA {for_gpus[0]})")
     index = f"https://download.pytorch.org/whl/cu{fits[-1].replace('.', '')}"
+    gpu_note = f" and has kernels for {gpus}" if caps else ""
     return (f"`make clean-env env TORCH_SPEC=\"{pin} --index-url {index}\"` (in a venv of your own: `pip install {pin} "
-            f"--index-url {index}`), the CUDA {fits[-1]} build, which driver {facts.driver} (CUDA {cuda}) runs")
+            f"--index-url {index}`), the CUDA {fits[-1]} build, which driver {facts.driver} (CUDA {cuda}) runs"
+            f"{gpu_note}")
+
+
+def _named(names, caps) -> str:
+    return ", ".join(f"{n} ({c})" for n, c in zip(names, caps)) if caps else ", ".join(names)
 
 
 def gpu_summary(facts: GpuFacts) -> str:
     build = f"CUDA {facts.cuda_build} build" if facts.cuda_build else "a CPU-only build (no CUDA)"
-    seen = f"torch sees {len(facts.torch_gpus)} GPU(s): {', '.join(facts.torch_gpus)}" if facts.cuda \
-        else "torch sees no CUDA GPU"
+    if facts.arch_list:
+        build += f" with kernels for {' '.join(facts.arch_list)}"
+    seen = f"torch sees {len(facts.torch_gpus)} GPU(s): {_named(facts.torch_gpus, facts.torch_caps)}" \
+        if facts.cuda else "torch sees no CUDA GPU"
     if facts.driver is None and not facts.probe_error:
         driver = "no NVIDIA driver found (neither NVML nor nvidia-smi)"
     elif facts.driver is None:
         driver = f"no NVIDIA driver answered ({facts.probe_error})"
     else:
         driver = (f"NVIDIA driver {facts.driver} (runs CUDA {facts.driver_cuda or 'unknown'}), {facts.probe} sees "
-                  f"{len(facts.nvml_gpus)} GPU(s)" + (f": {', '.join(facts.nvml_gpus)}" if facts.nvml_gpus else ""))
+                  f"{len(facts.nvml_gpus)} GPU(s)" + (f": {_named(facts.nvml_gpus, facts.nvml_caps)}"
+                                                       if facts.nvml_gpus else ""))
     return f"torch {facts.torch_version}, {build}; {seen}; {driver}"
 
 
 # --- the checks --------------------------------------------------------------------------------------------------
 
 def check_device(setting: str, key: str = "runtime.device", facts: Optional[GpuFacts] = None) -> str:
-    """The device type ``setting`` (auto | cpu | cuda) resolves to here; ``cuda`` where torch sees no CUDA GPU
-    raises one paragraph: what torch and the driver say, and the install line that fits."""
+    """The device type ``setting`` (auto | cpu | cuda) resolves to here; ``cuda`` where torch sees no CUDA GPU, and
+    ``auto`` or ``cuda`` where torch sees a GPU it has no kernels for, raise one paragraph: what torch and the
+    driver say, and the install line that fits."""
     if setting not in ("auto", "cpu", "cuda"):
         raise SentlabError(f"{key} {setting!r}: allowed auto, cpu, cuda.")
     if setting == "cpu":
@@ -243,6 +310,16 @@ def check_device(setting: str, key: str = "runtime.device", facts: Optional[GpuF
             f"params.yaml `{key}: cuda` (the profile is meant for GPUs) but torch sees no CUDA GPU here, so "
             f"this stops before any work: {why}. Seen: {gpu_summary(facts)}. Fix: {install_line(facts)}; then "
             f"`sentlab doctor` says whether it runs. To run this profile on the CPU on purpose, set `{key}: cpu`.")
+    if setting in ("auto", "cuda") and facts.cuda and not runs_here(facts.arch_list, facts.torch_caps):
+        facts = facts if given else probe_gpus()
+        lost = [f"{n} ({c})" for n, c in zip(facts.torch_gpus, facts.torch_caps)
+                if not any(arch_runs(a, c) for a in facts.arch_list)]
+        raise SentlabError(
+            f"params.yaml `{key}: {setting}` would run on CUDA, but this torch has no kernels for "
+            f"{', '.join(lost)} (compute capability in brackets): every CUDA operation would fail with \"no kernel "
+            f"image is available\", so this stops before any work. Seen: {gpu_summary(facts)}. Fix: "
+            f"{install_line(facts)}; then `sentlab doctor` says whether it runs. To run on the CPU on purpose, set "
+            f"`{key}: cpu`.")
     return "cuda" if facts.cuda else "cpu"
 
 
