@@ -40,6 +40,9 @@ if first:
     while not (root / "go").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
 lock = zc.lockfile.LockFile(str(root / ".dvc" / "tmp" / "lock"))   # what `dvc repro` holds for its run
+if os.environ.get("FAKE_SOURCES_FAILS"):   # the first stage refused, as a stage records it (stages.entry)
+    from sentlab.provenance.failures import record_failure
+    record_failure("sources", 2, os.environ["FAKE_SOURCES_FAILS"], root=root)
 with open(root / "dvc-calls.jsonl", "a") as fh:
     fh.write(json.dumps({{"argv": sys.argv[1:], "profile": yaml.safe_load(open("params.yaml"))["profile"],
                          "parent": os.environ.get("SENTLAB_PARENT_RUN_ID")}}) + "\\n")
@@ -147,3 +150,29 @@ def test_make_repro_keeps_its_parent_run_and_builds_the_report_after_a_failure(w
     assert again.returncode == 0, out
     assert "\nprofile: smoke" in (ws / "params.yaml").read_text()
     assert [c["profile"] for c in _calls(ws)] == ["quick", "smoke"]
+
+
+@pytest.mark.parametrize("stale", [False, True])
+def test_a_run_that_sources_stopped_builds_no_report_and_ends_with_its_paragraph(workspace, stale):
+    """Before: `make repro PROFILE=paper-lite` on a machine without a GPU stopped at `sources` (nothing ran), then
+    built a report of 0 rows over reports/ (an earlier report replaced) and ran the export, which raised the
+    paragraph again. Now nothing is built and the paragraph is the last line. A `sources` record older than the run
+    (it failed in an earlier run, which this one did not reach) does not count."""
+    ws = workspace
+    paragraph = ("sentlab: error: params.yaml `runtime.device: cuda` (the profile is meant for GPUs) but torch sees "
+                 "no GPU")
+    if stale:
+        from sentlab.provenance.failures import record_failure
+        rec = record_failure("sources", 2, paragraph, root=ws).with_suffix(".json")
+        rec.write_text(json.dumps({**json.loads(rec.read_text()), "time": time.time() - 3600}))   # an hour ago
+        run = _make(ws, "PROFILE=quick", FAKE_DVC_RC="1")
+    else:
+        run = _make(ws, "PROFILE=quick", FAKE_DVC_RC="1", FAKE_SOURCES_FAILS=paragraph)
+    out, _ = run.communicate(timeout=300)
+    assert run.returncode == 2, out
+    if stale:
+        assert "some stages failed" in out and len(_calls(ws, "partial.jsonl")) == 2
+        return
+    assert _calls(ws, "partial.jsonl") == [] and "some stages failed" not in out
+    assert "nothing ran: `sources`, which every other stage needs, stopped the run" in out
+    assert [ln for ln in out.splitlines() if not ln.startswith("make")][-1] == paragraph

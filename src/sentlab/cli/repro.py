@@ -10,8 +10,9 @@ one paragraph naming the first, and params.yaml is untouched.
 Serial (``--jobs 1``, no ``--address``), as the Makefile's recipe did: a parent MLflow run for the pipeline run
 (``SENTLAB_PARENT_RUN_ID`` for its stages), ``dvc repro --keep-going`` (``--table``: ``sentlab run --table``'s
 targets, then the report from what exists); when stages failed (without ``--table``) the report and the exports are
-built from what finished; the parent run is closed with the exit status. ``--jobs N``/``--address``: ``sentlab run``
-(:mod:`sentlab.parallel.ray_run`), under the same lock.
+built from what finished, unless ``sources`` failed (a profile this machine cannot run stops there: no stage ran,
+and an earlier report is left as it was); the parent run is closed with the exit status. ``--jobs N``/``--address``:
+``sentlab run`` (:mod:`sentlab.parallel.ray_run`), under the same lock.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from ..parallel import STATE_DIR
+from ..provenance import failures
 from ..parallel.workspace_lock import exclusive_run
 
 PARTIAL = ("pipeline/report.py", "pipeline/export.py")   # built from what finished when stages failed
@@ -64,8 +67,14 @@ def _serial(profile: str, targets: list[str] | None) -> int:
         if targets is not None:
             rc = _serial_targets(targets)
         else:
+            started = time.time()
             rc = _call([*_dvc(), "repro", "--keep-going"])
-            if rc not in (0, 130, 143):   # not stopped by a signal: the report from what finished
+            stopped = failures.failed_since("sources", started) if rc not in (0, 130, 143) else None
+            if stopped:   # every stage needs sources' outputs: none ran, there is nothing to report
+                print("nothing ran: `sources`, which every other stage needs, stopped the run; the report and the "
+                      "exports are left as they were. Its reason:", flush=True)
+                print(stopped, flush=True)
+            elif rc not in (0, 130, 143):   # not stopped by a signal: the report from what finished
                 print("some stages failed (make status lists them with their logs): the report and the exports are "
                       "built from what finished", flush=True)
                 for script in PARTIAL:

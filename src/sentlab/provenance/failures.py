@@ -72,6 +72,18 @@ def failed_stages(root=None) -> dict[str, dict]:
     return out
 
 
+def failed_since(stage: str, since: float, root=None) -> Optional[str]:
+    """The error text of ``stage``'s own record (a DVC-run stage's) when it failed at ``since`` or later, else None."""
+    d = _root(root) / STATE_DIR / FAILED
+    try:
+        rec = json.loads((d / f"{_stage_file(stage)}.json").read_text())
+        if rec.get("time", 0) < since:
+            return None
+        return Path(rec["log"]).read_text(encoding="utf-8").strip() or rec.get("reason", "")
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 def _say(stage: str, rec: dict) -> str:
     log = f", log {rec['log']}" if rec.get("log") else ""
     if rec["status"] == "skipped":
