@@ -170,3 +170,21 @@ def test_the_export_after_a_failed_first_stage_has_no_models_folder_and_no_trace
     main = runpy.run_path(str(REPO / "pipeline" / "export.py"), run_name="export")["main"]
     assert report_errors(main) == 0
     assert (work / "exports" / "index.md").is_file()
+
+
+def test_the_runner_shows_the_paragraph_of_a_shared_stage_that_stopped_the_run(tmp_path, monkeypatch, capsys):
+    """`make repro PROFILE=paper-lite JOBS=8` where torch sees no GPU: `sources` stops the shared stages. Before, the
+    runner said only "the shared stages failed (exit 255); log ..." and the paragraph stayed in that log."""
+    from sentlab.parallel import ray_run
+
+    said = "sentlab: error: params.yaml `runtime.device: cuda` (the profile is meant for GPUs) but torch sees no GPU"
+
+    def fake_dvc(args, root, log, env, **kw):
+        assert args == ["repro", "sources", "prepare", "annotate"]
+        failures.record_failure("sources", 2, said, root=root)
+        return 255
+    monkeypatch.setattr(ray_run, "stage_names", lambda root: ["sources", "prepare", "annotate", "train@simcse"])
+    monkeypatch.setattr(ray_run, "run_dvc", fake_dvc)
+    rc = ray_run._run(None, tmp_path, 2, None, 0, False, False, None, tmp_path / "state", "run-id")
+    out = capsys.readouterr().err.strip().splitlines()   # the runner's log
+    assert rc == 255 and "the shared stages failed (exit 255)" in out[-2] and out[-1] == said

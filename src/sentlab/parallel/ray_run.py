@@ -19,11 +19,13 @@ import contextlib
 import os
 import re
 import shutil
+import sys
 import time
 from pathlib import Path
 
 from ..errors import SentlabError
 from ..runtime.io import write_json
+from ..provenance import failures
 from ..provenance.run_results import RESULTS
 from . import SHARED, STATE_DIR
 from .graph import Plan, plan_for, stage_names
@@ -289,9 +291,12 @@ def _run(ray, root: Path, jobs, address, gpus, remote, keep, rt, state: Path, ru
     env = node_env({}, None)
     shared = [s for s in SHARED if s in stage_names(root)]
     say(f"shared stages {', '.join(shared)} in the workspace (log {logs / 'shared.log'})")
+    began = time.time()
     rc = run_dvc(["repro", *shared], root, logs / "shared.log", env, guard=False)
     if rc:
         say(f"the shared stages failed (exit {rc}); log {logs / 'shared.log'}")
+        for why in filter(None, (failures.failed_since(s, began, root) for s in shared)):
+            print(why, file=sys.stderr, flush=True)   # its paragraph: a GPU profile where torch sees no GPU stops here
         return rc
     p = plan_for(root, targets=targets)
     if targets is not None:
