@@ -55,13 +55,13 @@ def env_part() -> dict:
     import torch
     import transformers
 
-    from sentlab.runtime import device as dev
+    from sentlab.runtime import cuda_builds, device as dev
 
     out = {"torch": torch.__version__, "transformers": transformers.__version__, "cuda": torch.cuda.is_available()}
     facts = dev.probe_gpus()   # what `sentlab doctor` shows: the build's kernels, each GPU's compute capability
     out["sentlab_gpus"] = dev.gpu_summary(facts)
-    out["kernels_for_every_gpu"] = dev.runs_here(facts.arch_list, facts.torch_caps)
-    out["install_line"] = dev.install_line(facts)
+    out["kernels_for_every_gpu"] = cuda_builds.runs_here(facts.arch_list, facts.torch_caps)
+    out["install_line"] = cuda_builds.install_line(facts)
     if not torch.cuda.is_available():
         return out
     out["device"] = torch.cuda.get_device_name(0)

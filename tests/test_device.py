@@ -13,6 +13,7 @@ import sys
 import pytest
 import torch
 
+from sentlab.runtime import cuda_builds as builds
 from sentlab.runtime import device as dev
 from sentlab.errors import SentlabError
 
@@ -188,7 +189,7 @@ def test_the_train_stage_of_a_cuda_profile_stops_before_any_work(tmp_path, tok, 
     ("550.54.15", "12.4", "whl/cu126"),          # CUDA 12's minor-version compatibility: the oldest 12.x build
     ("470.256.02", "11.4", "upgrade the NVIDIA driver"), (None, None, "install the NVIDIA driver")])
 def test_the_install_line_fits_the_driver(driver, cuda, wanted):
-    assert wanted in dev.install_line(facts(torch_version="2.13.0+cpu", cuda_build=None, driver=driver,
+    assert wanted in builds.install_line(facts(torch_version="2.13.0+cpu", cuda_build=None, driver=driver,
                                             driver_cuda=cuda))
 
 
@@ -205,16 +206,16 @@ def test_the_pin_and_the_builds_named_are_the_projects_torch():
     from conftest import REPO
 
     pins = (REPO / "requirements" / "pins.txt").read_text()
-    assert f"torch=={dev.TORCH_PIN}" in pins.split()
-    assert f"TORCH_SPEC ?= torch=={dev.TORCH_PIN}\n" in (REPO / "Makefile").read_text()
-    assert set(dev.BUILD_ARCHS) == set(dev.TORCH_CUDA_BUILDS)
+    assert f"torch=={builds.TORCH_PIN}" in pins.split()
+    assert f"TORCH_SPEC ?= torch=={builds.TORCH_PIN}\n" in (REPO / "Makefile").read_text()
+    assert set(builds.BUILD_ARCHS) == set(builds.TORCH_CUDA_BUILDS)
 
 
 def _torch_table():
     import torch.cuda as tc
 
-    if torch.__version__.split("+")[0] != dev.TORCH_PIN or not hasattr(tc, "PYTORCH_RELEASES_CODE_CC"):
-        pytest.skip(f"needs torch {dev.TORCH_PIN} with its build table torch.cuda.PYTORCH_RELEASES_CODE_CC (this is "
+    if torch.__version__.split("+")[0] != builds.TORCH_PIN or not hasattr(tc, "PYTORCH_RELEASES_CODE_CC"):
+        pytest.skip(f"needs torch {builds.TORCH_PIN} with its build table torch.cuda.PYTORCH_RELEASES_CODE_CC (this is "
                     f"torch {torch.__version__})")
     return tc
 
@@ -227,18 +228,19 @@ def test_the_builds_architectures_are_torchs_own_table():
     """BUILD_ARCHS against torch's table of its release builds (x86_64), and arch_runs against torch's own rule
     (torch.cuda._code_compatible_with_device) for every kernel of every build on every GPU above."""
     tc = _torch_table()
-    for build, archs in dev.BUILD_ARCHS.items():
+    for build, archs in builds.BUILD_ARCHS.items():
         assert {int(a[3:]) for a in archs} == tc.PYTORCH_RELEASES_CODE_CC[build]["x86_64"], build
         for cap in GPU_CAPS:
             for a in archs:
-                assert dev.arch_runs(a, cap) == tc._code_compatible_with_device(dev._cc(cap), int(a[3:])), (a, cap)
+                torchs = tc._code_compatible_with_device(builds.cc_number(cap), int(a[3:]))
+                assert builds.arch_runs(a, cap) == torchs, (a, cap)
 
 
 @pytest.mark.parametrize("arch, cap, runs", [
     ("sm_80", "8.6", True), ("sm_86", "8.0", False), ("sm_90", "10.0", False), ("sm_90a", "9.0", True),
     ("sm_90a", "9.1", False), ("compute_90", "12.0", True), ("compute_120", "9.0", False), ("sm_75", "7.0", False)])
 def test_kernels_run_on_their_major_version_and_ptx_on_newer_gpus(arch, cap, runs):
-    assert dev.arch_runs(arch, cap) is runs
+    assert builds.arch_runs(arch, cap) is runs
 
 
 def test_a_gpu_torch_has_no_kernels_for_stops_before_any_work():
@@ -271,7 +273,7 @@ def test_the_train_stage_on_a_gpu_without_kernels_stops_before_any_work(tmp_path
     ("Tesla K80", "3.7", "470.256.02", "11.4", "no CUDA build of torch==2.13.0 (12.6, 13.0) has kernels for Tesla "
                                                "K80 (3.7)")])
 def test_the_install_line_fits_the_gpus_too(gpu, cap, driver, cuda, wanted):
-    got = dev.install_line(facts(torch_version="2.13.0+cpu", cuda_build=None, driver=driver, driver_cuda=cuda,
+    got = builds.install_line(facts(torch_version="2.13.0+cpu", cuda_build=None, driver=driver, driver_cuda=cuda,
                                  nvml_gpus=(gpu,), nvml_caps=(cap,), probe="NVML"))
     assert wanted in got
 

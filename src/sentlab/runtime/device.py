@@ -4,7 +4,8 @@ Two ways a run used to lose its time silently (issues #65 §1, #69 §1):
 
 * a profile meant for GPUs (``runtime.device: cuda``) on a node where torch sees no CUDA GPU (a CPU build of torch,
   or a CUDA build newer than the NVIDIA driver) trained on the CPU; now :func:`check_device` stops with one
-  paragraph: torch's version and CUDA build, the driver and the GPUs NVML sees, the install line that fits. A
+  paragraph: torch's version and CUDA build, the driver and the GPUs NVML sees, the install line that fits
+  (:mod:`.cuda_builds`: which build runs on which driver and GPU). A
   torch that sees a GPU it has no kernels for (torch 2.13's default CUDA 13 build on a V100 or P100) stops the same
   way, where it used to fail at the first CUDA operation of the first training;
 * ``bf16`` (or ``fp16``) autocast on a CPU without the native instructions (AVX-512 BF16 / AMX) is emulated, ~30x
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import SentlabError
+from .cuda_builds import driver_cuda, install_line, named, runs_here
 
 CPUINFO = Path("/proc/cpuinfo")
 NATIVE = {"bf16": ("avx512_bf16", "amx_bf16"), "fp16": ("avx512_fp16", "amx_fp16")}
@@ -43,22 +45,6 @@ EMULATED_BF16_COST = ("a SimCSE step of the quick profile took 78-102 s in bf16 
                       "2-core AMD EPYC with AVX2 only, and its training 3.0x the fp32 time on an Intel Xeon with "
                       "AVX-512F but no AVX-512 BF16 (benchmarks/RESULTS.md \"Precision\")")
 
-# The torch this project pins (requirements/pins.txt, the Makefile's TORCH_SPEC; tests/test_device.py checks both),
-# and PyTorch's CUDA builds of it on its wheel index (download.pytorch.org/whl/cuXYZ), oldest first, each with the
-# GPU architectures it has kernels for (Linux x86_64). Checked on 2026-12-07 (benchmarks/RESULTS.md "torch 2.13's
-# CUDA builds, checked"): PyPI's torch 2.13.0 wheel requires cuda-toolkit 13.0.3 (the default build); torch 2.13 has
-# cu126 and cu130 builds and no cu128 (PyTorch dropped CUDA 12.8 in 2.12; pytorch/FBGEMM#5976 counted the index);
-# the architectures are torch 2.13's own table, torch.cuda.PYTORCH_RELEASES_CODE_CC (the test compares them).
-# CUDA 13 has no kernels for Maxwell, Pascal and Volta (V100, P100); CUDA 12.6 none for Blackwell. Check all of this
-# against PyTorch's install matrix when the pin moves.
-TORCH_PIN = "2.13.0"
-TORCH_CUDA_BUILDS = ("12.6", "13.0")
-BUILD_ARCHS = {"12.6": ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
-               "13.0": ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")}
-# The oldest Linux NVIDIA driver of each CUDA release (NVIDIA's CUDA toolkit release notes, table 3): where the
-# driver is known but not the CUDA it runs (nvidia-smi without its header line).
-DRIVER_CUDA = ((580, "13.0"), (575, "12.9"), (570, "12.8"), (560, "12.6"), (555, "12.5"), (550, "12.4"),
-               (545, "12.3"), (535, "12.2"), (530, "12.1"), (525, "12.0"), (520, "11.8"))
 
 
 # --- the CPU -----------------------------------------------------------------------------------------------------
@@ -171,15 +157,6 @@ def _nvidia_smi() -> Optional[tuple]:
     return driver, m.group(1) if m else None, tuple(r[0] for r in rows), caps, ""
 
 
-def driver_cuda(driver: Optional[str]) -> Optional[str]:
-    """The newest CUDA a Linux driver of version ``driver`` runs (:data:`DRIVER_CUDA`)."""
-    try:
-        major = int(str(driver).split(".")[0])
-    except ValueError:
-        return None
-    return next((cuda for least, cuda in DRIVER_CUDA if major >= least), None)
-
-
 def probe_gpus(driver: bool = True) -> GpuFacts:
     """torch's view (version, CUDA build, devices, bf16), then, with ``driver``, the driver's: NVML where
     ``nvidia-ml-py`` is installed, else ``nvidia-smi`` where it is on PATH, else none."""
@@ -202,30 +179,6 @@ def probe_gpus(driver: bool = True) -> GpuFacts:
     return GpuFacts(**facts)
 
 
-def _cc(capability: str) -> int:
-    major, minor = capability.split(".")
-    return 10 * int(major) + int(minor)
-
-
-def arch_runs(arch: str, capability: str) -> bool:
-    """Whether kernels compiled for ``arch`` (``sm_80``, ``sm_90a``, ``compute_120``: an entry of
-    ``torch.cuda.get_arch_list()``) run on a GPU of compute capability ``capability`` ("8.6"): machine code runs on
-    its own major version at the same or a newer minor one (``a``: that GPU only), PTX on any newer GPU."""
-    kind, _, code = arch.partition("_")
-    exact = code.endswith("a")
-    code_cc, cc = int(code.rstrip("af")), _cc(capability)
-    if kind == "compute":
-        return code_cc <= cc
-    if exact:
-        return code_cc == cc
-    return code_cc // 10 == cc // 10 and code_cc % 10 <= cc % 10
-
-
-def runs_here(arch_list, capabilities) -> bool:
-    """Whether every GPU (``capabilities``) has kernels in ``arch_list`` (True where either is unknown)."""
-    return all(any(arch_runs(a, c) for a in arch_list) for c in capabilities) if arch_list else True
-
-
 def gpu_bf16() -> bool:
     """Whether CUDA device 0 computes bf16 natively (Ampere and newer; emulation not counted)."""
     import torch
@@ -233,50 +186,11 @@ def gpu_bf16() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
 
 
-def install_line(facts: GpuFacts) -> str:
-    """The torch install that fits this node: the newest CUDA build of the pinned torch (:data:`TORCH_CUDA_BUILDS`)
-    that the driver runs (CUDA 12's minor-version compatibility: any 12.x driver runs the oldest 12.x build) and
-    that has kernels for every GPU seen (:data:`BUILD_ARCHS`; where the GPUs' capabilities are known)."""
-    pin = f"torch=={TORCH_PIN}"
-    if facts.driver is None:
-        return ("install the NVIDIA driver (none was found), then the CUDA build of torch its CUDA runs: "
-                f"`make clean-env env TORCH_SPEC=\"{pin} --index-url https://download.pytorch.org/whl/cuXYZ\"` "
-                "(`sentlab doctor` names the build once the driver is there)")
-
-    def key(v: str) -> tuple[int, ...]:
-        return tuple(int(x) for x in v.split("."))
-    cuda = facts.driver_cuda
-    caps = facts.nvml_caps or facts.torch_caps
-    gpus = ", ".join(f"{n} ({c})" for n, c in zip(facts.nvml_gpus or facts.torch_gpus, caps))
-    for_gpus = [b for b in TORCH_CUDA_BUILDS if runs_here(BUILD_ARCHS[b], caps)]
-    if not for_gpus:
-        return (f"no CUDA build of {pin} ({', '.join(TORCH_CUDA_BUILDS)}) has kernels for {gpus}: run this profile "
-                "on another GPU, or on the CPU")
-    fits = [b for b in for_gpus if cuda and key(b) <= key(cuda)]
-    if not fits and cuda and key(cuda)[0] == key(for_gpus[0])[0]:
-        fits = [for_gpus[0]]
-    if not fits:
-        least = min(d for d, c in DRIVER_CUDA if c == for_gpus[0])
-        older = (f"older than every CUDA build of {pin} that has kernels for {gpus} ({', '.join(for_gpus)})"
-                 if caps else f"older than every CUDA build of {pin} ({', '.join(for_gpus)})")
-        return (f"the driver {facts.driver} runs CUDA {cuda or 'unknown'}, {older}: upgrade the NVIDIA driver "
-                f"(>= {least} for CUDA {for_gpus[0]})")
-    index = f"https://download.pytorch.org/whl/cu{fits[-1].replace('.', '')}"
-    gpu_note = f" and has kernels for {gpus}" if caps else ""
-    return (f"`make clean-env env TORCH_SPEC=\"{pin} --index-url {index}\"` (in a venv of your own: `pip install {pin} "
-            f"--index-url {index}`), the CUDA {fits[-1]} build, which driver {facts.driver} (CUDA {cuda}) runs"
-            f"{gpu_note}")
-
-
-def _named(names, caps) -> str:
-    return ", ".join(f"{n} ({c})" for n, c in zip(names, caps)) if caps else ", ".join(names)
-
-
 def gpu_summary(facts: GpuFacts) -> str:
     build = f"CUDA {facts.cuda_build} build" if facts.cuda_build else "a CPU-only build (no CUDA)"
     if facts.arch_list:
         build += f" with kernels for {' '.join(facts.arch_list)}"
-    seen = f"torch sees {len(facts.torch_gpus)} GPU(s): {_named(facts.torch_gpus, facts.torch_caps)}" \
+    seen = f"torch sees {len(facts.torch_gpus)} GPU(s): {named(facts.torch_gpus, facts.torch_caps)}" \
         if facts.cuda else "torch sees no CUDA GPU"
     if facts.driver is None and not facts.probe_error:
         driver = "no NVIDIA driver found (neither NVML nor nvidia-smi)"
@@ -284,7 +198,7 @@ def gpu_summary(facts: GpuFacts) -> str:
         driver = f"no NVIDIA driver answered ({facts.probe_error})"
     else:
         driver = (f"NVIDIA driver {facts.driver} (runs CUDA {facts.driver_cuda or 'unknown'}), {facts.probe} sees "
-                  f"{len(facts.nvml_gpus)} GPU(s)" + (f": {_named(facts.nvml_gpus, facts.nvml_caps)}"
+                  f"{len(facts.nvml_gpus)} GPU(s)" + (f": {named(facts.nvml_gpus, facts.nvml_caps)}"
                                                        if facts.nvml_gpus else ""))
     return f"torch {facts.torch_version}, {build}; {seen}; {driver}"
 
@@ -312,11 +226,10 @@ def check_device(setting: str, key: str = "runtime.device", facts: Optional[GpuF
             f"`sentlab doctor` says whether it runs. To run this profile on the CPU on purpose, set `{key}: cpu`.")
     if setting in ("auto", "cuda") and facts.cuda and not runs_here(facts.arch_list, facts.torch_caps):
         facts = facts if given else probe_gpus()
-        lost = [f"{n} ({c})" for n, c in zip(facts.torch_gpus, facts.torch_caps)
-                if not any(arch_runs(a, c) for a in facts.arch_list)]
+        lost = [(n, c) for n, c in zip(facts.torch_gpus, facts.torch_caps) if not runs_here(facts.arch_list, (c,))]
         raise SentlabError(
             f"params.yaml `{key}: {setting}` would run on CUDA, but this torch has no kernels for "
-            f"{', '.join(lost)} (compute capability in brackets): every CUDA operation would fail with \"no kernel "
+            f"{named(*zip(*lost))} (compute capability in brackets): every CUDA operation would fail with \"no kernel "
             f"image is available\", so this stops before any work. Seen: {gpu_summary(facts)}. Fix: "
             f"{install_line(facts)}; then `sentlab doctor` says whether it runs. To run on the CPU on purpose, set "
             f"`{key}: cpu`.")
